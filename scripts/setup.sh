@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs every system package the project needs (Debian 12). Idempotent: a
+# second run installs nothing. Without root it prints the command to run.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  protobuf-compiler libprotobuf-dev
+  libgflags-dev libgoogle-glog-dev
+  librocksdb-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libibverbs-dev
+  libxxhash-dev
+  libeigen3-dev zlib1g-dev
+  clang libclang-rt-14-dev    # libFuzzer targets and sanitizer runtimes
+  clang-format
+  ucx-utils iperf3            # peers the benchmarks compare against
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+cmd=(apt-get install -y --no-install-recommends "${missing[@]}")
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: missing packages: ${missing[*]}" >&2
+  echo "setup: run as root:  apt-get update && ${cmd[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+echo "setup: installing ${missing[*]}"
+apt-get -o DPkg::Lock::Timeout=600 update -q
+apt-get -o DPkg::Lock::Timeout=600 "${cmd[@]:1}" -q

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the whole test suite. Usage:
+#   scripts/test.sh                         release build, all tests, short fuzz run
+#   scripts/test.sh --sanitize=address,undefined   the suite under ASan+UBSan
+#   scripts/test.sh --sanitize=thread       the concurrency tests under TSan
+#   scripts/test.sh --all                   all three of the above, one after another
+# Extra arguments after -- go to ctest (e.g. -- -R Endpoint).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+sanitize="" all=0 ctest_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize=*) sanitize=${1#*=} ;;
+    --all) all=1 ;;
+    --) shift; ctest_args=("$@"); break ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "test: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+"$root/scripts/setup.sh"
+
+run_suite() {  # $1: sanitizer list or empty
+  local san=$1 build_dir label_args=() fuzz=0
+  build_dir=$("$root/scripts/build.sh" ${san:+--sanitize=$san} | tail -n 1)
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+  case "$san" in
+    thread) label_args=(-L concurrency) ;;
+    "") fuzz=1 ;;
+  esac
+  echo "== tests${san:+ under $san} in $build_dir"
+  (cd "$build_dir" && ctest --output-on-failure -j "$(nproc)" --timeout 600 \
+    "${label_args[@]}" "${ctest_args[@]}")
+  if [ $fuzz = 1 ]; then "$root/scripts/fuzz.sh" --build-dir="$build_dir" --seconds=30; fi
+}
+
+if [ $all = 1 ]; then
+  run_suite ""
+  run_suite address,undefined
+  run_suite thread
+else
+  run_suite "$sanitize"
+fi
