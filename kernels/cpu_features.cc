@@ -1,0 +1,32 @@
+#include "kernels/cpu_features.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace ps::kernels {
+
+CpuFeatures DetectCpuFeatures() {
+  CpuFeatures f;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  f.avx2 = __builtin_cpu_supports("avx2");
+  f.fma = __builtin_cpu_supports("fma");
+  // F16C has no __builtin_cpu_supports name in GCC 12; it ships with every
+  // AVX2 CPU from both vendors, so AVX2 implies it in practice.
+  f.f16c = f.avx2;
+#endif
+  return f;
+}
+
+const CpuFeatures& ActiveCpuFeatures() {
+  // A function-local constant, computed once: the CPU does not change.
+  static const CpuFeatures active = [] {
+    const char* scalar = std::getenv("PS_KERNELS_SCALAR");
+    if (scalar != nullptr && std::strcmp(scalar, "1") == 0)
+      return CpuFeatures{};
+    return DetectCpuFeatures();
+  }();
+  return active;
+}
+
+}  // namespace ps::kernels
