@@ -1,0 +1,25 @@
+// What a peer may do to a memory region. The owner always has full local
+// access; these flags only grant remote operations.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ps::xfer {
+
+enum Access : uint32_t {
+  kLocalOnly = 0,
+  kRemoteRead = 1u << 0,    // Get, ReadV
+  kRemoteWrite = 1u << 1,   // Put, WriteV, PutWithNotify
+  kRemoteAtomic = 1u << 2,  // FetchAdd64, CompareSwap64
+  kRemoteAll = kRemoteRead | kRemoteWrite | kRemoteAtomic,
+};
+
+inline Access operator|(Access a, Access b) {
+  return static_cast<Access>(static_cast<uint32_t>(a) | b);
+}
+
+// "read|write|atomic", or "local-only".
+std::string AccessToString(uint32_t access);
+
+}  // namespace ps::xfer

@@ -1,0 +1,401 @@
+#include "core/context.h"
+
+#include <glog/logging.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "core/descriptor.pb.h"
+#include "core/hello.h"
+#include "core/region_table.h"
+#include "core/shm/liveness_page.h"
+#include "core/shm/shm_transport.h"
+#include "core/socket.h"
+#include "core/stream/stream_server.h"
+#include "core/stream/stream_transport.h"
+
+namespace ps::xfer {
+
+namespace internal {
+
+// A random non-zero 64-bit number (keys and instance numbers must never be
+// 0: 0 marks a free liveness slot and "no instance").
+uint64_t RandomNonZero() {
+  std::random_device rd;
+  uint64_t v = 0;
+  while (v == 0) v = (uint64_t{rd()} << 32) ^ rd();
+  return v;
+}
+
+class ContextImpl {
+ public:
+  explicit ContextImpl(ContextOptions options)
+      : options_(std::move(options)),
+        instance_(RandomNonZero()),
+        host_id_(HostIdentity()),
+        regions_(options_.name, instance_) {}
+  ~ContextImpl();
+
+  Status Start();
+
+  const ContextOptions options_;
+  const uint64_t instance_;
+  const std::string host_id_;
+  RegionTable regions_;
+  std::unique_ptr<LivenessPage> liveness_;
+  std::atomic<uint64_t> next_region_id_{1};
+  std::string address_;
+
+  std::mutex endpoints_mu_;
+  std::vector<std::weak_ptr<Endpoint>> endpoints_;  // for Fence
+
+  StatusOr<std::shared_ptr<MemoryRegion>> AddRegion(
+      std::unique_ptr<MemoryRegion> region);
+  StatusOr<std::shared_ptr<Endpoint>> Connect(const std::string& address);
+
+ private:
+  void AcceptLoop();
+  void ServeNewConnection(UniqueFd fd, bool same_host_socket);
+  Status MapRegion(const wire::RequestHeader& request, wire::MapReply* reply,
+                   int* memfd);
+  proto::Hello MakeHello(std::string_view transport) const;
+
+  UniqueFd tcp_listener_;
+  UniqueFd unix_listener_;
+  std::string unix_name_;
+  UniqueFd wake_;  // eventfd that stops the accept loop
+  std::thread accept_thread_;
+  std::mutex servers_mu_;
+  std::vector<std::unique_ptr<StreamServer>> servers_;
+};
+
+Status ContextImpl::Start() {
+  PS_ASSIGN_OR_RETURN(liveness_, LivenessPage::Create());
+  PS_ASSIGN_OR_RETURN(tcp_listener_,
+                      ListenTcp(options_.listen_host, options_.listen_port));
+  PS_ASSIGN_OR_RETURN(uint16_t port, LocalPort(tcp_listener_.get()));
+  const std::string& host = options_.listen_host;
+  address_ = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+             ":" + std::to_string(port);
+  char unix_name[64];
+  std::snprintf(unix_name, sizeof(unix_name), "xfer-%016llx",
+                static_cast<unsigned long long>(instance_));
+  unix_name_ = unix_name;
+  PS_ASSIGN_OR_RETURN(unix_listener_, ListenUnix(unix_name_));
+  wake_ = UniqueFd(eventfd(0, EFD_CLOEXEC));
+  if (!wake_.valid())
+    return ErrnoStatus(StatusCode::kIOError, "eventfd", errno);
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  LOG(INFO) << "xfer context " << options_.name << " listening on " << address_
+            << " (instance " << std::hex << instance_ << ")";
+  return Status::OK();
+}
+
+ContextImpl::~ContextImpl() {
+  if (accept_thread_.joinable()) {
+    uint64_t one = 1;
+    (void)!write(wake_.get(), &one, sizeof(one));
+    accept_thread_.join();
+  }
+  std::lock_guard<std::mutex> lock(servers_mu_);
+  servers_.clear();  // each stops and joins its thread
+}
+
+void ContextImpl::AcceptLoop() {
+  for (;;) {
+    pollfd fds[3] = {{tcp_listener_.get(), POLLIN, 0},
+                     {unix_listener_.get(), POLLIN, 0},
+                     {wake_.get(), POLLIN, 0}};
+    int rc = poll(fds, 3, -1);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0 || (fds[2].revents & POLLIN)) return;
+    for (int i = 0; i < 2; ++i) {
+      if (!(fds[i].revents & POLLIN)) continue;
+      auto fd = Accept(fds[i].fd);
+      if (!fd.ok()) {
+        LOG(WARNING) << options_.name << ": " << fd.status();
+        continue;
+      }
+      ServeNewConnection(std::move(*fd), /*same_host_socket=*/i == 1);
+    }
+    // Forget servers whose peers are gone.
+    std::lock_guard<std::mutex> lock(servers_mu_);
+    std::erase_if(servers_, [](const auto& s) { return s->finished(); });
+  }
+}
+
+proto::Hello ContextImpl::MakeHello(std::string_view transport) const {
+  proto::Hello hello;
+  hello.set_name(options_.name);
+  hello.set_instance(instance_);
+  hello.set_host_id(host_id_);
+  hello.set_pid(static_cast<uint32_t>(getpid()));
+  hello.set_transport(std::string(transport));
+  return hello;
+}
+
+void ContextImpl::ServeNewConnection(UniqueFd fd, bool same_host_socket) {
+  // A peer that connects and stays silent must not stall the accept loop.
+  timeval tv{2, 0};
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  proto::Hello hello;
+  Status s = RecvMessage(fd.get(), &hello);
+  if (!s.ok()) {
+    LOG(WARNING) << options_.name << ": dropped a connection without a valid "
+                 << "hello: " << s;
+    return;
+  }
+  tv = timeval{0, 0};
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  proto::HelloReply reply;
+  reply.set_name(options_.name);
+  reply.set_instance(instance_);
+  reply.set_host_id(host_id_);
+  reply.set_pid(static_cast<uint32_t>(getpid()));
+  reply.set_unix_socket(unix_name_);
+  s = SendMessage(fd.get(), reply);
+  if (!s.ok()) {
+    LOG(WARNING) << options_.name << ": hello to " << hello.name()
+                 << " failed: " << s;
+    return;
+  }
+  VLOG(1) << options_.name << ": serving " << hello.name() << " over "
+          << (same_host_socket ? "unix socket" : "tcp");
+  MapRegionHandler map;
+  if (same_host_socket) {
+    map = [this](const wire::RequestHeader& r, wire::MapReply* out, int* fd) {
+      return MapRegion(r, out, fd);
+    };
+  }
+  auto server = std::make_unique<StreamServer>(std::move(fd), &regions_,
+                                               hello.name(), std::move(map));
+  std::lock_guard<std::mutex> lock(servers_mu_);
+  servers_.push_back(std::move(server));
+}
+
+Status ContextImpl::MapRegion(const wire::RequestHeader& request,
+                              wire::MapReply* reply, int* memfd) {
+  if (request.region_id == 0) {  // the liveness page
+    if (request.instance != instance_) {
+      return StaleDescriptor("liveness page of another instance of " +
+                             options_.name);
+    }
+    *reply = wire::MapReply{LivenessPage::kBytes, kRemoteRead, 0};
+    *memfd = liveness_->fd();
+    return Status::OK();
+  }
+  PS_ASSIGN_OR_RETURN(
+      auto region, regions_.Check(request.region_id, request.key,
+                                  request.instance, 0, 0, 0, "a local peer"));
+  if (!region->memfd_backed()) {
+    return NotSupported("region " + std::to_string(region->id()) + " on " +
+                        options_.name +
+                        " is application memory; it cannot "
+                        "be mapped");
+  }
+  *reply = wire::MapReply{region->mapped_size_, region->access(),
+                          region->state_slot_};
+  // The mapping may be as large as the pages, but bounds checks use the
+  // region's size.
+  reply->size = region->size();
+  *memfd = region->memfd_;
+  return Status::OK();
+}
+
+StatusOr<std::shared_ptr<MemoryRegion>> ContextImpl::AddRegion(
+    std::unique_ptr<MemoryRegion> region) {
+  region->id_ = next_region_id_.fetch_add(1);
+  region->key_ = RandomNonZero();
+  if (region->memfd_backed()) {
+    PS_ASSIGN_OR_RETURN(region->state_slot_, liveness_->Acquire(region->key_));
+  }
+  proto::RegionDescriptor d;
+  d.set_owner(options_.name);
+  d.set_instance(instance_);
+  d.set_host_id(host_id_);
+  d.set_region_id(region->id_);
+  d.set_key(region->key_);
+  d.set_size(region->size_);
+  d.set_access(region->access_);
+  d.set_memfd_backed(region->memfd_backed());
+  d.SerializeToString(&region->descriptor_);
+  std::shared_ptr<MemoryRegion> shared(std::move(region));
+  regions_.Insert(shared);
+  return shared;
+}
+
+namespace {
+
+TransportChoice EffectiveChoice(TransportChoice option) {
+  if (option != TransportChoice::kAuto) return option;
+  const char* env = std::getenv("XFER_TRANSPORT");
+  if (env == nullptr) return option;
+  if (std::strcmp(env, "tcp") == 0) return TransportChoice::kTcp;
+  if (std::strcmp(env, "shm") == 0) return TransportChoice::kShm;
+  if (std::strcmp(env, "auto") != 0 && env[0] != '\0') {
+    LOG(WARNING) << "XFER_TRANSPORT=" << env
+                 << " is not tcp, shm or auto; choosing automatically";
+  }
+  return TransportChoice::kAuto;
+}
+
+// Sends our hello on `fd` and returns the peer's reply.
+StatusOr<proto::HelloReply> Handshake(int fd, const proto::Hello& hello,
+                                      const std::string& address) {
+  PS_RETURN_IF_ERROR(SendMessage(fd, hello));
+  proto::HelloReply reply;
+  Status s = RecvMessage(fd, &reply);
+  if (!s.ok()) return s.WithContext("hello from " + address);
+  if (!reply.error().empty()) {
+    return NetworkError(address + " refused the connection: " + reply.error());
+  }
+  return reply;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
+    const std::string& address) {
+  const auto timeout = std::chrono::milliseconds(options_.peer_timeout_ms);
+  TransportChoice choice = EffectiveChoice(options_.transport);
+  PS_ASSIGN_OR_RETURN(UniqueFd fd,
+                      ConnectTcp(address, options_.peer_timeout_ms));
+  const bool want_shm = choice != TransportChoice::kTcp;
+  PS_ASSIGN_OR_RETURN(
+      proto::HelloReply reply,
+      Handshake(fd.get(), MakeHello(want_shm ? "shm" : "tcp"), address));
+  const bool same_host = reply.host_id() == host_id_;
+  if (choice == TransportChoice::kShm && !same_host) {
+    return InvalidArgument("transport shm was forced, but " + reply.name() +
+                           " at " + address + " runs on another host");
+  }
+
+  std::unique_ptr<Transport> transport;
+  TransportKind kind = TransportKind::kTcp;
+  if (want_shm && same_host) {
+    // Same host: switch to the peer's Unix socket, which can carry memfds.
+    PS_ASSIGN_OR_RETURN(UniqueFd ufd, ConnectUnix(reply.unix_socket()));
+    PS_ASSIGN_OR_RETURN(proto::HelloReply again,
+                        Handshake(ufd.get(), MakeHello("shm"), address));
+    if (again.instance() != reply.instance()) {
+      return PeerLost(reply.name() + " restarted during the connection");
+    }
+    fd.Reset();
+    auto stream = std::make_unique<StreamTransport>(std::move(ufd),
+                                                    reply.name(), timeout);
+    PS_ASSIGN_OR_RETURN(transport,
+                        ShmTransport::Create(std::move(stream), reply.name(),
+                                             reply.instance()));
+    kind = TransportKind::kShm;
+  } else {
+    transport =
+        std::make_unique<StreamTransport>(std::move(fd), reply.name(), timeout);
+  }
+  std::shared_ptr<Endpoint> ep(
+      new Endpoint(reply.name(), reply.instance(), kind, std::move(transport)));
+  LOG(INFO) << options_.name << " connected to " << reply.name() << " at "
+            << address << " over " << TransportName(kind);
+  std::lock_guard<std::mutex> lock(endpoints_mu_);
+  std::erase_if(endpoints_, [](const auto& w) { return w.expired(); });
+  endpoints_.push_back(ep);
+  return ep;
+}
+
+}  // namespace internal
+
+using internal::ContextImpl;
+
+Context::Context(std::unique_ptr<ContextImpl> impl) : impl_(std::move(impl)) {}
+Context::~Context() = default;
+
+StatusOr<std::unique_ptr<Context>> Context::Create(ContextOptions options) {
+  if (options.name.empty()) return InvalidArgument("context name is empty");
+  if (options.peer_timeout_ms <= 0) {
+    return InvalidArgument("peer_timeout_ms must be positive");
+  }
+  auto impl = std::make_unique<ContextImpl>(std::move(options));
+  PS_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<Context>(new Context(std::move(impl)));
+}
+
+const std::string& Context::name() const { return impl_->options_.name; }
+std::string Context::address() const { return impl_->address_; }
+uint64_t Context::instance() const { return impl_->instance_; }
+
+StatusOr<std::shared_ptr<MemoryRegion>> Context::Allocate(size_t length,
+                                                          uint32_t access) {
+  if (length == 0) return InvalidArgument("cannot allocate an empty region");
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t mapped = (length + page - 1) / page * page;
+  std::unique_ptr<MemoryRegion> r(new MemoryRegion());
+  r->memfd_ = memfd_create(impl_->options_.name.c_str(), MFD_CLOEXEC);
+  if (r->memfd_ < 0) {
+    return ErrnoStatus(StatusCode::kResourceExhausted, "memfd_create", errno);
+  }
+  if (ftruncate(r->memfd_, static_cast<off_t>(mapped)) != 0) {
+    return ErrnoStatus(StatusCode::kResourceExhausted,
+                       "ftruncate " + std::to_string(mapped), errno);
+  }
+  void* p =
+      mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, r->memfd_, 0);
+  if (p == MAP_FAILED) {
+    return ErrnoStatus(StatusCode::kResourceExhausted,
+                       "mmap " + std::to_string(mapped) + " bytes", errno);
+  }
+  r->data_ = p;
+  r->size_ = length;
+  r->mapped_size_ = mapped;
+  r->access_ = access;
+  return impl_->AddRegion(std::move(r));
+}
+
+StatusOr<std::shared_ptr<MemoryRegion>> Context::Register(void* data,
+                                                          size_t length,
+                                                          uint32_t access) {
+  if (data == nullptr || length == 0) {
+    return InvalidArgument("cannot register an empty region");
+  }
+  std::unique_ptr<MemoryRegion> r(new MemoryRegion());
+  r->data_ = data;
+  r->size_ = length;
+  r->access_ = access;
+  return impl_->AddRegion(std::move(r));
+}
+
+Status Context::Deregister(const MemoryRegion& region) {
+  PS_ASSIGN_OR_RETURN(auto removed, impl_->regions_.Remove(region.id()));
+  if (removed->memfd_backed()) impl_->liveness_->Release(removed->state_slot_);
+  return Status::OK();
+}
+
+StatusOr<std::shared_ptr<Endpoint>> Context::Connect(
+    const std::string& address) {
+  return impl_->Connect(address);
+}
+
+Status Context::Fence() {
+  std::vector<std::shared_ptr<Endpoint>> live;
+  {
+    std::lock_guard<std::mutex> lock(impl_->endpoints_mu_);
+    for (auto& w : impl_->endpoints_) {
+      if (auto ep = w.lock()) live.push_back(std::move(ep));
+    }
+  }
+  Status first;
+  for (auto& ep : live) {
+    Status s = ep->Flush();
+    if (!s.ok() && first.ok()) first = std::move(s);
+  }
+  return first;
+}
+
+}  // namespace ps::xfer

@@ -1,0 +1,91 @@
+// Context: one per process. It owns this process's registered memory, listens
+// for peers (a TCP address for everyone, a Unix socket for the same host), and
+// connects to peers as Endpoints.
+//
+//   auto ctx = Context::Create({.name = "server-0"}).value();
+//   auto rows = ctx->Allocate(1 << 20, kRemoteRead | kRemoteWrite).value();
+//   send_to_peer(ctx->address(), rows->descriptor());
+//
+//   // on the peer:
+//   auto ep = peer_ctx->Connect(address).value();
+//   RemoteRegion r = ep->Import(descriptor).value();
+//   ep->Put(buf, 64, r, 0);
+//   ep->Flush();
+//   uint64_t old = ep->FetchAdd64(r, 128, 1).value();
+//
+// The transport to each peer is chosen at Connect: shm when the peer runs on
+// the same host (memory is mapped and copied directly), tcp otherwise.
+// Options::transport or the environment variable XFER_TRANSPORT=tcp|shm|auto
+// overrides the choice.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/status_or.h"
+#include "core/access.h"
+#include "core/endpoint.h"
+#include "core/memory_region.h"
+
+namespace ps::xfer {
+
+enum class TransportChoice { kAuto, kShm, kTcp };
+
+struct ContextOptions {
+  // Names this process in logs and error messages ("worker-2").
+  std::string name = "xfer";
+  // Where peers connect. Port 0 picks a free port; see Context::address().
+  std::string listen_host = "127.0.0.1";
+  uint16_t listen_port = 0;
+  TransportChoice transport = TransportChoice::kAuto;
+  // An operation without an answer for this long declares the peer lost.
+  int peer_timeout_ms = 10000;
+};
+
+namespace internal {
+class ContextImpl;
+}
+
+class Context {
+ public:
+  // Starts listening and the progress threads. Fails (kNetwork) if the
+  // address cannot be bound, kInvalidArgument for a bad option.
+  static StatusOr<std::unique_ptr<Context>> Create(ContextOptions options);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const std::string& name() const;
+  // "host:port" that peers pass to Connect.
+  std::string address() const;
+  uint64_t instance() const;
+
+  // A new page-aligned, zero-filled region of `length` bytes, backed by a
+  // memfd so same-host peers can map it.
+  StatusOr<std::shared_ptr<MemoryRegion>> Allocate(size_t length,
+                                                   uint32_t access);
+  // Makes `length` bytes at `data` (owned by the caller, who keeps them
+  // alive until Deregister) reachable by peers.
+  StatusOr<std::shared_ptr<MemoryRegion>> Register(void* data, size_t length,
+                                                   uint32_t access);
+  // Peers can no longer reach the region; later operations on it fail with
+  // kNotRegistered. kNotRegistered if it was not registered here.
+  Status Deregister(const MemoryRegion& region);
+
+  // Connects to the Context listening at `address` ("host:port").
+  StatusOr<std::shared_ptr<Endpoint>> Connect(const std::string& address);
+
+  // Flushes every endpoint this context connected.
+  Status Fence();
+
+ private:
+  explicit Context(std::unique_ptr<internal::ContextImpl> impl);
+  std::unique_ptr<internal::ContextImpl> impl_;
+};
+
+}  // namespace ps::xfer

@@ -1,0 +1,66 @@
+// MemoryRegion: local memory that peers may reach with one-sided operations.
+//
+// A region has an id (never reused within a Context), a random 64-bit remote
+// key that a peer must present, bounds and access flags. Regions made by
+// Context::Allocate are backed by a memfd so a process on the same host can
+// map them and copy without any help from this process; regions made by
+// Context::Register wrap memory the application owns and are served by this
+// process's progress threads.
+//
+// Regions are handed out as shared_ptr: Context::Deregister makes a region
+// unreachable for peers at once, while an operation already copying into it
+// keeps the memory alive until it ends.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/access.h"
+
+namespace ps::xfer::internal {
+class RegionTable;
+}
+
+namespace ps::xfer {
+
+namespace internal {
+class ContextImpl;
+}
+
+class MemoryRegion {
+ public:
+  ~MemoryRegion();
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+
+  uint64_t id() const { return id_; }
+  uint64_t key() const { return key_; }
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  uint32_t access() const { return access_; }
+  bool memfd_backed() const { return memfd_ >= 0; }
+
+  // The serialized descriptor a peer passes to Endpoint::Import. Small
+  // (~100 bytes), safe to send over any channel, valid until Deregister or
+  // until this process exits.
+  const std::string& descriptor() const { return descriptor_; }
+
+ private:
+  friend class Context;
+  friend class internal::ContextImpl;
+  friend class internal::RegionTable;
+  MemoryRegion() = default;
+
+  uint64_t id_ = 0;
+  uint64_t key_ = 0;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  size_t mapped_size_ = 0;  // page-rounded, for munmap (memfd regions)
+  uint32_t access_ = 0;
+  int memfd_ = -1;
+  uint32_t state_slot_ = 0;  // liveness slot for same-host peers
+  std::string descriptor_;
+};
+
+}  // namespace ps::xfer

@@ -1,0 +1,37 @@
+// Request: the handle of a non-blocking operation. Test() polls, Wait() blocks
+// until the operation completed (its data is in place at the target, or in
+// local memory for a Get) or failed. A default Request is complete and OK;
+// operations that finish at once (same-host copies) return such a request
+// without allocating.
+#pragma once
+
+#include <memory>
+
+#include "base/status.h"
+
+namespace ps::xfer {
+
+namespace internal {
+class RequestState;
+}
+
+class Request {
+ public:
+  Request() = default;
+  explicit Request(Status done) : done_(std::move(done)) {}
+  explicit Request(std::shared_ptr<internal::RequestState> pending)
+      : pending_(std::move(pending)) {}
+
+  // True when the operation has finished; then *status (if given) is its
+  // result.
+  bool Test(Status* status = nullptr);
+  // Blocks until the operation finished or the endpoint's peer timeout
+  // passed (then the peer is declared lost and this returns kPeerLost).
+  Status Wait();
+
+ private:
+  Status done_;
+  std::shared_ptr<internal::RequestState> pending_;
+};
+
+}  // namespace ps::xfer

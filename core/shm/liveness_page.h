@@ -1,0 +1,41 @@
+// internal::LivenessPage: one word per shareable region, in a memfd that
+// same-host peers map read-only. A live region's word holds its key; it is
+// zeroed on Deregister. A peer that copies into mapped memory checks the word
+// first, so a deregistered region is refused without the owner's CPU taking
+// part, and a racing copy lands in memory that stays mapped (never a crash).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "base/status_or.h"
+#include "core/socket.h"
+
+namespace ps::xfer::internal {
+
+class LivenessPage {
+ public:
+  static constexpr uint32_t kSlots = 1 << 16;
+  static constexpr size_t kBytes = kSlots * sizeof(uint64_t);
+
+  static StatusOr<std::unique_ptr<LivenessPage>> Create();
+  ~LivenessPage();
+
+  int fd() const { return fd_.get(); }
+  // Claims a free slot and publishes `key` in it.
+  StatusOr<uint32_t> Acquire(uint64_t key);
+  // Zeroes the slot and frees it.
+  void Release(uint32_t slot);
+
+ private:
+  LivenessPage() = default;
+  UniqueFd fd_;
+  uint64_t* words_ = nullptr;
+  std::mutex mu_;
+  std::vector<uint32_t> free_;  // guarded by mu_
+};
+
+}  // namespace ps::xfer::internal

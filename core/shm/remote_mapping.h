@@ -1,0 +1,39 @@
+// internal::RemoteMapping: a same-host peer's region mapped into this
+// process. Made empty by Endpoint::Import and filled by the shm transport on
+// first use (one round trip to the owner, which checks the key and hands over
+// the memfd); shared by every copy of the RemoteRegion.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+namespace ps::xfer::internal {
+
+struct RemoteMapping {
+  ~RemoteMapping();
+
+  std::mutex mu;  // serializes the first mapping
+  std::atomic<bool> ready{false};
+  // Valid once ready: the owner's truth, not the descriptor's claims.
+  uint8_t* base = nullptr;
+  size_t size = 0;
+  uint32_t access = 0;
+  uint32_t slot = 0;  // the region's word in the owner's liveness page
+};
+
+}  // namespace ps::xfer::internal
+
+#include "core/remote_region.h"
+
+namespace ps::xfer::internal {
+
+// Lets transports reach a RemoteRegion's per-transport state.
+struct RemoteRegionAccess {
+  static RemoteMapping* Mapping(const RemoteRegion& r) {
+    return r.mapping_.get();
+  }
+};
+
+}  // namespace ps::xfer::internal

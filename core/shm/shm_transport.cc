@@ -1,0 +1,185 @@
+#include "core/shm/shm_transport.h"
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "core/region_table.h"
+#include "core/shm/liveness_page.h"
+
+namespace ps::xfer::internal {
+namespace {
+
+int Protection(uint32_t access) {
+  int prot = PROT_NONE;
+  if (access & kRemoteRead) prot |= PROT_READ;
+  if (access & (kRemoteWrite | kRemoteAtomic)) prot |= PROT_READ | PROT_WRITE;
+  return prot;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(
+    std::unique_ptr<StreamTransport> stream, std::string peer_name,
+    uint64_t peer_instance) {
+  wire::MapReply reply{};
+  UniqueFd fd;
+  PS_RETURN_IF_ERROR(stream->MapRegion(0, 0, peer_instance, &reply, &fd));
+  if (reply.size != LivenessPage::kBytes) {
+    return Internal("liveness page of " + peer_name + " has size " +
+                    std::to_string(reply.size));
+  }
+  void* p = mmap(nullptr, reply.size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) {
+    return ErrnoStatus(StatusCode::kIOError,
+                       "mmap liveness page of " + peer_name, errno);
+  }
+  std::unique_ptr<ShmTransport> t(
+      new ShmTransport(std::move(stream), std::move(peer_name), peer_instance));
+  t->liveness_ = static_cast<const uint64_t*>(p);
+  return t;
+}
+
+ShmTransport::~ShmTransport() {
+  if (liveness_ != nullptr) {
+    munmap(const_cast<uint64_t*>(liveness_), LivenessPage::kBytes);
+  }
+}
+
+StatusOr<RemoteMapping*> ShmTransport::Mapped(const RemoteRegion& region) {
+  RemoteMapping* m = RemoteRegionAccess::Mapping(region);
+  if (m->ready.load(std::memory_order_acquire)) return m;
+  std::lock_guard<std::mutex> lock(m->mu);
+  if (m->ready.load(std::memory_order_relaxed)) return m;
+  wire::MapReply reply{};
+  UniqueFd fd;
+  PS_RETURN_IF_ERROR(stream_->MapRegion(region.id(), region.key(),
+                                        region.instance(), &reply, &fd));
+  void* p = mmap(nullptr, reply.size, Protection(reply.access), MAP_SHARED,
+                 fd.get(), 0);
+  if (p == MAP_FAILED) {
+    return ErrnoStatus(
+        StatusCode::kIOError,
+        "mmap region " + std::to_string(region.id()) + " of " + peer_name_,
+        errno);
+  }
+  m->base = static_cast<uint8_t*>(p);
+  m->size = reply.size;
+  m->access = reply.access;
+  m->slot = reply.state_slot;
+  m->ready.store(true, std::memory_order_release);
+  return m;
+}
+
+StatusOr<uint8_t*> ShmTransport::Resolve(const RemoteRegion& region,
+                                         uint64_t offset, uint64_t length,
+                                         uint32_t access) {
+  if (stream_->lost()) return PeerLost("peer " + peer_name_ + " lost");
+  PS_ASSIGN_OR_RETURN(RemoteMapping * m, Mapped(region));
+  bool live =
+      m->slot < LivenessPage::kSlots &&
+      __atomic_load_n(&liveness_[m->slot], __ATOMIC_ACQUIRE) == region.key();
+  if (live && (m->access & access) == access &&
+      InBounds(offset, length, m->size)) [[likely]] {
+    return m->base + offset;
+  }
+  // The error path builds its message; the hot path above allocates nothing.
+  const std::string where =
+      "region " + std::to_string(region.id()) + " on " + peer_name_;
+  if (!live) return NotRegistered(where + " is not registered");
+  if ((m->access & access) != access) {
+    return AccessDenied(where + " allows " + AccessToString(m->access) +
+                        ", not " + AccessToString(access));
+  }
+  return OutOfRange(where + ": offset " + std::to_string(offset) + " + " +
+                    std::to_string(length) + " is past its end (" +
+                    std::to_string(m->size) + " bytes)");
+}
+
+Status ShmTransport::Execute(const Op& op) {
+  const RemoteRegion& r = *op.remote;
+  switch (op.type) {
+    case OpType::kPut:
+    case OpType::kWriteV:
+      for (const Segment& s : op.segs()) {
+        PS_ASSIGN_OR_RETURN(
+            uint8_t * p, Resolve(r, s.remote_offset, s.length, kRemoteWrite));
+        std::memcpy(p, s.local, s.length);
+      }
+      return Status::OK();
+    case OpType::kGet:
+    case OpType::kReadV:
+      for (const Segment& s : op.segs()) {
+        PS_ASSIGN_OR_RETURN(uint8_t * p,
+                            Resolve(r, s.remote_offset, s.length, kRemoteRead));
+        std::memcpy(s.local, p, s.length);
+      }
+      return Status::OK();
+    case OpType::kFetchAdd: {
+      PS_ASSIGN_OR_RETURN(
+          uint8_t * p, Resolve(r, op.single.remote_offset, 8, kRemoteAtomic));
+      *op.result = __atomic_fetch_add(reinterpret_cast<uint64_t*>(p),
+                                      op.operand0, __ATOMIC_SEQ_CST);
+      return Status::OK();
+    }
+    case OpType::kCompareSwap: {
+      PS_ASSIGN_OR_RETURN(
+          uint8_t * p, Resolve(r, op.single.remote_offset, 8, kRemoteAtomic));
+      uint64_t expected = op.operand0;
+      __atomic_compare_exchange_n(reinterpret_cast<uint64_t*>(p), &expected,
+                                  op.operand1, false, __ATOMIC_SEQ_CST,
+                                  __ATOMIC_SEQ_CST);
+      *op.result = expected;  // the previous value either way
+      return Status::OK();
+    }
+    case OpType::kPutNotify: {
+      PS_ASSIGN_OR_RETURN(
+          uint8_t * flag,
+          Resolve(*op.notify_remote, op.notify_offset, 8, kRemoteWrite));
+      PS_ASSIGN_OR_RETURN(uint8_t * p, Resolve(r, op.single.remote_offset,
+                                               op.single.length, kRemoteWrite));
+      std::memcpy(p, op.single.local, op.single.length);
+      // Release: a reader that acquires the new word sees all of the data.
+      __atomic_store_n(reinterpret_cast<uint64_t*>(flag), op.notify_value,
+                       __ATOMIC_RELEASE);
+      return Status::OK();
+    }
+  }
+  return Internal("unknown operation");
+}
+
+Request ShmTransport::Post(const Op& op) {
+  if (!op.remote->memfd_backed() ||
+      (op.notify_remote != nullptr && !op.notify_remote->memfd_backed())) {
+    return stream_->Post(op);
+  }
+  return Request(Execute(op));
+}
+
+Request ShmTransport::PostBatch(std::span<const Op> ops) {
+  std::vector<Op> streamed;
+  Status first_error;
+  for (const Op& op : ops) {
+    if (!op.remote->memfd_backed()) {
+      streamed.push_back(op);
+      continue;
+    }
+    Status s = Execute(op);
+    if (!s.ok() && first_error.ok()) first_error = std::move(s);
+  }
+  if (streamed.empty()) return Request(std::move(first_error));
+  Request pending = stream_->PostBatch(streamed);
+  if (!first_error.ok()) return Request(std::move(first_error));
+  return pending;
+}
+
+Status ShmTransport::Flush() {
+  // Mapped copies completed on the calling thread; make them visible before
+  // whatever the caller does next, then wait for the streamed ones.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return stream_->Flush();
+}
+
+}  // namespace ps::xfer::internal

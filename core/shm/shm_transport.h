@@ -1,0 +1,52 @@
+// internal::ShmTransport: the transport to a peer on the same host. Regions
+// the peer allocated (memfd-backed) are mapped into this process and reached
+// with memcpy and CPU atomics: the peer's CPU does nothing, and every
+// operation completes before Post returns. Regions the peer registered from
+// its own memory cannot be mapped; those go through the stream transport on
+// the Unix socket that also hands out the memfds.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/shm/remote_mapping.h"
+#include "core/stream/stream_transport.h"
+#include "core/transport.h"
+
+namespace ps::xfer::internal {
+
+class ShmTransport : public Transport {
+ public:
+  // Maps the peer's liveness page over `stream` (a Unix socket connection).
+  static StatusOr<std::unique_ptr<ShmTransport>> Create(
+      std::unique_ptr<StreamTransport> stream, std::string peer_name,
+      uint64_t peer_instance);
+  ~ShmTransport() override;
+
+  Request Post(const Op& op) override;
+  Request PostBatch(std::span<const Op> ops) override;
+  Status Flush() override;
+  bool lost() const override { return stream_->lost(); }
+
+ private:
+  ShmTransport(std::unique_ptr<StreamTransport> stream, std::string peer_name,
+               uint64_t peer_instance)
+      : stream_(std::move(stream)),
+        peer_name_(std::move(peer_name)),
+        peer_instance_(peer_instance) {}
+
+  // The mapping of `region`, made on first use; or why there is none.
+  StatusOr<RemoteMapping*> Mapped(const RemoteRegion& region);
+  // Checks liveness, access and bounds against the owner's truth and returns
+  // the address of `offset`.
+  StatusOr<uint8_t*> Resolve(const RemoteRegion& region, uint64_t offset,
+                             uint64_t length, uint32_t access);
+  Status Execute(const Op& op);
+
+  std::unique_ptr<StreamTransport> stream_;
+  const std::string peer_name_;
+  const uint64_t peer_instance_;
+  const uint64_t* liveness_ = nullptr;  // the peer's page, read-only
+};
+
+}  // namespace ps::xfer::internal

@@ -1,0 +1,73 @@
+// Thin, Status-returning wrappers over the socket calls the transports need.
+// Every function retries on EINTR; none throws or aborts.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "base/status_or.h"
+
+namespace ps::xfer::internal {
+
+// Owns a file descriptor; closes it on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { Reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.Release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = o.Release();
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void Reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// "host:port" -> listening TCP socket (port 0: any free port).
+StatusOr<UniqueFd> ListenTcp(const std::string& host, uint16_t port);
+// The port a listening socket is bound to.
+StatusOr<uint16_t> LocalPort(int fd);
+// Listening Unix socket in the abstract namespace (nothing on disk).
+StatusOr<UniqueFd> ListenUnix(const std::string& abstract_name);
+// Connected sockets (blocking, TCP_NODELAY on TCP).
+StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms);
+StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name);
+// accept4 with CLOEXEC; TCP_NODELAY on TCP.
+StatusOr<UniqueFd> Accept(int listen_fd);
+
+// Send/receive exactly `len` bytes. A closed or reset peer gives kPeerLost.
+Status SendAll(int fd, const void* data, size_t len);
+Status RecvAll(int fd, void* data, size_t len);
+// writev until all iovecs are sent (the array is modified).
+Status SendAllV(int fd, struct iovec* iov, int iovcnt);
+// Reads and throws away `len` bytes.
+Status Skip(int fd, uint64_t len);
+
+// Sends `data` with one file descriptor attached (Unix sockets only).
+Status SendWithFd(int fd, const void* data, size_t len, int fd_to_send);
+// Receives exactly `len` bytes and the descriptor sent with them, if any
+// (*received_fd = -1 when none came).
+Status RecvWithFd(int fd, void* data, size_t len, int* received_fd);
+
+// "host:port" or "[v6]:port" -> (host, port); kInvalidArgument otherwise.
+StatusOr<std::pair<std::string, uint16_t>> SplitHostPort(
+    const std::string& address);
+
+}  // namespace ps::xfer::internal

@@ -1,0 +1,54 @@
+// internal::StreamServer: the target side of one stream connection. Its
+// thread reads requests, checks each against the RegionTable, moves the data
+// (Put payloads are received straight into the region), and answers every
+// request only after its data is in place. A bad request gets an error reply
+// and the connection goes on; a request that cannot be parsed closes this
+// connection only. Nothing a peer sends can crash the process.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "base/status.h"
+#include "core/region_table.h"
+#include "core/socket.h"
+#include "core/stream/wire.h"
+
+namespace ps::xfer::internal {
+
+// Answers a kMapRegion request (same-host connections only): fills `reply`
+// and `*memfd` (a descriptor the server sends and does not close), or
+// returns why not.
+using MapRegionHandler = std::function<Status(
+    const wire::RequestHeader& request, wire::MapReply* reply, int* memfd)>;
+
+class StreamServer {
+ public:
+  // Starts serving `fd` (the hello is already done) on a new thread.
+  // `map_region` is empty on connections that cannot pass descriptors.
+  StreamServer(UniqueFd fd, const RegionTable* regions, std::string peer_name,
+               MapRegionHandler map_region);
+  // Stops (shuts the socket down) and joins the thread.
+  ~StreamServer();
+  StreamServer(const StreamServer&) = delete;
+  StreamServer& operator=(const StreamServer&) = delete;
+
+  const std::string& peer_name() const { return peer_name_; }
+  // True once the peer disconnected or the connection was closed.
+  bool finished() const { return finished_.load(); }
+
+ private:
+  class Connection;
+  void Run();
+
+  UniqueFd fd_;
+  const RegionTable* regions_;
+  const std::string peer_name_;
+  MapRegionHandler map_region_;
+  std::atomic<bool> finished_{false};
+  std::thread thread_;
+};
+
+}  // namespace ps::xfer::internal
