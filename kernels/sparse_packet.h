@@ -23,10 +23,16 @@
 //       48    4 payload_bytes    length of everything after the header
 //       52    4 int8_block       values per int8 scale; 0 for other types
 //       56      payload:
-//                 index section  (index_bytes)
+//                 index section  (index_bytes, then zero padding to a
+//                                 multiple of 4)
 //                 int8 scales    (fp32, Int8BlockCount(row_count*row_dim,
 //                                 int8_block) of them; int8 only)
-//                 values         row-major, row_count * row_dim values
+//                 values         row-major, row_count * row_dim values, then
+//                                 zero padding to a multiple of 4
+//
+// So payload_bytes = align4(index_bytes) + 4 * scales + align4(value bytes),
+// a packet's size is a multiple of 4, and a packet that starts 4-byte aligned
+// has aligned values (the decoder also accepts unaligned packets).
 //
 // Index encodings: kDeltaVarint stores each row index as the difference to
 // the previous one (the first as the index itself) in LEB128 varint, so
@@ -130,13 +136,15 @@ StatusOr<SparsePacketHeader> ParseSparsePacketHeader(
 // packet.size() must be the packet's exact length. Nothing is allocated. On
 // error the output buffers may hold partial data and must be ignored.
 // Errors:
-//  - Corruption: bad magic, checksum mismatch, malformed varint, index section
-//    not ending where index_bytes says, non-finite value or scale
-//  - InvalidArgument: unknown version, value type, index encoding, flags, bad
-//    int8_block, row_dim or table/shard not what `expect` says, length fields
-//    disagreeing with packet.size(), row_count 0, rows not strictly increasing
-//  - OutOfRange: a row index >= expect.table_rows; output buffers too small
-//    or more rows than expect.max_row_count
+//  - Corruption: shorter than a header, bad magic, length fields disagreeing
+//    with each other or with packet.size(), checksum mismatch, malformed or
+//    over-long varint, index section not ending where index_bytes says,
+//    nonzero padding, non-finite value or int8 scale, int8 value -128
+//  - InvalidArgument: unknown version, value type, index encoding or flags,
+//    bad int8_block, row_dim or table/shard not what `expect` says,
+//    row_count 0, row indices not strictly increasing
+//  - OutOfRange: a row index >= expect.table_rows (or >= 2^32); output
+//    buffers too small; more rows than expect.max_row_count
 // Messages say which field and values were wrong.
 Status DecodeSparsePacket(std::span<const uint8_t> packet,
                           const SparsePacketExpectations& expect,
