@@ -1,0 +1,22 @@
+#include "core/request.h"
+
+#include "core/request_state.h"
+
+namespace ps::xfer {
+
+bool Request::Test(Status* status) {
+  if (pending_ == nullptr) {
+    if (status != nullptr) *status = done_;
+    return true;
+  }
+  if (!pending_->done()) return false;
+  if (status != nullptr) *status = pending_->status();
+  return true;
+}
+
+Status Request::Wait() {
+  if (pending_ == nullptr) return done_;
+  return pending_->Wait();
+}
+
+}  // namespace ps::xfer

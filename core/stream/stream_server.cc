@@ -1,0 +1,381 @@
+#include "core/stream/stream_server.h"
+
+#include <glog/logging.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace ps::xfer::internal {
+namespace {
+
+using wire::WireOp;
+
+// Socket buffers large enough that a 1 MiB put streams without the sender
+// stalling on every window.
+constexpr int kSocketBufferBytes = 4 << 20;
+
+std::string OpName(uint16_t op) {
+  switch (static_cast<WireOp>(op)) {
+    case WireOp::kPut:
+      return "put";
+    case WireOp::kGet:
+      return "get";
+    case WireOp::kWriteV:
+      return "writev";
+    case WireOp::kReadV:
+      return "readv";
+    case WireOp::kFetchAdd:
+      return "fetch-add";
+    case WireOp::kCompareSwap:
+      return "compare-swap";
+    case WireOp::kPutNotify:
+      return "put-notify";
+    case WireOp::kMapRegion:
+      return "map-region";
+  }
+  return "op " + std::to_string(op);
+}
+
+// recvmsg into an iovec array until every byte arrived (the array is
+// modified). A closed peer gives kPeerLost.
+Status RecvAllV(int fd, iovec* iov, size_t iovcnt) {
+  while (iovcnt > 0 && iov->iov_len == 0) {
+    ++iov;
+    --iovcnt;
+  }
+  while (iovcnt > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = std::min<size_t>(iovcnt, IOV_MAX);
+    ssize_t n = recvmsg(fd, &msg, MSG_WAITALL);
+    if (n == 0) return PeerLost("connection closed by peer");
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(
+          errno == ECONNRESET ? StatusCode::kPeerLost : StatusCode::kNetwork,
+          "recvmsg", errno);
+    }
+    auto got = static_cast<size_t>(n);
+    while (iovcnt > 0 && got >= iov->iov_len) {
+      got -= iov->iov_len;
+      ++iov;
+      --iovcnt;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + got;
+      iov->iov_len -= got;
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+// Serves one connection. Each Serve* method returns OK to go on with the
+// next request, or the reason the connection must close (broken socket, or
+// a request whose rest cannot be skipped safely).
+class StreamServer::Connection {
+ public:
+  Connection(int fd, const RegionTable* regions, const std::string& peer,
+             const MapRegionHandler& map_region)
+      : fd_(fd), regions_(regions), peer_(peer), map_region_(map_region) {}
+
+  void Run() {
+    for (;;) {
+      wire::RequestHeader h;
+      Status s = RecvAll(fd_, &h, sizeof(h));
+      if (!s.ok()) {
+        // A peer going away between requests is the normal end.
+        if (!s.Is(StatusCode::kPeerLost)) {
+          LOG(WARNING) << "xfer: stream connection from " << peer_
+                       << " failed: " << s;
+        }
+        return;
+      }
+      if (h.magic != wire::kRequestMagic) {
+        LOG(WARNING) << "xfer: closing stream connection from " << peer_
+                     << ": bad request magic 0x" << std::hex << h.magic;
+        return;
+      }
+      s = Serve(h);
+      if (!s.ok()) {
+        if (!s.Is(StatusCode::kPeerLost)) {
+          LOG(WARNING) << "xfer: closing stream connection from " << peer_
+                       << " after " << OpName(h.op) << " request "
+                       << h.request_id << ": " << s;
+        }
+        return;
+      }
+    }
+  }
+
+ private:
+  Status Serve(const wire::RequestHeader& h) {
+    switch (static_cast<WireOp>(h.op)) {
+      case WireOp::kPut:
+      case WireOp::kPutNotify:
+        return ServePut(h);
+      case WireOp::kGet:
+        return ServeGet(h);
+      case WireOp::kWriteV:
+        return ServeWriteV(h);
+      case WireOp::kReadV:
+        return ServeReadV(h);
+      case WireOp::kFetchAdd:
+      case WireOp::kCompareSwap:
+        return ServeAtomic(h);
+      case WireOp::kMapRegion:
+        return ServeMapRegion(h);
+    }
+    return InvalidArgument("unknown op " + std::to_string(h.op));
+  }
+
+  StatusOr<std::shared_ptr<MemoryRegion>> Check(uint64_t id, uint64_t key,
+                                                uint64_t instance,
+                                                uint64_t offset,
+                                                uint64_t length,
+                                                uint32_t access) const {
+    return regions_->Check(id, key, instance, offset, length, access, peer_);
+  }
+
+  // The 8-byte word at `offset` of `region`, or why it cannot be used
+  // atomically.
+  StatusOr<uint64_t*> Word(const MemoryRegion& region, uint64_t offset) const {
+    char* p = static_cast<char*>(region.data()) + offset;
+    if (reinterpret_cast<uintptr_t>(p) % alignof(uint64_t) != 0) {
+      return InvalidArgument("region " + std::to_string(region.id()) + " on " +
+                             regions_->owner() + " (from " + peer_ +
+                             "): offset " + std::to_string(offset) +
+                             " is not 8-byte aligned");
+    }
+    return reinterpret_cast<uint64_t*>(p);
+  }
+
+  // Sends the reply: header, error text, then `payload` (may be null).
+  Status Reply(const wire::RequestHeader& h, const Status& status,
+               uint64_t value = 0, iovec* payload = nullptr,
+               size_t payload_count = 0, uint64_t payload_length = 0) {
+    wire::ReplyHeader r;
+    r.request_id = h.request_id;
+    r.value = value;
+    std::string_view message;
+    if (!status.ok()) {
+      r.status_code = static_cast<uint16_t>(status.code());
+      message = status.message();
+      message = message.substr(
+          0, std::min<size_t>(message.size(),
+                              std::numeric_limits<uint16_t>::max()));
+      r.message_length = static_cast<uint16_t>(message.size());
+    } else {
+      r.payload_length = payload_length;
+    }
+    if (payload_count == 0) {
+      iovec iov[2] = {{&r, sizeof(r)},
+                      {const_cast<char*>(message.data()), message.size()}};
+      return SendAllV(fd_, iov, message.empty() ? 1 : 2);
+    }
+    std::vector<iovec> iov;
+    iov.reserve(payload_count + 1);
+    iov.push_back({&r, sizeof(r)});
+    iov.insert(iov.end(), payload, payload + payload_count);
+    return SendAllV(fd_, iov.data(), static_cast<int>(iov.size()));
+  }
+
+  // Answers a rejected request, then throws away the `payload` bytes that
+  // follow it, or gives up on the connection when there are too many.
+  Status Reject(const wire::RequestHeader& h, const Status& why,
+                uint64_t payload) {
+    PS_RETURN_IF_ERROR(Reply(h, why));
+    if (payload > wire::kMaxSkippedPayload) {
+      return InvalidArgument("cannot skip the " + std::to_string(payload) +
+                             "-byte payload of a rejected request (" +
+                             why.ToString() + ")");
+    }
+    return Skip(fd_, payload);
+  }
+
+  Status ServePut(const wire::RequestHeader& h) {
+    const bool notify = static_cast<WireOp>(h.op) == WireOp::kPutNotify;
+    if (h.length > wire::kMaxPayload) {
+      return Reject(h, InvalidArgument("payload too large"), h.length);
+    }
+    auto region =
+        Check(h.region_id, h.key, h.instance, h.offset, h.length, kRemoteWrite);
+    if (!region.ok()) return Reject(h, region.status(), h.length);
+    std::shared_ptr<MemoryRegion> notify_region;
+    uint64_t* flag = nullptr;
+    if (notify) {
+      auto n = Check(h.notify_region_id, h.notify_key, h.instance, h.operand1,
+                     sizeof(uint64_t), kRemoteWrite);
+      if (!n.ok()) return Reject(h, n.status(), h.length);
+      notify_region = std::move(*n);
+      auto word = Word(*notify_region, h.operand1);
+      if (!word.ok()) return Reject(h, word.status(), h.length);
+      flag = *word;
+    }
+    PS_RETURN_IF_ERROR(RecvAll(
+        fd_, static_cast<char*>((*region)->data()) + h.offset, h.length));
+    if (flag != nullptr) __atomic_store_n(flag, h.operand0, __ATOMIC_RELEASE);
+    return Reply(h, Status::OK());
+  }
+
+  Status ServeGet(const wire::RequestHeader& h) {
+    auto region =
+        Check(h.region_id, h.key, h.instance, h.offset, h.length, kRemoteRead);
+    if (!region.ok()) return Reply(h, region.status());
+    iovec data{static_cast<char*>((*region)->data()) + h.offset, h.length};
+    return Reply(h, Status::OK(), 0, &data, 1, h.length);
+  }
+
+  // Reads the segment table of a WriteV/ReadV and checks every segment.
+  // Sets *table_ok false (and *why) for a request to reject; returns an
+  // error only when the connection must close.
+  Status ReadSegments(const wire::RequestHeader& h, uint32_t access,
+                      std::vector<iovec>* iov, uint64_t* total,
+                      std::shared_ptr<MemoryRegion>* region, Status* why) {
+    if (h.length > wire::kMaxSegments) {
+      Status bad = InvalidArgument(std::to_string(h.length) +
+                                   " segments exceed the limit of " +
+                                   std::to_string(wire::kMaxSegments));
+      PS_RETURN_IF_ERROR(Reply(h, bad));
+      return bad;  // the rest of the request cannot be skipped
+    }
+    std::vector<wire::SegmentEntry> table(h.length);
+    PS_RETURN_IF_ERROR(
+        RecvAll(fd_, table.data(), table.size() * sizeof(wire::SegmentEntry)));
+    *total = 0;
+    bool too_large = false;
+    for (const auto& s : table) {
+      if (s.length > wire::kMaxPayload - *total) {
+        too_large = true;
+        break;
+      }
+      *total += s.length;
+    }
+    if (too_large) {
+      // The payload length is unknown; nothing can be skipped safely.
+      Status bad =
+          InvalidArgument("segments add up to more than " +
+                          std::to_string(wire::kMaxPayload) + " bytes");
+      PS_RETURN_IF_ERROR(Reply(h, bad));
+      return bad;
+    }
+    // One table lookup for the region; per-segment bounds are then plain
+    // comparisons (the full check runs again only to word an error).
+    auto r = Check(h.region_id, h.key, h.instance, 0, 0, access);
+    if (!r.ok()) {
+      *why = r.status();
+      return Status::OK();
+    }
+    *region = std::move(*r);
+    char* base = static_cast<char*>((*region)->data());
+    iov->reserve(table.size());
+    for (const auto& s : table) {
+      if (!InBounds(s.offset, s.length, (*region)->size())) {
+        auto bad =
+            Check(h.region_id, h.key, h.instance, s.offset, s.length, access);
+        *why = bad.ok() ? Internal("segment check disagrees") : bad.status();
+        return Status::OK();
+      }
+      iov->push_back({base + s.offset, s.length});
+    }
+    return Status::OK();
+  }
+
+  Status ServeWriteV(const wire::RequestHeader& h) {
+    std::vector<iovec> iov;
+    uint64_t total = 0;
+    std::shared_ptr<MemoryRegion> region;
+    Status why;
+    PS_RETURN_IF_ERROR(
+        ReadSegments(h, kRemoteWrite, &iov, &total, &region, &why));
+    if (!why.ok()) return Reject(h, why, total);
+    PS_RETURN_IF_ERROR(RecvAllV(fd_, iov.data(), iov.size()));
+    return Reply(h, Status::OK());
+  }
+
+  Status ServeReadV(const wire::RequestHeader& h) {
+    std::vector<iovec> iov;
+    uint64_t total = 0;
+    std::shared_ptr<MemoryRegion> region;
+    Status why;
+    PS_RETURN_IF_ERROR(
+        ReadSegments(h, kRemoteRead, &iov, &total, &region, &why));
+    if (!why.ok()) return Reply(h, why);
+    return Reply(h, Status::OK(), 0, iov.data(), iov.size(), total);
+  }
+
+  Status ServeAtomic(const wire::RequestHeader& h) {
+    auto region = Check(h.region_id, h.key, h.instance, h.offset,
+                        sizeof(uint64_t), kRemoteAtomic);
+    if (!region.ok()) return Reply(h, region.status());
+    auto word = Word(**region, h.offset);
+    if (!word.ok()) return Reply(h, word.status());
+    uint64_t previous;
+    if (static_cast<WireOp>(h.op) == WireOp::kFetchAdd) {
+      previous = __atomic_fetch_add(*word, h.operand0, __ATOMIC_SEQ_CST);
+    } else {
+      previous = h.operand0;
+      __atomic_compare_exchange_n(*word, &previous, h.operand1, false,
+                                  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    }
+    return Reply(h, Status::OK(), previous);
+  }
+
+  Status ServeMapRegion(const wire::RequestHeader& h) {
+    if (!map_region_) {
+      return Reply(h, NotSupported("regions of " + regions_->owner() +
+                                   " cannot be mapped over this connection"));
+    }
+    wire::MapReply map{};
+    int memfd = -1;
+    Status s = map_region_(h, &map, &memfd);
+    if (!s.ok()) return Reply(h, s);
+    if (memfd < 0) return Reply(h, Internal("map handler gave no memfd"));
+    struct {
+      wire::ReplyHeader header;
+      wire::MapReply map;
+    } reply;
+    reply.header.request_id = h.request_id;
+    reply.header.payload_length = sizeof(wire::MapReply);
+    reply.map = map;
+    static_assert(sizeof(reply) ==
+                  sizeof(wire::ReplyHeader) + sizeof(wire::MapReply));
+    return SendWithFd(fd_, &reply, sizeof(reply), memfd);
+  }
+
+  const int fd_;
+  const RegionTable* const regions_;
+  const std::string& peer_;
+  const MapRegionHandler& map_region_;
+};
+
+StreamServer::StreamServer(UniqueFd fd, const RegionTable* regions,
+                           std::string peer_name, MapRegionHandler map_region)
+    : fd_(std::move(fd)),
+      regions_(regions),
+      peer_name_(std::move(peer_name)),
+      map_region_(std::move(map_region)) {
+  int size = kSocketBufferBytes;
+  setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+  setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+  thread_ = std::thread([this] { Run(); });
+}
+
+StreamServer::~StreamServer() {
+  shutdown(fd_.get(), SHUT_RDWR);
+  thread_.join();
+}
+
+void StreamServer::Run() {
+  Connection(fd_.get(), regions_, peer_name_, map_region_).Run();
+  // Wakes a peer still waiting for replies: the connection is over.
+  shutdown(fd_.get(), SHUT_RDWR);
+  finished_.store(true);
+}
+
+}  // namespace ps::xfer::internal
