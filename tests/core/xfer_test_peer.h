@@ -1,0 +1,111 @@
+// Shared pieces of the multi-process xfer tests: a generic target process
+// that owns a few regions and answers questions about them over its line
+// channel, the options every test process uses, and byte patterns and hashes
+// for checking data end to end.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/context.h"
+#include "core/endpoint.h"
+#include "core/remote_region.h"
+#include "tests/core/process_harness.h"
+
+namespace ps::testing {
+
+// The regions a target offers, by index in its "ready" line.
+enum TargetRegion : int {
+  kAllocatedRw = 0,  // Allocate(kTargetRegionSize, kRemoteAll)
+  kRegisteredRw =
+      1,          // Register(application memory, kTargetRegionSize, kRemoteAll)
+  kReadOnly = 2,  // Allocate(kSmallRegionSize, kRemoteRead)
+  kDoomed =
+      3,      // Allocate(kSmallRegionSize, kRemoteAll), deregistered on request
+  kSync = 4,  // Allocate(4096, kRemoteAtomic): the sync word at offset 0
+  kTargetRegionCount = 5,
+};
+inline constexpr size_t kTargetRegionSize = 1 << 20;
+inline constexpr size_t kSmallRegionSize = 64 << 10;
+
+// Every test process listens on 127.0.0.1 and forces `transport`.
+xfer::ContextOptions TestOptions(const std::string& name,
+                                 xfer::TransportChoice transport,
+                                 uint16_t port = 0, int peer_timeout_ms = 5000);
+
+std::string TransportLabel(xfer::TransportChoice transport);
+
+// Body of a target child. Sends
+//   "ready ADDRESS HEXDESC0 ... HEXDESC4"
+// then serves commands until "exit" or until the parent goes away:
+//   "hash R OFF LEN"  -> "hash H"   (Fnv1a of the region's bytes)
+//   "load64 R OFF"    -> "value V"  (acquire load of a word)
+//   "fill R OFF LEN SEED" -> "ok"   (PatternByte pattern, written locally)
+//   "dereg R"         -> "ok" or "error MESSAGE"
+//   "exit"            -> exits 0
+//
+// Memory written by a target's progress thread and read by its main thread
+// (or the other way round) is ordered by the pipe, which ThreadSanitizer
+// cannot see across processes. So the target's main thread touches the
+// region memory only after an atomic on the sync word that the origin
+// performs through its endpoint (SyncTarget) after its writes and before its
+// reads: the atomic orders the progress thread's copies with the main
+// thread's accesses, as a real application's notify word would.
+int RunTarget(LineChannel& channel, const std::string& name,
+              xfer::TransportChoice transport, uint16_t port);
+
+// The parent's view of a started target.
+struct TargetInfo {
+  std::string address;
+  std::vector<std::string> descriptors;  // binary, by TargetRegion
+};
+// Reads the target's "ready" line. nullopt if it does not come in time.
+std::optional<TargetInfo> AwaitReady(LineChannel& channel,
+                                     int timeout_ms = 20000);
+
+// Forks a target child running RunTarget.
+ChildProcess StartTarget(const std::string& name,
+                         xfer::TransportChoice transport, uint16_t port = 0);
+
+// A started target as the origin sees it.
+struct TargetHandle {
+  ChildProcess process;
+  TargetInfo info;
+  std::shared_ptr<xfer::Endpoint> ep;
+  std::vector<xfer::RemoteRegion> regions;  // by TargetRegion
+
+  // Connects `ctx` to the target and imports all its regions.
+  Status Connect(xfer::Context& ctx);
+  // The target's own view of its bytes, after a sync so it observes every
+  // completed operation; nullopt if the sync or the channel failed.
+  std::optional<uint64_t> Hash(int region, uint64_t offset, uint64_t length);
+  std::optional<uint64_t> Load64(int region, uint64_t offset);
+  // Asks the target to exit; its exit code, nullopt on timeout.
+  std::optional<int> Exit();
+};
+
+// Asks a target for the hash of a byte range; nullopt on a broken channel.
+std::optional<uint64_t> RemoteHash(LineChannel& channel, int region,
+                                   uint64_t offset, uint64_t length);
+std::optional<uint64_t> RemoteLoad64(LineChannel& channel, int region,
+                                     uint64_t offset);
+bool Command(LineChannel& channel, const std::string& command);
+
+// One FetchAdd64 on the target's sync word (see RunTarget).
+Status SyncTarget(xfer::Endpoint& endpoint, const xfer::RemoteRegion& sync);
+
+uint64_t Fnv1a(const void* data, size_t length);
+
+// A deterministic byte stream: byte `i` of the stream named `seed`.
+inline uint8_t PatternByte(uint64_t seed, uint64_t i) {
+  uint64_t x = (seed + 1) * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return static_cast<uint8_t>(x * 0x94D049BB133111EBull >> 56);
+}
+void FillPattern(void* data, size_t length, uint64_t seed);
+
+}  // namespace ps::testing
