@@ -127,9 +127,8 @@ void QuantizeInt8BlockScalar(const float* in, size_t n, float scale,
     std::memset(out, 0, n);
     return;
   }
-  const float inv = 1.0f / scale;
   for (size_t i = 0; i < n; ++i) {
-    float q = std::nearbyint(in[i] * inv);
+    float q = std::nearbyint(in[i] / scale);
     q = std::fmin(std::fmax(q, -127.0f), 127.0f);
     out[i] = static_cast<int8_t>(q);
   }

@@ -12,11 +12,14 @@
 //    |d - v| <= 2^-8 * |v| for normal v. Values that would round past the
 //    largest finite bf16 saturate to it.
 //  - int8: per block of `block` consecutive values, scale = max|v| / 127 and
-//    q = round_half_even(v / scale) in [-127, 127], d = q * scale. Then
+//    q = round_half_even(v / scale) (a true division) in [-127, 127],
+//    d = q * scale. Then
 //    |d - v| <= max|block| / 254 (half a step), up to fp32 rounding of the
 //    scale and the product (a few ulps of max|block|). A block of zeros has
 //    scale 0. The scale is chosen so that quantizing d again gives the same
-//    bytes and scales (idempotent): error feedback relies on that.
+//    bytes and scales (idempotent), and v - d is exact in fp32 (q >= 1
+//    implies v > (q - 1/2) * scale, so v and d are within a factor of 2):
+//    error feedback relies on both.
 // NaN stays NaN for fp16/bf16; int8 inputs must be finite (a block containing
 // a non-finite value gets scale NaN, which the packet decoder rejects).
 //

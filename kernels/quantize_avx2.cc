@@ -117,12 +117,11 @@ void QuantizeInt8Avx2(const float* in, size_t n, size_t block, int8_t* out,
       std::memset(out + start, 0, len);
       continue;
     }
-    const float inv_scalar = 1.0f / scale;
-    const __m256 inv = _mm256_set1_ps(inv_scalar);
+    const __m256 vscale = _mm256_set1_ps(scale);
     const __m256 qmax = _mm256_set1_ps(127.0f), qmin = _mm256_set1_ps(-127.0f);
     size_t i = 0;
     for (; i + 8 <= len; i += 8) {
-      __m256 q = _mm256_mul_ps(_mm256_loadu_ps(in + start + i), inv);
+      __m256 q = _mm256_div_ps(_mm256_loadu_ps(in + start + i), vscale);
       q = _mm256_round_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       q = _mm256_min_ps(_mm256_max_ps(q, qmin), qmax);
       __m256i q32 = _mm256_cvtps_epi32(q);
