@@ -1,0 +1,69 @@
+// libFuzzer target: the sparse packet decoder must reject or accept any
+// input without reading or writing outside its buffers, and whatever it
+// accepts must keep its promises (rows increasing and in range, values
+// finite). The first 8 input bytes choose the expectations; the rest is the
+// packet, also resealed (checksum recomputed) half of the time so mutations
+// reach the checks behind the checksum.
+#include <xxhash.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/sparse_packet.h"
+
+namespace {
+
+void Check(bool ok) {
+  if (!ok) std::abort();
+}
+
+void DecodeOne(const std::vector<uint8_t>& packet, uint64_t table_rows,
+               uint32_t row_dim) {
+  using namespace ps::kernels;
+  SparsePacketExpectations ex{
+      .table_rows = table_rows, .row_dim = row_dim, .max_row_count = 1024};
+  std::vector<uint32_t> rows(1024);
+  std::vector<float> vals(1024 * 16);
+  SparsePacketHeader h;
+  ps::Status s = DecodeSparsePacket(packet, ex, rows, vals, &h);
+  size_t reported = 0;
+  ps::Status s2 = DecodeSparsePacketRows(
+      packet, ex, [&](uint32_t, const float* v) { reported += v != nullptr; },
+      nullptr);
+  Check(s.code() == s2.code());
+  if (!s.ok()) {
+    Check(reported == 0 && !s.message().empty());
+    return;
+  }
+  Check(reported == h.row_count && packet.size() == h.packet_bytes());
+  for (uint32_t i = 0; i < h.row_count; ++i) {
+    Check(rows[i] < table_rows);
+    if (i > 0) Check(rows[i] > rows[i - 1]);
+  }
+  for (uint64_t i = 0; i < uint64_t{h.row_count} * h.meta.row_dim; ++i)
+    Check(std::isfinite(vals[i]));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 8) return 0;
+  uint64_t table_rows = 1 + (uint64_t{data[0]} | uint64_t{data[1]} << 8 |
+                             uint64_t{data[2]} << 16) *
+                                (data[3] + 1);
+  uint32_t row_dim = data[4] % 17;  // 0: any dimension (up to the buffer)
+  bool reseal = data[5] & 1;
+  std::vector<uint8_t> packet(data + 8, data + size);  // exact size
+  if (reseal && packet.size() >= 16) {
+    uint64_t seed;
+    std::memcpy(&seed, packet.data(), 8);
+    uint64_t sum =
+        XXH3_64bits_withSeed(packet.data() + 16, packet.size() - 16, seed);
+    std::memcpy(packet.data() + 8, &sum, 8);
+  }
+  DecodeOne(packet, table_rows, row_dim);
+  return 0;
+}

@@ -1,0 +1,40 @@
+// Writes a few valid packets (one per value type and index encoding) as seed
+// inputs for fuzz_sparse_packet, each with the 8-byte expectations prefix.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kernels/sparse_packet.h"
+
+int main(int argc, char** argv) {
+  using namespace ps::kernels;
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  int n = 0;
+  for (uint8_t type = 0; type < 4; ++type) {
+    for (IndexEncoding enc :
+         {IndexEncoding::kDeltaVarint, IndexEncoding::kRawU32}) {
+      SparsePacketMeta meta{.row_dim = 2,
+                            .value_type = static_cast<ValueType>(type),
+                            .index_encoding = enc,
+                            .int8_block = 4};
+      std::vector<uint32_t> rows = {1, 7, 300, 20000};
+      std::vector<float> vals = {0.5f, -1, 2, 3, -0.25f, 8, 1e-3f, 7};
+      std::vector<uint8_t> out;
+      std::vector<EncodedPacket> packets;
+      if (!EncodeSparsePackets(meta, rows, vals, 4096, &out, &packets).ok())
+        return 1;
+      // table_rows = 1 + 0xffff * 1, row_dim 2, not resealed.
+      std::vector<uint8_t> input = {0xff, 0xff, 0, 0, 2, 0, 0, 0};
+      input.insert(input.end(), out.begin(), out.end());
+      std::string path = std::string(argv[1]) + "/seed" + std::to_string(n++);
+      FILE* f = std::fopen(path.c_str(), "wb");
+      if (f == nullptr) return 1;
+      std::fwrite(input.data(), 1, input.size(), f);
+      std::fclose(f);
+    }
+  }
+  return 0;
+}
