@@ -1,0 +1,392 @@
+// xfer_perf: bandwidth and latency of the xfer core between two processes,
+// per transport, measured the way ucx_perftest measures UCX:
+//   put_bw / get_bw  pipelined: a window of non-blocking operations, then
+//                    Flush (puts) or Wait (gets); GB/s = 1e9 bytes/s.
+//   put_lat          ping-pong of 8-byte PutWithNotify: each side waits for
+//                    the notify word in its own region (a flag apart from
+//                    the data), then answers; half the round trip, median.
+//   fetch_add_lat    blocking FetchAdd64 round trip, median.
+// The program forks its peer (before any context exists, so it forks a
+// process without threads), talks to it over a socketpair, prints a table
+// and one "RESULT name value unit" line per headline figure.
+#include <gflags/gflags.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/context.h"
+#include "core/endpoint.h"
+
+DEFINE_string(transports, "shm,tcp", "transports to measure, comma-separated");
+DEFINE_uint64(min_size, 8, "smallest message in bytes");
+DEFINE_uint64(max_size, 16 << 20, "largest message in bytes");
+DEFINE_uint64(size_step, 2, "factor between message sizes (a power of 2)");
+DEFINE_uint64(window, 16, "non-blocking operations in flight per Flush");
+DEFINE_int32(reps, 5, "repetitions per figure (the median is reported)");
+DEFINE_double(rep_seconds, 0.2, "minimum duration of one bandwidth repetition");
+DEFINE_int32(lat_iters, 20000, "ping-pong round trips per latency repetition");
+DEFINE_int32(warmup, 1000, "warm-up round trips before latency repetitions");
+DEFINE_int32(spin_before_yield, 2000,
+             "polls of a flag before the poller starts yielding the CPU");
+DEFINE_bool(quick, false, "fewer repetitions and shorter runs (for CI)");
+
+namespace ps::xfer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "xfer_perf: %s\n", what.c_str());
+  std::exit(1);
+}
+
+template <typename T>
+T Check(StatusOr<T> v, const char* what) {
+  if (!v.ok()) Die(std::string(what) + ": " + v.status().ToString());
+  return std::move(v).value();
+}
+void Check(const Status& s, const char* what) {
+  if (!s.ok()) Die(std::string(what) + ": " + s.ToString());
+}
+
+// Line-based control channel over one end of a socketpair.
+class Control {
+ public:
+  explicit Control(int fd) : fd_(fd) {}
+  void Send(const std::string& line) {
+    std::string out = line + "\n";
+    size_t done = 0;
+    while (done < out.size()) {
+      ssize_t n = write(fd_, out.data() + done, out.size() - done);
+      if (n <= 0) Die("control channel closed");
+      done += static_cast<size_t>(n);
+    }
+  }
+  std::string Receive() {
+    for (;;) {
+      size_t nl = buffer_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return line;
+      }
+      char chunk[4096];
+      ssize_t n = read(fd_, chunk, sizeof(chunk));
+      if (n <= 0) Die("control channel closed");
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  int fd_;
+  std::string buffer_;
+};
+
+std::string Hex(const std::string& bytes) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += d[c >> 4];
+    out += d[c & 15];
+  }
+  return out;
+}
+std::string Unhex(const std::string& hex) {
+  auto v = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out += static_cast<char>(v(hex[i]) << 4 | v(hex[i + 1]));
+  }
+  return out;
+}
+
+std::vector<std::string> Words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> w;
+  for (std::string s; in >> s;) w.push_back(s);
+  return w;
+}
+
+// The ping-pong layout of each side's small region: data at 0, notify word
+// at 64 (its own cache line).
+constexpr uint64_t kPingData = 0;
+constexpr uint64_t kPingFlag = 64;
+
+// Waits until the 8-byte word at `word` holds `value`.
+void PollFor(const uint64_t* word, uint64_t value) {
+  std::atomic_ref<const uint64_t> flag(*word);
+  for (int spins = 0; flag.load(std::memory_order_acquire) != value;) {
+    if (++spins > FLAGS_spin_before_yield) sched_yield();
+  }
+}
+
+ContextOptions Options(const std::string& name, TransportChoice t) {
+  ContextOptions o;
+  o.name = name;
+  o.listen_host = "127.0.0.1";
+  o.listen_port = 0;
+  o.transport = t;
+  o.peer_timeout_ms = 30000;
+  return o;
+}
+
+// The peer: owns the target region of the bandwidth tests and answers
+// ping-pongs.
+int RunPeer(Control& control, TransportChoice t, size_t region_size) {
+  auto ctx = Check(Context::Create(Options("perf-peer", t)), "peer context");
+  auto big = Check(ctx->Allocate(region_size, kRemoteAll), "peer region");
+  auto ping = Check(ctx->Allocate(4096, kRemoteAll), "peer ping region");
+  control.Send("ready " + ctx->address() + " " + Hex(big->descriptor()) + " " +
+               Hex(ping->descriptor()));
+  std::shared_ptr<Endpoint> ep;
+  RemoteRegion origin_ping;
+  const auto* my_flag = reinterpret_cast<const uint64_t*>(
+      static_cast<uint8_t*>(ping->data()) + kPingFlag);
+  for (;;) {
+    std::vector<std::string> w = Words(control.Receive());
+    if (w.empty()) continue;
+    if (w[0] == "exit") return 0;
+    if (w[0] == "connect" && w.size() == 3) {
+      ep = Check(ctx->Connect(w[1]), "peer connect");
+      origin_ping = Check(ep->Import(Unhex(w[2])), "peer import");
+      control.Send("ok");
+    } else if (w[0] == "pong" && w.size() == 3) {
+      uint64_t first = std::stoull(w[1]), count = std::stoull(w[2]);
+      control.Send("ok");
+      for (uint64_t v = first; v < first + count; ++v) {
+        PollFor(my_flag, v);
+        Check(ep->PutWithNotify(&v, 8, origin_ping, kPingData, origin_ping,
+                                kPingFlag, v),
+              "pong");
+      }
+    }
+  }
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Measurer {
+  Endpoint& ep;
+  RemoteRegion big;
+  size_t region_size;
+  std::vector<uint8_t>& buffer;  // local source / destination
+
+  // One repetition of pipelined puts or gets of `size` bytes; GB/s.
+  double Bandwidth(bool put, size_t size) {
+    const size_t window = std::max<uint64_t>(1, FLAGS_window);
+    const size_t remote_slots = std::max<size_t>(1, region_size / size);
+    const size_t local_slots = std::max<size_t>(1, buffer.size() / size);
+    std::vector<Request> requests(window);
+    uint64_t ops = 0;
+    const auto start = Clock::now();
+    double elapsed = 0;
+    do {
+      for (size_t q = 0; q < window; ++q, ++ops) {
+        uint64_t roff = (ops % remote_slots) * size;
+        uint8_t* local = buffer.data() + (ops % local_slots) * size;
+        if (put) {
+          requests[q] = ep.PostPut(local, size, big, roff);
+        } else {
+          requests[q] = ep.PostGet(local, size, big, roff);
+        }
+      }
+      if (put) {
+        Check(ep.Flush(), "flush");
+        for (auto& r : requests) Check(r.Wait(), "put");
+      } else {
+        for (auto& r : requests) Check(r.Wait(), "get");
+      }
+      elapsed = Seconds(start, Clock::now());
+    } while (elapsed < FLAGS_rep_seconds);
+    return static_cast<double>(ops) * size / elapsed / 1e9;
+  }
+};
+
+struct Figure {
+  std::string transport, test;
+  size_t size;
+  double median, min, max;
+  std::string unit;
+};
+
+void MeasureTransport(TransportChoice t, const std::string& label,
+                      std::vector<Figure>* figures) {
+  const size_t region_size = std::max<size_t>(64 << 20, FLAGS_max_size);
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    Die("socketpair");
+  }
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) Die("fork");
+  if (pid == 0) {
+    close(fds[0]);
+    Control control(fds[1]);
+    std::_Exit(RunPeer(control, t, region_size));
+  }
+  close(fds[1]);
+  Control peer(fds[0]);
+  std::vector<std::string> ready = Words(peer.Receive());
+  if (ready.size() != 4 || ready[0] != "ready") Die("peer did not start");
+
+  {
+    auto ctx = Check(Context::Create(Options("perf-origin", t)), "context");
+    auto ping = Check(ctx->Allocate(4096, kRemoteAll), "ping region");
+    std::shared_ptr<Endpoint> ep = Check(ctx->Connect(ready[1]), "connect");
+    RemoteRegion big = Check(ep->Import(Unhex(ready[2])), "import");
+    RemoteRegion peer_ping = Check(ep->Import(Unhex(ready[3])), "import");
+    peer.Send("connect " + ctx->address() + " " + Hex(ping->descriptor()));
+    if (peer.Receive() != "ok") Die("peer could not connect back");
+    std::printf("# %s: transport %s\n", label.c_str(),
+                std::string(TransportName(ep->transport())).c_str());
+
+    std::vector<uint8_t> buffer(std::max<size_t>(FLAGS_max_size * 2, 32 << 20),
+                                0x5a);
+    Measurer m{*ep, big, region_size, buffer};
+    for (bool put : {true, false}) {
+      for (size_t size = FLAGS_min_size; size <= FLAGS_max_size;
+           size *= std::max<uint64_t>(2, FLAGS_size_step)) {
+        std::vector<double> reps;
+        m.Bandwidth(put, size);  // warm-up
+        for (int r = 0; r < FLAGS_reps; ++r)
+          reps.push_back(m.Bandwidth(put, size));
+        figures->push_back(
+            {label, put ? "put_bw" : "get_bw", size, Median(reps),
+             *std::min_element(reps.begin(), reps.end()),
+             *std::max_element(reps.begin(), reps.end()), "GB/s"});
+        std::fflush(stdout);
+      }
+    }
+
+    // Put latency: ping-pong of 8-byte PutWithNotify.
+    const auto* my_flag = reinterpret_cast<const uint64_t*>(
+        static_cast<uint8_t*>(ping->data()) + kPingFlag);
+    uint64_t next = 1;
+    std::vector<double> lat_reps;
+    std::vector<double> samples(FLAGS_lat_iters);
+    for (int r = -1; r < FLAGS_reps; ++r) {
+      const int iters = r < 0 ? FLAGS_warmup : FLAGS_lat_iters;
+      peer.Send("pong " + std::to_string(next) + " " + std::to_string(iters));
+      if (peer.Receive() != "ok") Die("peer refused the ping-pong");
+      for (int i = 0; i < iters; ++i, ++next) {
+        const auto start = Clock::now();
+        Check(ep->PutWithNotify(&next, 8, peer_ping, kPingData, peer_ping,
+                                kPingFlag, next),
+              "ping");
+        PollFor(my_flag, next);
+        if (r >= 0) samples[i] = Seconds(start, Clock::now()) * 1e6 / 2;
+      }
+      if (r >= 0) lat_reps.push_back(Median(samples));
+    }
+    figures->push_back({label, "put_lat", 8, Median(lat_reps),
+                        *std::min_element(lat_reps.begin(), lat_reps.end()),
+                        *std::max_element(lat_reps.begin(), lat_reps.end()),
+                        "us"});
+
+    // Atomic latency: blocking FetchAdd64 round trip.
+    std::vector<double> add_reps;
+    for (int r = -1; r < FLAGS_reps; ++r) {
+      const int iters = r < 0 ? FLAGS_warmup : FLAGS_lat_iters;
+      for (int i = 0; i < iters; ++i) {
+        const auto start = Clock::now();
+        Check(ep->FetchAdd64(big, 0, 1).status(), "fetch_add");
+        if (r >= 0) samples[i] = Seconds(start, Clock::now()) * 1e6;
+      }
+      if (r >= 0) add_reps.push_back(Median(samples));
+    }
+    figures->push_back({label, "fetch_add_lat", 8, Median(add_reps),
+                        *std::min_element(add_reps.begin(), add_reps.end()),
+                        *std::max_element(add_reps.begin(), add_reps.end()),
+                        "us"});
+    peer.Send("exit");
+  }  // the origin's context goes before the next fork
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(fds[0]);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) Die("peer failed");
+}
+
+std::string SizeName(size_t size) {
+  if (size >= (1 << 20) && size % (1 << 20) == 0) {
+    return std::to_string(size >> 20) + "MiB";
+  }
+  if (size >= 1024 && size % 1024 == 0)
+    return std::to_string(size >> 10) + "KiB";
+  return std::to_string(size) + "B";
+}
+
+int Main() {
+  if (FLAGS_quick) {
+    FLAGS_reps = std::min(FLAGS_reps, 3);
+    FLAGS_rep_seconds = std::min(FLAGS_rep_seconds, 0.05);
+    FLAGS_lat_iters = std::min(FLAGS_lat_iters, 5000);
+    FLAGS_warmup = std::min(FLAGS_warmup, 500);
+  }
+  if (FLAGS_min_size == 0 || FLAGS_min_size > FLAGS_max_size) {
+    Die("--min_size must be in 1 .. --max_size");
+  }
+  if (FLAGS_reps < 1 || FLAGS_lat_iters < 1) Die("--reps and --lat_iters >= 1");
+  std::vector<Figure> figures;
+  std::stringstream list(FLAGS_transports);
+  for (std::string name; std::getline(list, name, ',');) {
+    if (name == "shm") {
+      MeasureTransport(TransportChoice::kShm, name, &figures);
+    } else if (name == "tcp") {
+      MeasureTransport(TransportChoice::kTcp, name, &figures);
+    } else {
+      Die("unknown transport '" + name + "' (shm, tcp)");
+    }
+  }
+
+  std::printf("%-5s %-14s %9s %12s %12s %12s %5s\n", "tport", "test", "size",
+              "median", "min", "max", "unit");
+  for (const Figure& f : figures) {
+    std::printf("%-5s %-14s %9s %12.4f %12.4f %12.4f %5s\n",
+                f.transport.c_str(), f.test.c_str(), SizeName(f.size).c_str(),
+                f.median, f.min, f.max, f.unit.c_str());
+  }
+  // Headline figures, one per line, for scripts/bench_core.sh.
+  for (const Figure& f : figures) {
+    const bool bw = f.unit == "GB/s";
+    if (bw && f.size != (1 << 20)) continue;
+    std::string name = f.transport + "_" + f.test + "_";
+    if (f.test == "fetch_add_lat")
+      name = f.transport + "_fetch_add_lat";
+    else
+      name += bw ? "1MiB" : "8B";
+    std::printf("RESULT %s %.4f %s\n", name.c_str(), f.median, f.unit.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace ps::xfer
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "bandwidth and latency of the xfer core between two processes");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  return ps::xfer::Main();
+}

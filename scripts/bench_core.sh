@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Measures the xfer core (bench/xfer_perf) side by side with its peers on this
+# machine, in the same run, over 127.0.0.1:
+#   shm figures  vs ucx_perftest over shared memory (UCX_TLS=$UCX_SHM_TLS,
+#                default posix,self): ucp_put_bw, ucp_get, ucp_put_lat,
+#                ucp_fadd (UCX 1.13 has no ucp_atomic_add; ucp_fadd is the
+#                fetching add, a round trip like our FetchAdd64)
+#   tcp bandwidth vs iperf3, one stream; tcp latency vs ucx_perftest
+#                ucp_put_lat with UCX_TLS=tcp (ucx tcp bandwidth is shown too)
+# and prints one table. Ratios are ours/peer for bandwidth and peer/ours for
+# latency: above 1.0 means we are ahead.
+#
+# Usage: scripts/bench_core.sh [--json FILE] [--quick] [--build-dir=DIR]
+#   --json FILE  also write {"results":[{name,value,unit,peer,peer_value,ratio}]}
+#   --quick      shorter runs (CI smoke test; the figures are noisier)
+#   --build-dir=DIR  use xfer_perf from an existing build instead of building
+# UCX reports MB/s with MB = 2^20 bytes; this script converts to GB/s = 1e9 B/s.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+json="" quick=0 build_dir=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --json) json=$2; shift ;;
+    --json=*) json=${1#*=} ;;
+    --quick) quick=1 ;;
+    --build-dir=*) build_dir=${1#*=} ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "bench_core: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+for tool in ucx_perftest iperf3 python3; do
+  command -v "$tool" >/dev/null ||
+    { echo "bench_core: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+done
+
+work=$(mktemp -d)
+background=()
+cleanup() {
+  for pid in "${background[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  for pid in "${background[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+if [ -z "$build_dir" ]; then
+  build_dir=$("$root/scripts/build.sh" | tail -n 1)
+fi
+perf="$build_dir/bench/xfer_perf"
+[ -x "$perf" ] || { echo "bench_core: $perf was not built" >&2; exit 1; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+if [ $quick = 1 ]; then
+  perf_args=(--quick) bw_iters=2000 lat_iters=20000 iperf_seconds=2
+else
+  perf_args=() bw_iters=10000 lat_iters=200000 iperf_seconds=5
+fi
+
+# results: lines "name value unit"
+results="$work/results"
+: >"$results"
+
+echo "== xfer_perf ${perf_args[*]}" >&2
+GLOG_minloglevel=1 "$perf" "${perf_args[@]}" | tee "$work/perf.txt" >&2
+grep '^RESULT ' "$work/perf.txt" | awk '{print "ours_" $2, $3, $4}' >>"$results"
+
+# ucx_run NAME TLS TEST ARGS...: one ucx_perftest server/client pair. Records
+# the bandwidth (GB/s) for *_bw tests and ucp_get, else the median latency (us).
+ucx_run() {
+  local name=$1 tls=$2 test=$3
+  shift 3
+  local port out pid
+  port=$(free_port)
+  UCX_TLS=$tls ucx_perftest -p "$port" >"$work/ucx_server_$name.txt" 2>&1 &
+  pid=$!
+  background+=("$pid")
+  out="$work/ucx_$name.txt"
+  local ok=0
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    sleep 0.3
+    if UCX_TLS=$tls timeout 300 ucx_perftest 127.0.0.1 -p "$port" -t "$test" \
+        -f -v "$@" >"$out" 2>&1; then ok=1; break; fi
+    kill -0 "$pid" 2>/dev/null || break
+  done
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  if [ $ok = 0 ]; then
+    echo "bench_core: ucx_perftest $test (UCX_TLS=$tls) failed:" >&2
+    tail -5 "$out" >&2
+    return 0
+  fi
+  # Last line: iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw,...
+  local line
+  line=$(grep -E '^[0-9]+,' "$out" | tail -n 1)
+  case "$name" in
+    *_bw_*) echo "$line" | awk -F, -v n="$name" '{printf "%s %.4f GB/s\n", n, $6*1048576/1e9}' >>"$results" ;;
+    *) echo "$line" | awk -F, -v n="$name" '{printf "%s %.4f us\n", n, $2}' >>"$results" ;;
+  esac
+  echo "== ucx_perftest -t $test $* (UCX_TLS=$tls): $line" >&2
+}
+
+shm_tls=${UCX_SHM_TLS:-posix,self}
+ucx_run ucx_shm_put_bw_1MiB "$shm_tls" ucp_put_bw -s 1048576 -n "$bw_iters" -w 100
+ucx_run ucx_shm_get_bw_1MiB "$shm_tls" ucp_get -s 1048576 -n "$bw_iters" -w 100
+ucx_run ucx_shm_put_lat_8B "$shm_tls" ucp_put_lat -s 8 -n "$lat_iters" -w 1000
+ucx_run ucx_shm_fadd_lat "$shm_tls" ucp_fadd -n "$lat_iters" -w 1000
+ucx_run ucx_tcp_put_bw_1MiB tcp ucp_put_bw -s 1048576 -n $((bw_iters / 5)) -w 20
+ucx_run ucx_tcp_get_bw_1MiB tcp ucp_get -s 1048576 -n $((bw_iters / 5)) -w 20
+ucx_run ucx_tcp_put_lat_8B tcp ucp_put_lat -s 8 -n $((lat_iters / 10)) -w 100
+
+# iperf3: one stream over loopback.
+port=$(free_port)
+iperf3 -s -1 -p "$port" >"$work/iperf_server.txt" 2>&1 &
+pid=$!
+background+=("$pid")
+iperf_ok=0
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+  sleep 0.3
+  if iperf3 -c 127.0.0.1 -p "$port" -t "$iperf_seconds" -J >"$work/iperf.json" 2>&1; then
+    iperf_ok=1; break
+  fi
+done
+if [ $iperf_ok = 1 ]; then
+  python3 - "$work/iperf.json" >>"$results" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("iperf3_bw %.4f GB/s" % (d["end"]["sum_received"]["bits_per_second"] / 8e9))
+EOF
+  echo "== iperf3 -c 127.0.0.1 -t $iperf_seconds: $(grep iperf3_bw "$results")" >&2
+else
+  echo "bench_core: iperf3 failed:" >&2
+  tail -5 "$work/iperf.json" >&2
+fi
+
+python3 - "$results" "$json" <<'EOF'
+import json, sys
+values = {}
+for line in open(sys.argv[1]):
+    name, value, unit = line.split()
+    values[name] = (float(value), unit)
+# figure, our result, peer label, peer result
+rows = [
+    ("shm_put_bw_1MiB", "ours_shm_put_bw_1MiB", "ucx_perftest ucp_put_bw (shm)", "ucx_shm_put_bw_1MiB"),
+    ("shm_get_bw_1MiB", "ours_shm_get_bw_1MiB", "ucx_perftest ucp_get (shm)", "ucx_shm_get_bw_1MiB"),
+    ("shm_put_lat_8B", "ours_shm_put_lat_8B", "ucx_perftest ucp_put_lat (shm)", "ucx_shm_put_lat_8B"),
+    ("shm_fetch_add_lat", "ours_shm_fetch_add_lat", "ucx_perftest ucp_fadd (shm)", "ucx_shm_fadd_lat"),
+    ("tcp_put_bw_1MiB", "ours_tcp_put_bw_1MiB", "iperf3 (1 stream)", "iperf3_bw"),
+    ("tcp_get_bw_1MiB", "ours_tcp_get_bw_1MiB", "iperf3 (1 stream)", "iperf3_bw"),
+    ("tcp_put_lat_8B", "ours_tcp_put_lat_8B", "ucx_perftest ucp_put_lat (tcp)", "ucx_tcp_put_lat_8B"),
+]
+extra = [  # shown for context, not part of --json
+    ("tcp_put_bw_1MiB", "ours_tcp_put_bw_1MiB", "ucx_perftest ucp_put_bw (tcp)", "ucx_tcp_put_bw_1MiB"),
+    ("tcp_get_bw_1MiB", "ours_tcp_get_bw_1MiB", "ucx_perftest ucp_get (tcp)", "ucx_tcp_get_bw_1MiB"),
+    ("tcp_fetch_add_lat", "ours_tcp_fetch_add_lat", "-", None),
+]
+def row(figure, ours_key, peer, peer_key):
+    ours = values.get(ours_key)
+    theirs = values.get(peer_key) if peer_key else None
+    value, unit = ours if ours else (None, "GB/s" if "_bw_" in figure else "us")
+    ratio = None
+    if ours and theirs and ours[0] > 0 and theirs[0] > 0:
+        ratio = ours[0] / theirs[0] if unit == "GB/s" else theirs[0] / ours[0]
+    return {"name": figure, "value": value, "unit": unit, "peer": peer,
+            "peer_value": theirs[0] if theirs else None, "ratio": ratio}
+main = [row(*r) for r in rows]
+fmt = lambda v: "-" if v is None else "%.4g" % v
+print()
+print("%-18s %10s %5s  %-31s %10s %7s" % ("figure", "ours", "unit", "peer", "peer", "ratio"))
+for r in main + [row(*r) for r in extra]:
+    print("%-18s %10s %5s  %-31s %10s %7s" % (r["name"], fmt(r["value"]), r["unit"],
+          r["peer"], fmt(r["peer_value"]), fmt(r["ratio"])))
+print("ratio: ours/peer for bandwidth, peer/ours for latency; above 1.0 = we are ahead")
+if sys.argv[2]:
+    with open(sys.argv[2], "w") as f:
+        json.dump({"results": main}, f, indent=2)
+        f.write("\n")
+    print("wrote " + sys.argv[2])
+EOF
