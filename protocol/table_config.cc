@@ -1,0 +1,149 @@
+#include "protocol/table_config.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace ps::protocol {
+namespace {
+
+// Collects the text parser's complaints instead of letting it log them.
+class ParseErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (!text_.empty()) text_ += "; ";
+    text_ += "line " + std::to_string(line + 1) + " column " +
+             std::to_string(column + 1) + ": " + message;
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+}  // namespace
+
+StatusOr<proto::TableConfig> ParseTableConfig(const std::string& text) {
+  proto::TableConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  ParseErrors errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &config)) {
+    return InvalidArgument("table config: " + errors.text());
+  }
+  if (config.table_size() == 0) {
+    return InvalidArgument("table config defines no table");
+  }
+  std::set<uint32_t> ids;
+  std::set<std::string> names;
+  for (const auto& t : config.table()) {
+    PS_RETURN_IF_ERROR(ValidateTableSpec(t));
+    if (!ids.insert(t.id()).second) {
+      return InvalidArgument("table id " + std::to_string(t.id()) +
+                             " is used twice");
+    }
+    if (!names.insert(t.name()).second) {
+      return InvalidArgument("table name '" + t.name() + "' is used twice");
+    }
+  }
+  return config;
+}
+
+StatusOr<proto::TableConfig> LoadTableConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot open table config " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return IOError("cannot read table config " + path);
+  auto config = ParseTableConfig(text.str());
+  if (!config.ok()) return config.status().WithContext(path);
+  return config;
+}
+
+StatusOr<kernels::OptimizerConfig> OptimizerFromSpec(
+    const proto::OptimizerSpec& s) {
+  const std::string& n = s.name();
+  auto or_default = [](float v, float d) { return v != 0.0f ? v : d; };
+  kernels::OptimizerConfig config;
+  if (n == "sgd") {
+    config = kernels::SgdConfig{or_default(s.learning_rate(), 0.01f)};
+  } else if (n == "momentum") {
+    config = kernels::MomentumConfig{or_default(s.learning_rate(), 0.01f),
+                                     or_default(s.momentum(), 0.9f)};
+  } else if (n == "adagrad") {
+    config = kernels::AdagradConfig{or_default(s.learning_rate(), 0.01f),
+                                    or_default(s.epsilon(), 1e-8f),
+                                    or_default(s.initial_accumulator(), 0.1f)};
+  } else if (n == "adam") {
+    config = kernels::AdamConfig{
+        or_default(s.learning_rate(), 0.001f), or_default(s.beta1(), 0.9f),
+        or_default(s.beta2(), 0.999f), or_default(s.epsilon(), 1e-8f)};
+  } else if (n == "ftrl") {
+    config = kernels::FtrlConfig{or_default(s.ftrl_alpha(), 0.05f),
+                                 or_default(s.ftrl_beta(), 1.0f), s.ftrl_l1(),
+                                 s.ftrl_l2()};
+  } else if (n == "sum" || n.empty()) {
+    return NotFound("optimizer 'sum' accumulates gradients as they are");
+  } else {
+    return InvalidArgument("unknown optimizer '" + n +
+                           "' (sum, sgd, momentum, adagrad, adam, ftrl)");
+  }
+  PS_RETURN_IF_ERROR(kernels::ValidateOptimizerConfig(config));
+  return config;
+}
+
+Status ValidateTableSpec(const proto::TableSpec& t) {
+  const std::string where =
+      "table '" + t.name() + "' (id " + std::to_string(t.id()) + ")";
+  if (t.name().empty()) {
+    return InvalidArgument("table id " + std::to_string(t.id()) +
+                           " has no name");
+  }
+  if (t.dim() == 0 || t.dim() > 65536) {
+    return InvalidArgument(where + ": dim must be in [1, 65536]");
+  }
+  if (t.capacity() == 0 || t.capacity() > (uint64_t{1} << 40)) {
+    return InvalidArgument(where + ": capacity must be in [1, 2^40]");
+  }
+  if (!proto::ValueType_IsValid(t.push_value_type())) {
+    return InvalidArgument(where + ": unknown push_value_type");
+  }
+  auto opt = OptimizerFromSpec(t.optimizer());
+  if (!opt.ok() && !opt.status().Is(StatusCode::kNotFound)) {
+    return opt.status().WithContext(where);
+  }
+  const auto& sp = t.sparsify();
+  if (sp.method() == "threshold") {
+    if (!(sp.epsilon() >= 0.0f) || !std::isfinite(sp.epsilon())) {
+      return InvalidArgument(where + ": sparsify epsilon must be >= 0");
+    }
+  } else if (sp.method() == "topk") {
+    if (!(sp.topk_fraction() > 0.0f && sp.topk_fraction() <= 1.0f)) {
+      return InvalidArgument(where + ": topk_fraction must be in (0, 1]");
+    }
+  } else if (!sp.method().empty() && sp.method() != "none") {
+    return InvalidArgument(where + ": unknown sparsify method '" + sp.method() +
+                           "' (none, threshold, topk)");
+  }
+  const std::string& init = t.initializer().name();
+  if (!init.empty() && init != "zeros" && init != "uniform" &&
+      init != "normal") {
+    return InvalidArgument(where + ": unknown initializer '" + init +
+                           "' (zeros, uniform, normal)");
+  }
+  if (t.kind() == proto::EXACT && t.admit_after_pushes() == 0) {
+    return InvalidArgument(where + ": admit_after_pushes must be >= 1");
+  }
+  return Status::OK();
+}
+
+kernels::ValueType ValueTypeFromProto(proto::ValueType type) {
+  return static_cast<kernels::ValueType>(type);
+}
+
+}  // namespace ps::protocol

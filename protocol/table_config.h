@@ -1,0 +1,33 @@
+// Loading and checking table specs. Tables come from a text-format
+// TableConfig file (configs/*.tables); every field is checked before a server
+// allocates anything, and every problem names the table and the field.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "base/status_or.h"
+#include "kernels/optimizers.h"
+#include "kernels/quantize.h"
+#include "protocol/ps.pb.h"
+
+namespace ps::protocol {
+
+// Reads and validates a text-format TableConfig. kNotFound / kIOError for the
+// file, kInvalidArgument for its content (with line and column from the
+// parser, or the table and field at fault).
+StatusOr<proto::TableConfig> LoadTableConfig(const std::string& path);
+// Parses text-format content (for tests and flags that carry it inline).
+StatusOr<proto::TableConfig> ParseTableConfig(const std::string& text);
+
+// Checks one table: dim >= 1, capacity >= 1, known optimizer with valid
+// hyper-parameters, known sparsify method, EXACT settings.
+Status ValidateTableSpec(const proto::TableSpec& spec);
+
+// The kernels' optimizer for a spec ("sum" has none: returns kNotFound).
+StatusOr<kernels::OptimizerConfig> OptimizerFromSpec(
+    const proto::OptimizerSpec& spec);
+
+kernels::ValueType ValueTypeFromProto(proto::ValueType type);
+
+}  // namespace ps::protocol

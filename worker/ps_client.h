@@ -1,0 +1,105 @@
+// PsClient: a worker's handle on the parameter servers. Small on purpose:
+//
+//   PsClient::Options o;
+//   o.worker_id = 0; o.num_workers = 2;
+//   o.servers = {"127.0.0.1:7000", "127.0.0.1:7001"};   // shard 0, shard 1
+//   auto client = PsClient::Connect(o).value();
+//   client->Pull(kEmbeddings, keys, weights);          // one-sided reads
+//   ... forward / backward ...
+//   client->Push(kEmbeddings, keys, grads);            // into server inboxes
+//   client->Clock();                                   // end of step
+//
+// Pushes are sent in the table's push value type and sparsification (with
+// error feedback), split per shard into self-contained packets and written
+// one-sidedly into the worker's inbox on each server (credit-based: a full
+// inbox makes Push wait). Pulls of HASHED and DENSE tables read rows straight
+// out of server memory; EXACT tables go through the server.
+//
+// Consistency (the servers' --consistency): Clock() ends a step. async: it
+// returns at once. bsp: it returns once every worker finished the step and
+// every push of it is applied. ssp (staleness s): it returns once the slowest
+// worker is at most s steps behind.
+//
+// Thread-safe: a trainer's threads may Push and Pull concurrently; Clock and
+// Barrier are called by one thread per worker.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/status_or.h"
+#include "core/context.h"
+#include "protocol/ps.pb.h"
+
+namespace ps::worker {
+
+class PsClient {
+ public:
+  struct Options {
+    uint32_t worker_id = 0;
+    uint32_t num_workers = 1;
+    // Control addresses of the servers, in shard order.
+    std::vector<std::string> servers;
+    xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
+    // A server silent for this long is lost: operations fail with kPeerLost.
+    int timeout_ms = 30000;
+  };
+
+  static StatusOr<std::unique_ptr<PsClient>> Connect(const Options& options);
+  ~PsClient();
+
+  // The tables the servers serve; nullptr for an unknown id/name.
+  const proto::TableSpec* table(uint32_t table_id) const;
+  const proto::TableSpec* table(const std::string& name) const;
+  uint32_t worker_id() const;
+  uint32_t num_workers() const;
+
+  // Adds grads (keys.size() x dim floats, row-major) to the keys' rows
+  // through the table's optimizer. Duplicate keys are summed first.
+  Status Push(uint32_t table_id, std::span<const uint64_t> keys,
+              std::span<const float> grads);
+  // Reads the keys' rows into out (keys.size() x dim floats). EXACT keys
+  // without a row read as zeros.
+  Status Pull(uint32_t table_id, std::span<const uint64_t> keys,
+              std::span<float> out);
+  // DENSE tables: the whole table (capacity x dim floats).
+  Status PushDense(uint32_t table_id, std::span<const float> grads);
+  Status PullDense(uint32_t table_id, std::span<float> out);
+
+  // Asynchronous forms; the spans must stay valid until the future is ready.
+  std::future<Status> PushAsync(uint32_t table_id,
+                                std::span<const uint64_t> keys,
+                                std::span<const float> grads);
+  std::future<Status> PullAsync(uint32_t table_id,
+                                std::span<const uint64_t> keys,
+                                std::span<float> out);
+
+  // Sends what sparsification held back for the table (its residual).
+  Status FlushResiduals(uint32_t table_id);
+  // Returns once every packet this worker pushed has been applied.
+  Status WaitApplied();
+
+  // Ends this worker's step (see consistency above); returns the new clock.
+  StatusOr<uint64_t> Clock();
+  uint64_t clock() const;
+  // The smallest clock of all workers, as last read.
+  StatusOr<uint64_t> MinClock();
+  // Returns once every worker has called Barrier as often as this one.
+  Status Barrier();
+
+  // Counters of server `shard`.
+  StatusOr<proto::StatsReply> Stats(uint32_t shard);
+
+  class Impl;
+
+ private:
+  explicit PsClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ps::worker
