@@ -175,7 +175,21 @@ Status ApplyOptimizerToRowsWith(const OptimizerKernelSet& kernels,
   if (const auto* adam = std::get_if<AdamConfig>(&config)) {
     update.adam = MakeAdamStepConstants(*adam, step);
   }
+  // Rows are scattered: fetch the parameters and state of a row a few
+  // iterations ahead so the cache misses of several rows overlap.
+  constexpr size_t kPrefetchRows = 8;
+  constexpr size_t kFloatsPerLine = 16;
+  const auto prefetch_row = [&](uint32_t row) {
+    const size_t at = static_cast<size_t>(row) * dim;
+    for (size_t off = 0; off < dim; off += kFloatsPerLine) {
+      __builtin_prefetch(table.params + at + off, 1, 3);
+      for (int s = 0; s < shape.states; ++s) {
+        __builtin_prefetch(table.state[s] + at + off, 1, 3);
+      }
+    }
+  };
   for (size_t i = 0; i < rows.size(); ++i) {
+    if (i + kPrefetchRows < rows.size()) prefetch_row(rows[i + kPrefetchRows]);
     update(table.params, table.state, grads.data() + i * dim,
            static_cast<size_t>(rows[i]) * dim, dim);
   }
