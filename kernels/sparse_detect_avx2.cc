@@ -41,7 +41,8 @@ inline void Scan(const float* g, size_t begin, size_t end, IndexBuffer* out,
   for (; i + 32 <= end; i += 32) {
     uint32_t m0 = mask8(g + i), m1 = mask8(g + i + 8), m2 = mask8(g + i + 16),
              m3 = mask8(g + i + 24);
-    if ((m0 | m1 | m2 | m3) == 0) continue;
+    // No branch on the masks: at ~1% density a quarter of the groups hold a
+    // hit, too many to predict; storing empty compressions costs less.
     uint32_t* dst = out->Reserve(32 + 8);
     const uint32_t base = static_cast<uint32_t>(i);
     int n = Compress(m0, base, dst);

@@ -15,6 +15,7 @@ PACKAGES=(
   clang libclang-rt-14-dev    # libFuzzer targets and sanitizer runtimes
   clang-format
   ucx-utils iperf3            # peers the benchmarks compare against
+  python3                     # scripts/bench_kernels.sh reads benchmark JSON
 )
 
 missing=()
