@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "core/access.h"
 
@@ -31,10 +32,41 @@ std::string TransportLabel(TransportChoice transport) {
       return "shm";
     case TransportChoice::kTcp:
       return "tcp";
-    case TransportChoice::kAuto:
-      return "auto";
+    case TransportChoice::kVerbs:
+      return "verbs";
+    default:
+      return "other";
   }
-  return "unknown";
+}
+
+std::vector<TransportChoice> TestedTransports() {
+  std::vector<TransportChoice> t = {TransportChoice::kShm,
+                                    TransportChoice::kTcp};
+  if (PS_HAVE_VERBS) t.push_back(TransportChoice::kVerbs);
+  return t;
+}
+
+std::string TransportUnusable(TransportChoice transport) {
+  if (transport != TransportChoice::kVerbs) return "";
+  // A device shows up in sysfs; the same check the context makes first.
+  std::error_code ec;
+  if (!std::filesystem::is_directory("/sys/class/infiniband", ec) ||
+      std::filesystem::is_empty("/sys/class/infiniband", ec)) {
+    return "no RDMA device here: the verbs tests run in a soft-RoCE guest "
+           "(scripts/verbs_vm.sh)";
+  }
+  return "";
+}
+
+xfer::TransportKind ExpectedKind(TransportChoice transport) {
+  switch (transport) {
+    case TransportChoice::kShm:
+      return xfer::TransportKind::kShm;
+    case TransportChoice::kVerbs:
+      return xfer::TransportKind::kVerbs;
+    default:
+      return xfer::TransportKind::kTcp;
+  }
 }
 
 uint64_t Fnv1a(const void* data, size_t length) {
