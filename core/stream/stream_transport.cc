@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -431,10 +432,14 @@ Status StreamTransport::Impl::RecvExact(void* data, size_t len,
       for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
            c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c), sizeof(fd));
-        if (*received_fd >= 0) close(*received_fd);
-        *received_fd = fd;
+        // Keep the last descriptor; close any others a peer sent.
+        size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+          if (*received_fd >= 0) close(*received_fd);
+          *received_fd = fd;
+        }
       }
     }
     p += n;
