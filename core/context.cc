@@ -22,6 +22,11 @@
 #include "core/socket.h"
 #include "core/stream/stream_server.h"
 #include "core/stream/stream_transport.h"
+#if PS_HAVE_VERBS
+#include "core/verbs/verbs_device.h"
+#include "core/verbs/verbs_target.h"
+#include "core/verbs/verbs_transport.h"
+#endif
 
 namespace ps::xfer {
 
@@ -57,6 +62,10 @@ class ContextImpl {
 
   std::mutex endpoints_mu_;
   std::vector<std::weak_ptr<Endpoint>> endpoints_;  // for Fence
+#if PS_HAVE_VERBS
+  // This process's RDMA device; null when it has none.
+  std::shared_ptr<VerbsDevice> verbs_;
+#endif
 
   StatusOr<std::shared_ptr<MemoryRegion>> AddRegion(
       std::unique_ptr<MemoryRegion> region);
@@ -76,6 +85,9 @@ class ContextImpl {
   std::thread accept_thread_;
   std::mutex servers_mu_;
   std::vector<std::unique_ptr<StreamServer>> servers_;
+#if PS_HAVE_VERBS
+  std::vector<std::unique_ptr<VerbsTarget>> verbs_targets_;  // servers_mu_
+#endif
 };
 
 Status ContextImpl::Start() {
@@ -94,9 +106,25 @@ Status ContextImpl::Start() {
   wake_ = UniqueFd(eventfd(0, EFD_CLOEXEC));
   if (!wake_.valid())
     return ErrnoStatus(StatusCode::kIOError, "eventfd", errno);
+#if PS_HAVE_VERBS
+  auto device = VerbsDevice::Open(VerbsDevice::FromEnvironment(
+      {options_.ib_device, options_.ib_port, options_.ib_gid_index}));
+  if (device.ok()) {
+    verbs_ = std::move(device).value();
+  } else if (device.status().Is(StatusCode::kNotFound)) {
+    LOG(INFO) << "xfer context " << options_.name
+              << ": verbs transport off: " << device.status().message();
+  } else {
+    return device.status().WithContext("RDMA device");
+  }
+#endif
   accept_thread_ = std::thread([this] { AcceptLoop(); });
   LOG(INFO) << "xfer context " << options_.name << " listening on " << address_
-            << " (instance " << std::hex << instance_ << ")";
+            << " (instance " << std::hex << instance_ << ")"
+#if PS_HAVE_VERBS
+            << (verbs_ ? ", verbs on " + verbs_->Describe() : "")
+#endif
+      ;
   return Status::OK();
 }
 
@@ -108,6 +136,9 @@ ContextImpl::~ContextImpl() {
   }
   std::lock_guard<std::mutex> lock(servers_mu_);
   servers_.clear();  // each stops and joins its thread
+#if PS_HAVE_VERBS
+  verbs_targets_.clear();
+#endif
 }
 
 void ContextImpl::AcceptLoop() {
@@ -130,6 +161,9 @@ void ContextImpl::AcceptLoop() {
     // Forget servers whose peers are gone.
     std::lock_guard<std::mutex> lock(servers_mu_);
     std::erase_if(servers_, [](const auto& s) { return s->finished(); });
+#if PS_HAVE_VERBS
+    std::erase_if(verbs_targets_, [](const auto& t) { return t->finished(); });
+#endif
   }
 }
 
@@ -162,12 +196,45 @@ void ContextImpl::ServeNewConnection(UniqueFd fd, bool same_host_socket) {
   reply.set_host_id(host_id_);
   reply.set_pid(static_cast<uint32_t>(getpid()));
   reply.set_unix_socket(unix_name_);
+#if PS_HAVE_VERBS
+  // A verbs offer is taken when forced, or when the peer is on another host
+  // (same-host peers do better with shm).
+  std::unique_ptr<VerbsTarget> verbs_target;
+  if (hello.has_verbs_qp() &&
+      (hello.transport() == "verbs" || hello.host_id() != host_id_)) {
+    if (verbs_ == nullptr) {
+      reply.set_verbs_declined(options_.name + " has no usable RDMA device");
+    } else {
+      auto accepted = VerbsTarget::Accept(verbs_, hello.verbs_qp(), &regions_,
+                                          hello.name());
+      if (accepted.ok()) {
+        verbs_target = std::move(accepted).value();
+        *reply.mutable_verbs_qp() = verbs_target->Info();
+      } else {
+        reply.set_verbs_declined(accepted.status().ToString());
+      }
+    }
+  }
+#else
+  if (hello.has_verbs_qp()) {
+    reply.set_verbs_declined(options_.name + " was built without verbs");
+  }
+#endif
   s = SendMessage(fd.get(), reply);
   if (!s.ok()) {
     LOG(WARNING) << options_.name << ": hello to " << hello.name()
                  << " failed: " << s;
     return;
   }
+#if PS_HAVE_VERBS
+  if (verbs_target != nullptr) {
+    VLOG(1) << options_.name << ": serving " << hello.name() << " over verbs";
+    verbs_target->Start(std::move(fd));
+    std::lock_guard<std::mutex> lock(servers_mu_);
+    verbs_targets_.push_back(std::move(verbs_target));
+    return;
+  }
+#endif
   VLOG(1) << options_.name << ": serving " << hello.name() << " over "
           << (same_host_socket ? "unix socket" : "tcp");
   MapRegionHandler map;
@@ -215,6 +282,20 @@ StatusOr<std::shared_ptr<MemoryRegion>> ContextImpl::AddRegion(
     std::unique_ptr<MemoryRegion> region) {
   region->id_ = next_region_id_.fetch_add(1);
   region->key_ = RandomNonZero();
+  uint64_t verbs_address = 0;
+#if PS_HAVE_VERBS
+  if (verbs_ != nullptr) {
+    PS_ASSIGN_OR_RETURN(
+        std::unique_ptr<VerbsRegistration> mr,
+        verbs_->Register(region->data_, region->size_, region->access_, true));
+    // The NIC checks its rkey: make it the low half of the key, so that a
+    // peer with a wrong key presents a wrong rkey.
+    region->key_ = (region->key_ & ~uint64_t{0xffffffff}) | mr->rkey();
+    if (region->key_ == 0) region->key_ = uint64_t{1} << 32 | mr->rkey();
+    verbs_address = mr->address();
+    region->verbs_registration_ = std::move(mr);
+  }
+#endif
   if (region->memfd_backed()) {
     PS_ASSIGN_OR_RETURN(region->state_slot_, liveness_->Acquire(region->key_));
   }
@@ -227,6 +308,7 @@ StatusOr<std::shared_ptr<MemoryRegion>> ContextImpl::AddRegion(
   d.set_size(region->size_);
   d.set_access(region->access_);
   d.set_memfd_backed(region->memfd_backed());
+  d.set_verbs_address(verbs_address);
   d.SerializeToString(&region->descriptor_);
   std::shared_ptr<MemoryRegion> shared(std::move(region));
   regions_.Insert(shared);
@@ -241,9 +323,10 @@ TransportChoice EffectiveChoice(TransportChoice option) {
   if (env == nullptr) return option;
   if (std::strcmp(env, "tcp") == 0) return TransportChoice::kTcp;
   if (std::strcmp(env, "shm") == 0) return TransportChoice::kShm;
+  if (std::strcmp(env, "verbs") == 0) return TransportChoice::kVerbs;
   if (std::strcmp(env, "auto") != 0 && env[0] != '\0') {
     LOG(WARNING) << "XFER_TRANSPORT=" << env
-                 << " is not tcp, shm or auto; choosing automatically";
+                 << " is not tcp, shm, verbs or auto; choosing automatically";
   }
   return TransportChoice::kAuto;
 }
@@ -267,13 +350,39 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
     const std::string& address) {
   const auto timeout = std::chrono::milliseconds(options_.peer_timeout_ms);
   TransportChoice choice = EffectiveChoice(options_.transport);
+  const bool want_shm =
+      choice == TransportChoice::kAuto || choice == TransportChoice::kShm;
+  proto::Hello hello = MakeHello(want_shm ? "shm" : "tcp");
+#if PS_HAVE_VERBS
+  // Offer a queue pair; the peer accepts it (forced, or on another host) or
+  // not, and then it is dropped.
+  std::unique_ptr<QueuePair> offer;
+  if (verbs_ != nullptr &&
+      (choice == TransportChoice::kAuto || choice == TransportChoice::kVerbs)) {
+    PS_ASSIGN_OR_RETURN(offer,
+                        QueuePair::Create(verbs_, OriginQueuePairOptions()));
+    *hello.mutable_verbs_qp() = offer->Info();
+    if (choice == TransportChoice::kVerbs) hello.set_transport("verbs");
+  }
+  const bool have_device = verbs_ != nullptr;
+#else
+  const bool have_device = false;
+#endif
+  if (choice == TransportChoice::kVerbs && !have_device) {
+    return NotSupported("transport verbs was forced, but " + options_.name +
+                        " has no usable RDMA device (see the log line of its "
+                        "context, and XFER_IB_DEV)");
+  }
   PS_ASSIGN_OR_RETURN(UniqueFd fd,
                       ConnectTcp(address, options_.peer_timeout_ms));
-  const bool want_shm = choice != TransportChoice::kTcp;
-  PS_ASSIGN_OR_RETURN(
-      proto::HelloReply reply,
-      Handshake(fd.get(), MakeHello(want_shm ? "shm" : "tcp"), address));
+  PS_ASSIGN_OR_RETURN(proto::HelloReply reply,
+                      Handshake(fd.get(), hello, address));
   const bool same_host = reply.host_id() == host_id_;
+  if (choice == TransportChoice::kVerbs && !reply.has_verbs_qp()) {
+    return NotSupported("transport verbs was forced, but " + reply.name() +
+                        " at " + address +
+                        " declined: " + reply.verbs_declined());
+  }
   if (choice == TransportChoice::kShm && !same_host) {
     return InvalidArgument("transport shm was forced, but " + reply.name() +
                            " at " + address + " runs on another host");
@@ -281,7 +390,16 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
 
   std::unique_ptr<Transport> transport;
   TransportKind kind = TransportKind::kTcp;
-  if (want_shm && same_host) {
+#if PS_HAVE_VERBS
+  if (reply.has_verbs_qp() && offer != nullptr) {
+    PS_ASSIGN_OR_RETURN(
+        transport,
+        VerbsTransport::Create(verbs_, std::move(offer), reply.verbs_qp(),
+                               std::move(fd), reply.name(), timeout));
+    kind = TransportKind::kVerbs;
+  } else
+#endif
+      if (want_shm && same_host) {
     // Same host: switch to the peer's Unix socket, which can carry memfds.
     PS_ASSIGN_OR_RETURN(UniqueFd ufd, ConnectUnix(reply.unix_socket()));
     PS_ASSIGN_OR_RETURN(proto::HelloReply again,
@@ -374,6 +492,7 @@ StatusOr<std::shared_ptr<MemoryRegion>> Context::Register(void* data,
 Status Context::Deregister(const MemoryRegion& region) {
   PS_ASSIGN_OR_RETURN(auto removed, impl_->regions_.Remove(region.id()));
   if (removed->memfd_backed()) impl_->liveness_->Release(removed->state_slot_);
+  removed->verbs_registration_.reset();  // the NIC refuses the rkey from now
   return Status::OK();
 }
 

@@ -14,9 +14,11 @@
 //   uint64_t old = ep->FetchAdd64(r, 128, 1).value();
 //
 // The transport to each peer is chosen at Connect: shm when the peer runs on
-// the same host (memory is mapped and copied directly), tcp otherwise.
-// Options::transport or the environment variable XFER_TRANSPORT=tcp|shm|auto
-// overrides the choice.
+// the same host (memory is mapped and copied directly), verbs (RDMA) when
+// both have an RDMA device, tcp otherwise. Options::transport or the
+// environment variable XFER_TRANSPORT=tcp|shm|verbs|auto overrides the
+// choice. Forcing verbs where a side has no device fails Connect with
+// kNotSupported.
 #pragma once
 
 #include <cstddef>
@@ -34,7 +36,7 @@
 
 namespace ps::xfer {
 
-enum class TransportChoice { kAuto, kShm, kTcp };
+enum class TransportChoice { kAuto, kShm, kTcp, kVerbs };
 
 struct ContextOptions {
   // Names this process in logs and error messages ("worker-2").
@@ -45,6 +47,12 @@ struct ContextOptions {
   TransportChoice transport = TransportChoice::kAuto;
   // An operation without an answer for this long declares the peer lost.
   int peer_timeout_ms = 10000;
+  // RDMA device for the verbs transport (empty / 0 / -1: the environment's
+  // XFER_IB_DEV, XFER_IB_PORT, XFER_IB_GID_INDEX, else the first active
+  // device and port, and on RoCE a RoCE v2 GID with an IPv4 address).
+  std::string ib_device;
+  int ib_port = 0;
+  int ib_gid_index = -1;
 };
 
 namespace internal {

@@ -62,6 +62,7 @@ StatusOr<RemoteRegion> Endpoint::Import(std::string_view descriptor) {
   r.access_ = d.access();
   r.instance_ = d.instance();
   r.memfd_backed_ = d.memfd_backed();
+  r.verbs_address_ = d.verbs_address();
   r.owner_ = d.owner();
   r.mapping_ = std::make_shared<internal::RemoteMapping>();
   return r;

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/access.h"
@@ -60,6 +61,10 @@ class MemoryRegion {
   uint32_t access_ = 0;
   int memfd_ = -1;
   uint32_t state_slot_ = 0;  // liveness slot for same-host peers
+  // The registration with this process's RDMA device, if it has one
+  // (type-erased so this header does not depend on libibverbs); dropped at
+  // Deregister, which makes the NIC refuse the region's rkey.
+  std::shared_ptr<void> verbs_registration_;
   std::string descriptor_;
 };
 

@@ -60,6 +60,8 @@ class RemoteRegion {
   uint32_t access_ = 0;
   uint64_t instance_ = 0;
   bool memfd_backed_ = false;
+  // The region's address at its owner's RDMA device; 0 when not registered.
+  uint64_t verbs_address_ = 0;
   std::string owner_;
   // Transport state (e.g. the same-host mapping), shared by copies.
   std::shared_ptr<internal::RemoteMapping> mapping_;

@@ -34,6 +34,10 @@ struct RemoteRegionAccess {
   static RemoteMapping* Mapping(const RemoteRegion& r) {
     return r.mapping_.get();
   }
+  // Verbs: the region's address at the owner's device (0: not registered).
+  static uint64_t VerbsAddress(const RemoteRegion& r) {
+    return r.verbs_address_;
+  }
 };
 
 }  // namespace ps::xfer::internal

@@ -26,6 +26,7 @@ using xfer::TransportChoice;
 class XferErrorsTest : public ::testing::TestWithParam<TransportChoice> {
  protected:
   void SetUp() override {
+    PS_SKIP_IF_UNUSABLE(GetParam());
     target_.process = StartTarget("target", GetParam());
     std::optional<TargetInfo> info = AwaitReady(target_.process.channel());
     ASSERT_TRUE(info.has_value()) << "target did not start";
@@ -390,8 +391,7 @@ TEST_P(XferErrorsTest, PeerKilledMidTransferFailsInBoundedTime) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Transports, XferErrorsTest,
-    ::testing::Values(TransportChoice::kShm, TransportChoice::kTcp),
+    Transports, XferErrorsTest, ::testing::ValuesIn(TestedTransports()),
     [](const ::testing::TestParamInfo<TransportChoice>& info) {
       return TransportLabel(info.param);
     });

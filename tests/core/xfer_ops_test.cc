@@ -33,6 +33,7 @@ class XferOpsTest : public ::testing::TestWithParam<TransportChoice> {
   static constexpr int kTargets = 2;
 
   void SetUp() override {
+    PS_SKIP_IF_UNUSABLE(GetParam());
     // Children first: this process must have no threads when it forks.
     for (int i = 0; i < kTargets; ++i) {
       targets_[i].process =
@@ -50,11 +51,7 @@ class XferOpsTest : public ::testing::TestWithParam<TransportChoice> {
     for (auto& t : targets_) {
       Status s = t.Connect(*ctx_);
       ASSERT_TRUE(s.ok()) << s.ToString();
-      if (GetParam() == TransportChoice::kShm) {
-        EXPECT_EQ(t.ep->transport(), xfer::TransportKind::kShm);
-      } else {
-        EXPECT_EQ(t.ep->transport(), xfer::TransportKind::kTcp);
-      }
+      EXPECT_EQ(t.ep->transport(), ExpectedKind(GetParam()));
     }
   }
 
@@ -392,8 +389,7 @@ TEST_P(XferOpsTest, ConnectToOwnAddressReachesOwnRegions) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Transports, XferOpsTest,
-    ::testing::Values(TransportChoice::kShm, TransportChoice::kTcp),
+    Transports, XferOpsTest, ::testing::ValuesIn(TestedTransports()),
     [](const ::testing::TestParamInfo<TransportChoice>& info) {
       return TransportLabel(info.param);
     });

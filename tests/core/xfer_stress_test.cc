@@ -126,7 +126,10 @@ void ExpectCleanExit(ChildProcess& c) {
   EXPECT_EQ(c.Wait(20000), std::optional<int>(0)) << c.name();
 }
 
-class XferStressTest : public ::testing::TestWithParam<TransportChoice> {};
+class XferStressTest : public ::testing::TestWithParam<TransportChoice> {
+ protected:
+  void SetUp() override { PS_SKIP_IF_UNUSABLE(GetParam()); }
+};
 
 // --- PutWithNotify -------------------------------------------------------
 
@@ -466,8 +469,7 @@ TEST_P(XferStressTest, CompareSwapLockProtectsACounterAcrossProcesses) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Transports, XferStressTest,
-    ::testing::Values(TransportChoice::kShm, TransportChoice::kTcp),
+    Transports, XferStressTest, ::testing::ValuesIn(TestedTransports()),
     [](const ::testing::TestParamInfo<TransportChoice>& info) {
       return TransportLabel(info.param);
     });

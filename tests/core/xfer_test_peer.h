@@ -39,6 +39,22 @@ xfer::ContextOptions TestOptions(const std::string& name,
 
 std::string TransportLabel(xfer::TransportChoice transport);
 
+// The transports the suites run on: shm and tcp, and verbs where the build
+// has it (its tests skip themselves on machines without an RDMA device; run
+// them with scripts/verbs_vm.sh).
+std::vector<xfer::TransportChoice> TestedTransports();
+// Empty when `transport` can run here, else why not.
+std::string TransportUnusable(xfer::TransportChoice transport);
+// The endpoint kind a forced `transport` yields.
+xfer::TransportKind ExpectedKind(xfer::TransportChoice transport);
+
+// In a test body or SetUp: skips the test when its transport cannot run here.
+#define PS_SKIP_IF_UNUSABLE(transport)                              \
+  do {                                                              \
+    std::string why_ = ::ps::testing::TransportUnusable(transport); \
+    if (!why_.empty()) GTEST_SKIP() << why_;                        \
+  } while (0)
+
 // Body of a target child. Sends
 //   "ready ADDRESS HEXDESC0 ... HEXDESC4"
 // then serves commands until "exit" or until the parent goes away:

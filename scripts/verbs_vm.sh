@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Runs the verbs (RDMA) transport's tests where this machine has no RDMA: in a
+# QEMU guest with a soft-RoCE device (rdma_rxe), through scripts/rxe_vm.sh.
+# The host's / is shared read-only with the guest, so host-built binaries run
+# there as they are. Usage:
+#   scripts/verbs_vm.sh [--build-dir=DIR]        the cross-process suites on
+#                                                verbs, two processes in one guest
+#   scripts/verbs_vm.sh --two-guests             put/get/atomic subset across
+#                                                two guests on a virtual link
+#   scripts/verbs_vm.sh --bench [--json=FILE]    xfer_perf on verbs next to
+#                                                ib_write_bw / ib_read_bw
+#   scripts/verbs_vm.sh --check                  exit 0 if a guest can be run
+# Exit status: the tests' (0 = pass); 125/124 = the VM failed / timed out.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=$root/build mode=suite json="" filter='*/verbs'
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir=*) build_dir=${1#*=} ;;
+    --two-guests) mode=two ;;
+    --bench) mode=bench ;;
+    --json=*) json=${1#*=} ;;
+    --check) mode=check ;;
+    --filter=*) filter=${1#*=} ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "verbs_vm: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+vm=$root/scripts/rxe_vm.sh
+export RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-900}
+
+can_run_vm() {  # QEMU present, or installable (root with apt)
+  command -v qemu-system-x86_64 >/dev/null && return 0
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && return 0
+  return 1
+}
+
+case $mode in
+check)
+  can_run_vm
+  ;;
+
+suite)
+  bins=(core_xfer_ops_test core_xfer_errors_test core_xfer_stress_test)
+  for b in "${bins[@]}"; do
+    [ -x "$build_dir/tests/core/$b" ] || { echo "verbs_vm: $build_dir/tests/core/$b not built" >&2; exit 2; }
+  done
+  # One guest boot runs all three binaries, forced onto verbs (the filter
+  # picks the verbs instantiation; both processes share the guest).
+  guest=$(mktemp /tmp/verbs_vm_guest.XXXXXX.sh)
+  trap 'rm -f "$guest"' EXIT
+  cat > "$guest" <<EOF
+#!/bin/bash
+export XFER_IB_DEV=rxe0 GLOG_minloglevel=1
+rc=0
+for b in ${bins[*]}; do
+  start=\$(date +%s.%N)
+  "$build_dir/tests/core/\$b" --gtest_filter='$filter' --gtest_brief=1 || rc=1
+  echo "verbs_vm: \$b took \$(echo "\$(date +%s.%N) - \$start" | bc) s in the guest"
+done
+exit \$rc
+EOF
+  chmod +x "$guest"
+  start=$(date +%s)
+  set +e
+  "$vm" "$guest"
+  rc=$?
+  set -e
+  echo "verbs_vm: suite in one guest: exit $rc, $(( $(date +%s) - start )) s including boot"
+  exit $rc
+  ;;
+
+two)
+  bin=$build_dir/tests/core/verbs_two_hosts
+  [ -x "$bin" ] || { echo "verbs_vm: $bin not built" >&2; exit 2; }
+  dir=$(mktemp -d /tmp/verbs_vm_two.XXXXXX)
+  trap 'rm -rf "$dir"' EXIT
+  port=$(( 20000 + RANDOM % 20000 ))
+  start=$(date +%s)
+  RXE_VM_NET="socket,listen=127.0.0.1:$port" RXE_VM_IP=10.11.12.1 RXE_VM_RW_DIR=$dir \
+    GLOG_minloglevel=1 RXE_VM_PASSENV=GLOG_minloglevel \
+    "$vm" "$bin" target 10.11.12.1:7700 "$dir" > "$dir/../$(basename "$dir").target.log" 2>&1 &
+  target_pid=$!
+  sleep 2  # the listening QEMU first
+  set +e
+  RXE_VM_NET="socket,connect=127.0.0.1:$port" RXE_VM_IP=10.11.12.2 RXE_VM_RW_DIR=$dir \
+    GLOG_minloglevel=1 RXE_VM_PASSENV=GLOG_minloglevel \
+    "$vm" "$bin" origin "$dir"
+  rc=$?
+  touch "$dir/done"
+  wait $target_pid
+  trc=$?
+  set -e
+  echo "verbs_vm: target guest:"; sed 's/^/  /' "$dir/../$(basename "$dir").target.log"
+  rm -f "$dir/../$(basename "$dir").target.log"
+  echo "verbs_vm: two guests: origin exit $rc, target exit $trc, $(( $(date +%s) - start )) s"
+  [ $rc = 0 ] && [ $trc = 0 ]
+  ;;
+
+bench)
+  bin=$build_dir/bench/xfer_perf
+  [ -x "$bin" ] || { echo "verbs_vm: $bin not built" >&2; exit 2; }
+  out=$(mktemp -d /tmp/verbs_vm_bench.XXXXXX)
+  trap 'rm -rf "$out"' EXIT
+  cat > "$out/guest.sh" <<EOF
+#!/bin/bash
+# perftest's peers: server and client of each test in this guest, 64 KiB.
+pt() {
+  \$1 -d rxe0 -x 1 -s 65536 -D 3 -F >/dev/null 2>&1 &
+  sleep 1
+  \$1 -d rxe0 -x 1 -s 65536 -D 3 -F 10.11.12.1 2>&1 | awk '/^ *65536/ {print \$4}'
+  wait
+}
+echo "ib_write_bw \$(pt ib_write_bw)" > "$out/peer.txt"
+echo "ib_read_bw \$(pt ib_read_bw)" >> "$out/peer.txt"
+GLOG_minloglevel=1 XFER_IB_DEV=rxe0 "$bin" --transports=verbs --min_size=65536 \
+  --max_size=65536 --reps=3 --rep_seconds=1 --lat_iters=2000 --warmup=200 \
+  > "$out/xfer.txt" 2>&1
+EOF
+  chmod +x "$out/guest.sh"
+  RXE_VM_RW_DIR=$out "$vm" "$out/guest.sh"
+  cat "$out/xfer.txt" "$out/peer.txt"
+  # perftest prints MB/sec with MB = 2^20 bytes; our GB/s is 1e9 bytes/s.
+  ours_put=$(awk '$1=="verbs" && $2=="put_bw" {print $4}' "$out/xfer.txt")
+  ours_get=$(awk '$1=="verbs" && $2=="get_bw" {print $4}' "$out/xfer.txt")
+  peer_put=$(awk '$1=="ib_write_bw" {printf "%.4f", $2*1048576/1e9}' "$out/peer.txt")
+  peer_get=$(awk '$1=="ib_read_bw" {printf "%.4f", $2*1048576/1e9}' "$out/peer.txt")
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.3f", a / b; else print "nan"}'; }
+  printf '%-20s %10s %10s %7s\n' figure ours peer ratio
+  printf '%-20s %10s %10s %7s\n' verbs_put_bw_64KiB "$ours_put" "$peer_put" "$(ratio "$ours_put" "$peer_put")"
+  printf '%-20s %10s %10s %7s\n' verbs_get_bw_64KiB "$ours_get" "$peer_get" "$(ratio "$ours_get" "$peer_get")"
+  if [ -n "$json" ]; then
+    cat > "$json" <<EOF
+{
+  "verbs_put_bw_64KiB": {"value": $ours_put, "unit": "GB/s", "peer": "ib_write_bw", "peer_value": $peer_put, "ratio": $(ratio "$ours_put" "$peer_put")},
+  "verbs_get_bw_64KiB": {"value": $ours_get, "unit": "GB/s", "peer": "ib_read_bw", "peer_value": $peer_get, "ratio": $(ratio "$ours_get" "$peer_get")}
+}
+EOF
+    echo "verbs_vm: wrote $json"
+  fi
+  ;;
+esac
