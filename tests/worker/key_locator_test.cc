@@ -1,0 +1,66 @@
+// KeyLocator must give exactly ShardMap's answers: workers and servers agree
+// on row addresses only if the fast path and the reference never differ.
+#include "worker/key_locator.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace ps::worker {
+namespace {
+
+proto::TableSpec Spec(proto::TableKind kind, uint64_t capacity, uint32_t id) {
+  proto::TableSpec s;
+  s.set_id(id);
+  s.set_kind(kind);
+  s.set_capacity(capacity);
+  s.set_dim(1);
+  return s;
+}
+
+TEST(KeyLocatorTest, MatchesShardMapForManyCapacitiesAndShardCounts) {
+  std::mt19937_64 rng(7);
+  // Realistic capacities (ShardMap's capacity * shard products must not
+  // overflow).
+  const uint64_t capacities[] = {1,    2,        3,        7,
+                                 1000, 16777216, 16777213, (1ull << 40) + 5};
+  for (uint64_t cap : capacities) {
+    for (uint32_t shards : {1u, 2u, 3u, 5u, 16u, 17u}) {
+      if (shards > cap) continue;
+      proto::TableSpec spec = Spec(proto::HASHED, cap, 3);
+      KeyLocator loc(spec, shards);
+      protocol::ShardMap ref = protocol::ShardMap::ForTable(spec, shards);
+      for (int i = 0; i < 20000; ++i) {
+        const uint64_t key = i < 100 ? static_cast<uint64_t>(i) : rng();
+        const protocol::RowLocation want = ref.Locate(key);
+        const uint64_t row = loc.GlobalRow(key);
+        ASSERT_EQ(row, want.global_row) << "cap " << cap << " key " << key;
+        ASSERT_EQ(loc.ShardOfRow(row), want.shard) << "cap " << cap;
+      }
+    }
+  }
+}
+
+TEST(KeyLocatorTest, FastModIsExactAtTheEdges) {
+  for (uint64_t cap : std::initializer_list<uint64_t>{
+           1ull, 3ull, 1000003ull, (1ull << 63) + 1, UINT64_MAX}) {
+    KeyLocator loc(Spec(proto::HASHED, cap, 0), 1);
+    for (uint64_t x : std::initializer_list<uint64_t>{
+             0ull, 1ull, cap - 1, cap, cap + 1, UINT64_MAX, UINT64_MAX - 1,
+             UINT64_MAX / 2}) {
+      EXPECT_EQ(loc.FastMod(x), x % cap) << "x " << x << " cap " << cap;
+    }
+  }
+}
+
+TEST(KeyLocatorTest, DenseTablesUseTheKeyAsRow) {
+  KeyLocator loc(Spec(proto::DENSE, 100, 1), 3);
+  protocol::ShardMap ref(100, 3, proto::DENSE, 1);
+  for (uint64_t k = 0; k < 100; ++k) {
+    EXPECT_EQ(loc.GlobalRow(k), k);
+    EXPECT_EQ(loc.ShardOfRow(k), ref.Locate(k).shard);
+  }
+}
+
+}  // namespace
+}  // namespace ps::worker

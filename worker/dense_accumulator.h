@@ -1,0 +1,54 @@
+// DenseAccumulator: sums a push's gradients per row of one table shard in a
+// dense rows x dim buffer, with a bitmap of the rows touched. Adding is one
+// random write per key (no sorting, no hashing into a map); scanning the
+// bitmap afterwards yields the distinct rows already sorted, which is what
+// the packet encoder wants. Draining zeroes what it read, so the buffer is
+// all zeros between pushes and costs nothing to reuse.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ps::worker {
+
+class DenseAccumulator {
+ public:
+  // Sizes the buffer for `rows` x `dim` (allocated on first use, zeroed).
+  void Reset(uint64_t rows, uint32_t dim);
+  uint64_t rows() const { return rows_; }
+  uint32_t dim() const { return dim_; }
+
+  // Adds `values` (dim floats) to `row`.
+  void Add(uint32_t row, const float* values) {
+    float* dst = sums_.data() + size_t{row} * dim_;
+    for (uint32_t j = 0; j < dim_; ++j) dst[j] += values[j];
+    touched_[row >> 6] |= uint64_t{1} << (row & 63);
+  }
+  // dim == 1 fast path.
+  void Add1(uint32_t row, float value) {
+    sums_[row] += value;
+    touched_[row >> 6] |= uint64_t{1} << (row & 63);
+  }
+
+  // Moves touched rows, in increasing order, starting at bitmap word
+  // `*cursor`, into `rows` / `values` (appended) until at least `max_rows`
+  // rows were taken or the bitmap ends; zeroes what it moved and advances
+  // *cursor. Returns true while rows may remain.
+  bool Drain(size_t* cursor, size_t max_rows, std::vector<uint32_t>* rows,
+             std::vector<float>* values);
+
+  // The whole buffer as a dense gradient (for error feedback), and the
+  // cleanup after it was consumed: zero the touched rows, clear the bitmap.
+  std::span<const float> dense() const { return sums_; }
+  void ClearTouched();
+
+ private:
+  uint64_t rows_ = 0;
+  uint32_t dim_ = 0;
+  std::vector<float> sums_;
+  std::vector<uint64_t> touched_;
+};
+
+}  // namespace ps::worker
