@@ -1,0 +1,175 @@
+#include "server/apply_loop.h"
+
+#include <glog/logging.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "kernels/sparse_packet.h"
+#include "protocol/inbox_ring.h"
+
+namespace ps::server {
+namespace {
+
+// Packets taken from one inbox before looking at the next, so one busy
+// worker cannot starve the others sharing a thread.
+constexpr uint32_t kBudgetPerInbox = 8;
+
+}  // namespace
+
+ApplyLoop::ApplyLoop(Shard* shard, Inboxes* inboxes, ServerStats* stats,
+                     ApplyOptions options)
+    : shard_(shard),
+      inboxes_(inboxes),
+      stats_(stats),
+      options_(options),
+      threads_(std::clamp<uint32_t>(options.threads, 1, inboxes->workers())),
+      // One thread is the only writer of the rows: plain adds suffice.
+      mode_(threads_ == 1 ? kernels::AccumulateMode::kExclusive
+                          : kernels::AccumulateMode::kAtomic),
+      cursors_(new InboxCursor[inboxes->workers()]) {}
+
+ApplyLoop::~ApplyLoop() { StopAndDrain(); }
+
+void ApplyLoop::Start() {
+  stop_.store(false, std::memory_order_release);
+  for (uint32_t t = 0; t < threads_; ++t) {
+    running_.emplace_back([this, t] { Run(t); });
+  }
+}
+
+void ApplyLoop::StopAndDrain() {
+  stop_.store(true, std::memory_order_release);
+  for (auto& t : running_) t.join();
+  running_.clear();
+}
+
+uint64_t ApplyLoop::DrainOnce() {
+  Scratch scratch;
+  uint64_t total = 0;
+  for (;;) {
+    uint64_t round = 0;
+    for (uint32_t w = 0; w < inboxes_->workers(); ++w) {
+      round += Consume(w, UINT32_MAX, &scratch);
+    }
+    if (round == 0) return total;
+    total += round;
+  }
+}
+
+void ApplyLoop::Run(uint32_t thread_index) {
+  Scratch scratch;
+  const size_t max_packet = protocol::MaxPacketBytes(inboxes_->slot_bytes());
+  scratch.rows.resize(max_packet);
+  scratch.values.resize(max_packet);
+  std::vector<uint32_t> mine;
+  for (uint32_t w = thread_index; w < inboxes_->workers(); w += threads_) {
+    mine.push_back(w);
+  }
+  using Clock = std::chrono::steady_clock;
+  const IdlePolicy& idle = options_.idle;
+  Clock::time_point idle_since{};
+  bool idle_now = false;
+  uint32_t sleep_us = idle.sleep_min_us;
+  for (;;) {
+    // Read the flag before polling: a stop seen here is followed by at least
+    // one full pass, so every packet complete at StopAndDrain is applied.
+    const bool stopping = stop_.load(std::memory_order_acquire);
+    uint64_t progress = 0;
+    for (uint32_t w : mine) progress += Consume(w, kBudgetPerInbox, &scratch);
+    if (progress > 0) {
+      idle_now = false;
+      continue;
+    }
+    if (stopping) return;
+    const Clock::time_point now = Clock::now();
+    if (!idle_now) {
+      idle_now = true;
+      idle_since = now;
+      sleep_us = std::max<uint32_t>(idle.sleep_min_us, 1);
+    }
+    if (idle.sleep_max_us == 0 ||
+        now - idle_since < std::chrono::microseconds(idle.spin_us)) {
+      _mm_pause();
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    sleep_us = std::min(sleep_us * 2, std::max(idle.sleep_max_us, 1u));
+  }
+}
+
+uint32_t ApplyLoop::Consume(uint32_t worker, uint32_t budget,
+                            Scratch* scratch) {
+  if (scratch->rows.empty()) {
+    const size_t max_packet = protocol::MaxPacketBytes(inboxes_->slot_bytes());
+    scratch->rows.resize(max_packet);
+    scratch->values.resize(max_packet);
+  }
+  uint64_t& head = cursors_[worker].head;
+  uint32_t consumed = 0;
+  while (consumed < budget) {
+    const uint8_t* slot = inboxes_->Slot(worker, head + 1);
+    if (Inboxes::Sequence(slot) != head + 1) break;
+    uint64_t rows = 0;
+    Status s = ApplyPacket(slot, scratch, &rows);
+    if (s.ok()) {
+      stats_->PacketApplied(rows);
+    } else if (stats_->PacketRejected(worker)) {
+      LOG(WARNING) << "rejected packet " << head + 1 << " from "
+                   << WorkerName(worker) << ": " << s.ToString()
+                   << " (further rejected packets of " << WorkerName(worker)
+                   << " are counted in stats, not logged)";
+    }
+    ++head;
+    ++consumed;
+    inboxes_->PublishHead(worker, head);
+  }
+  return consumed;
+}
+
+Status ApplyLoop::ApplyPacket(const uint8_t* slot, Scratch* scratch,
+                              uint64_t* rows_applied) {
+  const uint32_t length = Inboxes::Length(slot);
+  const size_t max_packet = protocol::MaxPacketBytes(inboxes_->slot_bytes());
+  if (length > max_packet) {
+    return OutOfRange("length field " + std::to_string(length) +
+                      " exceeds the slot's packet capacity of " +
+                      std::to_string(max_packet) + " bytes");
+  }
+  std::span<const uint8_t> packet(slot + protocol::kSlotHeaderBytes, length);
+
+  kernels::SparsePacketExpectations expect;
+  expect.table_rows = uint64_t{UINT32_MAX} + 1;
+  expect.shard_id = shard_->shard_id();
+  auto header = kernels::ParseSparsePacketHeader(packet, expect);
+  if (!header.ok()) return header.status();
+  const uint32_t table_id = header->meta.table_id;
+  TableShard* table = shard_->Find(table_id);
+  if (table == nullptr) {
+    return NotFound("unknown table id " + std::to_string(table_id));
+  }
+  if (table->exact()) {
+    return InvalidArgument("table " + table->spec().name() + " (id " +
+                           std::to_string(table_id) +
+                           ") is EXACT: its pushes go through the control "
+                           "channel, not the inbox");
+  }
+  expect.table_rows = table->rows();
+  expect.row_dim = table->dim();
+  expect.table_id = table_id;
+  expect.max_row_count = static_cast<uint32_t>(scratch->rows.size());
+  kernels::SparsePacketHeader h;
+  PS_RETURN_IF_ERROR(kernels::DecodeSparsePacket(packet, expect, scratch->rows,
+                                                 scratch->values, &h));
+  const size_t n = h.row_count;
+  Status s = table->ApplyRows(
+      std::span<const uint32_t>(scratch->rows.data(), n),
+      std::span<float>(scratch->values.data(), n * table->dim()), mode_);
+  if (!s.ok()) return s.WithContext("table " + table->spec().name());
+  *rows_applied = n;
+  return Status::OK();
+}
+
+}  // namespace ps::server

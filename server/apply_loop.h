@@ -1,0 +1,103 @@
+// ApplyLoop: the threads that drain the inboxes.
+//
+// Each inbox has exactly one owner thread (worker w -> thread w mod
+// threads), so an inbox's head needs no lock: the owner polls the slot of
+// packet head + 1, and when its sequence word shows head + 1 it validates
+// the packet, applies it to its table, advances the head and publishes it
+// (protocol/inbox_ring.h). Tables are shared between threads; the shard
+// makes concurrent applies safe (server/shard.h).
+//
+// A packet is checked before a single row is touched: length field within
+// the slot, header (magic, version, lengths, shard), table known and not
+// EXACT, then the full decode (checksum, row bounds, dim, finite values)
+// into this thread's own buffers. Decoding into private buffers first also
+// means a peer that scribbles over the slot while we read it can spoil only
+// its own gradient, never our bounds. A bad packet is counted, logged once
+// per sender with the reason, and skipped: the head moves on.
+//
+// Idle policy: poll for `spin_us`, then sleep, starting at sleep_min_us and
+// doubling to sleep_max_us while nothing arrives (this machine shares its
+// cores with workers). sleep_max_us 0 spins forever (dedicated cores).
+//
+// Buffers are sized once for the largest packet a slot can hold, so steady
+// applying allocates nothing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "server/inboxes.h"
+#include "server/server_stats.h"
+#include "server/shard.h"
+
+namespace ps::server {
+
+struct IdlePolicy {
+  uint32_t spin_us = 50;
+  uint32_t sleep_min_us = 50;
+  uint32_t sleep_max_us = 200;
+};
+
+struct ApplyOptions {
+  uint32_t threads = 1;
+  IdlePolicy idle;
+};
+
+class ApplyLoop {
+ public:
+  // The pointers must outlive the loop.
+  ApplyLoop(Shard* shard, Inboxes* inboxes, ServerStats* stats,
+            ApplyOptions options);
+  ~ApplyLoop();  // stops (and drains) if still running
+  ApplyLoop(const ApplyLoop&) = delete;
+  ApplyLoop& operator=(const ApplyLoop&) = delete;
+
+  // Starts the threads (at most one per inbox).
+  void Start();
+  // Makes the threads apply every packet that is complete in their inboxes,
+  // then stop; returns once they have exited.
+  void StopAndDrain();
+
+  // Without threads (tests, or a caller that drives the loop itself):
+  // applies every complete packet of every inbox on the calling thread.
+  // Returns the packets consumed (applied or rejected). Not while the
+  // threads run.
+  uint64_t DrainOnce();
+
+  uint32_t threads() const { return threads_; }
+
+ private:
+  struct Scratch {
+    std::vector<uint32_t> rows;
+    std::vector<float> values;
+  };
+  // Per inbox: the next packet's number minus one. Only its owner thread
+  // touches it; padded so two owners never share a line.
+  struct alignas(64) InboxCursor {
+    uint64_t head = 0;
+  };
+
+  void Run(uint32_t thread_index);
+  // Consumes up to `budget` complete packets of one inbox; returns how many.
+  uint32_t Consume(uint32_t worker, uint32_t budget, Scratch* scratch);
+  // Validates and applies one packet; returns why it was refused.
+  Status ApplyPacket(const uint8_t* slot, Scratch* scratch,
+                     uint64_t* rows_applied);
+
+  Shard* const shard_;
+  Inboxes* const inboxes_;
+  ServerStats* const stats_;
+  const ApplyOptions options_;
+  const uint32_t threads_;
+  const kernels::AccumulateMode mode_;
+  std::unique_ptr<InboxCursor[]> cursors_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> running_;
+};
+
+}  // namespace ps::server

@@ -1,0 +1,247 @@
+#include "server/exact_table.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "protocol/table_config.h"
+#include "server/initializer.h"
+
+namespace ps::server {
+namespace {
+
+std::string Where(const proto::TableSpec& spec) {
+  return "exact table '" + spec.name() + "' (id " + std::to_string(spec.id()) +
+         ")";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
+    const proto::TableSpec& spec) {
+  if (spec.kind() != proto::EXACT) {
+    return InvalidArgument("table '" + spec.name() + "' is not an EXACT table");
+  }
+  PS_RETURN_IF_ERROR(protocol::ValidateTableSpec(spec));
+  PS_RETURN_IF_ERROR(ValidateInitializer(spec.initializer()));
+  if (spec.capacity() >= kNoRow) {
+    return InvalidArgument(Where(spec) + ": capacity " +
+                           std::to_string(spec.capacity()) +
+                           " rows per shard exceeds 2^32 - 1");
+  }
+  std::optional<kernels::OptimizerConfig> optimizer;
+  auto opt = protocol::OptimizerFromSpec(spec.optimizer());
+  if (opt.ok()) {
+    optimizer = *opt;
+  } else if (!opt.status().Is(StatusCode::kNotFound)) {
+    return opt.status().WithContext(Where(spec));
+  }
+  return std::unique_ptr<ExactTable>(new ExactTable(spec, optimizer));
+}
+
+ExactTable::ExactTable(const proto::TableSpec& spec,
+                       std::optional<kernels::OptimizerConfig> optimizer)
+    : spec_(spec),
+      dim_(spec.dim()),
+      capacity_(spec.capacity()),
+      optimizer_(optimizer),
+      state_arrays_(optimizer ? kernels::StateFloatsPerParameter(*optimizer)
+                              : 0),
+      max_pending_(std::max<size_t>(4 * spec.capacity(), 1 << 16)) {}
+
+uint32_t ExactTable::AllocateRow(uint64_t key) {
+  uint32_t row;
+  if (!free_rows_.empty()) {
+    row = free_rows_.back();
+    free_rows_.pop_back();
+  } else if (key_of_row_.size() < capacity_) {
+    row = static_cast<uint32_t>(key_of_row_.size());
+    key_of_row_.push_back(0);
+    last_update_.push_back(0);
+    prev_.push_back(kNoRow);
+    next_.push_back(kNoRow);
+    values_.resize(values_.size() + dim_);
+    for (int k = 0; k < state_arrays_; ++k) {
+      state_[k].resize(state_[k].size() + dim_);
+    }
+  } else {
+    return kNoRow;
+  }
+  key_of_row_[row] = key;
+  float* v = values_.data() + uint64_t{row} * dim_;
+  InitializeRow(spec_.initializer(), key, std::span<float>(v, dim_));
+  // Optimizer state starts at zero, except Adagrad's accumulator.
+  float state0 = 0.0f;
+  if (optimizer_) {
+    if (auto* a = std::get_if<kernels::AdagradConfig>(&*optimizer_)) {
+      state0 = a->initial_accumulator;
+    }
+  }
+  for (int k = 0; k < state_arrays_; ++k) {
+    std::fill_n(state_[k].data() + uint64_t{row} * dim_, dim_,
+                k == 0 ? state0 : 0.0f);
+  }
+  row_of_key_.emplace(key, row);
+  ++counters_.rows;
+  return row;
+}
+
+void ExactTable::Unlink(uint32_t row) {
+  uint32_t p = prev_[row], n = next_[row];
+  if (p != kNoRow)
+    next_[p] = n;
+  else
+    oldest_ = n;
+  if (n != kNoRow)
+    prev_[n] = p;
+  else
+    newest_ = p;
+  prev_[row] = next_[row] = kNoRow;
+}
+
+void ExactTable::Touch(uint32_t row, uint64_t step) {
+  last_update_[row] = std::max(last_update_[row], step);
+  if (newest_ == row) return;
+  if (prev_[row] != kNoRow || oldest_ == row) Unlink(row);
+  prev_[row] = newest_;
+  next_[row] = kNoRow;
+  if (newest_ != kNoRow) next_[newest_] = row;
+  newest_ = row;
+  if (oldest_ == kNoRow) oldest_ = row;
+}
+
+void ExactTable::FreeRow(uint32_t row) {
+  Unlink(row);
+  row_of_key_.erase(key_of_row_[row]);
+  free_rows_.push_back(row);
+  --counters_.rows;
+}
+
+void ExactTable::EvictOlderThan(uint64_t step) {
+  const uint64_t age = spec_.evict_after_steps();
+  if (age == 0) return;
+  while (oldest_ != kNoRow && step > last_update_[oldest_] &&
+         step - last_update_[oldest_] > age) {
+    FreeRow(oldest_);
+    ++counters_.evicted;
+  }
+}
+
+Status ExactTable::Push(uint64_t step, std::span<const uint64_t> keys,
+                        std::span<const float> values) {
+  if (values.size() != keys.size() * dim_) {
+    return InvalidArgument(Where(spec_) + ": " + std::to_string(keys.size()) +
+                           " keys of dim " + std::to_string(dim_) + " need " +
+                           std::to_string(keys.size() * dim_) +
+                           " values, got " + std::to_string(values.size()));
+  }
+  for (float v : values) {
+    if (!std::isfinite(v)) {
+      return InvalidArgument(Where(spec_) +
+                             ": push carries a non-finite value");
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  EvictOlderThan(step);
+  apply_rows_.clear();
+  apply_grads_.clear();
+  const uint32_t admit = std::max<uint32_t>(spec_.admit_after_pushes(), 1);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint64_t key = keys[i];
+    uint32_t row = kNoRow;
+    if (auto it = row_of_key_.find(key); it != row_of_key_.end()) {
+      row = it->second;
+    } else {
+      auto p = pending_.find(key);
+      uint32_t seen = (p == pending_.end() ? 0 : p->second) + 1;
+      if (seen >= admit) {
+        row = AllocateRow(key);
+        if (row == kNoRow) {
+          ++counters_.refused_full;
+          if (!logged_full_) {
+            logged_full_ = true;
+            LOG(WARNING) << Where(spec_) << ": memory bound reached: all "
+                         << capacity_
+                         << " rows of this shard are in use; new keys are "
+                            "not admitted until eviction frees rows"
+                         << (spec_.evict_after_steps() == 0
+                                 ? " (evict_after_steps is 0: never)"
+                                 : "");
+          }
+        } else if (p != pending_.end()) {
+          pending_.erase(p);
+        }
+      }
+      if (row == kNoRow) {
+        ++counters_.dropped_pushes;
+        if (p != pending_.end()) {
+          p->second = seen;
+        } else if (pending_.size() < max_pending_) {
+          pending_.emplace(key, seen);
+        } else if (!logged_pending_full_) {
+          logged_pending_full_ = true;
+          LOG(WARNING) << Where(spec_) << ": " << pending_.size()
+                       << " keys wait for admission (the bound); pushes of "
+                          "further new keys are not counted";
+        }
+        continue;
+      }
+    }
+    Touch(row, step);
+    apply_rows_.push_back(row);
+    apply_grads_.insert(apply_grads_.end(), values.begin() + i * dim_,
+                        values.begin() + (i + 1) * dim_);
+  }
+  counters_.admission_pending = pending_.size();
+  if (apply_rows_.empty()) return Status::OK();
+  if (!optimizer_) {
+    for (size_t i = 0; i < apply_rows_.size(); ++i) {
+      float* row = values_.data() + uint64_t{apply_rows_[i]} * dim_;
+      const float* g = apply_grads_.data() + i * dim_;
+      for (uint32_t j = 0; j < dim_; ++j) row[j] += g[j];
+    }
+    return Status::OK();
+  }
+  kernels::OptimizerTable table;
+  table.params = values_.data();
+  for (int k = 0; k < state_arrays_; ++k) table.state[k] = state_[k].data();
+  table.num_rows = key_of_row_.size();
+  table.dim = dim_;
+  return kernels::ApplyOptimizerToRows(*optimizer_, ++optimizer_steps_, table,
+                                       apply_rows_, apply_grads_);
+}
+
+Status ExactTable::Pull(std::span<const uint64_t> keys, std::span<float> out,
+                        std::span<bool> present) const {
+  if (out.size() != keys.size() * dim_ || present.size() != keys.size()) {
+    return InvalidArgument(Where(spec_) + ": pull of " +
+                           std::to_string(keys.size()) +
+                           " keys given buffers of the wrong size");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    float* dst = out.data() + i * dim_;
+    auto it = row_of_key_.find(keys[i]);
+    present[i] = it != row_of_key_.end();
+    if (present[i]) {
+      std::copy_n(values_.data() + uint64_t{it->second} * dim_, dim_, dst);
+    } else {
+      std::fill_n(dst, dim_, 0.0f);
+    }
+  }
+  return Status::OK();
+}
+
+bool ExactTable::HasRow(uint64_t key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return row_of_key_.count(key) != 0;
+}
+
+ExactCounters ExactTable::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+}  // namespace ps::server

@@ -1,0 +1,103 @@
+// ExactTable: one shard of an EXACT table, for key spaces too large or too
+// open for the hashing trick. The shard keeps its own key -> row index:
+//
+// - Admission: a key gets a row at its admit_after_pushes-th push (counted
+//   per key occurrence); the gradients of earlier pushes are dropped and
+//   counted. Rare keys, most of a CTR key space, so never take memory.
+// - Eviction by age: every push carries the worker's step; a row whose last
+//   update is more than evict_after_steps older than the step of a push is
+//   freed (checked on pushes, oldest-updated rows first, so a push costs
+//   O(rows it evicts), not O(rows)).
+// - Memory bound: at most `capacity` rows (TableSpec.capacity is per shard
+//   for EXACT tables). Reaching it is logged once, clearly; from then on new
+//   keys are not admitted (counted) until eviction frees rows.
+//
+// Rows live in local memory, not in registered memory: workers reach exact
+// rows only through the server (ExactPush / ExactPull on the control
+// channel), because only the server knows where a key's row is. Storage
+// grows with the rows in use, up to the bound.
+//
+// Thread-safe: one mutex per table; the control connections call in.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "base/status_or.h"
+#include "kernels/optimizers.h"
+#include "protocol/ps.pb.h"
+#include "server/server_stats.h"
+
+namespace ps::server {
+
+class ExactTable {
+ public:
+  // kInvalidArgument for a spec that is not a valid EXACT table.
+  static StatusOr<std::unique_ptr<ExactTable>> Create(
+      const proto::TableSpec& spec);
+
+  const proto::TableSpec& spec() const { return spec_; }
+
+  // Applies keys.size() gradients (values: keys.size() * dim floats) through
+  // the table's optimizer, admitting and evicting as described above.
+  // kInvalidArgument for a size mismatch or a non-finite value (nothing is
+  // applied then).
+  Status Push(uint64_t step, std::span<const uint64_t> keys,
+              std::span<const float> values);
+  // Copies each key's row into out (keys.size() * dim floats); keys without
+  // a row read as zeros and present[i] = false.
+  Status Pull(std::span<const uint64_t> keys, std::span<float> out,
+              std::span<bool> present) const;
+
+  bool HasRow(uint64_t key) const;
+  ExactCounters counters() const;
+
+ private:
+  static constexpr uint32_t kNoRow = UINT32_MAX;
+
+  ExactTable(const proto::TableSpec& spec,
+             std::optional<kernels::OptimizerConfig> optimizer);
+
+  // All below: mu_ held.
+  uint32_t AllocateRow(uint64_t key);  // kNoRow when full
+  void FreeRow(uint32_t row);
+  void Touch(uint32_t row, uint64_t step);  // moves to the newest end
+  void Unlink(uint32_t row);
+  void EvictOlderThan(uint64_t step);
+
+  const proto::TableSpec spec_;
+  const uint32_t dim_;
+  const uint64_t capacity_;
+  const std::optional<kernels::OptimizerConfig> optimizer_;  // none: "sum"
+  const int state_arrays_;
+  // Pending admission counts are bounded too (a stream of distinct keys must
+  // not grow memory without end); beyond the bound new keys wait.
+  const size_t max_pending_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, uint32_t> row_of_key_;
+  std::unordered_map<uint64_t, uint32_t> pending_;  // key -> pushes so far
+  std::vector<float> values_;                       // rows_allocated * dim
+  std::vector<float> state_[kernels::kMaxOptimizerStates];
+  std::vector<uint64_t> key_of_row_;
+  std::vector<uint64_t> last_update_;
+  // Doubly linked list of rows in use, least recently updated first.
+  std::vector<uint32_t> prev_, next_;
+  uint32_t oldest_ = kNoRow, newest_ = kNoRow;
+  std::vector<uint32_t> free_rows_;
+  uint64_t optimizer_steps_ = 0;
+  bool logged_full_ = false;
+  bool logged_pending_full_ = false;
+  ExactCounters counters_;
+  // Scratch for one Push (reused, so steady pushes do not allocate).
+  std::vector<uint32_t> apply_rows_;
+  std::vector<float> apply_grads_;
+};
+
+}  // namespace ps::server

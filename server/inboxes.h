@@ -1,0 +1,98 @@
+// Inboxes: the registered memory workers push into, and the status words
+// they read back (layouts in protocol/inbox_ring.h and status_words.h).
+//
+// One inbox region per worker (slots x slot_bytes, remote-writable), so a
+// worker's descriptor grants it exactly its own ring, and one status region
+// (remote read, write and atomics: workers read inbox heads and write their
+// clocks there).
+//
+// Memory ordering: a worker's PutWithNotify stores the slot's sequence word
+// with release semantics after the data (shm: a CPU store from the worker's
+// process; tcp: our progress thread after receiving the bytes), so Sequence()
+// loads it with acquire and everything before it in the slot is then
+// visible. Heads are published with release stores so a worker that sees a
+// head may reuse the slots below it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status_or.h"
+#include "core/context.h"
+#include "protocol/inbox_ring.h"
+#include "protocol/status_words.h"
+
+namespace ps::server {
+
+class Inboxes {
+ public:
+  // kInvalidArgument for a bad layout (no workers, no slots, slot_bytes not
+  // a multiple of 64 or too small for a packet), kResourceExhausted when the
+  // memory cannot be allocated.
+  static StatusOr<std::unique_ptr<Inboxes>> Create(xfer::Context* context,
+                                                   uint32_t workers,
+                                                   uint32_t slots,
+                                                   uint32_t slot_bytes);
+
+  uint32_t workers() const { return words_.workers; }
+  uint32_t slots() const { return slots_; }
+  uint32_t slot_bytes() const { return slot_bytes_; }
+  const protocol::StatusWords& status_words() const { return words_; }
+
+  const std::shared_ptr<xfer::MemoryRegion>& inbox_region(
+      uint32_t worker) const {
+    return inbox_regions_[worker];
+  }
+  const std::shared_ptr<xfer::MemoryRegion>& status_region() const {
+    return status_region_;
+  }
+
+  // The slot that packet `packet_number` (1-based) of `worker` goes into.
+  uint8_t* Slot(uint32_t worker, uint64_t packet_number) const {
+    return static_cast<uint8_t*>(inbox_regions_[worker]->data()) +
+           protocol::SlotOffset(packet_number, slots_, slot_bytes_);
+  }
+  // The slot's sequence word (acquire).
+  static uint64_t Sequence(const uint8_t* slot) {
+    return __atomic_load_n(reinterpret_cast<const uint64_t*>(slot),
+                           __ATOMIC_ACQUIRE);
+  }
+  // The slot's length word (read after Sequence() showed the packet).
+  static uint32_t Length(const uint8_t* slot) {
+    return __atomic_load_n(reinterpret_cast<const uint32_t*>(slot + 8),
+                           __ATOMIC_RELAXED);
+  }
+
+  void PublishHead(uint32_t worker, uint64_t head) {
+    __atomic_store_n(Word(words_.InboxHeadOffset(worker)), head,
+                     __ATOMIC_RELEASE);
+  }
+  uint64_t Head(uint32_t worker) const {
+    return __atomic_load_n(Word(words_.InboxHeadOffset(worker)),
+                           __ATOMIC_ACQUIRE);
+  }
+  uint64_t Clock(uint32_t worker) const {
+    return __atomic_load_n(Word(words_.ClockOffset(worker)), __ATOMIC_ACQUIRE);
+  }
+  // Tells workers that read it that this server is going away.
+  void SetShutdown() {
+    __atomic_store_n(Word(words_.ShutdownOffset()), uint64_t{1},
+                     __ATOMIC_RELEASE);
+  }
+
+ private:
+  Inboxes() = default;
+  uint64_t* Word(uint64_t offset) const {
+    return reinterpret_cast<uint64_t*>(
+        static_cast<uint8_t*>(status_region_->data()) + offset);
+  }
+
+  protocol::StatusWords words_{0};
+  uint32_t slots_ = 0;
+  uint32_t slot_bytes_ = 0;
+  std::vector<std::shared_ptr<xfer::MemoryRegion>> inbox_regions_;
+  std::shared_ptr<xfer::MemoryRegion> status_region_;
+};
+
+}  // namespace ps::server

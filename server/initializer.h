@@ -1,0 +1,30 @@
+// Row initializers: a table's starting values. A row's values depend only on
+// (the initializer's seed, the row's identity, the column), never on which
+// shard holds the row or in which order rows are created, so the same table
+// starts the same on 1 or 8 servers and after a restart. The identity is the
+// global row for HASHED and DENSE tables and the key for EXACT tables.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "base/status.h"
+#include "protocol/ps.pb.h"
+
+namespace ps::server {
+
+// Checks the spec: name "" / "zeros", "uniform" (values in [-scale, scale])
+// or "normal" (mean 0, standard deviation scale); scale finite and >= 0.
+Status ValidateInitializer(const proto::InitializerSpec& spec);
+
+// Fills `row` (dim floats) with the initial values of row `identity`.
+void InitializeRow(const proto::InitializerSpec& spec, uint64_t identity,
+                   std::span<float> row);
+
+// Fills `count` consecutive rows, identities first_identity, +1, ..., stored
+// row-major in `rows` (count * dim floats). Zeros cost nothing here: the
+// caller's memory is expected to be zero already (fresh allocations are).
+void InitializeRows(const proto::InitializerSpec& spec, uint64_t first_identity,
+                    uint64_t count, uint32_t dim, float* rows);
+
+}  // namespace ps::server

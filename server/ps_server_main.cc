@@ -1,0 +1,251 @@
+// ps_server: serves one shard of the parameter tables.
+//
+//   ps_server --tables=configs/tables_example.tables --shard_id=0
+//             --num_shards=2 --num_workers=3 --port=0 --port_file=/run/s0
+//   (one line)
+//
+// Exit codes: 0 after a clean stop (SIGTERM, SIGINT or a Shutdown request:
+// control closed, inboxes drained, final stats logged), 2 for bad flags or a
+// bad table config, 1 when the server cannot start (e.g. a port in use).
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "protocol/table_config.h"
+#include "server/server.h"
+
+DEFINE_uint32(shard_id, 0, "This server's shard, in [0, --num_shards).");
+DEFINE_uint32(num_shards, 1, "Number of servers (shards) in the cluster.");
+DEFINE_uint32(num_workers, 1,
+              "Number of workers; each gets its own inbox on this server.");
+DEFINE_int32(port, 0,
+             "TCP port of the control listener (hello, exact-key pushes and "
+             "pulls, stats, shutdown); 0 picks a free port (see --port_file).");
+DEFINE_int32(xfer_port, 0,
+             "TCP port of the one-sided transfer listener; 0 picks a free "
+             "port (workers learn it from the control hello).");
+DEFINE_string(listen_host, "127.0.0.1", "Address both listeners bind to.");
+DEFINE_string(tables, "",
+              "Path of a text-format TableConfig (configs/*.tables) with the "
+              "tables to serve. Required.");
+DEFINE_uint32(apply_threads, 1,
+              "Threads that drain the inboxes and apply gradients (at most "
+              "one per worker; with one, rows are updated without atomics).");
+DEFINE_string(consistency, "async",
+              "async (no waiting), bsp (Clock() waits for every worker and "
+              "push of the step) or ssp (a worker may run --staleness steps "
+              "ahead of the slowest). Workers learn it from the hello.");
+DEFINE_uint32(staleness, 2, "SSP bound in steps (with --consistency=ssp).");
+DEFINE_string(transport, "auto",
+              "auto (shm to same-host peers, else tcp), shm or tcp: the "
+              "transport this server's xfer Context prefers.");
+DEFINE_uint32(inbox_slots, 64,
+              "Slots per worker inbox: how many packets a worker may have in "
+              "flight to this server before it waits for credit.");
+DEFINE_uint32(slot_bytes, 262144,
+              "Bytes per inbox slot (a multiple of 64, >= 256): 16 bytes of "
+              "slot header, the rest the largest packet.");
+DEFINE_uint32(stats_every_secs, 0,
+              "Log the counters every this many seconds; 0: only at exit.");
+DEFINE_string(port_file, "",
+              "When set, write \"host:port\" of the control listener to this "
+              "file once the server accepts connections (how scripts and "
+              "tests find a --port=0 server). Written atomically.");
+DEFINE_uint32(idle_spin_us, 50,
+              "Idle apply threads poll without sleeping for this long after "
+              "the last packet...");
+DEFINE_uint32(idle_sleep_min_us, 50,
+              "...then sleep between polls, starting at this many "
+              "microseconds...");
+DEFINE_uint32(idle_sleep_max_us, 200,
+              "...and doubling up to this many. 0: never sleep (spin; only "
+              "with dedicated cores).");
+
+namespace {
+
+constexpr int kExitBadConfig = 2;
+constexpr int kExitRuntime = 1;
+
+// gflags exits with 1 on an unknown flag or a bad value; we promise 2, so
+// check every flag argument before gflags sees it.
+bool PrecheckFlags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--" || arg.size() < 2 || arg[0] != '-') {
+      if (arg == "--") break;
+      continue;
+    }
+    arg = arg.substr(arg[1] == '-' ? 2 : 1);
+    std::string name = arg, value;
+    bool has_value = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    }
+    gflags::CommandLineFlagInfo info;
+    if (!gflags::GetCommandLineFlagInfo(name.c_str(), &info)) {
+      if (!has_value && name.rfind("no", 0) == 0 &&
+          gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info) &&
+          info.type == "bool") {
+        continue;
+      }
+      std::fprintf(stderr, "ps_server: unknown flag --%s (see --help)\n",
+                   name.c_str());
+      return false;
+    }
+    if (!has_value) {
+      if (info.type == "bool") continue;
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "ps_server: flag --%s needs a value\n",
+                     name.c_str());
+        return false;
+      }
+      value = argv[++i];
+    }
+    if (gflags::SetCommandLineOption(name.c_str(), value.c_str()).empty()) {
+      std::fprintf(stderr,
+                   "ps_server: bad value '%s' for --%s (a %s; see --help)\n",
+                   value.c_str(), name.c_str(), info.type.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
+  ps::server::ServerOptions o;
+  if (FLAGS_tables.empty()) {
+    return ps::InvalidArgument("--tables is required (a TableConfig file)");
+  }
+  PS_ASSIGN_OR_RETURN(o.tables, ps::protocol::LoadTableConfig(FLAGS_tables));
+  auto port = [](const char* name, int32_t v) -> ps::StatusOr<uint16_t> {
+    if (v < 0 || v > 65535) {
+      return ps::InvalidArgument(std::string("--") + name +
+                                 " must be in [0, 65535], not " +
+                                 std::to_string(v));
+    }
+    return static_cast<uint16_t>(v);
+  };
+  PS_ASSIGN_OR_RETURN(o.port, port("port", FLAGS_port));
+  PS_ASSIGN_OR_RETURN(o.xfer_port, port("xfer_port", FLAGS_xfer_port));
+  o.shard_id = FLAGS_shard_id;
+  o.num_shards = FLAGS_num_shards;
+  o.num_workers = FLAGS_num_workers;
+  o.listen_host = FLAGS_listen_host;
+  o.apply.threads = FLAGS_apply_threads;
+  o.apply.idle.spin_us = FLAGS_idle_spin_us;
+  o.apply.idle.sleep_min_us = FLAGS_idle_sleep_min_us;
+  o.apply.idle.sleep_max_us = FLAGS_idle_sleep_max_us;
+  o.consistency = FLAGS_consistency;
+  o.staleness = FLAGS_staleness;
+  if (FLAGS_transport == "auto") {
+    o.transport = ps::xfer::TransportChoice::kAuto;
+  } else if (FLAGS_transport == "shm") {
+    o.transport = ps::xfer::TransportChoice::kShm;
+  } else if (FLAGS_transport == "tcp") {
+    o.transport = ps::xfer::TransportChoice::kTcp;
+  } else {
+    return ps::InvalidArgument("--transport must be auto, shm or tcp, not '" +
+                               FLAGS_transport + "'");
+  }
+  o.inbox_slots = FLAGS_inbox_slots;
+  o.slot_bytes = FLAGS_slot_bytes;
+  PS_RETURN_IF_ERROR(ps::server::ValidateServerOptions(o));
+  return o;
+}
+
+// Writes "host:port\n" to `path` through a temporary file and a rename, so
+// a reader never sees a partial line.
+ps::Status WritePortFile(const std::string& path, const std::string& address) {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << address << "\n";
+    out.close();
+    if (!out) return ps::IOError("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return ps::ErrnoStatus(ps::StatusCode::kIOError, "rename to " + path,
+                           errno);
+  }
+  return ps::Status::OK();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "serves one shard of the parameter-server tables.\n"
+      "  ps_server --tables=FILE [--shard_id=S --num_shards=N "
+      "--num_workers=W --port=P --port_file=F ...]\n"
+      "Stops cleanly (drains inboxes, logs final stats, exit 0) on SIGTERM, "
+      "SIGINT or a Shutdown control request.");
+  if (!PrecheckFlags(argc, argv)) return kExitBadConfig;
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (FLAGS_log_dir.empty()) FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  if (argc > 1) {
+    LOG(ERROR) << "unexpected argument '" << argv[1] << "' (see --help)";
+    return kExitBadConfig;
+  }
+
+  // Block the stop signals in every thread (the threads started below
+  // inherit the mask); one thread takes them with sigtimedwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto options = OptionsFromFlags();
+  if (!options.ok()) {
+    LOG(ERROR) << options.status();
+    return kExitBadConfig;
+  }
+  auto server = ps::server::Server::Create(std::move(*options));
+  if (!server.ok()) {
+    LOG(ERROR) << "cannot start: " << server.status();
+    return server.status().Is(ps::StatusCode::kInvalidArgument) ? kExitBadConfig
+                                                                : kExitRuntime;
+  }
+  ps::server::Server* s = server->get();
+  s->Start();
+  if (!FLAGS_port_file.empty()) {
+    ps::Status w = WritePortFile(FLAGS_port_file, s->control_address());
+    if (!w.ok()) {
+      LOG(ERROR) << "--port_file: " << w;
+      s->RequestStop();
+      s->Run(0);
+      return kExitRuntime;
+    }
+  }
+  LOG(INFO) << "ready: control " << s->control_address();
+
+  std::atomic<bool> done{false};
+  std::thread signal_thread([&] {
+    const timespec tick{0, 100 * 1000 * 1000};
+    while (!done.load(std::memory_order_acquire)) {
+      int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+      if (sig > 0) {
+        LOG(INFO) << "received " << strsignal(sig) << ": stopping";
+        s->RequestStop();
+        return;
+      }
+    }
+  });
+  s->Run(FLAGS_stats_every_secs);
+  done.store(true, std::memory_order_release);
+  signal_thread.join();
+  server->reset();
+  LOG(INFO) << "exited cleanly";
+  return 0;
+}

@@ -1,0 +1,295 @@
+#include "server/server.h"
+
+#include <glog/logging.h>
+
+#include <chrono>
+
+#include "protocol/shard_map.h"
+
+namespace ps::server {
+
+Status ValidateServerOptions(const ServerOptions& o) {
+  if (o.num_shards == 0 || o.num_shards > 4096) {
+    return InvalidArgument("--num_shards must be in [1, 4096], not " +
+                           std::to_string(o.num_shards));
+  }
+  if (o.shard_id >= o.num_shards) {
+    return InvalidArgument("--shard_id " + std::to_string(o.shard_id) +
+                           " must be below --num_shards " +
+                           std::to_string(o.num_shards));
+  }
+  if (o.num_workers == 0 || o.num_workers > 65536) {
+    return InvalidArgument("--num_workers must be in [1, 65536], not " +
+                           std::to_string(o.num_workers));
+  }
+  if (o.consistency != "async" && o.consistency != "bsp" &&
+      o.consistency != "ssp") {
+    return InvalidArgument("--consistency must be async, bsp or ssp, not '" +
+                           o.consistency + "'");
+  }
+  if (o.apply.threads == 0 || o.apply.threads > 256) {
+    return InvalidArgument("--apply_threads must be in [1, 256], not " +
+                           std::to_string(o.apply.threads));
+  }
+  if (o.apply.idle.sleep_max_us != 0 &&
+      o.apply.idle.sleep_min_us > o.apply.idle.sleep_max_us) {
+    return InvalidArgument(
+        "--idle_sleep_min_us must not exceed "
+        "--idle_sleep_max_us");
+  }
+  if (o.tables.table_size() == 0) {
+    return InvalidArgument("no tables: give --tables a TableConfig file");
+  }
+  return Status::OK();
+}
+
+Server::Server(ServerOptions options) : options_(std::move(options)) {}
+
+Server::~Server() {
+  if (control_) control_->Stop();
+  if (apply_) apply_->StopAndDrain();
+}
+
+StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
+  PS_RETURN_IF_ERROR(ValidateServerOptions(options));
+  std::unique_ptr<Server> s(new Server(std::move(options)));
+  const ServerOptions& o = s->options_;
+
+  xfer::ContextOptions co;
+  co.name = "server-" + std::to_string(o.shard_id);
+  co.listen_host = o.listen_host;
+  co.listen_port = o.xfer_port;
+  co.transport = o.transport;
+  auto context = xfer::Context::Create(co);
+  if (!context.ok()) return context.status().WithContext("xfer context");
+  s->context_ = std::move(*context);
+
+  PS_ASSIGN_OR_RETURN(s->shard_, Shard::Create(s->context_.get(), o.tables,
+                                               o.shard_id, o.num_shards));
+  PS_ASSIGN_OR_RETURN(s->inboxes_,
+                      Inboxes::Create(s->context_.get(), o.num_workers,
+                                      o.inbox_slots, o.slot_bytes));
+  s->stats_ = std::make_unique<ServerStats>(o.num_workers);
+  s->apply_ = std::make_unique<ApplyLoop>(s->shard_.get(), s->inboxes_.get(),
+                                          s->stats_.get(), o.apply);
+  Server* raw = s.get();
+  PS_ASSIGN_OR_RETURN(
+      s->control_, ControlService::Listen(o.listen_host, o.port,
+                                          [raw](const proto::ControlRequest& r,
+                                                ControlPeer* peer) {
+                                            return raw->Handle(r, peer);
+                                          }));
+  for (const auto& t : s->shard_->tables()) LOG(INFO) << t->Describe();
+  LOG(INFO) << "shard " << o.shard_id << " of " << o.num_shards << ": "
+            << o.num_workers << " workers x " << o.inbox_slots
+            << " inbox slots of " << o.slot_bytes << " bytes, "
+            << s->apply_->threads() << " apply thread(s), consistency "
+            << o.consistency
+            << (o.consistency == "ssp"
+                    ? " (staleness " + std::to_string(o.staleness) + ")"
+                    : std::string())
+            << "; control " << s->control_->address() << ", xfer "
+            << s->context_->address();
+  return s;
+}
+
+void Server::Start() {
+  apply_->Start();
+  control_->Start();
+}
+
+const std::string& Server::control_address() const {
+  return control_->address();
+}
+
+std::string Server::xfer_address() const { return context_->address(); }
+
+void Server::RequestStop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_requested_ = true;
+  stop_cv_.notify_all();
+}
+
+bool Server::stop_requested() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_requested_;
+}
+
+void Server::Run(uint32_t stats_every_secs) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_requested_) {
+      if (stats_every_secs == 0) {
+        stop_cv_.wait(lock);
+        continue;
+      }
+      if (!stop_cv_.wait_for(lock, std::chrono::seconds(stats_every_secs),
+                             [this] { return stop_requested_; })) {
+        lock.unlock();
+        LOG(INFO) << "stats: " << StatsLine();
+        lock.lock();
+      }
+    }
+  }
+  Drain();
+}
+
+void Server::Drain() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (drained_) return;
+    drained_ = true;
+  }
+  LOG(INFO) << "stopping: no more control requests; draining the inboxes";
+  control_->Stop();
+  inboxes_->SetShutdown();
+  apply_->StopAndDrain();
+  LOG(INFO) << "final stats: " << StatsLine();
+}
+
+ExactCounters Server::SumExactCounters() const {
+  ExactCounters sum;
+  for (const auto& t : shard_->tables()) {
+    if (t->exact_table() != nullptr) sum += t->exact_table()->counters();
+  }
+  return sum;
+}
+
+proto::StatsReply Server::Stats() const {
+  return stats_->ToProto(SumExactCounters());
+}
+
+std::string Server::StatsLine() const {
+  return stats_->ToLogLine(SumExactCounters());
+}
+
+proto::ControlReply Server::Handle(const proto::ControlRequest& request,
+                                   ControlPeer* peer) {
+  proto::ControlReply reply;
+  Status s;
+  switch (request.request_case()) {
+    case proto::ControlRequest::kHello:
+      return Hello(request.hello(), peer);
+    case proto::ControlRequest::kExactPush:
+      s = ExactPush(request.exact_push());
+      break;
+    case proto::ControlRequest::kExactPull:
+      s = ExactPull(request.exact_pull(), reply.mutable_exact_pull());
+      break;
+    case proto::ControlRequest::kStats:
+      *reply.mutable_stats() = Stats();
+      break;
+    case proto::ControlRequest::kShutdown:
+      LOG(INFO) << "shutdown requested by "
+                << (peer->worker_id >= 0 ? WorkerName(peer->worker_id)
+                                         : peer->address);
+      RequestStop();
+      break;
+    default:
+      s = InvalidArgument("empty or unknown control request");
+      break;
+  }
+  if (!s.ok()) {
+    LOG_EVERY_N(WARNING, 100)
+        << "control request from " << peer->address << " refused: " << s;
+    reply.Clear();
+    reply.set_error(s.ToString());
+  }
+  return reply;
+}
+
+proto::ControlReply Server::Hello(const proto::WorkerHello& hello,
+                                  ControlPeer* peer) {
+  proto::ControlReply reply;
+  const uint32_t w = hello.worker_id();
+  if (w >= options_.num_workers ||
+      (hello.num_workers() != 0 &&
+       hello.num_workers() != options_.num_workers)) {
+    std::string why = "hello from worker " + std::to_string(w) + " of " +
+                      std::to_string(hello.num_workers()) +
+                      " workers, but this server serves " +
+                      std::to_string(options_.num_workers) + " workers";
+    LOG(WARNING) << peer->address << ": " << why;
+    reply.set_error("invalid argument: " + why);
+    return reply;
+  }
+  peer->worker_id = w;
+  LOG(INFO) << WorkerName(w)
+            << (hello.name().empty() ? "" : " (" + hello.name() + ")")
+            << " joined from " << peer->address << "; its inbox head is "
+            << inboxes_->Head(w);
+  proto::ClusterInfo* info = reply.mutable_cluster();
+  info->set_shard_id(options_.shard_id);
+  info->set_num_shards(options_.num_shards);
+  info->set_xfer_address(context_->address());
+  *info->mutable_tables() = shard_->config().table();
+  for (const auto& t : shard_->tables()) {
+    if (t->exact()) continue;
+    proto::ShardTable* st = info->add_shard_tables();
+    st->set_table_id(t->id());
+    st->set_first_row(t->first_row());
+    st->set_rows(t->rows());
+    st->set_rows_region(t->rows_region()->descriptor());
+  }
+  info->set_inbox_region(inboxes_->inbox_region(w)->descriptor());
+  info->set_inbox_slots(inboxes_->slots());
+  info->set_slot_bytes(inboxes_->slot_bytes());
+  info->set_status_region(inboxes_->status_region()->descriptor());
+  info->set_consistency(options_.consistency);
+  info->set_staleness(options_.staleness);
+  return reply;
+}
+
+StatusOr<ExactTable*> Server::FindExact(uint32_t table_id) const {
+  TableShard* t = shard_->Find(table_id);
+  if (t == nullptr) {
+    return NotFound("unknown table id " + std::to_string(table_id));
+  }
+  if (!t->exact()) {
+    return InvalidArgument("table " + t->spec().name() + " (id " +
+                           std::to_string(table_id) +
+                           ") is not EXACT: push into the inbox and pull "
+                           "its rows one-sidedly");
+  }
+  return t->exact_table();
+}
+
+Status Server::ExactPush(const proto::ExactPushRequest& r) {
+  PS_ASSIGN_OR_RETURN(ExactTable * t, FindExact(r.table_id()));
+  const auto map =
+      protocol::ShardMap::ForTable(t->spec(), shard_->num_shards());
+  for (uint64_t key : r.keys()) {
+    if (map.ShardOfKey(key) != shard_->shard_id()) {
+      return InvalidArgument("key " + std::to_string(key) +
+                             " does not belong to shard " +
+                             std::to_string(shard_->shard_id()));
+    }
+  }
+  return t->Push(r.step(),
+                 std::span<const uint64_t>(r.keys().data(), r.keys_size()),
+                 std::span<const float>(r.values().data(), r.values_size()));
+}
+
+Status Server::ExactPull(const proto::ExactPullRequest& r,
+                         proto::ExactPullReply* reply) {
+  PS_ASSIGN_OR_RETURN(ExactTable * t, FindExact(r.table_id()));
+  const size_t n = r.keys_size();
+  constexpr uint64_t kMaxReplyFloats = 32u << 20;  // under the message limit
+  if (uint64_t{n} * t->spec().dim() > kMaxReplyFloats) {
+    return InvalidArgument("pull of " + std::to_string(n) + " keys x dim " +
+                           std::to_string(t->spec().dim()) +
+                           " exceeds the reply limit; split it");
+  }
+  reply->mutable_values()->Resize(static_cast<int>(n * t->spec().dim()), 0.0f);
+  std::unique_ptr<bool[]> present(new bool[n]);
+  PS_RETURN_IF_ERROR(
+      t->Pull(std::span<const uint64_t>(r.keys().data(), r.keys_size()),
+              std::span<float>(reply->mutable_values()->mutable_data(),
+                               reply->values_size()),
+              std::span<bool>(present.get(), n)));
+  reply->mutable_present()->Reserve(static_cast<int>(n));
+  for (size_t i = 0; i < n; ++i) reply->add_present(present[i]);
+  return Status::OK();
+}
+
+}  // namespace ps::server

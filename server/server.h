@@ -1,0 +1,118 @@
+// Server: one ps_server process, serving one shard of every table.
+//
+// It owns the xfer Context, the shard's tables (server/shard.h), the inboxes
+// and status words (server/inboxes.h), the apply threads
+// (server/apply_loop.h) and the control service (server/control_service.h),
+// and answers control requests: hello -> ClusterInfo with the descriptors
+// of this worker's inbox, the status words and every table's rows; exact
+// pushes and pulls; stats; shutdown.
+//
+//   auto server = Server::Create(options).value();   // allocates, logs tables
+//   server->Start();                                  // listens, applies
+//   server->Run(stats_every_secs);                    // until RequestStop()
+//   // Run() has stopped the control service, drained every inbox and logged
+//   // the final stats.
+//
+// The server's clock and barrier words are passive: workers write their
+// clocks into shard 0's status words and read them back one-sidedly; the
+// server only tells them the mode (ClusterInfo.consistency).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "base/status.h"
+#include "base/status_or.h"
+#include "core/context.h"
+#include "protocol/ps.pb.h"
+#include "server/apply_loop.h"
+#include "server/control_service.h"
+#include "server/inboxes.h"
+#include "server/server_stats.h"
+#include "server/shard.h"
+
+namespace ps::server {
+
+struct ServerOptions {
+  uint32_t shard_id = 0;
+  uint32_t num_shards = 1;
+  uint32_t num_workers = 1;
+  std::string listen_host = "127.0.0.1";
+  uint16_t port = 0;       // control listener; 0: any free port
+  uint16_t xfer_port = 0;  // xfer Context listener; 0: any free port
+  proto::TableConfig tables;
+  ApplyOptions apply;
+  std::string consistency = "async";  // "async", "bsp" or "ssp"
+  uint32_t staleness = 2;             // ssp only
+  xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
+  uint32_t inbox_slots = protocol::kDefaultInboxSlots;
+  uint32_t slot_bytes = protocol::kDefaultSlotBytes;
+};
+
+// kInvalidArgument naming the option at fault.
+Status ValidateServerOptions(const ServerOptions& options);
+
+class Server {
+ public:
+  // Validates the options, creates the xfer Context, allocates and
+  // initializes every table, the inboxes and status words, and binds the
+  // control listener. Logs one line per table.
+  static StatusOr<std::unique_ptr<Server>> Create(ServerOptions options);
+  ~Server();
+
+  // Starts the apply threads and the control service.
+  void Start();
+  // "host:port" of the control listener (what workers and --port_file get).
+  const std::string& control_address() const;
+  // The xfer Context's address (in ClusterInfo).
+  std::string xfer_address() const;
+
+  // Makes Run() return. Thread-safe; not async-signal-safe (call it from a
+  // signal-handling thread, not a handler).
+  void RequestStop();
+  bool stop_requested() const;
+
+  // Blocks until RequestStop(), logging stats every `stats_every_secs`
+  // (0: never); then stops the control service, marks the status words
+  // "shutting down", drains every inbox and logs the final stats.
+  void Run(uint32_t stats_every_secs);
+
+  proto::StatsReply Stats() const;
+  std::string StatsLine() const;
+
+  // The parts, for tests that drive them directly.
+  Shard* shard() const { return shard_.get(); }
+  Inboxes* inboxes() const { return inboxes_.get(); }
+
+  // Answers one control request (what the control service calls).
+  proto::ControlReply Handle(const proto::ControlRequest& request,
+                             ControlPeer* peer);
+
+ private:
+  explicit Server(ServerOptions options);
+  ExactCounters SumExactCounters() const;
+  proto::ControlReply Hello(const proto::WorkerHello& hello, ControlPeer* peer);
+  Status ExactPush(const proto::ExactPushRequest& r);
+  Status ExactPull(const proto::ExactPullRequest& r,
+                   proto::ExactPullReply* reply);
+  StatusOr<ExactTable*> FindExact(uint32_t table_id) const;
+  void Drain();
+
+  const ServerOptions options_;
+  std::unique_ptr<xfer::Context> context_;
+  std::unique_ptr<Shard> shard_;
+  std::unique_ptr<Inboxes> inboxes_;
+  std::unique_ptr<ServerStats> stats_;
+  std::unique_ptr<ApplyLoop> apply_;
+  std::unique_ptr<ControlService> control_;
+
+  mutable std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stop_requested_ = false;  // guarded by mu_
+  bool drained_ = false;         // guarded by mu_
+};
+
+}  // namespace ps::server

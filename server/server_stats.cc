@@ -1,0 +1,62 @@
+#include "server/server_stats.h"
+
+namespace ps::server {
+
+std::string WorkerName(uint32_t worker) {
+  return "worker-" + std::to_string(worker);
+}
+
+ServerStats::ServerStats(uint32_t num_workers)
+    : num_workers_(num_workers),
+      rejected_by_worker_(new std::atomic<uint64_t>[num_workers]) {
+  for (uint32_t w = 0; w < num_workers; ++w) rejected_by_worker_[w] = 0;
+}
+
+bool ServerStats::PacketRejected(uint32_t worker) {
+  packets_rejected_.fetch_add(1, std::memory_order_relaxed);
+  if (worker >= num_workers_) return false;
+  return rejected_by_worker_[worker].fetch_add(1, std::memory_order_relaxed) ==
+         0;
+}
+
+uint64_t ServerStats::rejected_from(uint32_t worker) const {
+  if (worker >= num_workers_) return 0;
+  return rejected_by_worker_[worker].load(std::memory_order_relaxed);
+}
+
+proto::StatsReply ServerStats::ToProto(const ExactCounters& exact) const {
+  proto::StatsReply r;
+  r.set_packets_applied(packets_applied());
+  r.set_packets_rejected(packets_rejected());
+  r.set_rows_applied(rows_applied());
+  r.set_exact_rows(exact.rows);
+  r.set_exact_evicted(exact.evicted);
+  r.set_exact_admission_pending(exact.admission_pending);
+  for (uint32_t w = 0; w < num_workers_; ++w) {
+    uint64_t n = rejected_from(w);
+    if (n > 0) (*r.mutable_rejected_by_sender())[WorkerName(w)] = n;
+  }
+  return r;
+}
+
+std::string ServerStats::ToLogLine(const ExactCounters& exact) const {
+  std::string line = "applied " + std::to_string(packets_applied()) +
+                     " packets (" + std::to_string(rows_applied()) +
+                     " rows), rejected " + std::to_string(packets_rejected());
+  std::string senders;
+  for (uint32_t w = 0; w < num_workers_; ++w) {
+    uint64_t n = rejected_from(w);
+    if (n == 0) continue;
+    senders += (senders.empty() ? "" : ", ") + WorkerName(w) + ": " +
+               std::to_string(n);
+  }
+  if (!senders.empty()) line += " (" + senders + ")";
+  line += ", exact rows " + std::to_string(exact.rows) + " (evicted " +
+          std::to_string(exact.evicted) + ", pending " +
+          std::to_string(exact.admission_pending) + ", dropped pushes " +
+          std::to_string(exact.dropped_pushes) + ", refused for memory " +
+          std::to_string(exact.refused_full) + ")";
+  return line;
+}
+
+}  // namespace ps::server

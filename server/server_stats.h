@@ -1,0 +1,78 @@
+// ServerStats: the counters a shard keeps while it runs, shared by the apply
+// threads, the control connections and the stats log. Every field is an
+// atomic so any thread may bump or read it without a lock; a snapshot is not
+// a consistent cut (counters are read one by one), which is fine for
+// monitoring and for tests that read after the traffic stopped.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "protocol/ps.pb.h"
+
+namespace ps::server {
+
+// What exact-key tables report (server/exact_table.h); additive over tables.
+struct ExactCounters {
+  uint64_t rows = 0;               // keys that hold a row now
+  uint64_t evicted = 0;            // rows freed by age
+  uint64_t admission_pending = 0;  // keys pushed, not yet admitted
+  uint64_t dropped_pushes = 0;     // key pushes not applied (not admitted)
+  uint64_t refused_full = 0;       // admissions refused: shard at capacity
+
+  ExactCounters& operator+=(const ExactCounters& o) {
+    rows += o.rows;
+    evicted += o.evicted;
+    admission_pending += o.admission_pending;
+    dropped_pushes += o.dropped_pushes;
+    refused_full += o.refused_full;
+    return *this;
+  }
+};
+
+class ServerStats {
+ public:
+  explicit ServerStats(uint32_t num_workers);
+
+  // Apply threads.
+  void PacketApplied(uint64_t rows) {
+    packets_applied_.fetch_add(1, std::memory_order_relaxed);
+    rows_applied_.fetch_add(rows, std::memory_order_relaxed);
+  }
+  // Counts a rejected packet from the inbox of `worker`; returns true the
+  // first time this worker has a packet rejected (the caller logs then, and
+  // only then, so a misbehaving worker cannot flood the log).
+  bool PacketRejected(uint32_t worker);
+
+  uint64_t packets_applied() const {
+    return packets_applied_.load(std::memory_order_relaxed);
+  }
+  uint64_t packets_rejected() const {
+    return packets_rejected_.load(std::memory_order_relaxed);
+  }
+  uint64_t rows_applied() const {
+    return rows_applied_.load(std::memory_order_relaxed);
+  }
+  uint64_t rejected_from(uint32_t worker) const;
+
+  // `exact`: the exact-key tables' counters, summed over the tables.
+  proto::StatsReply ToProto(const ExactCounters& exact) const;
+  // One line for the log: "applied 1200 packets (3100000 rows), rejected 1
+  // (worker-2: 1), exact rows 40 (evicted 3, pending 7, dropped pushes 12,
+  // refused for memory 0)".
+  std::string ToLogLine(const ExactCounters& exact) const;
+
+ private:
+  const uint32_t num_workers_;
+  std::atomic<uint64_t> packets_applied_{0};
+  std::atomic<uint64_t> packets_rejected_{0};
+  std::atomic<uint64_t> rows_applied_{0};
+  std::unique_ptr<std::atomic<uint64_t>[]> rejected_by_worker_;
+};
+
+// "worker-3": how logs and the stats map name a worker.
+std::string WorkerName(uint32_t worker);
+
+}  // namespace ps::server

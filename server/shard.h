@@ -1,0 +1,114 @@
+// Shard: this server's part of every table.
+//
+// HASHED and DENSE tables: the shard owns global rows [first_row, first_row +
+// rows) (protocol/shard_map.h), stored row-major as floats in one registered
+// region that workers read one-sidedly (pulls). Optimizer state, which only
+// the server touches, stays in local memory. EXACT tables keep their own key
+// index (server/exact_table.h) and are reached through the server.
+//
+// Applying a decoded packet to a table (ApplyRows):
+//   "sum"  rows += g          atomic float adds: any number of apply threads
+//   "sgd"  rows += -lr * g    the same atomic adds, so SGD is lock-free too
+//   others (momentum, adagrad, adam, ftrl): per-table mutex around the
+//          kernels' optimizer, since state and parameters change together.
+// With a single apply thread the adds need no atomicity: kExclusive mode
+// (plain SIMD adds) is chosen by the caller then.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/status_or.h"
+#include "core/context.h"
+#include "kernels/optimizers.h"
+#include "kernels/sparse_accumulate.h"
+#include "protocol/ps.pb.h"
+#include "server/exact_table.h"
+
+namespace ps::server {
+
+class TableShard {
+ public:
+  const proto::TableSpec& spec() const { return spec_; }
+  uint32_t id() const { return spec_.id(); }
+  uint32_t dim() const { return spec_.dim(); }
+  bool exact() const { return spec_.kind() == proto::EXACT; }
+  // HASHED/DENSE: the global rows this shard owns.
+  uint64_t first_row() const { return first_row_; }
+  uint64_t rows() const { return rows_; }
+  // HASHED/DENSE: rows() * dim() floats, remote-readable; null for EXACT.
+  const std::shared_ptr<xfer::MemoryRegion>& rows_region() const {
+    return rows_region_;
+  }
+  float* data() const { return data_; }
+  // EXACT tables only; null otherwise.
+  ExactTable* exact_table() const { return exact_.get(); }
+
+  // Applies a decoded packet: local rows (each < rows()) and their gradients
+  // (rows.size() * dim floats). `grads` is scratch: it may be scaled in
+  // place. `mode` kAtomic when other threads may apply to this table at the
+  // same time. kOutOfRange for a bad row (nothing applied then).
+  Status ApplyRows(std::span<const uint32_t> rows, std::span<float> grads,
+                   kernels::AccumulateMode mode);
+
+  // "table emb (id 1, hashed, dim 16): rows [0, 500000) of 1000000, sgd lr
+  // 0.1, 32 MB".
+  std::string Describe() const;
+
+ private:
+  friend class Shard;
+  TableShard() = default;
+
+  proto::TableSpec spec_;
+  uint64_t first_row_ = 0;
+  uint64_t rows_ = 0;
+  std::shared_ptr<xfer::MemoryRegion> rows_region_;
+  float* data_ = nullptr;
+  std::optional<kernels::OptimizerConfig> optimizer_;  // none: "sum"
+  float sgd_scale_ = 0.0f;  // -lr for sgd, 1 for sum; 0: stateful optimizer
+  std::vector<float> state_[kernels::kMaxOptimizerStates];
+  std::mutex optimizer_mu_;       // stateful optimizers only
+  uint64_t optimizer_steps_ = 0;  // guarded by optimizer_mu_
+  std::unique_ptr<ExactTable> exact_;
+};
+
+class Shard {
+ public:
+  // Allocates and initializes every table of `config` for shard `shard_id`
+  // of `num_shards`. kInvalidArgument for a bad spec or layout (e.g. a shard
+  // with more than 2^32 rows of a table), kResourceExhausted when memory
+  // cannot be had.
+  static StatusOr<std::unique_ptr<Shard>> Create(
+      xfer::Context* context, const proto::TableConfig& config,
+      uint32_t shard_id, uint32_t num_shards);
+
+  uint32_t shard_id() const { return shard_id_; }
+  uint32_t num_shards() const { return num_shards_; }
+  const proto::TableConfig& config() const { return config_; }
+  // The table with this id, or null.
+  TableShard* Find(uint32_t table_id) const {
+    for (const auto& t : tables_) {
+      if (t->id() == table_id) return t.get();
+    }
+    return nullptr;
+  }
+  const std::vector<std::unique_ptr<TableShard>>& tables() const {
+    return tables_;
+  }
+
+ private:
+  Shard() = default;
+  uint32_t shard_id_ = 0;
+  uint32_t num_shards_ = 1;
+  proto::TableConfig config_;
+  std::vector<std::unique_ptr<TableShard>> tables_;
+};
+
+}  // namespace ps::server
