@@ -155,7 +155,7 @@ Status DecodeSparsePacket(std::span<const uint8_t> packet,
 // Validates the whole packet first, then calls fn(row, values) once per row
 // in increasing row order (values: row_dim floats, valid during the call).
 // No row is reported unless the whole packet is valid. Allocates nothing for
-// row_dim <= 256; beyond that one buffer of row_dim floats.
+// row_dim <= 2048; beyond that one buffer of row_dim floats.
 Status DecodeSparsePacketRows(
     std::span<const uint8_t> packet, const SparsePacketExpectations& expect,
     const std::function<void(uint32_t row, const float* values)>& fn,
