@@ -6,6 +6,7 @@
 // the Unix socket that also hands out the memfds.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -47,6 +48,7 @@ class ShmTransport : public Transport {
   const std::string peer_name_;
   const uint64_t peer_instance_;
   const uint64_t* liveness_ = nullptr;  // the peer's page, read-only
+  std::atomic<uint64_t> flushes_{0};
 };
 
 }  // namespace ps::xfer::internal
