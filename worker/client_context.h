@@ -20,6 +20,7 @@
 #include "protocol/ps.pb.h"
 #include "protocol/status_words.h"
 #include "worker/dense_accumulator.h"
+#include "worker/huge_array.h"
 #include "worker/inbox_writer.h"
 #include "worker/key_locator.h"
 #include "worker/row_plan.h"
@@ -56,7 +57,7 @@ struct ShardPushState {
 
 // Buffers of one pull (reused through TableState::pull_pool).
 struct PullScratch {
-  std::vector<float> table;  // whole-table reads: capacity x dim
+  HugeArray<float> table;  // whole-table reads: capacity x dim
   std::vector<uint32_t> local_rows;
   std::vector<uint32_t> key_shard;
   std::vector<std::vector<uint64_t>> pairs;  // per shard

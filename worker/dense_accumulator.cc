@@ -9,8 +9,10 @@ void DenseAccumulator::Reset(uint64_t rows, uint32_t dim) {
   if (rows == rows_ && dim == dim_) return;
   rows_ = rows;
   dim_ = dim;
-  sums_.assign(rows * dim, 0.0f);
-  touched_.assign((rows + 63) / 64, 0);
+  sums_ = HugeArray<float>();  // fresh mappings are zero-filled
+  sums_.Resize(rows * dim);
+  touched_ = HugeArray<uint64_t>();
+  touched_.Resize((rows + 63) / 64);
 }
 
 bool DenseAccumulator::Drain(size_t* cursor, size_t max_rows,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "protocol/inbox_ring.h"
 #include "worker/client_context.h"
 #include "worker/clock.h"
 #include "worker/exact_path.h"
@@ -53,7 +54,8 @@ Status ConnectServer(ClientContext& ctx, const PsClient::Options& options,
         ", but the server list makes it shard " + std::to_string(shard) +
         " of " + std::to_string(options.servers.size()));
   }
-  if (info.inbox_slots() == 0 || info.slot_bytes() < 1024 ||
+  if (info.inbox_slots() == 0 ||
+      info.slot_bytes() <= protocol::kSlotHeaderBytes + 64 ||
       info.slot_bytes() % 64 != 0) {
     return InvalidArgument(link->name + " announced an unusable inbox (" +
                            std::to_string(info.inbox_slots()) + " slots of " +

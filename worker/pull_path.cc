@@ -1,5 +1,6 @@
 #include "worker/pull_path.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ps::worker {
@@ -53,18 +54,36 @@ Status PullWhole(ClientContext& ctx, TableState& table,
                  PullScratch& sc) {
   const KeyLocator& loc = table.locator;
   const uint32_t dim = table.spec.dim();
-  sc.table.resize(loc.capacity() * dim);
+  sc.table.Resize(loc.capacity() * dim);
   PS_RETURN_IF_ERROR(ReadWholeShards(ctx, table, sc.table.data()));
   const float* src = sc.table.data();
   float* dst = out.data();
-  ForRange(ctx, keys.size(), [&](size_t b, size_t e) {
-    if (dim == 1) {
-      for (size_t i = b; i < e; ++i) dst[i] = src[loc.GlobalRow(keys[i])];
-    } else {
-      for (size_t i = b; i < e; ++i) {
-        std::memcpy(dst + i * dim, src + loc.GlobalRow(keys[i]) * dim,
-                    sizeof(float) * dim);
+  const uint64_t* k = keys.data();
+  // Blocks of keys: the rows of block b are computed and prefetched while
+  // block b - 1 is copied, so many misses are in flight at once.
+  constexpr size_t kBlock = 16;
+  ForRange(ctx, keys.size(), [&](size_t begin, size_t end) {
+    uint64_t rows[2][kBlock];
+    size_t prev_begin = begin, prev_n = 0;
+    for (size_t b = begin;; b += kBlock) {
+      const size_t m = b < end ? std::min(kBlock, end - b) : 0;
+      uint64_t* cur = rows[((b - begin) / kBlock) & 1];
+      for (size_t j = 0; j < m; ++j) {
+        cur[j] = loc.GlobalRow(k[b + j]) * dim;
+        __builtin_prefetch(src + cur[j]);
       }
+      const uint64_t* prev = rows[(((b - begin) / kBlock) & 1) ^ 1];
+      if (dim == 1) {
+        for (size_t j = 0; j < prev_n; ++j) dst[prev_begin + j] = src[prev[j]];
+      } else {
+        for (size_t j = 0; j < prev_n; ++j) {
+          std::memcpy(dst + (prev_begin + j) * dim, src + prev[j],
+                      sizeof(float) * dim);
+        }
+      }
+      if (m == 0) break;
+      prev_begin = b;
+      prev_n = m;
     }
   });
   return Status::OK();

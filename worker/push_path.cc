@@ -77,23 +77,66 @@ Status CheckDenseKeys(const TableState& table, std::span<const uint64_t> keys) {
   return Status::OK();
 }
 
+// Keys are handled in blocks: the rows of block b are computed and
+// prefetched while block b - 1 is added, so several cache (and TLB) misses
+// are in flight instead of one.
+constexpr size_t kBlock = 16;
+
 void AccumulateDense(TableState& table, std::span<const uint64_t> keys,
                      std::span<const float> grads) {
   const KeyLocator& loc = table.locator;
   const uint32_t dim = table.spec.dim();
   const size_t n = keys.size();
-  if (loc.shards() == 1 && dim == 1) {
+  const uint64_t* k = keys.data();
+  const float* g = grads.data();
+  if (loc.shards() == 1) {
     DenseAccumulator& acc = table.push[0].sums;
-    for (size_t i = 0; i < n; ++i) {
-      acc.Add1(static_cast<uint32_t>(loc.GlobalRow(keys[i])), grads[i]);
+    uint32_t rows[2][kBlock];
+    size_t prev_begin = 0, prev_n = 0;
+    for (size_t b = 0;; b += kBlock) {
+      const size_t m = b < n ? std::min(kBlock, n - b) : 0;
+      uint32_t* cur = rows[(b / kBlock) & 1];
+      for (size_t j = 0; j < m; ++j) {
+        cur[j] = static_cast<uint32_t>(loc.GlobalRow(k[b + j]));
+        acc.Prefetch(cur[j]);
+      }
+      const uint32_t* prev = rows[((b / kBlock) & 1) ^ 1];
+      if (dim == 1) {
+        for (size_t j = 0; j < prev_n; ++j)
+          acc.Add1(prev[j], g[prev_begin + j]);
+      } else {
+        for (size_t j = 0; j < prev_n; ++j) {
+          acc.Add(prev[j], g + (prev_begin + j) * dim);
+        }
+      }
+      if (m == 0) break;
+      prev_begin = b;
+      prev_n = m;
     }
     return;
   }
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t row = loc.GlobalRow(keys[i]);
-    const uint32_t s = loc.ShardOfRow(row);
-    table.push[s].sums.Add(static_cast<uint32_t>(row - loc.FirstRow(s)),
-                           grads.data() + i * dim);
+  struct Loc {
+    uint32_t shard, row;
+  };
+  Loc locs[2][kBlock];
+  size_t prev_begin = 0, prev_n = 0;
+  for (size_t b = 0;; b += kBlock) {
+    const size_t m = b < n ? std::min(kBlock, n - b) : 0;
+    Loc* cur = locs[(b / kBlock) & 1];
+    for (size_t j = 0; j < m; ++j) {
+      const uint64_t row = loc.GlobalRow(k[b + j]);
+      const uint32_t s = loc.ShardOfRow(row);
+      cur[j] = {s, static_cast<uint32_t>(row - loc.FirstRow(s))};
+      table.push[s].sums.Prefetch(cur[j].row);
+    }
+    const Loc* prev = locs[((b / kBlock) & 1) ^ 1];
+    for (size_t j = 0; j < prev_n; ++j) {
+      table.push[prev[j].shard].sums.Add(prev[j].row,
+                                         g + (prev_begin + j) * dim);
+    }
+    if (m == 0) break;
+    prev_begin = b;
+    prev_n = m;
   }
 }
 
