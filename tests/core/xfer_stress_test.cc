@@ -138,11 +138,20 @@ class XferStressTest : public ::testing::TestWithParam<TransportChoice> {
 // turn and checks the whole payload it guards; it acknowledges progress with
 // FetchAdd64 on a word in the writer's memory, and the writer reuses a slot
 // only once its previous payload was acknowledged.
+//
+// The reader's checks and its progress thread's later copies into the same
+// slot are ordered through the writer, which ThreadSanitizer cannot follow
+// across processes. So the reader does an atomic on its sync word before it
+// acknowledges, and the writer, each time it sees a new acknowledgement, does
+// a FetchAdd64 on that word before it reuses slots: the target's progress
+// thread then acquires the reader's accesses before it copies.
 constexpr uint64_t kNotifyIterations = 100000;
 constexpr uint64_t kSlots = 64;
 constexpr uint64_t kAckEvery = 8;
 constexpr size_t kMaxPayload = 4096;
-constexpr size_t kNotifyArea = kSlots * 64;  // one cache line per word
+// One cache line per notify word, then the reader's sync word.
+constexpr uint64_t kSyncOffset = kSlots * 64;
+constexpr size_t kNotifyArea = (kSlots + 1) * 64;
 constexpr size_t kInboxSize = kNotifyArea + kSlots * kMaxPayload;
 
 size_t PayloadLength(uint64_t i) {
@@ -169,11 +178,18 @@ int RunNotifyWriter(LineChannel& ch, TransportChoice t) {
   std::atomic_ref<uint64_t> acked(*static_cast<uint64_t*>(p.own->data()));
   std::vector<uint64_t> buffer(kMaxPayload / 8);
   std::deque<Request> in_flight;
-  uint64_t spins = 0;
+  uint64_t spins = 0, synced = 0;
   for (uint64_t i = 0; i < kNotifyIterations; ++i) {
-    while (i >= kSlots &&
-           acked.load(std::memory_order_acquire) < i - kSlots + 1) {
-      SpinPause(spins);
+    if (i >= kSlots) {
+      uint64_t seen;
+      while ((seen = acked.load(std::memory_order_acquire)) < i - kSlots + 1) {
+        SpinPause(spins);
+      }
+      if (seen > synced) {
+        auto v = p.to_peer->FetchAdd64(p.peer_region, kSyncOffset, 1);
+        PS_CHILD_CHECK(v.ok(), v.status().ToString());
+        synced = seen;
+      }
     }
     const uint64_t slot = i % kSlots;
     const size_t len = PayloadLength(i);
@@ -207,9 +223,11 @@ int RunNotifyWriter(LineChannel& ch, TransportChoice t) {
 
 int RunNotifyReader(LineChannel& ch, TransportChoice t) {
   PeerSetup p;
-  PS_CHILD_CHECK(
-      JoinPeer(ch, "reader", t, kInboxSize, xfer::kRemoteWrite, false, &p));
+  PS_CHILD_CHECK(JoinPeer(ch, "reader", t, kInboxSize,
+                          xfer::kRemoteWrite | xfer::kRemoteAtomic, false, &p));
   auto* base = static_cast<uint8_t*>(p.own->data());
+  std::atomic_ref<uint64_t> sync_word(
+      *reinterpret_cast<uint64_t*>(base + kSyncOffset));
   uint64_t spins = 0, acked = 0;
   for (uint64_t i = 0; i < kNotifyIterations; ++i) {
     const uint64_t slot = i % kSlots;
@@ -235,6 +253,7 @@ int RunNotifyReader(LineChannel& ch, TransportChoice t) {
                          " is not the payload its notify word announced");
     }
     if ((i + 1) % kAckEvery == 0 || i + 1 == kNotifyIterations) {
+      sync_word.fetch_add(1, std::memory_order_acq_rel);
       auto prev = p.to_peer->FetchAdd64(p.peer_region, 0, i + 1 - acked);
       PS_CHILD_CHECK(prev.ok(), prev.status().ToString());
       PS_CHILD_CHECK(*prev == acked);
@@ -415,17 +434,11 @@ int RunLocker(LineChannel& ch, const std::string& name, TransportChoice t,
           return fail("thread " + std::to_string(holder) +
                       " was inside the lock too");
         }
-        if (round % 2 == 0) {
-          auto prev = ep.CompareSwap64(r, 0, 1, 0);
-          if (!prev.ok()) return fail(prev.status().ToString());
-          if (*prev != 1) return fail("released a lock that was not held");
-        } else {
-          const uint64_t zero = 0;
-          if (Status s = ep.Put(&zero, 8, r, 0); !s.ok()) {
-            return fail(s.ToString());
-          }
-          if (Status s = ep.Flush(); !s.ok()) return fail(s.ToString());
-        }
+        // Released with a CAS, not a Put of 0: on tcp a put is a plain copy
+        // into the word that other threads of the target use atomically.
+        auto prev = ep.CompareSwap64(r, 0, 1, 0);
+        if (!prev.ok()) return fail(prev.status().ToString());
+        if (*prev != 1) return fail("released a lock that was not held");
       }
     });
   }

@@ -147,14 +147,20 @@ int RunTarget(LineChannel& channel, const std::string& name,
       return regions[index].get();
     };
     if (w[0] == "exit") return 0;
+    // Acquire what the progress thread wrote before the origin's sync, and
+    // (in reply) release this thread's accesses to the origin's next sync.
     sync_word.fetch_add(1, std::memory_order_acq_rel);
+    auto reply = [&](const std::string& answer) {
+      sync_word.fetch_add(1, std::memory_order_acq_rel);
+      channel.Send(answer);
+    };
     if (w[0] == "hash" && w.size() == 4) {
       MemoryRegion* r = region_at(w[1]);
       uint64_t off = std::strtoull(w[2].c_str(), nullptr, 10);
       uint64_t len = std::strtoull(w[3].c_str(), nullptr, 10);
       PS_CHILD_CHECK(r != nullptr && off + len <= r->size(), *line);
       uint64_t h = Fnv1a(static_cast<uint8_t*>(r->data()) + off, len);
-      channel.Send("hash " + std::to_string(h));
+      reply("hash " + std::to_string(h));
     } else if (w[0] == "load64" && w.size() == 3) {
       MemoryRegion* r = region_at(w[1]);
       uint64_t off = std::strtoull(w[2].c_str(), nullptr, 10);
@@ -164,7 +170,7 @@ int RunTarget(LineChannel& channel, const std::string& name,
           reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(r->data()) + off);
       uint64_t v =
           std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire);
-      channel.Send("value " + std::to_string(v));
+      reply("value " + std::to_string(v));
     } else if (w[0] == "fill" && w.size() == 5) {
       MemoryRegion* r = region_at(w[1]);
       uint64_t off = std::strtoull(w[2].c_str(), nullptr, 10);
@@ -172,13 +178,12 @@ int RunTarget(LineChannel& channel, const std::string& name,
       uint64_t seed = std::strtoull(w[4].c_str(), nullptr, 10);
       PS_CHILD_CHECK(r != nullptr && off + len <= r->size(), *line);
       FillPattern(static_cast<uint8_t*>(r->data()) + off, len, seed);
-      sync_word.fetch_add(1, std::memory_order_acq_rel);
-      channel.Send("ok");
+      reply("ok");
     } else if (w[0] == "dereg" && w.size() == 2) {
       MemoryRegion* r = region_at(w[1]);
       PS_CHILD_CHECK(r != nullptr, *line);
       Status s = ctx->Deregister(*r);
-      channel.Send(s.ok() ? "ok" : "error " + s.ToString());
+      reply(s.ok() ? "ok" : "error " + s.ToString());
     } else {
       PS_CHILD_CHECK(false, "unknown command: " + *line);
     }
@@ -223,12 +228,17 @@ Status TargetHandle::Connect(Context& ctx) {
 std::optional<uint64_t> TargetHandle::Hash(int region, uint64_t offset,
                                            uint64_t length) {
   if (!SyncTarget(*ep, regions[kSync]).ok()) return std::nullopt;
-  return RemoteHash(process.channel(), region, offset, length);
+  std::optional<uint64_t> h =
+      RemoteHash(process.channel(), region, offset, length);
+  if (!SyncTarget(*ep, regions[kSync]).ok()) return std::nullopt;
+  return h;
 }
 
 std::optional<uint64_t> TargetHandle::Load64(int region, uint64_t offset) {
   if (!SyncTarget(*ep, regions[kSync]).ok()) return std::nullopt;
-  return RemoteLoad64(process.channel(), region, offset);
+  std::optional<uint64_t> v = RemoteLoad64(process.channel(), region, offset);
+  if (!SyncTarget(*ep, regions[kSync]).ok()) return std::nullopt;
+  return v;
 }
 
 std::optional<int> TargetHandle::Exit() {

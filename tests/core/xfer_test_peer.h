@@ -66,11 +66,12 @@ xfer::TransportKind ExpectedKind(xfer::TransportChoice transport);
 //
 // Memory written by a target's progress thread and read by its main thread
 // (or the other way round) is ordered by the pipe, which ThreadSanitizer
-// cannot see across processes. So the target's main thread touches the
-// region memory only after an atomic on the sync word that the origin
-// performs through its endpoint (SyncTarget) after its writes and before its
-// reads: the atomic orders the progress thread's copies with the main
-// thread's accesses, as a real application's notify word would.
+// cannot see across processes. So the target's main thread does an atomic
+// on the sync word when a command arrives and again before it answers, and
+// the origin does one through its endpoint (SyncTarget) before and after
+// each question: the atomics order the progress thread's copies with the
+// main thread's accesses both ways, as a real application's flag words
+// would.
 int RunTarget(LineChannel& channel, const std::string& name,
               xfer::TransportChoice transport, uint16_t port);
 
@@ -96,8 +97,8 @@ struct TargetHandle {
 
   // Connects `ctx` to the target and imports all its regions.
   Status Connect(xfer::Context& ctx);
-  // The target's own view of its bytes, after a sync so it observes every
-  // completed operation; nullopt if the sync or the channel failed.
+  // The target's own view of its bytes, between two syncs (see RunTarget);
+  // nullopt if a sync or the channel failed.
   std::optional<uint64_t> Hash(int region, uint64_t offset, uint64_t length);
   std::optional<uint64_t> Load64(int region, uint64_t offset);
   // Asks the target to exit; its exit code, nullopt on timeout.
