@@ -1,0 +1,170 @@
+// ps_test_worker: a small stand-in worker for scripts/start_cluster.sh until
+// the real trainer (ps_worker) exists. It connects to the servers with
+// PsClient and runs steps of synthetic work: pull a random batch of keys,
+// push a random gradient for them, Clock(). It prints one progress line per
+// --report_every steps and a summary at the end; SIGTERM or SIGINT end the
+// run after the current step (exit code 0).
+#include <gflags/gflags.h>
+#include <signal.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "worker/ps_client.h"
+
+DEFINE_uint32(worker_id, 0, "This worker's id, in [0, --num_workers).");
+DEFINE_uint32(num_workers, 1, "Number of workers in the cluster.");
+DEFINE_string(servers, "",
+              "Comma-separated control addresses (host:port) of the servers, "
+              "in shard order (required).");
+DEFINE_string(table, "",
+              "Name of the table to train (default: the first table the "
+              "servers serve).");
+DEFINE_uint64(steps, 100, "Steps to run; 0 runs until SIGTERM/SIGINT.");
+DEFINE_uint32(batch_keys, 1000, "Keys pulled and pushed per step.");
+DEFINE_uint64(key_space, 1000000,
+              "Keys are drawn uniformly from [0, key_space) (hashed and exact "
+              "tables; dense tables push and pull the whole table).");
+DEFINE_double(gradient_scale, 0.01,
+              "Gradients are uniform in [-scale, scale].");
+DEFINE_uint32(step_sleep_ms, 0, "Pause after each step (a slower worker).");
+DEFINE_uint32(report_every, 10, "Print progress every this many steps.");
+DEFINE_string(transport, "auto", "xfer transport: auto, shm or tcp.");
+DEFINE_int32(timeout_ms, 30000,
+             "A server silent for this long counts as lost.");
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;  // set by SIGTERM / SIGINT only
+void OnStopSignal(int) { g_stop = 1; }
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+int Fail(const std::string& what, const ps::Status& s) {
+  std::fprintf(stderr, "ps_test_worker %u: %s: %s\n", FLAGS_worker_id,
+               what.c_str(), s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "a synthetic worker for the parameter server (pull, push, clock)\n"
+      "usage: ps_test_worker --servers=HOST:PORT,... --worker_id=W "
+      "--num_workers=N [--steps=S ...]");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (argc > 1) {
+    std::fprintf(stderr, "ps_test_worker: unexpected argument '%s'\n", argv[1]);
+    return 2;
+  }
+  ps::worker::PsClient::Options options;
+  options.worker_id = FLAGS_worker_id;
+  options.num_workers = FLAGS_num_workers;
+  options.servers = SplitCommas(FLAGS_servers);
+  options.timeout_ms = FLAGS_timeout_ms;
+  if (FLAGS_transport == "shm") {
+    options.transport = ps::xfer::TransportChoice::kShm;
+  } else if (FLAGS_transport == "tcp") {
+    options.transport = ps::xfer::TransportChoice::kTcp;
+  } else if (FLAGS_transport != "auto") {
+    std::fprintf(stderr,
+                 "ps_test_worker: --transport must be auto, shm or "
+                 "tcp, not '%s'\n",
+                 FLAGS_transport.c_str());
+    return 2;
+  }
+  if (options.servers.empty() || FLAGS_worker_id >= FLAGS_num_workers ||
+      FLAGS_batch_keys == 0 || FLAGS_key_space == 0) {
+    std::fprintf(stderr,
+                 "ps_test_worker: need --servers, --worker_id < "
+                 "--num_workers, --batch_keys > 0 and --key_space > 0\n");
+    return 2;
+  }
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+
+  auto client_or = ps::worker::PsClient::Connect(options);
+  if (!client_or.ok()) return Fail("connect", client_or.status());
+  auto& client = *client_or;
+  const ps::proto::TableSpec* table = nullptr;
+  if (FLAGS_table.empty()) {
+    for (uint32_t id = 0; id < 1024 && table == nullptr; ++id)
+      table = client->table(id);
+  } else {
+    table = client->table(FLAGS_table);
+  }
+  if (table == nullptr) {
+    std::fprintf(stderr, "ps_test_worker: no table '%s' on the servers\n",
+                 FLAGS_table.c_str());
+    return 2;
+  }
+  const uint32_t dim = table->dim();
+  const bool dense = table->kind() == ps::proto::DENSE;
+  const size_t rows = dense ? table->capacity() : FLAGS_batch_keys;
+  std::printf(
+      "ps_test_worker %u/%u: table '%s' (id %u, dim %u%s), %s steps\n",
+      FLAGS_worker_id, FLAGS_num_workers, table->name().c_str(), table->id(),
+      dim, dense ? ", dense" : "",
+      FLAGS_steps == 0 ? "unbounded" : std::to_string(FLAGS_steps).c_str());
+  std::fflush(stdout);
+
+  std::mt19937_64 rng(0x5eed + FLAGS_worker_id);
+  std::uniform_real_distribution<float> grad(-FLAGS_gradient_scale,
+                                             FLAGS_gradient_scale);
+  std::vector<uint64_t> keys(dense ? 0 : rows);
+  std::vector<float> weights(rows * dim), grads(rows * dim);
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t step = 0;
+  while (!g_stop && (FLAGS_steps == 0 || step < FLAGS_steps)) {
+    for (auto& k : keys) k = rng() % FLAGS_key_space;
+    for (auto& g : grads) g = grad(rng);
+    ps::Status s = dense ? client->PullDense(table->id(), weights)
+                         : client->Pull(table->id(), keys, weights);
+    if (!s.ok()) return Fail("pull", s);
+    s = dense ? client->PushDense(table->id(), grads)
+              : client->Push(table->id(), keys, grads);
+    if (!s.ok()) return Fail("push", s);
+    auto clock = client->Clock();
+    if (!clock.ok()) return Fail("clock", clock.status());
+    ++step;
+    if (FLAGS_report_every != 0 && step % FLAGS_report_every == 0) {
+      auto min_clock = client->MinClock();
+      std::printf(
+          "worker %u: step %lu, clock %lu, min clock %lu\n", FLAGS_worker_id,
+          static_cast<unsigned long>(step), static_cast<unsigned long>(*clock),
+          min_clock.ok() ? static_cast<unsigned long>(*min_clock) : 0ul);
+      std::fflush(stdout);
+    }
+    if (FLAGS_step_sleep_ms != 0) {
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(FLAGS_step_sleep_ms));
+    }
+  }
+  ps::Status s = client->WaitApplied();
+  if (!s.ok()) return Fail("wait applied", s);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  std::printf("worker %u: done, %lu steps in %.2f s (%.0f keys/s pushed)%s\n",
+              FLAGS_worker_id, static_cast<unsigned long>(step), secs,
+              secs > 0 ? static_cast<double>(step * rows) / secs : 0.0,
+              g_stop ? ", stopped by signal" : "");
+  return 0;
+}
