@@ -4,6 +4,7 @@
 // and pull paths take it by reference.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>

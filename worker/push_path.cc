@@ -82,62 +82,81 @@ Status CheckDenseKeys(const TableState& table, std::span<const uint64_t> keys) {
 // are in flight instead of one.
 constexpr size_t kBlock = 16;
 
-void AccumulateDense(TableState& table, std::span<const uint64_t> keys,
-                     std::span<const float> grads) {
+// Adds the keys whose global row lies in [lo, hi) (a thread's part).
+void AccumulateRange(TableState& table, std::span<const uint64_t> keys,
+                     std::span<const float> grads, uint64_t lo, uint64_t hi) {
   const KeyLocator& loc = table.locator;
   const uint32_t dim = table.spec.dim();
   const size_t n = keys.size();
   const uint64_t* k = keys.data();
   const float* g = grads.data();
-  if (loc.shards() == 1) {
-    DenseAccumulator& acc = table.push[0].sums;
-    uint32_t rows[2][kBlock];
-    size_t prev_begin = 0, prev_n = 0;
-    for (size_t b = 0;; b += kBlock) {
-      const size_t m = b < n ? std::min(kBlock, n - b) : 0;
-      uint32_t* cur = rows[(b / kBlock) & 1];
-      for (size_t j = 0; j < m; ++j) {
-        cur[j] = static_cast<uint32_t>(loc.GlobalRow(k[b + j]));
-        acc.Prefetch(cur[j]);
-      }
-      const uint32_t* prev = rows[((b / kBlock) & 1) ^ 1];
-      if (dim == 1) {
-        for (size_t j = 0; j < prev_n; ++j)
-          acc.Add1(prev[j], g[prev_begin + j]);
-      } else {
-        for (size_t j = 0; j < prev_n; ++j) {
-          acc.Add(prev[j], g + (prev_begin + j) * dim);
-        }
-      }
-      if (m == 0) break;
-      prev_begin = b;
-      prev_n = m;
-    }
-    return;
-  }
-  struct Loc {
+  struct Item {
     uint32_t shard, row;
+    uint32_t key;
   };
-  Loc locs[2][kBlock];
-  size_t prev_begin = 0, prev_n = 0;
+  Item items[2][kBlock];
+  size_t prev_n = 0;
+  const bool one_shard = loc.shards() == 1;
   for (size_t b = 0;; b += kBlock) {
     const size_t m = b < n ? std::min(kBlock, n - b) : 0;
-    Loc* cur = locs[(b / kBlock) & 1];
+    Item* cur = items[(b / kBlock) & 1];
+    size_t c = 0;
     for (size_t j = 0; j < m; ++j) {
       const uint64_t row = loc.GlobalRow(k[b + j]);
-      const uint32_t s = loc.ShardOfRow(row);
-      cur[j] = {s, static_cast<uint32_t>(row - loc.FirstRow(s))};
-      table.push[s].sums.Prefetch(cur[j].row);
+      const uint32_t s = one_shard ? 0 : loc.ShardOfRow(row);
+      cur[c] = {s, static_cast<uint32_t>(row - loc.FirstRow(s)),
+                static_cast<uint32_t>(b + j)};
+      table.push[s].sums.Prefetch(cur[c].row);
+      c += (row >= lo) & (row < hi);  // keep only this part's rows
     }
-    const Loc* prev = locs[((b / kBlock) & 1) ^ 1];
-    for (size_t j = 0; j < prev_n; ++j) {
-      table.push[prev[j].shard].sums.Add(prev[j].row,
-                                         g + (prev_begin + j) * dim);
+    const Item* prev = items[((b / kBlock) & 1) ^ 1];
+    if (dim == 1) {
+      for (size_t j = 0; j < prev_n; ++j) {
+        table.push[prev[j].shard].sums.Add1(prev[j].row, g[prev[j].key]);
+      }
+    } else {
+      for (size_t j = 0; j < prev_n; ++j) {
+        table.push[prev[j].shard].sums.Add(prev[j].row,
+                                           g + size_t{prev[j].key} * dim);
+      }
     }
     if (m == 0) break;
-    prev_begin = b;
-    prev_n = m;
+    prev_n = c;
   }
+}
+
+// Splits the global rows into one part per pool thread (borders aligned to
+// 64 local rows, so no two threads share a bitmap word) when the push is
+// large and the pool is free; each thread hashes every key but adds only
+// its part's, so no row is written by two threads.
+void AccumulateDense(ClientContext& ctx, TableState& table,
+                     std::span<const uint64_t> keys,
+                     std::span<const float> grads) {
+  const KeyLocator& loc = table.locator;
+  const uint64_t cap = loc.capacity();
+  std::unique_lock<std::mutex> lock(ctx.pool_mu, std::defer_lock);
+  if (keys.size() >= (1u << 20) && ctx.pool != nullptr &&
+      ctx.pool->size() > 1 && cap >= 64u * ctx.pool->size() &&
+      lock.try_lock()) {
+    const int parts = ctx.pool->size();
+    std::vector<uint64_t> border(parts + 1);
+    for (int p = 0; p <= parts; ++p) {
+      const uint64_t row = cap * p / parts;
+      if (row >= cap) {
+        border[p] = cap;
+        continue;
+      }
+      const uint64_t first = loc.FirstRow(loc.ShardOfRow(row));
+      border[p] = first + (row - first) / 64 * 64;
+    }
+    ctx.pool->ParallelFor(parts, 1, [&](size_t b, size_t e, int) {
+      for (size_t p = b; p < e; ++p) {
+        AccumulateRange(table, keys, grads, border[p], border[p + 1]);
+      }
+    });
+    return;
+  }
+  AccumulateRange(table, keys, grads, 0, cap);
 }
 
 // Error feedback over one shard's sums: acc = sums + residual, select,
@@ -269,7 +288,7 @@ Status PushRows(ClientContext& ctx, TableState& table,
   EnsurePushState(table, dense);
   Status status;
   if (dense) {
-    AccumulateDense(table, keys, grads);
+    AccumulateDense(ctx, table, keys, grads);
     for (uint32_t s = 0; s < table.locator.shards(); ++s) {
       Status st = sparsify ? SendSparsified(ctx, table, s)
                            : DrainAndSend(ctx, table, s);

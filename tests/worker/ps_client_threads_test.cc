@@ -73,7 +73,9 @@ TEST_P(PsClientThreadsTest, ConcurrentPushAndPullLoseNothing) {
                        "table { id: 1 name: \"small\" kind: HASHED dim: 2 "
                        "capacity: 4096 optimizer { name: \"sum\" } }\n"
                        "table { id: 2 name: \"big\" kind: HASHED dim: 1 "
-                       "capacity: 1000000 optimizer { name: \"sum\" } }\n",
+                       "capacity: 1000000 optimizer { name: \"sum\" } }\n"
+                       "table { id: 3 name: \"wide\" kind: HASHED dim: 1 "
+                       "capacity: 262144 optimizer { name: \"sum\" } }\n",
                        GetParam());
   PsClient::Options o;
   o.servers = {server.Address()};
@@ -133,6 +135,24 @@ TEST_P(PsClientThreadsTest, ConcurrentPushAndPullLoseNothing) {
                   want * keys_per_row[loc.GlobalRow(keys[i])])
             << "table " << id << " key " << i;
       }
+    }
+  }
+  // A push of 2^20 keys splits its sums over the client's threads.
+  {
+    std::vector<uint64_t> many(1 << 20);
+    for (size_t i = 0; i < many.size(); ++i) many[i] = i % 1024;
+    std::vector<float> ones(many.size(), 1.0f);
+    ASSERT_TRUE(client->Push(3, many, ones).ok());
+    ASSERT_TRUE(client->WaitApplied().ok());
+    KeyLocator loc(*client->table(3), 1);
+    std::map<uint64_t, int> keys_per_row;
+    for (uint64_t k = 0; k < 1024; ++k) ++keys_per_row[loc.GlobalRow(k)];
+    std::vector<uint64_t> k1024(1024);
+    for (uint64_t k = 0; k < 1024; ++k) k1024[k] = k;
+    std::vector<float> out(1024);
+    ASSERT_TRUE(client->Pull(3, k1024, out).ok());
+    for (uint64_t k = 0; k < 1024; ++k) {
+      ASSERT_EQ(out[k], 1024.0f * keys_per_row[loc.GlobalRow(k)]) << k;
     }
   }
   auto stats = client->Stats(0);
