@@ -94,13 +94,15 @@ struct AlignedFree {
 
 int RunTarget(LineChannel& channel, const std::string& name,
               TransportChoice transport, uint16_t port) {
-  auto created = Context::Create(TestOptions(name, transport, port));
-  PS_CHILD_CHECK(created.ok(), created.status().ToString());
-  std::unique_ptr<Context> ctx = std::move(created).value();
-
+  // Application memory outlives the context that serves it (declared first,
+  // destroyed last): a progress thread may still be sending from it.
   std::unique_ptr<void, AlignedFree> app_memory(
       std::aligned_alloc(4096, kTargetRegionSize));
   std::memset(app_memory.get(), 0, kTargetRegionSize);
+
+  auto created = Context::Create(TestOptions(name, transport, port));
+  PS_CHILD_CHECK(created.ok(), created.status().ToString());
+  std::unique_ptr<Context> ctx = std::move(created).value();
 
   std::shared_ptr<MemoryRegion> regions[kTargetRegionCount];
   {
