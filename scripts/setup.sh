@@ -15,6 +15,7 @@ PACKAGES=(
   clang libclang-rt-14-dev    # libFuzzer targets and sanitizer runtimes
   clang-format
   ucx-utils iperf3            # peers the benchmarks compare against
+  perftest                    # ib_write_bw / ib_read_bw: the verbs bench's peers
   python3                     # scripts/bench_kernels.sh reads benchmark JSON
 )
 

@@ -35,6 +35,33 @@ run_suite() {  # $1: sanitizer list or empty
   (cd "$build_dir" && ctest --output-on-failure -j "$(nproc)" --timeout 600 \
     "${label_args[@]}" "${ctest_args[@]}")
   if [ $fuzz = 1 ]; then "$root/scripts/fuzz.sh" --build-dir="$build_dir" --seconds=30; fi
+  if [ $fuzz = 1 ]; then run_verbs_vm "$build_dir"; fi
+}
+
+# The verbs transport's suites need an RDMA device: they run in a QEMU guest
+# with soft-RoCE (scripts/verbs_vm.sh) when QEMU is there or can be installed.
+# XFER_VERBS_VM=0 skips them.
+run_verbs_vm() {  # $1: the release build directory
+  local rc=0
+  if [ "${XFER_VERBS_VM:-1}" = 0 ]; then
+    echo "== verbs tests SKIPPED (XFER_VERBS_VM=0)"; return 0
+  fi
+  local tests
+  tests=$("$1/tests/core/core_xfer_ops_test" --gtest_list_tests 2>/dev/null || true)
+  if [[ $tests != *verbs* ]]; then
+    echo "== verbs tests SKIPPED: built without libibverbs"; return 0
+  fi
+  if ! "$root/scripts/verbs_vm.sh" --check; then
+    echo "== verbs tests SKIPPED: no qemu-system-x86_64, and it cannot be installed here (needs root and apt-get)"
+    return 0
+  fi
+  echo "== verbs tests in a soft-RoCE guest (scripts/verbs_vm.sh)"
+  "$root/scripts/verbs_vm.sh" --ci --build-dir="$1" || rc=$?
+  if [ $rc = 125 ]; then
+    echo "== verbs tests SKIPPED: the guest could not start (scripts/rxe_vm.sh exit 125; see above)"
+    return 0
+  fi
+  return $rc
 }
 
 if [ $all = 1 ]; then

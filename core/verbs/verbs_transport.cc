@@ -741,7 +741,7 @@ void VerbsTransport::Impl::DeclareLost(const Status& why) {
     qp_->MoveToError();  // the NIC flushes whatever it still holds
     waiting.swap(replay_);
   }
-  if (!stop_.load()) LOG(WARNING) << "verbs: " << lost_status_.ToString();
+  if (!stop_.load()) VLOG(1) << "verbs: " << lost_status_.ToString();
   space_cv_.notify_all();
   flush_cv_.notify_all();
   for (WorkRequest* r : waiting) Finish(r, LostStatus());
