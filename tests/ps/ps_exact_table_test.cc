@@ -1,0 +1,215 @@
+// Exact-key table integration test: 2 ps_server processes, 3 worker
+// processes, on shm and on tcp. The table admits a key at its 3rd push
+// (counted across workers; the pushes before are dropped) and evicts rows
+// not updated for more than 3 steps (a push's step is its worker's clock).
+//
+// Phase 1, all at step 0: key group A is pushed once, B twice (by two
+// workers), C three times (by three workers), D three times (by one worker).
+// Then A and B have no row (Pull gives zeros, Stats counts 40 keys pending)
+// and C and D have one holding the admitting push (every push adds {1, 2}).
+// Phase 2, worker 0 alone: it clocks to step 5 pushing half of C (C1) at
+// every step, then pushes a new group E. Rows idle since step 0 (the other
+// half of C and all of D) are evicted: Stats' exact_evicted grows by 30,
+// exact_rows shrinks to the 10 of C1, and those keys pull as zeros again.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/core/process_harness.h"
+#include "tests/ps/ps_cluster.h"
+
+namespace ps::testing {
+namespace {
+
+constexpr uint32_t kTable = 5;
+constexpr uint32_t kWorkers = 3;
+constexpr uint32_t kGroup = 20;
+
+constexpr char kTables[] = R"(
+table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 1000
+        push_value_type: FP32 optimizer { name: "sum" }
+        admit_after_pushes: 3 evict_after_steps: 3 }
+)";
+
+std::vector<uint64_t> Group(char name, size_t first = 0, size_t n = kGroup) {
+  std::vector<uint64_t> keys;
+  for (size_t i = first; i < first + n; ++i)
+    keys.push_back(static_cast<uint64_t>(name) * 1000003 + i * 7919);
+  return keys;
+}
+
+Status PushGroup(worker::PsClient& client, const std::vector<uint64_t>& keys) {
+  std::vector<float> grads;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    grads.push_back(1.0f);
+    grads.push_back(2.0f);
+  }
+  return client.Push(kTable, keys, grads);
+}
+
+// "" if every key of `keys` pulls as {scale, 2 * scale}.
+std::string CheckGroup(worker::PsClient& client, const std::string& name,
+                       const std::vector<uint64_t>& keys, float scale) {
+  std::vector<float> out(keys.size() * 2, -1.0f);
+  Status s = client.Pull(kTable, keys, out);
+  if (!s.ok()) return "pull of group " + name + ": " + s.ToString();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (out[2 * i] != scale || out[2 * i + 1] != 2 * scale) {
+      return "group " + name + " key " + std::to_string(keys[i]) + ": got {" +
+             std::to_string(out[2 * i]) + ", " +
+             std::to_string(out[2 * i + 1]) + "}, want {" +
+             std::to_string(scale) + ", " + std::to_string(2 * scale) + "}";
+    }
+  }
+  return "";
+}
+
+StatusOr<proto::StatsReply> TotalStats(worker::PsClient& client,
+                                       uint32_t shards) {
+  proto::StatsReply total;
+  for (uint32_t s = 0; s < shards; ++s) {
+    PS_ASSIGN_OR_RETURN(proto::StatsReply r, client.Stats(s));
+    total.set_exact_rows(total.exact_rows() + r.exact_rows());
+    total.set_exact_evicted(total.exact_evicted() + r.exact_evicted());
+    total.set_exact_admission_pending(total.exact_admission_pending() +
+                                      r.exact_admission_pending());
+  }
+  return total;
+}
+
+std::string StatsText(const proto::StatsReply& s) {
+  return "exact_rows " + std::to_string(s.exact_rows()) + ", exact_evicted " +
+         std::to_string(s.exact_evicted()) + ", exact_admission_pending " +
+         std::to_string(s.exact_admission_pending());
+}
+
+int ExactWorker(LineChannel& ch, const TestCluster& cluster, uint32_t w) {
+  PS_CHILD_ASSIGN(auto client, ConnectWorker(cluster, w));
+  const uint32_t shards = cluster.options().num_servers;
+  const int timeout_ms = 60000 * SlowdownFactor();
+  PS_CHILD_CHECK(ch.Receive(timeout_ms) == "phase1");
+  switch (w) {
+    case 0:
+      PS_CHILD_OK(PushGroup(*client, Group('A')));
+      PS_CHILD_OK(PushGroup(*client, Group('B')));
+      PS_CHILD_OK(PushGroup(*client, Group('C')));
+      break;
+    case 1:
+      PS_CHILD_OK(PushGroup(*client, Group('B')));
+      PS_CHILD_OK(PushGroup(*client, Group('C')));
+      break;
+    case 2:
+      PS_CHILD_OK(PushGroup(*client, Group('C')));
+      for (int i = 0; i < 3; ++i) PS_CHILD_OK(PushGroup(*client, Group('D')));
+      break;
+  }
+  PS_CHILD_CHECK(ch.Send("pushed"));
+  if (w != 0) {
+    PS_CHILD_CHECK(ch.Receive(timeout_ms) == "exit");
+    return 0;
+  }
+
+  // Worker 0 checks phase 1 once every worker's pushes returned.
+  PS_CHILD_CHECK(ch.Receive(timeout_ms) == "check1");
+  std::string problem;
+  for (char g : {'A', 'B'}) {
+    if (problem.empty())
+      problem = CheckGroup(*client, std::string(1, g), Group(g), 0.0f);
+  }
+  for (char g : {'C', 'D'}) {
+    if (problem.empty())
+      problem = CheckGroup(*client, std::string(1, g), Group(g), 1.0f);
+  }
+  PS_CHILD_ASSIGN(proto::StatsReply s1, TotalStats(*client, shards));
+  if (problem.empty() &&
+      (s1.exact_rows() != 2 * kGroup || s1.exact_evicted() != 0 ||
+       s1.exact_admission_pending() != 2 * kGroup)) {
+    problem =
+        "after phase 1 want exact_rows 40, exact_evicted 0, "
+        "exact_admission_pending 40; stats: " +
+        StatsText(s1);
+  }
+  PS_CHILD_CHECK(ch.Send(problem.empty() ? "ok" : "phase 1: " + problem));
+  if (!problem.empty()) return 1;
+
+  // Phase 2: keep C1 fresh up to step 5, let C2 and D age out.
+  PS_CHILD_CHECK(ch.Receive(timeout_ms) == "phase2");
+  const std::vector<uint64_t> c1 = Group('C', 0, kGroup / 2);
+  const std::vector<uint64_t> c2 = Group('C', kGroup / 2, kGroup / 2);
+  for (uint64_t step = 1; step <= 5; ++step) {
+    PS_CHILD_ASSIGN(uint64_t clock, client->Clock());
+    PS_CHILD_CHECK(clock == step, "clock " + std::to_string(clock));
+    PS_CHILD_OK(PushGroup(*client, c1));
+  }
+  PS_CHILD_OK(PushGroup(*client, Group('E')));
+  problem = CheckGroup(*client, "C1", c1, 6.0f);
+  if (problem.empty()) problem = CheckGroup(*client, "C2", c2, 0.0f);
+  if (problem.empty()) problem = CheckGroup(*client, "D", Group('D'), 0.0f);
+  if (problem.empty()) problem = CheckGroup(*client, "E", Group('E'), 0.0f);
+  PS_CHILD_ASSIGN(proto::StatsReply s2, TotalStats(*client, shards));
+  if (problem.empty() && (s2.exact_rows() != kGroup / 2 ||
+                          s2.exact_evicted() != kGroup / 2 + kGroup)) {
+    problem = "after phase 2 want exact_rows 10, exact_evicted 30; stats: " +
+              StatsText(s2);
+  }
+  PS_CHILD_CHECK(ch.Send(problem.empty() ? "ok" : "phase 2: " + problem));
+  return problem.empty() ? 0 : 1;
+}
+
+class ExactTableTest : public ::testing::TestWithParam<xfer::TransportChoice> {
+};
+
+TEST_P(ExactTableTest, AdmissionByPushCountAndEvictionByAge) {
+  ClusterOptions o;
+  o.num_servers = 2;
+  o.num_workers = kWorkers;
+  o.consistency = "async";
+  o.transport = GetParam();
+  o.tables = kTables;
+  // Precondition of the counts below: every group has keys on both shards,
+  // so both servers admit, count and evict.
+  protocol::ShardMap map(1000, o.num_servers, proto::EXACT, kTable);
+  for (char g : {'A', 'B', 'C', 'D', 'E'}) {
+    std::vector<int> per_shard(o.num_servers, 0);
+    for (uint64_t k : Group(g)) ++per_shard[map.ShardOfKey(k)];
+    ASSERT_GT(per_shard[0], 0) << g;
+    ASSERT_GT(per_shard[1], 0) << g;
+  }
+  auto cluster = TestCluster::Start(o, "exact");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const TestCluster& c = **cluster;
+  std::vector<ChildProcess> workers;
+  for (uint32_t w = 0; w < kWorkers; ++w) {
+    workers.push_back(ChildProcess::Start(
+        "worker-" + std::to_string(w),
+        [&c, w](LineChannel& ch) { return ExactWorker(ch, c, w); }));
+  }
+  const int timeout_ms = 60000 * SlowdownFactor();
+  for (auto& worker : workers) ASSERT_TRUE(worker.channel().Send("phase1"));
+  for (uint32_t w = 0; w < kWorkers; ++w) {
+    ASSERT_EQ(workers[w].channel().Receive(timeout_ms), "pushed")
+        << "worker " << w;
+  }
+  ASSERT_TRUE(workers[0].channel().Send("check1"));
+  EXPECT_EQ(workers[0].channel().Receive(timeout_ms), "ok");
+  ASSERT_TRUE(workers[0].channel().Send("phase2"));
+  EXPECT_EQ(workers[0].channel().Receive(timeout_ms), "ok");
+  for (uint32_t w = 1; w < kWorkers; ++w)
+    ASSERT_TRUE(workers[w].channel().Send("exit"));
+  for (uint32_t w = 0; w < kWorkers; ++w) {
+    EXPECT_EQ(WaitChild(workers[w], timeout_ms), 0) << "worker " << w;
+  }
+  Status stopped = (*cluster)->Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ExactTableTest,
+                         ::testing::Values(xfer::TransportChoice::kShm,
+                                           xfer::TransportChoice::kTcp),
+                         [](const auto& info) {
+                           return TransportFlag(info.param);
+                         });
+
+}  // namespace
+}  // namespace ps::testing
