@@ -1,0 +1,231 @@
+// ps_worker: trains a CTR model (logistic regression, factorization machine
+// or DeepFM) on click logs, with the parameters on the parameter servers
+// (--servers) or in this process (--local), and reports eval AUC and logloss.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "protocol/table_config.h"
+#include "worker/ps_client.h"
+#include "worker/train/local_param_store.h"
+#include "worker/train/model.h"
+#include "worker/train/ps_param_store.h"
+#include "worker/train/trainer.h"
+
+DEFINE_string(model, "lr",
+              "Model: 'lr' (logistic regression), 'fm' (factorization "
+              "machine) or 'deepfm' (FM plus an MLP on the field embeddings).");
+DEFINE_string(train_data, "",
+              "Training file (required), plain text or gzip (detected from "
+              "the content).");
+DEFINE_string(eval_data, "",
+              "Evaluation file. Empty: every --holdout_every-th line of "
+              "--train_data (chosen by --seed) is held out instead.");
+DEFINE_string(data_format, "criteo",
+              "Format of both files: 'criteo' (label, I1..I13, C1..C26, "
+              "tab-separated; empty fields are missing values), 'libsvm' "
+              "(label id:value ...) or 'libffm' (label field:id:value ...).");
+DEFINE_bool(strict_data, false,
+            "Stop at the first malformed line instead of skipping and "
+            "counting it.");
+DEFINE_uint32(epochs, 1, "Passes over the training data.");
+DEFINE_uint32(batch_size, 1000, "Examples per mini-batch (one pull/push).");
+DEFINE_uint32(threads, 1,
+              "Training threads in this worker; each pulls, computes and "
+              "pushes its own mini-batches.");
+DEFINE_bool(local, false,
+            "Keep the parameters in this process (needs --tables) instead "
+            "of on the servers: the reference a distributed run is compared "
+            "with.");
+DEFINE_string(servers, "",
+              "Comma-separated control addresses (host:port) of the "
+              "servers, in shard order (not with --local).");
+DEFINE_string(tables, "",
+              "Table config (text-format TableConfig, the file the servers "
+              "load); required with --local, otherwise the servers' tables "
+              "are used.");
+DEFINE_uint32(worker_id, 0,
+              "This worker's index in [0, --num_workers); it trains on lines "
+              "i with i % num_workers == worker_id.");
+DEFINE_uint32(num_workers, 1, "Workers in the job.");
+DEFINE_string(transport, "auto",
+              "Data path to the servers: 'auto' (shared memory on the same "
+              "host, else tcp), 'shm' or 'tcp'.");
+DEFINE_int32(timeout_ms, 30000,
+             "A server silent this long counts as lost (the run fails).");
+DEFINE_string(metrics_json, "",
+              "If set, write the final metrics here as JSON.");
+DEFINE_uint64(seed, 1, "Seed of the held-out split.");
+DEFINE_uint32(holdout_every, 10,
+              "Without --eval_data: hold out one line in this many.");
+DEFINE_uint64(eval_every, 0,
+              "Also evaluate every this many training examples of this "
+              "worker (0: only after each epoch and at the end).");
+DEFINE_int32(eval_worker, 0,
+             "The worker that evaluates (the others only train); -1: every "
+             "worker evaluates.");
+DEFINE_uint32(fm_dim, 8, "Factor length k of fm and deepfm (rows are 1+k).");
+DEFINE_uint32(num_fields, 39,
+              "deepfm: fields of the MLP input (39 for criteo; libsvm "
+              "features are all field 0).");
+DEFINE_string(hidden, "64,32", "deepfm: MLP hidden layer widths.");
+DEFINE_string(sparse_table, "emb", "Name of the model's hashed table.");
+DEFINE_string(dense_table, "mlp", "Name of deepfm's dense MLP table.");
+DEFINE_double(progress_secs, -1,
+              "Seconds between progress lines (0: none; default 1 on a "
+              "terminal, 10 otherwise).");
+
+namespace {
+
+// Usage errors exit 2, failures while running exit 1.
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "ps_worker: %s\n", message.c_str());
+  return code;
+}
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "trains a CTR model and reports eval AUC and logloss.\n"
+      "  ps_worker --flagfile=configs/fm.flags --train_data=train.tsv "
+      "--eval_data=eval.tsv --servers=127.0.0.1:7000,127.0.0.1:7001\n"
+      "  ps_worker --flagfile=configs/fm.flags --local "
+      "--tables=configs/fm.tables --train_data=train.tsv");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+
+  ps::train::ModelOptions mo;
+  mo.name = FLAGS_model;
+  mo.fm_dim = FLAGS_fm_dim;
+  mo.num_fields = FLAGS_num_fields;
+  mo.hidden.clear();
+  for (const std::string& h : Split(FLAGS_hidden)) {
+    char* end = nullptr;
+    long v = std::strtol(h.c_str(), &end, 10);
+    if (*end != '\0' || v < 1) {
+      return Fail(
+          2, "--hidden wants widths like 64,32, not '" + FLAGS_hidden + "'");
+    }
+    mo.hidden.push_back(static_cast<uint32_t>(v));
+  }
+  auto model = ps::train::MakeModel(mo);
+  if (!model.ok()) return Fail(2, model.status().message());
+
+  ps::train::TrainerOptions to;
+  if (FLAGS_train_data.empty()) return Fail(2, "--train_data is required");
+  to.train_data = FLAGS_train_data;
+  to.eval_data = FLAGS_eval_data;
+  ps::Status fs = ps::data::ParseDataFormat(FLAGS_data_format, &to.format);
+  if (!fs.ok()) return Fail(2, "--data_format: " + fs.message());
+  to.strict_data = FLAGS_strict_data;
+  to.epochs = FLAGS_epochs;
+  to.batch_size = FLAGS_batch_size;
+  to.threads = FLAGS_threads;
+  to.worker_id = FLAGS_worker_id;
+  to.num_workers = FLAGS_num_workers;
+  if (to.num_workers == 0 || to.worker_id >= to.num_workers) {
+    return Fail(2, "--worker_id must be below --num_workers");
+  }
+  if (to.epochs == 0 || to.batch_size == 0 || to.threads == 0 ||
+      to.threads > 256) {
+    return Fail(2,
+                "--epochs, --batch_size and --threads (<= 256) must be >= 1");
+  }
+  to.seed = FLAGS_seed;
+  to.holdout_every = FLAGS_holdout_every;
+  if (to.eval_data.empty() && to.holdout_every < 2) {
+    return Fail(2, "--holdout_every must be >= 2 without --eval_data");
+  }
+  to.eval_every = FLAGS_eval_every;
+  to.evaluate = FLAGS_eval_worker < 0 ||
+                static_cast<uint32_t>(FLAGS_eval_worker) == to.worker_id;
+  to.progress_in_place = isatty(STDERR_FILENO);
+  to.progress_secs = FLAGS_progress_secs >= 0 ? FLAGS_progress_secs
+                     : to.progress_in_place   ? 1.0
+                                              : 10.0;
+  to.sparse_table = FLAGS_sparse_table;
+  to.dense_table = FLAGS_dense_table;
+
+  std::unique_ptr<ps::train::ParamStore> store;
+  if (FLAGS_local) {
+    if (!FLAGS_servers.empty())
+      return Fail(2, "--local and --servers exclude each other");
+    if (FLAGS_tables.empty()) return Fail(2, "--local needs --tables");
+    auto config = ps::protocol::LoadTableConfig(FLAGS_tables);
+    if (!config.ok()) return Fail(2, "--tables: " + config.status().ToString());
+    auto local = ps::train::LocalParamStore::Create(*config);
+    if (!local.ok()) return Fail(2, "--tables: " + local.status().ToString());
+    store = std::move(*local);
+  } else {
+    ps::worker::PsClient::Options co;
+    co.servers = Split(FLAGS_servers);
+    if (co.servers.empty()) {
+      return Fail(2, "give --servers=host:port,... or --local");
+    }
+    co.worker_id = to.worker_id;
+    co.num_workers = to.num_workers;
+    co.timeout_ms = FLAGS_timeout_ms;
+    if (FLAGS_transport == "auto") {
+      co.transport = ps::xfer::TransportChoice::kAuto;
+    } else if (FLAGS_transport == "shm") {
+      co.transport = ps::xfer::TransportChoice::kShm;
+    } else if (FLAGS_transport == "tcp") {
+      co.transport = ps::xfer::TransportChoice::kTcp;
+    } else {
+      return Fail(2, "--transport must be auto, shm or tcp, not '" +
+                         FLAGS_transport + "'");
+    }
+    auto client = ps::worker::PsClient::Connect(co);
+    if (!client.ok()) {
+      return Fail(1, "cannot reach the servers (" + FLAGS_servers +
+                         "): " + client.status().ToString());
+    }
+    store = std::make_unique<ps::train::PsParamStore>(std::move(*client));
+  }
+
+  auto trainer = ps::train::Trainer::Create(to, model->get(), store.get());
+  if (!trainer.ok()) return Fail(2, trainer.status().message());
+  auto result = trainer->Run();
+  if (!result.ok()) return Fail(1, result.status().ToString());
+  if (result->malformed_lines > 0) {
+    std::fprintf(stderr, "ps_worker: skipped %llu malformed lines, e.g.\n",
+                 static_cast<unsigned long long>(result->malformed_lines));
+    for (const std::string& m : result->first_malformed) {
+      std::fprintf(stderr, "  %s\n", m.c_str());
+    }
+  }
+  if (!FLAGS_metrics_json.empty()) {
+    std::ofstream json(FLAGS_metrics_json);
+    json << ps::train::TrainResultJson(*result, FLAGS_model, FLAGS_local, to);
+    if (!json) return Fail(1, "cannot write " + FLAGS_metrics_json);
+  }
+  std::printf("trained %llu examples in %.1f s (%.0f samples/s)\n",
+              static_cast<unsigned long long>(result->train_examples),
+              result->train_seconds, result->samples_per_sec);
+  if (result->evaluated) {
+    std::printf("eval AUC %.4f logloss %.4f\n", result->final_eval.auc,
+                result->final_eval.logloss);
+  } else {
+    std::printf("training done; worker %d evaluates\n", FLAGS_eval_worker);
+  }
+  return 0;
+}

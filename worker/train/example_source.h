@@ -1,0 +1,85 @@
+// ExampleSource: the examples of one data file that belong to this worker,
+// shared by the trainer's threads. Line i (0-based, counting every line of
+// the file) is
+//   held out   when holdout_every > 0 and Mix64(i ^ seed) % holdout_every
+//              == 0 (the same lines for every worker and every epoch), and
+//   this worker's when it is not held out and i % num_workers == worker_id.
+// A source opened with `holdout` yields the held-out lines instead (all of
+// them, for evaluation on one worker).
+//
+// Threads call Next concurrently: the raw lines are taken under a lock (a
+// cheap copy) and parsed outside it, so parsing runs in parallel. Malformed
+// lines are skipped and counted, the first few remembered with their line
+// number, unless `strict` makes the first one an error.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status_or.h"
+#include "worker/data/example_batch.h"
+#include "worker/data/example_reader.h"
+#include "worker/data/line_reader.h"
+
+namespace ps::train {
+
+struct SourceOptions {
+  data::DataFormat format = data::DataFormat::kCriteo;
+  bool strict = false;
+  uint32_t worker_id = 0;
+  uint32_t num_workers = 1;
+  uint32_t holdout_every = 0;  // 0: no held-out split
+  bool holdout = false;        // yield the held-out lines (all workers')
+  uint64_t seed = 1;
+};
+
+class ExampleSource {
+ public:
+  // kNotFound / kIOError for the file.
+  static StatusOr<std::unique_ptr<ExampleSource>> Open(
+      const std::string& path, const SourceOptions& options);
+
+  // Per-thread buffers for Next.
+  struct Scratch {
+    std::vector<std::pair<uint64_t, std::string>> lines;  // (number, text)
+  };
+  // Appends up to `max` examples to *batch; 0 at the end of the file.
+  StatusOr<size_t> Next(size_t max, data::ExampleBatch* batch,
+                        Scratch* scratch);
+  // Starts over from the first line (next epoch).
+  Status Rewind();
+
+  // Fraction of the file read so far, or -1 when unknown (gzip).
+  double fraction_read() const;
+  data::ReaderStats stats() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  ExampleSource(std::string path, SourceOptions options)
+      : path_(std::move(path)), options_(options) {}
+  bool Wanted(uint64_t line_index) const;
+  struct TakeResult {
+    size_t taken = 0;  // lines of ours read
+    size_t added = 0;  // examples parsed from them
+  };
+  StatusOr<TakeResult> Take(size_t max, data::ExampleBatch* batch,
+                            Scratch* scratch);
+
+  const std::string path_;
+  const SourceOptions options_;
+  uint64_t file_bytes_ = 0;
+  bool compressed_ = false;
+
+  mutable std::mutex read_mu_;  // the line reader and bytes_read_
+  std::unique_ptr<data::LineReader> lines_;
+  uint64_t bytes_read_ = 0;
+
+  mutable std::mutex stats_mu_;
+  data::ReaderStats stats_;
+};
+
+}  // namespace ps::train

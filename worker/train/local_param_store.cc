@@ -1,0 +1,187 @@
+#include "worker/train/local_param_store.h"
+
+#include <limits>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+
+#include "protocol/table_config.h"
+#include "server/initializer.h"
+
+namespace ps::train {
+
+StatusOr<std::unique_ptr<LocalParamStore>> LocalParamStore::Create(
+    const proto::TableConfig& config) {
+  std::unique_ptr<LocalParamStore> store(new LocalParamStore());
+  for (const proto::TableSpec& spec : config.table()) {
+    const std::string where = "table " + spec.name();
+    PS_RETURN_IF_ERROR(protocol::ValidateTableSpec(spec));
+    PS_RETURN_IF_ERROR(server::ValidateInitializer(spec.initializer()));
+    if (spec.kind() == proto::EXACT) {
+      return NotSupported(where + ": EXACT tables need a server (not --local)");
+    }
+    if (spec.capacity() > std::numeric_limits<uint32_t>::max()) {
+      return InvalidArgument(where + ": capacity above 2^32 rows");
+    }
+    auto t = std::make_unique<Table>(spec);
+    try {
+      t->rows.assign(spec.capacity() * spec.dim(), 0.0f);
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted(where + ": cannot allocate rows");
+    }
+    server::InitializeRows(spec.initializer(), 0, spec.capacity(), spec.dim(),
+                           t->rows.data());
+    auto opt = protocol::OptimizerFromSpec(spec.optimizer());
+    if (!opt.ok()) {
+      t->add_scale = 1.0f;  // "sum"
+    } else if (auto* sgd = std::get_if<kernels::SgdConfig>(&*opt)) {
+      t->add_scale = -sgd->learning_rate;
+    } else {
+      t->optimizer = *opt;
+      float state0 = 0.0f;
+      if (auto* a = std::get_if<kernels::AdagradConfig>(&*opt)) {
+        state0 = a->initial_accumulator;
+      }
+      for (int k = 0; k < kernels::StateFloatsPerParameter(*opt); ++k) {
+        t->state[k].assign(t->rows.size(), k == 0 ? state0 : 0.0f);
+      }
+    }
+    store->tables_.push_back(std::move(t));
+  }
+  return store;
+}
+
+const proto::TableSpec* LocalParamStore::table(const std::string& name) const {
+  for (const auto& t : tables_) {
+    if (t->spec.name() == name) return &t->spec;
+  }
+  return nullptr;
+}
+
+StatusOr<LocalParamStore::Table*> LocalParamStore::Find(
+    uint32_t table_id) const {
+  for (const auto& t : tables_) {
+    if (t->spec.id() == table_id) return t.get();
+  }
+  return NotFound("no table with id " + std::to_string(table_id));
+}
+
+Status LocalParamStore::Pull(uint32_t table_id, std::span<const uint64_t> keys,
+                             std::span<float> out) {
+  PS_ASSIGN_OR_RETURN(Table * t, Find(table_id));
+  const uint32_t dim = t->spec.dim();
+  if (out.size() != keys.size() * dim) {
+    return InvalidArgument("pull: out holds " + std::to_string(out.size()) +
+                           " floats, want " +
+                           std::to_string(keys.size() * dim));
+  }
+  const bool dense = t->spec.kind() == proto::DENSE;
+  std::shared_lock lock(t->mu);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (dense && keys[i] >= t->spec.capacity()) {
+      return OutOfRange("pull: dense row " + std::to_string(keys[i]));
+    }
+    const float* row = t->rows.data() + t->map.GlobalRow(keys[i]) * dim;
+    std::copy(row, row + dim, out.data() + i * dim);
+  }
+  return Status::OK();
+}
+
+Status LocalParamStore::Push(uint32_t table_id, std::span<const uint64_t> keys,
+                             std::span<const float> grads) {
+  PS_ASSIGN_OR_RETURN(Table * t, Find(table_id));
+  const uint32_t dim = t->spec.dim();
+  if (grads.size() != keys.size() * dim) {
+    return InvalidArgument("push: grads hold " + std::to_string(grads.size()) +
+                           " floats, want " +
+                           std::to_string(keys.size() * dim));
+  }
+  // Duplicate keys are summed first, as PsClient::Push does.
+  std::unordered_map<uint64_t, uint32_t> index;
+  index.reserve(keys.size());
+  std::vector<uint32_t> rows;
+  std::vector<float> summed;
+  rows.reserve(keys.size());
+  summed.reserve(grads.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (t->spec.kind() == proto::DENSE && keys[i] >= t->spec.capacity()) {
+      return OutOfRange("push: dense row " + std::to_string(keys[i]));
+    }
+    auto [it, fresh] =
+        index.emplace(keys[i], static_cast<uint32_t>(rows.size()));
+    const float* g = grads.data() + i * dim;
+    if (fresh) {
+      rows.push_back(static_cast<uint32_t>(t->map.GlobalRow(keys[i])));
+      summed.insert(summed.end(), g, g + dim);
+    } else {
+      float* s = summed.data() + size_t{it->second} * dim;
+      for (uint32_t j = 0; j < dim; ++j) s[j] += g[j];
+    }
+  }
+  std::unique_lock lock(t->mu);
+  return ApplyRows(t, rows, summed);
+}
+
+Status LocalParamStore::ApplyRows(Table* t, std::span<const uint32_t> rows,
+                                  std::span<const float> grads) {
+  const uint32_t dim = t->spec.dim();
+  if (!t->optimizer) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      float* row = t->rows.data() + size_t{rows[i]} * dim;
+      const float* g = grads.data() + i * dim;
+      for (uint32_t j = 0; j < dim; ++j) row[j] += t->add_scale * g[j];
+    }
+    return Status::OK();
+  }
+  kernels::OptimizerTable table;
+  table.params = t->rows.data();
+  for (int k = 0; k < kernels::kMaxOptimizerStates; ++k) {
+    table.state[k] = t->state[k].empty() ? nullptr : t->state[k].data();
+  }
+  table.num_rows = t->spec.capacity();
+  table.dim = dim;
+  return kernels::ApplyOptimizerToRows(*t->optimizer, ++t->steps, table, rows,
+                                       grads);
+}
+
+Status LocalParamStore::PullDense(uint32_t table_id, std::span<float> out) {
+  PS_ASSIGN_OR_RETURN(Table * t, Find(table_id));
+  if (t->spec.kind() != proto::DENSE) {
+    return InvalidArgument("table " + t->spec.name() + " is not DENSE");
+  }
+  if (out.size() != t->rows.size()) {
+    return InvalidArgument("pull dense: want " +
+                           std::to_string(t->rows.size()) + " floats");
+  }
+  std::shared_lock lock(t->mu);
+  std::copy(t->rows.begin(), t->rows.end(), out.begin());
+  return Status::OK();
+}
+
+Status LocalParamStore::PushDense(uint32_t table_id,
+                                  std::span<const float> grads) {
+  PS_ASSIGN_OR_RETURN(Table * t, Find(table_id));
+  if (t->spec.kind() != proto::DENSE) {
+    return InvalidArgument("table " + t->spec.name() + " is not DENSE");
+  }
+  if (grads.size() != t->rows.size()) {
+    return InvalidArgument("push dense: want " +
+                           std::to_string(t->rows.size()) + " floats");
+  }
+  // A whole-table push is every row once, in order.
+  std::vector<uint32_t> rows(t->spec.capacity());
+  for (uint32_t r = 0; r < rows.size(); ++r) rows[r] = r;
+  std::unique_lock lock(t->mu);
+  return ApplyRows(t, rows, grads);
+}
+
+StatusOr<std::vector<float>> LocalParamStore::Row(uint32_t table_id,
+                                                  uint64_t key) const {
+  PS_ASSIGN_OR_RETURN(Table * t, Find(table_id));
+  const uint32_t dim = t->spec.dim();
+  std::shared_lock lock(t->mu);
+  const float* row = t->rows.data() + t->map.GlobalRow(key) * dim;
+  return std::vector<float>(row, row + dim);
+}
+
+}  // namespace ps::train

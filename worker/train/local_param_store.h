@@ -1,0 +1,74 @@
+// LocalParamStore: a model's tables held in this process with the semantics
+// of a single ps_server shard, so that --local training is the reference a
+// distributed run is compared with:
+//   - HASHED: key -> global row by protocol::ShardMap (1 shard); DENSE: the
+//     key is the row. EXACT tables are not supported locally (kNotSupported).
+//   - Rows start as server::InitializeRows makes them: a row's values depend
+//     only on (initializer seed, global row).
+//   - A push sums duplicate keys, then applies the table's optimizer: "sum"
+//     adds, "sgd" adds -lr * g, the others run kernels::ApplyOptimizerToRows
+//     with a per-table step count that grows by one per push, as the server's
+//     does per packet.
+// Pull takes a table's lock shared and Push exclusive, so concurrent threads
+// see whole updates.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <vector>
+
+#include "base/status_or.h"
+#include "kernels/optimizers.h"
+#include "protocol/shard_map.h"
+#include "worker/train/param_store.h"
+
+namespace ps::train {
+
+class LocalParamStore : public ParamStore {
+ public:
+  // kInvalidArgument for a bad spec, kNotSupported for EXACT tables,
+  // kResourceExhausted when the rows do not fit in memory.
+  static StatusOr<std::unique_ptr<LocalParamStore>> Create(
+      const proto::TableConfig& config);
+
+  const proto::TableSpec* table(const std::string& name) const override;
+  Status Pull(uint32_t table_id, std::span<const uint64_t> keys,
+              std::span<float> out) override;
+  Status Push(uint32_t table_id, std::span<const uint64_t> keys,
+              std::span<const float> grads) override;
+  Status PullDense(uint32_t table_id, std::span<float> out) override;
+  Status PushDense(uint32_t table_id, std::span<const float> grads) override;
+  Status EndStep() override { return Status::OK(); }
+  Status Flush() override { return Status::OK(); }
+  Status Barrier() override { return Status::OK(); }
+
+  // The current values of a key's row (tests).
+  StatusOr<std::vector<float>> Row(uint32_t table_id, uint64_t key) const;
+
+ private:
+  struct Table {
+    explicit Table(const proto::TableSpec& s) : spec(s), map(ShardMapOf(s)) {}
+    static protocol::ShardMap ShardMapOf(const proto::TableSpec& s) {
+      return protocol::ShardMap::ForTable(s, 1);
+    }
+    proto::TableSpec spec;
+    protocol::ShardMap map;
+    std::vector<float> rows;                            // capacity x dim
+    std::optional<kernels::OptimizerConfig> optimizer;  // none: sum / sgd
+    float add_scale = 0.0f;  // 1 for sum, -lr for sgd, 0: stateful
+    std::vector<float> state[kernels::kMaxOptimizerStates];
+    uint64_t steps = 0;
+    mutable std::shared_mutex mu;
+  };
+
+  LocalParamStore() = default;
+  StatusOr<Table*> Find(uint32_t table_id) const;
+  // Applies summed gradients of distinct rows; caller holds t->mu.
+  Status ApplyRows(Table* t, std::span<const uint32_t> rows,
+                   std::span<const float> grads);
+
+  std::vector<std::unique_ptr<Table>> tables_;
+};
+
+}  // namespace ps::train

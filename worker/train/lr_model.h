@@ -1,0 +1,19 @@
+// Logistic regression over hashed features:
+//   logit = w[bias] + sum_i x_i * w[id_i],   p = sigmoid(logit)
+// One sparse row per key, of dim 1.
+#pragma once
+
+#include "worker/train/model.h"
+
+namespace ps::train {
+
+class LrModel : public Model {
+ public:
+  std::string name() const override { return "lr"; }
+  uint32_t sparse_dim() const override { return 1; }
+  double Compute(const data::ExampleBatch& batch, const BatchKeys& keys,
+                 const BatchParams& params, std::span<float> probs,
+                 BatchGrads* grads) const override;
+};
+
+}  // namespace ps::train

@@ -1,0 +1,80 @@
+#include "worker/train/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "protocol/shard_map.h"
+#include "worker/train/deepfm_model.h"
+#include "worker/train/fm_model.h"
+#include "worker/train/lr_model.h"
+
+namespace ps::train {
+
+void GatherBatchKeys(const data::ExampleBatch& batch, BatchKeys* out,
+                     std::vector<uint32_t>* scratch) {
+  // Open addressing over a power-of-two table of (index + 1); 0 is empty.
+  const size_t n = batch.ids.size() + 1;
+  size_t cap = 16;
+  while (cap < 2 * n) cap <<= 1;
+  scratch->assign(cap, 0);
+  const size_t mask = cap - 1;
+  out->keys.clear();
+  out->slot.resize(batch.ids.size());
+  auto insert = [&](uint64_t key) -> uint32_t {
+    size_t h = protocol::Mix64(key) & mask;
+    while (true) {
+      uint32_t e = (*scratch)[h];
+      if (e == 0) {
+        out->keys.push_back(key);
+        (*scratch)[h] = static_cast<uint32_t>(out->keys.size());
+        return static_cast<uint32_t>(out->keys.size() - 1);
+      }
+      if (out->keys[e - 1] == key) return e - 1;
+      h = (h + 1) & mask;
+    }
+  };
+  out->bias_slot = insert(kBiasKey);
+  for (size_t j = 0; j < batch.ids.size(); ++j) {
+    out->slot[j] = insert(batch.ids[j]);
+  }
+}
+
+float Sigmoid(double logit) {
+  if (logit >= 0) return static_cast<float>(1.0 / (1.0 + std::exp(-logit)));
+  double e = std::exp(logit);
+  return static_cast<float>(e / (1.0 + e));
+}
+
+double ExampleLogLoss(double logit, float label) {
+  // log(1 + e^z) - y z, stable for large |z|.
+  double softplus = logit > 0 ? logit + std::log1p(std::exp(-logit))
+                              : std::log1p(std::exp(logit));
+  return softplus - label * logit;
+}
+
+StatusOr<std::unique_ptr<Model>> MakeModel(const ModelOptions& options) {
+  if (options.name == "lr") return std::unique_ptr<Model>(new LrModel());
+  if (options.fm_dim < 1 || options.fm_dim > 256) {
+    return InvalidArgument("--fm_dim must be in [1, 256], not " +
+                           std::to_string(options.fm_dim));
+  }
+  if (options.name == "fm") {
+    return std::unique_ptr<Model>(new FmModel(options.fm_dim));
+  }
+  if (options.name == "deepfm") {
+    if (options.num_fields < 1 || options.num_fields > 1024) {
+      return InvalidArgument("--num_fields must be in [1, 1024]");
+    }
+    for (uint32_t h : options.hidden) {
+      if (h < 1 || h > 4096) {
+        return InvalidArgument("hidden layer sizes must be in [1, 4096]");
+      }
+    }
+    return std::unique_ptr<Model>(
+        new DeepFmModel(options.fm_dim, options.num_fields, options.hidden));
+  }
+  return InvalidArgument("unknown model '" + options.name +
+                         "' (lr, fm, deepfm)");
+}
+
+}  // namespace ps::train

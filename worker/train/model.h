@@ -1,0 +1,83 @@
+// Model: a CTR model's math over one mini-batch, apart from where its
+// parameters live. The trainer gathers the batch's distinct feature keys
+// (BatchKeys), pulls their rows from the sparse table and, for models with
+// an MLP, the whole dense table, calls Compute, and pushes the gradients
+// back. Models are stateless (const, thread-safe): one instance serves every
+// trainer thread.
+//
+// The loss is the SUM of the examples' logloss, and gradients are of that
+// sum: a feature seen in k examples gets k examples' worth of gradient, which
+// is what adaptive optimizers (Adagrad, FTRL) on the servers expect.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status_or.h"
+#include "worker/data/example_batch.h"
+
+namespace ps::train {
+
+// The key of the bias row every model keeps in its sparse table.
+inline constexpr uint64_t kBiasKey = 0xb1a5b1a5b1a5b1a5ULL;
+
+// The distinct keys of a batch: keys[slot[j]] == batch.ids[j], and
+// keys[bias_slot] == kBiasKey.
+struct BatchKeys {
+  std::vector<uint64_t> keys;
+  std::vector<uint32_t> slot;  // per feature occurrence of the batch
+  uint32_t bias_slot = 0;
+};
+
+// Fills *out for `batch`; reuses out's memory (keep one per thread).
+void GatherBatchKeys(const data::ExampleBatch& batch, BatchKeys* out,
+                     std::vector<uint32_t>* scratch);
+
+// Parameters of one batch as the model reads them.
+struct BatchParams {
+  std::span<const float> rows;   // keys.size() x sparse_dim
+  std::span<const float> dense;  // dense_size() floats (empty: none)
+};
+
+// Gradients of the summed loss, shaped like BatchParams.
+struct BatchGrads {
+  std::vector<float> rows;
+  std::vector<float> dense;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string name() const = 0;
+  // Floats per sparse-table row the model needs.
+  virtual uint32_t sparse_dim() const = 0;
+  // Floats of the dense table the model needs (0: none).
+  virtual size_t dense_size() const { return 0; }
+
+  // Computes the click probability of every example into probs
+  // (batch.size()) and returns the summed logloss. With grads non-null, also
+  // fills it (resized here) with the gradients of that loss.
+  virtual double Compute(const data::ExampleBatch& batch, const BatchKeys& keys,
+                         const BatchParams& params, std::span<float> probs,
+                         BatchGrads* grads) const = 0;
+};
+
+struct ModelOptions {
+  std::string name = "lr";                  // lr, fm, deepfm
+  uint32_t fm_dim = 8;                      // factor length k (fm, deepfm)
+  uint32_t num_fields = 39;                 // deepfm: fields of the MLP input
+  std::vector<uint32_t> hidden = {64, 32};  // deepfm: MLP hidden layers
+};
+
+// kInvalidArgument for an unknown name or bad sizes.
+StatusOr<std::unique_ptr<Model>> MakeModel(const ModelOptions& options);
+
+// The logloss of one example, probabilities clipped as in metrics.h, and a
+// numerically stable sigmoid.
+double ExampleLogLoss(double logit, float label);
+float Sigmoid(double logit);
+
+}  // namespace ps::train

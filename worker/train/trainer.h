@@ -1,0 +1,92 @@
+// Trainer: mini-batch training of a Model whose parameters live in a
+// ParamStore, with evaluation and progress reporting.
+//
+// Each of `threads` threads repeats: take a batch of this worker's examples
+// (ExampleSource), gather its distinct keys, pull their rows (and the dense
+// table, if the model has one), compute loss and gradients, push them, end
+// the step. After the last epoch every worker flushes its pushes and meets
+// the others at a barrier; then the evaluating worker scores the held-out
+// examples (--eval_data, or every holdout_every-th line of the training
+// file when there is none) and reports AUC and logloss. Evaluation also runs
+// every `eval_every` training examples (per worker) and after each epoch.
+//
+// Progress (samples/s, mean training loss, AUC over recent training
+// predictions, ETA) goes to stderr every progress_secs: rewritten in place
+// with '\r' on a terminal, as plain lines otherwise.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status_or.h"
+#include "worker/data/line_parsers.h"
+#include "worker/train/model.h"
+#include "worker/train/param_store.h"
+
+namespace ps::train {
+
+struct TrainerOptions {
+  std::string train_data;
+  std::string eval_data;  // empty: a held-out split of train_data
+  data::DataFormat format = data::DataFormat::kCriteo;
+  bool strict_data = false;
+  uint32_t epochs = 1;
+  uint32_t batch_size = 1000;
+  uint32_t threads = 1;
+  uint32_t worker_id = 0;
+  uint32_t num_workers = 1;
+  uint64_t seed = 1;
+  uint32_t holdout_every = 10;  // without eval_data
+  bool evaluate = true;         // this worker scores the eval set
+  uint64_t eval_every = 0;      // training examples between evals (0: off)
+  double progress_secs = 10;
+  bool progress_in_place = false;  // stderr is a terminal
+  std::string sparse_table = "emb";
+  std::string dense_table = "mlp";
+};
+
+struct EvalPoint {
+  uint64_t trained_examples = 0;
+  double auc = 0, logloss = 0;
+  uint64_t examples = 0;
+};
+
+struct TrainResult {
+  uint64_t train_examples = 0;  // over all epochs, this worker
+  double train_logloss = 0;     // mean over the last epoch
+  double train_seconds = 0;
+  double samples_per_sec = 0;
+  uint64_t malformed_lines = 0;
+  std::vector<std::string> first_malformed;
+  bool evaluated = false;
+  EvalPoint final_eval;
+  std::vector<EvalPoint> history;
+};
+
+class Trainer {
+ public:
+  // Checks that the store has the model's tables with the right shapes.
+  static StatusOr<Trainer> Create(const TrainerOptions& options,
+                                  const Model* model, ParamStore* store);
+
+  StatusOr<TrainResult> Run();
+  // Scores the evaluation examples with the current parameters.
+  StatusOr<EvalPoint> Evaluate(uint32_t threads);
+
+ private:
+  Trainer(const TrainerOptions& o, const Model* m, ParamStore* s)
+      : options_(o), model_(m), store_(s) {}
+
+  TrainerOptions options_;
+  const Model* model_;
+  ParamStore* store_;
+  uint32_t sparse_id_ = 0;
+  uint32_t dense_id_ = 0;
+};
+
+// The result as JSON (for --metrics_json).
+std::string TrainResultJson(const TrainResult& result, const std::string& model,
+                            bool local, const TrainerOptions& options);
+
+}  // namespace ps::train
