@@ -94,7 +94,11 @@ ucx_run() {
   fi
   # Last line: iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw,...
   local line
-  line=$(grep -E '^[0-9]+,' "$out" | tail -n 1)
+  line=$(grep -E '^ *[0-9]+,' "$out" | tail -n 1 | tr -d ' ' || true)
+  if [ -z "$line" ]; then
+    echo "bench_core: no result line from ucx_perftest $test (UCX_TLS=$tls)" >&2
+    return 0
+  fi
   case "$name" in
     *_bw_*) echo "$line" | awk -F, -v n="$name" '{printf "%s %.4f GB/s\n", n, $6*1048576/1e9}' >>"$results" ;;
     *) echo "$line" | awk -F, -v n="$name" '{printf "%s %.4f us\n", n, $2}' >>"$results" ;;
