@@ -109,8 +109,10 @@ Status PullSparse(ClientContext& ctx, TableState& table,
         PackRowIndex(static_cast<uint32_t>(row - loc.FirstRow(s)),
                      static_cast<uint32_t>(i)));
   }
-  // A hole is read along when it costs less than a segment entry (~64 B).
-  const uint32_t max_hole_rows = static_cast<uint32_t>(64 / row_bytes);
+  // A hole is read along when it costs less than a segment: a segment is a
+  // descriptor on the wire plus a bounds check and a copy call at the
+  // target, worth a few hundred bytes of plain reading.
+  const uint32_t max_hole_rows = static_cast<uint32_t>(256 / row_bytes);
   std::vector<xfer::Request> requests;
   std::vector<uint32_t> request_shard;
   for (uint32_t s = 0; s < shards; ++s) {
