@@ -27,9 +27,12 @@ run_suite() {  # $1: sanitizer list or empty
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+  # The 1M-row training acceptance run (label acceptance) runs in the
+  # release suite only: sanitizers make it 3-10x slower.
   case "$san" in
-    thread) label_args=(-L concurrency) ;;
+    thread) label_args=(-L concurrency -LE acceptance) ;;
     "") fuzz=1 ;;
+    *) label_args=(-LE acceptance) ;;
   esac
   echo "== tests${san:+ under $san} in $build_dir"
   (cd "$build_dir" && ctest --output-on-failure -j "$(nproc)" --timeout 600 \
