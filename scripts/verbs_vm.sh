@@ -93,7 +93,12 @@ two)
     GLOG_minloglevel=1 RXE_VM_PASSENV=GLOG_minloglevel \
     "$vm" "$bin" target 10.11.12.1:7700 "$dir" > "$dir/../$(basename "$dir").target.log" 2>&1 &
   target_pid=$!
-  sleep 2  # the listening QEMU first
+  # The listening QEMU must be up before the connecting one starts.
+  for _ in $(seq 240); do
+    grep -q booting "$dir/../$(basename "$dir").target.log" 2>/dev/null && break
+    sleep 0.5
+  done
+  sleep 2
   set +e
   RXE_VM_NET="socket,connect=127.0.0.1:$port" RXE_VM_IP=10.11.12.2 RXE_VM_RW_DIR=$dir \
     GLOG_minloglevel=1 RXE_VM_PASSENV=GLOG_minloglevel \

@@ -91,7 +91,7 @@ int RunTarget(const std::string& address, const std::string& dir) {
 }
 
 int RunOrigin(const std::string& dir) {
-  if (!WaitForFile(dir + "/target.ready", 300)) {
+  if (!WaitForFile(dir + "/target.ready", 150)) {
     std::fprintf(stderr, "origin: no target\n");
     return 1;
   }
@@ -104,7 +104,12 @@ int RunOrigin(const std::string& dir) {
   auto ctx = Context::Create(o);
   CHECK_THAT(ctx.ok(), ctx.status().ToString());
   if (!ctx.ok()) return 1;
+  // The virtual link may still be coming up (ARP): retry for a while.
   auto ep = (*ctx)->Connect(address);
+  for (int i = 0; i < 30 && !ep.ok(); ++i) {
+    sleep(2);
+    ep = (*ctx)->Connect(address);
+  }
   CHECK_THAT(ep.ok(), ep.status().ToString());
   if (!ep.ok()) return 1;
   Endpoint& e = **ep;
@@ -168,6 +173,12 @@ int RunOrigin(const std::string& dir) {
   auto after = e.FetchAdd64(*rw, 0, 1);
   CHECK_THAT(after.ok() && *after == 555, "after errors");
   CHECK_THAT(!e.lost(), "lost");
+  // Flush reports the first error since the last Flush (the denied put);
+  // after it, a clean round.
+  s = e.Flush();
+  CHECK_THAT(s.Is(StatusCode::kAccessDenied), s.ToString());
+  s = e.Put(payload, 8, *rw, 16384);
+  CHECK_THAT(s.ok(), s.ToString());
   s = e.Flush();
   CHECK_THAT(s.ok(), s.ToString());
   std::ofstream(dir + "/done") << failures << "\n";
