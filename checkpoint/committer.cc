@@ -1,0 +1,120 @@
+#include "checkpoint/committer.h"
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "checkpoint/layout.h"
+
+namespace ps::checkpoint {
+
+StatusOr<proto::Manifest> CommitCheckpoint(const CommitRequest& r) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + r.wait;
+  proto::Manifest m;
+  m.set_format_version(kFormatVersion);
+  m.set_step(r.step);
+  m.set_num_shards(r.num_shards);
+  for (const auto& t : r.tables) *m.add_tables() = t;
+  for (const auto& w : r.workers) *m.add_workers() = w;
+
+  std::vector<proto::ShardEntry> entries(r.num_shards);
+  std::vector<bool> have(r.num_shards, false);
+  for (;;) {
+    std::string missing;
+    for (uint32_t k = 0; k < r.num_shards; ++k) {
+      if (have[k]) continue;
+      auto payload =
+          ReadFramedFile(JoinPath(r.checkpoint_dir, ShardDoneName(k)));
+      if (payload.ok()) {
+        if (!entries[k].ParseFromString(*payload) ||
+            entries[k].shard_id() != k) {
+          return Corruption(JoinPath(r.checkpoint_dir, ShardDoneName(k)) +
+                            ": not shard " + std::to_string(k) + "'s entry");
+        }
+        have[k] = true;
+        continue;
+      }
+      if (!payload.status().Is(StatusCode::kNotFound)) return payload.status();
+      missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+    }
+    if (missing.empty()) break;
+    if (Clock::now() >= deadline) {
+      return Timeout(r.checkpoint_dir + ": shard(s) " + missing +
+                     " did not finish writing; the checkpoint stays "
+                     "incomplete");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  uint64_t total = 0;
+  for (uint32_t k = 0; k < r.num_shards; ++k) {
+    const proto::ShardEntry& e = entries[k];
+    if (e.kind() != entries[0].kind() || e.parent() != entries[0].parent()) {
+      return Corruption(
+          r.checkpoint_dir + ": shard " + std::to_string(k) + " wrote a " +
+          (e.kind() == proto::FULL ? "full" : "incremental") +
+          " checkpoint (parent '" + e.parent() + "') but shard 0 a " +
+          (entries[0].kind() == proto::FULL ? "full" : "incremental") +
+          " one (parent '" + entries[0].parent() + "')");
+    }
+    total += e.bytes();
+    *m.add_shards() = e;
+  }
+  m.set_kind(entries[0].kind());
+  m.set_parent(entries[0].parent());
+  m.set_total_bytes(total);
+  m.set_created_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count());
+  PS_RETURN_IF_ERROR(WriteManifest(r.checkpoint_dir, m));
+  return m;
+}
+
+StatusOr<std::vector<std::string>> ApplyRetention(const std::string& root,
+                                                  uint32_t keep) {
+  std::vector<std::string> deleted;
+  if (keep == 0) return deleted;
+  PS_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> all, ListCheckpoints(root));
+  std::map<std::string, const CheckpointInfo*> by_name;
+  uint64_t newest_complete = 0;
+  bool any_complete = false;
+  for (const auto& c : all) {
+    by_name[c.name] = &c;
+    if (c.complete) {
+      newest_complete = c.step;
+      any_complete = true;
+    }
+  }
+  if (!any_complete) return deleted;
+  std::set<std::string> retained;
+  uint32_t kept = 0;
+  for (auto it = all.rbegin(); it != all.rend() && kept < keep; ++it) {
+    if (!it->complete) continue;
+    ++kept;
+    // The checkpoint and its chain of parents.
+    for (const CheckpointInfo* c = &*it; c != nullptr;) {
+      if (!retained.insert(c->name).second) break;
+      if (!c->complete || c->manifest.parent().empty()) break;
+      auto p = by_name.find(c->manifest.parent());
+      c = p == by_name.end() ? nullptr : p->second;
+    }
+  }
+  for (const auto& c : all) {
+    if (retained.count(c.name)) continue;
+    if (!c.complete && c.step >= newest_complete) continue;  // in progress
+    std::error_code ec;
+    // The MANIFEST goes first: a half-deleted checkpoint must read as
+    // incomplete, never as a complete one with missing files.
+    std::filesystem::remove(JoinPath(c.path, kManifestName), ec);
+    std::filesystem::remove_all(c.path, ec);
+    if (ec) {
+      return IOError("cannot delete " + c.path + ": " + ec.message());
+    }
+    deleted.push_back(c.path);
+  }
+  return deleted;
+}
+
+}  // namespace ps::checkpoint

@@ -1,0 +1,66 @@
+// Where a checkpoint lives on disk, and how its small files are written so
+// that a reader sees a whole file or none.
+//
+//   <root>/ckpt-000000000120/shard-0/        RocksDB of shard 0 at step 120
+//   <root>/ckpt-000000000120/shard-0.done    its ShardEntry (framed)
+//   <root>/ckpt-000000000120/MANIFEST        the Manifest (framed), LAST
+//
+// Framed file: "PSCK" magic, u32 format version, u64 payload length, the
+// payload (a serialized protobuf), u64 XXH3-64 of the payload; all little
+// endian. Written to "<name>.tmp", fsynced, renamed over <name>, and the
+// directory fsynced: the rename is the commit point.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/status_or.h"
+#include "checkpoint/checkpoint.pb.h"
+
+namespace ps::checkpoint {
+
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr char kManifestName[] = "MANIFEST";
+
+// "ckpt-000000000120".
+std::string CheckpointDirName(uint64_t step);
+// Parses a directory name made by CheckpointDirName; false otherwise.
+bool ParseCheckpointDirName(const std::string& name, uint64_t* step);
+std::string ShardDirName(uint32_t shard);   // "shard-3"
+std::string ShardDoneName(uint32_t shard);  // "shard-3.done"
+std::string JoinPath(const std::string& a, const std::string& b);
+
+// Writes `payload` framed, atomically (temp file + fsync + rename + fsync of
+// the directory). kIOError naming the path.
+Status WriteFramedFile(const std::string& path, const std::string& payload);
+// Reads a framed file. kNotFound when missing; kCorruption naming the path
+// and what is wrong (magic, version, length, checksum).
+StatusOr<std::string> ReadFramedFile(const std::string& path);
+
+Status WriteManifest(const std::string& checkpoint_dir,
+                     const proto::Manifest& m);
+// kNotFound: no MANIFEST (an interrupted checkpoint); kCorruption: named.
+StatusOr<proto::Manifest> ReadManifest(const std::string& checkpoint_dir);
+
+// fsync of a directory (after creating or renaming entries in it).
+Status SyncDirectory(const std::string& dir);
+// Bytes of every regular file under `path` (recursively).
+uint64_t BytesOnDisk(const std::string& path);
+
+// A checkpoint directory found under a root.
+struct CheckpointInfo {
+  std::string path;  // <root>/ckpt-...
+  std::string name;  // ckpt-...
+  uint64_t step = 0;
+  bool complete = false;     // has a MANIFEST that reads back intact
+  Status manifest_status;    // why not complete
+  proto::Manifest manifest;  // when complete
+};
+
+// Every ckpt-* directory under `root`, by step ascending. kNotFound when the
+// root does not exist.
+StatusOr<std::vector<CheckpointInfo>> ListCheckpoints(const std::string& root);
+
+}  // namespace ps::checkpoint

@@ -1,0 +1,203 @@
+// ps_ckpt: look at and check checkpoints.
+//
+//   ps_ckpt list    --dir=/ckpt            every ckpt-* with its state
+//   ps_ckpt inspect --checkpoint=/ckpt/ckpt-000000000100   the manifest
+//   ps_ckpt verify  --checkpoint=PATH      scan every shard: counts, checksums
+//   ps_ckpt verify  --dir=/ckpt            verify every complete checkpoint
+//
+// Exit codes: 0 fine, 1 a checkpoint is damaged or missing, 2 bad usage.
+#include <gflags/gflags.h>
+
+#include <cstdio>
+#include <ctime>
+#include <string>
+
+#include "checkpoint/layout.h"
+#include "checkpoint/restorer.h"
+
+DEFINE_string(dir, "", "Checkpoint root (the servers' --checkpoint_dir).");
+DEFINE_string(checkpoint, "",
+              "One checkpoint directory (<dir>/ckpt-<step>), or 'latest' "
+              "with --dir.");
+
+namespace {
+
+constexpr int kExitOk = 0, kExitDamaged = 1, kExitUsage = 2;
+
+std::string KindName(ps::checkpoint::proto::Kind k) {
+  return k == ps::checkpoint::proto::FULL ? "full" : "incremental";
+}
+
+std::string Mb(uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.1f MB", bytes / 1e6);
+  return b;
+}
+
+int List() {
+  auto all = ps::checkpoint::ListCheckpoints(FLAGS_dir);
+  if (!all.ok()) {
+    std::fprintf(stderr, "ps_ckpt: %s\n", all.status().ToString().c_str());
+    return kExitDamaged;
+  }
+  if (all->empty()) std::printf("no checkpoints under %s\n", FLAGS_dir.c_str());
+  for (const auto& c : *all) {
+    if (!c.complete) {
+      std::printf("%s  step %llu  INCOMPLETE: %s\n", c.name.c_str(),
+                  static_cast<unsigned long long>(c.step),
+                  c.manifest_status.ToString().c_str());
+      continue;
+    }
+    const auto& m = c.manifest;
+    std::printf("%s  step %llu  %s%s  %u shards  %s\n", c.name.c_str(),
+                static_cast<unsigned long long>(c.step),
+                KindName(m.kind()).c_str(),
+                m.parent().empty() ? "" : (" of " + m.parent()).c_str(),
+                m.num_shards(), Mb(m.total_bytes()).c_str());
+  }
+  return kExitOk;
+}
+
+std::string ResolveCheckpoint() {
+  if (FLAGS_checkpoint != "latest") return FLAGS_checkpoint;
+  auto all = ps::checkpoint::ListCheckpoints(FLAGS_dir);
+  if (!all.ok()) return "";
+  for (auto it = all->rbegin(); it != all->rend(); ++it) {
+    if (it->complete) return it->path;
+  }
+  return "";
+}
+
+int Inspect() {
+  const std::string path = ResolveCheckpoint();
+  if (path.empty()) {
+    std::fprintf(stderr, "ps_ckpt: no complete checkpoint under %s\n",
+                 FLAGS_dir.c_str());
+    return kExitDamaged;
+  }
+  auto m = ps::checkpoint::ReadManifest(path);
+  if (!m.ok()) {
+    std::fprintf(stderr, "ps_ckpt: %s\n", m.status().ToString().c_str());
+    return kExitDamaged;
+  }
+  const time_t created = static_cast<time_t>(m->created_unix_ms() / 1000);
+  char when[64];
+  std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S",
+                std::localtime(&created));
+  std::printf("%s\n  step %llu, %s%s, %u shards, %s, created %s\n",
+              path.c_str(), static_cast<unsigned long long>(m->step()),
+              KindName(m->kind()).c_str(),
+              m->parent().empty() ? "" : (" of " + m->parent()).c_str(),
+              m->num_shards(), Mb(m->total_bytes()).c_str(), when);
+  for (const auto& t : m->tables()) {
+    std::printf(
+        "  table %s (id %u, %s, dim %u, capacity %llu, %s)\n", t.name().c_str(),
+        t.id(), ps::proto::TableKind_Name(t.kind()).c_str(), t.dim(),
+        static_cast<unsigned long long>(t.capacity()),
+        t.optimizer().name().empty() ? "sum" : t.optimizer().name().c_str());
+  }
+  for (const auto& s : m->shards()) {
+    std::printf(
+        "  shard %u: %s, %llu entries, %s, checksum %016llx, cut "
+        "pause %.1f ms, write %.0f ms\n",
+        s.shard_id(), s.path().c_str(),
+        static_cast<unsigned long long>(s.entries()), Mb(s.bytes()).c_str(),
+        static_cast<unsigned long long>(s.checksum()), s.cut_pause_ms(),
+        s.write_ms());
+    for (const auto& t : s.tables()) {
+      std::printf("    table id %u: %s, %llu entries, optimizer steps %llu\n",
+                  t.table_id(), t.full() ? "full" : "changed rows",
+                  static_cast<unsigned long long>(t.entries()),
+                  static_cast<unsigned long long>(t.optimizer_steps()));
+    }
+  }
+  for (const auto& w : m->workers()) {
+    std::printf("  worker %u: step %llu, epoch %llu, %llu examples into it\n",
+                w.worker_id(), static_cast<unsigned long long>(w.step()),
+                static_cast<unsigned long long>(w.epoch()),
+                static_cast<unsigned long long>(w.examples_consumed()));
+  }
+  return kExitOk;
+}
+
+int VerifyOne(const std::string& path) {
+  auto m = ps::checkpoint::VerifyCheckpoint(path);
+  if (!m.ok()) {
+    std::printf("%s: DAMAGED: %s\n", path.c_str(),
+                m.status().ToString().c_str());
+    return kExitDamaged;
+  }
+  uint64_t entries = 0;
+  for (const auto& s : m->shards()) entries += s.entries();
+  std::printf("%s: OK (%u shards, %llu entries, checksums match)\n",
+              path.c_str(), m->num_shards(),
+              static_cast<unsigned long long>(entries));
+  return kExitOk;
+}
+
+int Verify() {
+  if (!FLAGS_checkpoint.empty()) {
+    const std::string path = ResolveCheckpoint();
+    if (path.empty()) {
+      std::fprintf(stderr, "ps_ckpt: no complete checkpoint under %s\n",
+                   FLAGS_dir.c_str());
+      return kExitDamaged;
+    }
+    return VerifyOne(path);
+  }
+  auto all = ps::checkpoint::ListCheckpoints(FLAGS_dir);
+  if (!all.ok()) {
+    std::fprintf(stderr, "ps_ckpt: %s\n", all.status().ToString().c_str());
+    return kExitDamaged;
+  }
+  int rc = kExitOk;
+  for (const auto& c : *all) {
+    if (!c.complete) {
+      if (!c.manifest_status.Is(ps::StatusCode::kNotFound)) {
+        std::printf("%s: DAMAGED: %s\n", c.path.c_str(),
+                    c.manifest_status.ToString().c_str());
+        rc = kExitDamaged;
+      } else {
+        std::printf("%s: incomplete (ignored by restore)\n", c.path.c_str());
+      }
+      continue;
+    }
+    if (VerifyOne(c.path) != kExitOk) rc = kExitDamaged;
+  }
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "lists, inspects and verifies parameter-server checkpoints.\n"
+      "  ps_ckpt list --dir=ROOT\n"
+      "  ps_ckpt inspect --checkpoint=PATH | --dir=ROOT --checkpoint=latest\n"
+      "  ps_ckpt verify --checkpoint=PATH | --dir=ROOT");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (argc != 2) {
+    std::fprintf(stderr,
+                 "ps_ckpt: give one command: list, inspect or verify (see "
+                 "--help)\n");
+    return kExitUsage;
+  }
+  const std::string command = argv[1];
+  const bool need_dir = command == "list" || FLAGS_checkpoint.empty() ||
+                        FLAGS_checkpoint == "latest";
+  if (need_dir && FLAGS_dir.empty()) {
+    std::fprintf(stderr, "ps_ckpt %s: --dir is required%s\n", command.c_str(),
+                 command == "list" ? "" : " (or --checkpoint=PATH)");
+    return kExitUsage;
+  }
+  if (command == "list") return List();
+  if (command == "inspect") {
+    if (FLAGS_checkpoint.empty()) FLAGS_checkpoint = "latest";
+    return Inspect();
+  }
+  if (command == "verify") return Verify();
+  std::fprintf(stderr,
+               "ps_ckpt: unknown command '%s' (list, inspect, verify)\n",
+               command.c_str());
+  return kExitUsage;
+}

@@ -1,0 +1,44 @@
+#include "checkpoint/rocksdb_options.h"
+
+#include <rocksdb/env.h>
+#include <rocksdb/table.h>
+
+#include <cstdarg>
+
+namespace ps::checkpoint {
+namespace {
+
+class DiscardLogger : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char* /*format*/, va_list /*ap*/) override {}
+};
+
+}  // namespace
+
+rocksdb::Options CheckpointDbOptions() {
+  rocksdb::Options o;
+  o.compression = rocksdb::kNoCompression;
+  o.bottommost_compression = rocksdb::kNoCompression;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_size = 64 << 10;
+  table.filter_policy.reset();
+  table.no_block_cache = true;
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  o.disable_auto_compactions = true;
+  o.info_log = std::make_shared<DiscardLogger>();
+  o.max_open_files = 256;
+  o.keep_log_file_num = 1;
+  return o;
+}
+
+rocksdb::ReadOptions CheckpointScanOptions() {
+  rocksdb::ReadOptions r;
+  r.verify_checksums = true;
+  r.fill_cache = false;
+  r.readahead_size = 4 << 20;
+  r.total_order_seek = true;
+  return r;
+}
+
+}  // namespace ps::checkpoint

@@ -1,0 +1,31 @@
+// The RocksDB options a checkpoint shard is written and read with, in one
+// place so that the writer, the reader and ps_ckpt agree.
+//
+// Bulk writing: rows are produced in key order, so they go straight into SST
+// files (rocksdb::SstFileWriter, several files in parallel) that the database
+// then ingests by moving them (IngestExternalFile, move_files): no write-ahead
+// log, no memtable, no flush, no compaction. The SST files are fsynced when
+// finished; the database's own MANIFEST is synced by the ingest; our MANIFEST
+// (checkpoint/layout.h) is the commit point after that.
+//  - No compression: float rows barely compress and the CPU is better spent
+//    elsewhere (2 cores shared with training).
+//  - 64 KiB blocks, no filter: restore scans; it never looks up single keys,
+//    so bigger blocks mean a smaller index and fewer reads.
+//  - Auto compactions off: ingested files do not overlap and are never
+//    rewritten; a checkpoint is written once and read rarely.
+//  - A logger that discards: the info LOG would otherwise be a good part of
+//    a small incremental checkpoint's bytes.
+#pragma once
+
+#include <rocksdb/options.h>
+
+#include <memory>
+
+namespace ps::checkpoint {
+
+rocksdb::Options CheckpointDbOptions();
+// Reads: block checksums verified, no block cache pollution, large
+// readahead for the sequential scan.
+rocksdb::ReadOptions CheckpointScanOptions();
+
+}  // namespace ps::checkpoint

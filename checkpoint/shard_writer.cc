@@ -1,0 +1,265 @@
+#include "checkpoint/shard_writer.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/sst_file_writer.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/layout.h"
+#include "checkpoint/rocksdb_options.h"
+#include "checkpoint/row_codec.h"
+
+namespace ps::checkpoint {
+namespace {
+
+// Entry i of a table in key order: order[i] indexes the snapshot's entries;
+// kTombstone + j marks deleted[j].
+constexpr uint64_t kTombstone = uint64_t{1} << 63;
+
+struct TablePlan {
+  const TableSnapshot* table;
+  bool exact;
+  size_t value_bytes;
+  std::vector<uint64_t> order;  // empty: entries 0..n-1 are in key order
+  uint64_t count;               // entries incl. tombstones
+};
+
+struct Chunk {
+  size_t table;
+  uint64_t begin, end;  // positions in the table's key order
+  std::string file;
+  uint64_t entries = 0;
+  uint64_t checksum = 0;
+  Status status;
+};
+
+Status CheckTable(const TableSnapshot& t) {
+  const std::string where =
+      "table '" + t.spec.name() + "' (id " + std::to_string(t.spec.id()) + ")";
+  const uint64_t dim = t.dim();
+  if (dim == 0) return InvalidArgument(where + ": dim 0");
+  if (t.values.size() % dim != 0) {
+    return InvalidArgument(where + ": values are not whole rows");
+  }
+  const uint64_t n = t.size();
+  if (t.state_arrays < 0 || t.state_arrays > kMaxStateArrays) {
+    return InvalidArgument(where + ": bad state array count");
+  }
+  for (int k = 0; k < t.state_arrays; ++k) {
+    if (t.state[k].size() != t.values.size()) {
+      return InvalidArgument(where + ": optimizer state " + std::to_string(k) +
+                             " has " + std::to_string(t.state[k].size()) +
+                             " floats for " + std::to_string(t.values.size()) +
+                             " values");
+    }
+  }
+  const bool exact = t.spec.kind() == ps::proto::EXACT;
+  if (exact || !t.full) {
+    if (t.ids.size() != n) {
+      return InvalidArgument(where + ": " + std::to_string(t.ids.size()) +
+                             " ids for " + std::to_string(n) + " rows");
+    }
+  } else if (t.ids.empty() && n != t.rows) {
+    return InvalidArgument(where + ": a full snapshot of " +
+                           std::to_string(t.rows) + " rows holds " +
+                           std::to_string(n));
+  }
+  if (exact && t.last_update.size() != n) {
+    return InvalidArgument(where + ": last_update is not per entry");
+  }
+  if (!exact && !t.deleted.empty()) {
+    return InvalidArgument(where + ": only EXACT tables delete keys");
+  }
+  return Status::OK();
+}
+
+TablePlan PlanTable(const TableSnapshot& t) {
+  TablePlan p;
+  p.table = &t;
+  p.exact = t.spec.kind() == ps::proto::EXACT;
+  p.value_bytes = ValueBytes(t.dim(), t.state_arrays, p.exact);
+  const uint64_t n = t.size();
+  p.count = n + t.deleted.size();
+  if (!t.deleted.empty() || !std::is_sorted(t.ids.begin(), t.ids.end())) {
+    p.order.resize(p.count);
+    for (uint64_t i = 0; i < n; ++i) p.order[i] = i;
+    for (uint64_t j = 0; j < t.deleted.size(); ++j) {
+      p.order[n + j] = kTombstone | j;
+    }
+    auto id_of = [&t](uint64_t o) {
+      return (o & kTombstone) ? t.deleted[o & ~kTombstone] : t.ids[o];
+    };
+    std::sort(p.order.begin(), p.order.end(),
+              [&](uint64_t a, uint64_t b) { return id_of(a) < id_of(b); });
+  }
+  return p;
+}
+
+void WriteChunk(const TablePlan& plan, const rocksdb::Options& options,
+                Chunk* chunk) {
+  const TableSnapshot& t = *plan.table;
+  const uint32_t table_id = t.spec.id();
+  const size_t row_bytes = size_t{t.dim()} * sizeof(float);
+  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), options);
+  rocksdb::Status s = writer.Open(chunk->file);
+  std::string value(plan.value_bytes, '\0');
+  char key[kKeyBytes];
+  for (uint64_t pos = chunk->begin; s.ok() && pos < chunk->end; ++pos) {
+    const uint64_t o = plan.order.empty() ? pos : plan.order[pos];
+    uint64_t id;
+    std::string_view v;
+    if (o & kTombstone) {
+      id = t.deleted[o & ~kTombstone];
+      v = std::string_view();
+    } else {
+      id = t.IdAt(o);
+      char* p = value.data();
+      std::memcpy(p, t.values.data() + o * t.dim(), row_bytes);
+      p += row_bytes;
+      for (int k = 0; k < t.state_arrays; ++k) {
+        std::memcpy(p, t.state[k].data() + o * t.dim(), row_bytes);
+        p += row_bytes;
+      }
+      if (plan.exact) std::memcpy(p, &t.last_update[o], 8);
+      v = value;
+    }
+    EncodeKey(table_id, id, key);
+    s = writer.Put(rocksdb::Slice(key, kKeyBytes),
+                   rocksdb::Slice(v.data(), v.size()));
+    chunk->checksum += EntryChecksum(table_id, id, v);
+    ++chunk->entries;
+  }
+  if (s.ok()) s = writer.Finish();  // fsyncs the file
+  if (!s.ok()) {
+    chunk->status = IOError("writing " + chunk->file + " (table '" +
+                            t.spec.name() + "'): " + s.ToString());
+  }
+}
+
+}  // namespace
+
+StatusOr<proto::ShardEntry> WriteShard(const std::string& checkpoint_dir,
+                                       const ShardSnapshot& snapshot,
+                                       const ShardWriteOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  namespace fs = std::filesystem;
+  const std::string shard_name = ShardDirName(snapshot.shard_id);
+  const std::string shard_dir = JoinPath(checkpoint_dir, shard_name);
+  const std::string sst_dir = shard_dir + ".sst-tmp";
+  std::error_code ec;
+  fs::create_directories(checkpoint_dir, ec);
+  if (ec) {
+    return IOError("cannot create " + checkpoint_dir + ": " + ec.message());
+  }
+  // A leftover of an attempt that was interrupted (never committed).
+  fs::remove_all(shard_dir, ec);
+  fs::remove_all(sst_dir, ec);
+  fs::remove(JoinPath(checkpoint_dir, ShardDoneName(snapshot.shard_id)), ec);
+  fs::create_directories(sst_dir, ec);
+  if (ec) return IOError("cannot create " + sst_dir + ": " + ec.message());
+
+  std::vector<TablePlan> plans;
+  for (const TableSnapshot& t : snapshot.tables) {
+    Status s = CheckTable(t);
+    if (!s.ok()) return s;
+  }
+  // Key order across tables is table id order.
+  std::vector<const TableSnapshot*> sorted;
+  for (const TableSnapshot& t : snapshot.tables) sorted.push_back(&t);
+  std::sort(sorted.begin(), sorted.end(),
+            [](auto* a, auto* b) { return a->spec.id() < b->spec.id(); });
+  for (const TableSnapshot* t : sorted) plans.push_back(PlanTable(*t));
+
+  std::vector<Chunk> chunks;
+  for (size_t ti = 0; ti < plans.size(); ++ti) {
+    const uint64_t per_file = std::max<uint64_t>(
+        1, options.target_file_bytes / (plans[ti].value_bytes + kKeyBytes));
+    for (uint64_t b = 0; b < plans[ti].count; b += per_file) {
+      Chunk c;
+      c.table = ti;
+      c.begin = b;
+      c.end = std::min(plans[ti].count, b + per_file);
+      c.file = JoinPath(sst_dir, std::to_string(chunks.size()) + ".sst");
+      chunks.push_back(std::move(c));
+    }
+  }
+
+  const rocksdb::Options db_options = CheckpointDbOptions();
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < chunks.size();) {
+      WriteChunk(plans[chunks[i].table], db_options, &chunks[i]);
+    }
+  };
+  const int threads =
+      std::clamp<int>(options.threads, 1, std::max<size_t>(chunks.size(), 1));
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+
+  proto::ShardEntry entry;
+  entry.set_shard_id(snapshot.shard_id);
+  entry.set_path(shard_name);
+  entry.set_kind(options.kind);
+  entry.set_parent(options.parent);
+  entry.set_cut_pause_ms(options.cut_pause_ms);
+  uint64_t checksum = 0, entries = 0;
+  std::vector<std::string> files;
+  for (const Chunk& c : chunks) {
+    if (!c.status.ok()) return c.status;
+    checksum += c.checksum;
+    entries += c.entries;
+    files.push_back(c.file);
+  }
+  for (const TablePlan& p : plans) {
+    proto::ShardTableEntry* te = entry.add_tables();
+    te->set_table_id(p.table->spec.id());
+    te->set_full(p.table->full);
+    te->set_entries(p.count);
+    te->set_optimizer_steps(p.table->optimizer_steps);
+    te->set_state_arrays(static_cast<uint32_t>(p.table->state_arrays));
+  }
+
+  rocksdb::Options open = db_options;
+  open.create_if_missing = true;
+  open.error_if_exists = true;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(open, shard_dir, &raw);
+  if (!s.ok())
+    return IOError("cannot create " + shard_dir + ": " + s.ToString());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  if (!files.empty()) {
+    rocksdb::IngestExternalFileOptions ingest;
+    ingest.move_files = true;
+    s = db->IngestExternalFile(files, ingest);
+    if (!s.ok()) {
+      return IOError("ingesting into " + shard_dir + ": " + s.ToString());
+    }
+  }
+  s = db->Close();
+  db.reset();
+  if (!s.ok()) return IOError("closing " + shard_dir + ": " + s.ToString());
+  fs::remove_all(sst_dir, ec);
+  PS_RETURN_IF_ERROR(SyncDirectory(shard_dir));
+
+  entry.set_entries(entries);
+  entry.set_checksum(checksum);
+  entry.set_bytes(BytesOnDisk(shard_dir));
+  entry.set_write_ms(std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - started)
+                         .count());
+  std::string payload;
+  entry.SerializeToString(&payload);
+  PS_RETURN_IF_ERROR(WriteFramedFile(
+      JoinPath(checkpoint_dir, ShardDoneName(snapshot.shard_id)), payload));
+  return entry;
+}
+
+}  // namespace ps::checkpoint

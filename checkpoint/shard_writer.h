@@ -1,0 +1,38 @@
+// WriteShard: saves one shard's snapshot as a RocksDB database and records
+// what was written (entries, bytes, checksum) in <checkpoint>/shard-<k>.done.
+// The checkpoint is not complete until CommitCheckpoint
+// (checkpoint/committer.h) has written the MANIFEST.
+//
+//   ShardWriteOptions o;  o.kind = proto::FULL;
+//   auto entry = WriteShard("/ckpt/ckpt-000000000100", snapshot, o);
+//
+// How it writes: see checkpoint/rocksdb_options.h (sorted SST files written
+// in parallel, then ingested).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status_or.h"
+#include "checkpoint/checkpoint.pb.h"
+#include "checkpoint/shard_snapshot.h"
+
+namespace ps::checkpoint {
+
+struct ShardWriteOptions {
+  proto::Kind kind = proto::FULL;
+  std::string parent;  // INCREMENTAL: the parent's directory name
+  int threads = 2;     // SST files written at the same time
+  uint64_t target_file_bytes = 128ull << 20;
+  double cut_pause_ms = 0;  // recorded in the ShardEntry
+};
+
+// Creates <checkpoint_dir> if needed, replaces a leftover shard-<k>/ of an
+// interrupted attempt, writes the database, then shard-<k>.done. kIOError or
+// kInvalidArgument (a snapshot that does not match its spec), naming the
+// table and path.
+StatusOr<proto::ShardEntry> WriteShard(const std::string& checkpoint_dir,
+                                       const ShardSnapshot& snapshot,
+                                       const ShardWriteOptions& options);
+
+}  // namespace ps::checkpoint
