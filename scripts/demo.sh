@@ -7,6 +7,7 @@
 #   scripts/demo.sh [--quick] [--model=lr|fm|deepfm] [--rows=N] [--keep]
 #     --quick   200k training rows instead of 1M (a faster look)
 #     --keep    keep the data and logs (their folder is printed)
+#   PS_BUILD_DIR=DIR builds there instead of build/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 model=fm rows=1000000 keep=0
@@ -16,7 +17,7 @@ for arg in "$@"; do
     --model=*) model=${arg#*=} ;;
     --rows=*) rows=${arg#*=} ;;
     --keep) keep=1 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "demo: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -41,7 +42,7 @@ trap 'exit 130' INT TERM
 
 t0=$(date +%s)
 "$root/scripts/setup.sh"
-bd=$("$root/scripts/build.sh" --target=ps_server --target=ps_worker \
+bd=$("$root/scripts/build.sh" ${PS_BUILD_DIR:+--build-dir="$PS_BUILD_DIR"} --target=ps_server --target=ps_worker \
   --target=ps_datagen | tail -n 1)
 t_built=$(date +%s)
 echo "== built in $((t_built - t0)) s ($bd)"
