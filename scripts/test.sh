@@ -4,16 +4,19 @@
 #   scripts/test.sh --sanitize=address,undefined   the suite under ASan+UBSan
 #   scripts/test.sh --sanitize=thread       the concurrency tests under TSan
 #   scripts/test.sh --all                   all three of the above, one after another
+#   scripts/test.sh --acceptance            the training acceptance runs (1M rows
+#                                           of generated data per model; slow)
 # Extra arguments after -- go to ctest (e.g. -- -R Endpoint).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-sanitize="" all=0 ctest_args=()
+sanitize="" all=0 acceptance=0 ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize=*) sanitize=${1#*=} ;;
     --all) all=1 ;;
+    --acceptance) acceptance=1 ;;
     --) shift; ctest_args=("$@"); break ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "test: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -27,18 +30,21 @@ run_suite() {  # $1: sanitizer list or empty
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-  # The 1M-row training acceptance run (label acceptance) runs in the
-  # release suite only: sanitizers make it 3-10x slower.
+  # The 1M-row training acceptance runs (label acceptance) take minutes per
+  # model on 2 cores: they run only when asked for (--acceptance).
   case "$san" in
     thread) label_args=(-L concurrency -LE acceptance) ;;
-    "") fuzz=1 ;;
+    "") fuzz=1 label_args=(-LE acceptance) ;;
     *) label_args=(-LE acceptance) ;;
   esac
+  if [ $acceptance = 1 ]; then label_args=(-L acceptance) fuzz=0; fi
   echo "== tests${san:+ under $san} in $build_dir"
   (cd "$build_dir" && ctest --output-on-failure -j "$(nproc)" --timeout 600 \
     "${label_args[@]}" "${ctest_args[@]}")
-  if [ $fuzz = 1 ]; then "$root/scripts/fuzz.sh" --build-dir="$build_dir" --seconds=30; fi
-  if [ $fuzz = 1 ]; then run_verbs_vm "$build_dir"; fi
+  if [ $fuzz = 1 ]; then
+    "$root/scripts/fuzz.sh" --build-dir="$build_dir" --seconds=30
+    run_verbs_vm "$build_dir"
+  fi
 }
 
 # The verbs transport's suites need an RDMA device: they run in a QEMU guest
