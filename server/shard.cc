@@ -135,6 +135,11 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(xfer::Context* context,
     }
     t->rows_region_ = std::move(*region);
     t->data_ = static_cast<float*>(t->rows_region_->data());
+    // Fault every page in now (the memory is zero already): otherwise the
+    // first pushes pay a page fault per 1024 fresh floats, which takes the
+    // first 10M-key push from ~0.1 s to seconds.
+    volatile uint8_t* page = static_cast<uint8_t*>(t->rows_region_->data());
+    for (uint64_t off = 0; off < bytes; off += 4096) page[off] = 0;
     InitializeRows(spec.initializer(), t->first_row_, t->rows_, spec.dim(),
                    t->data_);
 
