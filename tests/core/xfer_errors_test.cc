@@ -290,7 +290,8 @@ int RunBusyOrigin(LineChannel& ch, TransportChoice t) {
 
   struct Outcome {
     std::atomic<uint64_t> iterations{0};
-    Status status;
+    std::atomic<bool> finished{false};
+    Status status;  // read only after join
     int64_t at = 0;
   } put_side, get_side;
   std::vector<uint8_t> src(kTargetRegionSize, 0x5c);
@@ -301,6 +302,7 @@ int RunBusyOrigin(LineChannel& ch, TransportChoice t) {
       if (!s.ok()) {
         put_side.at = MonotonicNanos();
         put_side.status = s;
+        put_side.finished = true;
         return;
       }
       put_side.iterations++;
@@ -321,6 +323,7 @@ int RunBusyOrigin(LineChannel& ch, TransportChoice t) {
       if (!first.ok()) {
         get_side.at = MonotonicNanos();
         get_side.status = first;
+        get_side.finished = true;
         return;
       }
       get_side.iterations++;
@@ -328,7 +331,7 @@ int RunBusyOrigin(LineChannel& ch, TransportChoice t) {
   });
   // Tell the parent once both sides are moving.
   while (put_side.iterations < 5 || get_side.iterations < 5) {
-    if (!put_side.status.ok() || !get_side.status.ok()) break;
+    if (put_side.finished || get_side.finished) break;
     usleep(1000);
   }
   ch.Send("moving");

@@ -99,6 +99,9 @@ int RunTarget(LineChannel& channel, const std::string& name,
   std::unique_ptr<void, AlignedFree> app_memory(
       std::aligned_alloc(4096, kTargetRegionSize));
   std::memset(app_memory.get(), 0, kTargetRegionSize);
+  std::unique_ptr<void, AlignedFree> sync_memory(
+      std::aligned_alloc(4096, 4096));
+  std::memset(sync_memory.get(), 0, 4096);
 
   auto created = Context::Create(TestOptions(name, transport, port));
   PS_CHILD_CHECK(created.ok(), created.status().ToString());
@@ -111,7 +114,10 @@ int RunTarget(LineChannel& channel, const std::string& name,
         ctx->Register(app_memory.get(), kTargetRegionSize, xfer::kRemoteAll);
     auto r2 = ctx->Allocate(kSmallRegionSize, xfer::kRemoteRead);
     auto r3 = ctx->Allocate(kSmallRegionSize, xfer::kRemoteAll);
-    auto r4 = ctx->Allocate(4096, xfer::kRemoteAtomic);
+    // Registered, not allocated: on shm the atomics on a registered region
+    // are done by this process's progress thread (the one that also copies
+    // into the registered region), which is what the sync has to order.
+    auto r4 = ctx->Register(sync_memory.get(), 4096, xfer::kRemoteAtomic);
     PS_CHILD_CHECK(r0.ok(), r0.status().ToString());
     PS_CHILD_CHECK(r1.ok(), r1.status().ToString());
     PS_CHILD_CHECK(r2.ok(), r2.status().ToString());
@@ -224,7 +230,8 @@ Status TargetHandle::Connect(Context& ctx) {
     if (!r.ok()) return r.status();
     regions.push_back(*r);
   }
-  return Status::OK();
+  // Acquire what the target wrote into its regions while it set them up.
+  return SyncTarget(*ep, regions[kSync]);
 }
 
 std::optional<uint64_t> TargetHandle::Hash(int region, uint64_t offset,

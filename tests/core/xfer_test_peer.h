@@ -26,7 +26,7 @@ enum TargetRegion : int {
   kReadOnly = 2,  // Allocate(kSmallRegionSize, kRemoteRead)
   kDoomed =
       3,      // Allocate(kSmallRegionSize, kRemoteAll), deregistered on request
-  kSync = 4,  // Allocate(4096, kRemoteAtomic): the sync word at offset 0
+  kSync = 4,  // Register(4096 bytes, kRemoteAtomic): the sync word at 0
   kTargetRegionCount = 5,
 };
 inline constexpr size_t kTargetRegionSize = 1 << 20;
