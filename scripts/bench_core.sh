@@ -10,21 +10,25 @@
 # and prints one table. Ratios are ours/peer for bandwidth and peer/ours for
 # latency: above 1.0 means we are ahead.
 #
-# Usage: scripts/bench_core.sh [--json FILE] [--quick] [--build-dir=DIR]
+# Usage: scripts/bench_core.sh [--json FILE] [--quick] [--build-dir=DIR] [--verbs-vm]
 #   --json FILE  also write {"results":[{name,value,unit,peer,peer_value,ratio}]}
 #   --quick      shorter runs (CI smoke test; the figures are noisier)
 #   --build-dir=DIR  use xfer_perf from an existing build instead of building
+#   --verbs-vm   also verbs put/get bandwidth at 64 KiB in a soft-RoCE guest
+#                next to ib_write_bw / ib_read_bw (scripts/verbs_vm.sh --bench):
+#                verbs_put_bw_64KiB, verbs_get_bw_64KiB
 # UCX reports MB/s with MB = 2^20 bytes; this script converts to GB/s = 1e9 B/s.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-json="" quick=0 build_dir=""
+json="" quick=0 build_dir="" verbs_vm=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --json) json=$2; shift ;;
     --json=*) json=${1#*=} ;;
     --quick) quick=1 ;;
     --build-dir=*) build_dir=${1#*=} ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --verbs-vm) verbs_vm=1 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "bench_core: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -139,6 +143,11 @@ else
   tail -5 "$work/iperf.json" >&2
 fi
 
+if [ $verbs_vm = 1 ]; then
+  "$root/scripts/verbs_vm.sh" --bench --build-dir="$build_dir" --results="$results" >&2 ||
+    echo "bench_core: the verbs guest run failed (see above)" >&2
+fi
+
 python3 - "$results" "$json" <<'EOF'
 import json, sys
 values = {}
@@ -155,6 +164,11 @@ rows = [
     ("tcp_get_bw_1MiB", "ours_tcp_get_bw_1MiB", "iperf3 (1 stream)", "iperf3_bw"),
     ("tcp_put_lat_8B", "ours_tcp_put_lat_8B", "ucx_perftest ucp_put_lat (tcp)", "ucx_tcp_put_lat_8B"),
 ]
+if "ours_verbs_put_bw_64KiB" in values:  # --verbs-vm
+    rows += [
+        ("verbs_put_bw_64KiB", "ours_verbs_put_bw_64KiB", "ib_write_bw (rxe guest)", "ib_write_bw_64KiB"),
+        ("verbs_get_bw_64KiB", "ours_verbs_get_bw_64KiB", "ib_read_bw (rxe guest)", "ib_read_bw_64KiB"),
+    ]
 extra = [  # shown for context, not part of --json
     ("tcp_put_bw_1MiB", "ours_tcp_put_bw_1MiB", "ucx_perftest ucp_put_bw (tcp)", "ucx_tcp_put_bw_1MiB"),
     ("tcp_get_bw_1MiB", "ours_tcp_get_bw_1MiB", "ucx_perftest ucp_get (tcp)", "ucx_tcp_get_bw_1MiB"),

@@ -11,19 +11,23 @@
 #                                                CI under TCG emulation)
 #   scripts/verbs_vm.sh --two-guests             put/get/atomic subset across
 #                                                two guests on a virtual link
-#   scripts/verbs_vm.sh --bench [--json=FILE]    xfer_perf on verbs next to
+#   scripts/verbs_vm.sh --bench [--json=FILE] [--results=FILE]
+#                                                xfer_perf on verbs next to
 #                                                ib_write_bw / ib_read_bw
+#                                                (--results: "name value unit"
+#                                                lines for scripts/bench_core.sh)
 #   scripts/verbs_vm.sh --check                  exit 0 if a guest can be run
 # Exit status: the tests' (0 = pass); 125/124 = the VM failed / timed out.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build_dir=$root/build mode=suite json="" filter='*/verbs' ci=0
+build_dir=$root/build mode=suite json="" results="" filter='*/verbs' ci=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir=*) build_dir=${1#*=} ;;
     --two-guests) mode=two ;;
     --bench) mode=bench ;;
     --json=*) json=${1#*=} ;;
+    --results=*) results=${1#*=} ;;
     --check) mode=check ;;
     --ci) ci=1 ;;
     --filter=*) filter=${1#*=} ;;
@@ -144,10 +148,15 @@ EOF
   ours_get=$(awk '$1=="verbs" && $2=="get_bw" {print $4}' "$out/xfer.txt")
   peer_put=$(awk '$1=="ib_write_bw" {printf "%.4f", $2*1048576/1e9}' "$out/peer.txt")
   peer_get=$(awk '$1=="ib_read_bw" {printf "%.4f", $2*1048576/1e9}' "$out/peer.txt")
-  ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.3f", a / b; else print "nan"}'; }
+  ours_put=${ours_put:-0} ours_get=${ours_get:-0} peer_put=${peer_put:-0} peer_get=${peer_get:-0}
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a > 0 && b > 0) printf "%.3f", a / b; else print "null"}'; }
   printf '%-20s %10s %10s %7s\n' figure ours peer ratio
   printf '%-20s %10s %10s %7s\n' verbs_put_bw_64KiB "$ours_put" "$peer_put" "$(ratio "$ours_put" "$peer_put")"
   printf '%-20s %10s %10s %7s\n' verbs_get_bw_64KiB "$ours_get" "$peer_get" "$(ratio "$ours_get" "$peer_get")"
+  if [ -n "$results" ]; then
+    { echo "ours_verbs_put_bw_64KiB $ours_put GB/s"; echo "ours_verbs_get_bw_64KiB $ours_get GB/s"
+      echo "ib_write_bw_64KiB $peer_put GB/s"; echo "ib_read_bw_64KiB $peer_get GB/s"; } >> "$results"
+  fi
   if [ -n "$json" ]; then
     cat > "$json" <<EOF
 {
