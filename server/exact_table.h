@@ -59,6 +59,7 @@ class ExactTable {
   ExactCounters counters() const;
 
  private:
+  friend class Checkpointer;  // copies and restores the index and rows
   static constexpr uint32_t kNoRow = UINT32_MAX;
 
   ExactTable(const proto::TableSpec& spec,

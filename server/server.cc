@@ -40,7 +40,7 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (o.tables.table_size() == 0) {
     return InvalidArgument("no tables: give --tables a TableConfig file");
   }
-  return Status::OK();
+  return ValidateCheckpointOptions(o.checkpoint);
 }
 
 Server::Server(ServerOptions options) : options_(std::move(options)) {}
@@ -66,6 +66,9 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
 
   PS_ASSIGN_OR_RETURN(s->shard_, Shard::Create(s->context_.get(), o.tables,
                                                o.shard_id, o.num_shards));
+  s->checkpointer_ =
+      std::make_unique<Checkpointer>(o.checkpoint, s->shard_.get());
+  PS_RETURN_IF_ERROR(s->checkpointer_->Restore());
   PS_ASSIGN_OR_RETURN(s->inboxes_,
                       Inboxes::Create(s->context_.get(), o.num_workers,
                                       o.inbox_slots, o.slot_bytes));
@@ -144,6 +147,7 @@ void Server::Drain() {
   control_->Stop();
   inboxes_->SetShutdown();
   apply_->StopAndDrain();
+  checkpointer_->Finish();
   LOG(INFO) << "final stats: " << StatsLine();
 }
 
@@ -179,6 +183,15 @@ proto::ControlReply Server::Handle(const proto::ControlRequest& request,
     case proto::ControlRequest::kStats:
       *reply.mutable_stats() = Stats();
       break;
+    case proto::ControlRequest::kCheckpoint: {
+      auto r = checkpointer_->Handle(request.checkpoint());
+      if (r.ok()) {
+        *reply.mutable_checkpoint() = std::move(*r);
+      } else {
+        s = r.status();
+      }
+      break;
+    }
     case proto::ControlRequest::kShutdown:
       LOG(INFO) << "shutdown requested by "
                 << (peer->worker_id >= 0 ? WorkerName(peer->worker_id)

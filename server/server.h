@@ -29,6 +29,7 @@
 #include "core/context.h"
 #include "protocol/ps.pb.h"
 #include "server/apply_loop.h"
+#include "server/checkpointer.h"
 #include "server/control_service.h"
 #include "server/inboxes.h"
 #include "server/server_stats.h"
@@ -50,6 +51,7 @@ struct ServerOptions {
   xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
   uint32_t inbox_slots = protocol::kDefaultInboxSlots;
   uint32_t slot_bytes = protocol::kDefaultSlotBytes;
+  CheckpointOptions checkpoint;  // server/checkpointer.h
 };
 
 // kInvalidArgument naming the option at fault.
@@ -108,6 +110,7 @@ class Server {
   std::unique_ptr<ServerStats> stats_;
   std::unique_ptr<ApplyLoop> apply_;
   std::unique_ptr<ControlService> control_;
+  std::unique_ptr<Checkpointer> checkpointer_;
 
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;

@@ -64,6 +64,7 @@ class TableShard {
 
  private:
   friend class Shard;
+  friend class Checkpointer;  // copies and restores rows and state
   TableShard() = default;
 
   proto::TableSpec spec_;
