@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -71,32 +72,6 @@ DEFINE_uint32(idle_sleep_max_us, 200,
               "Idle policy: the longest sleep (microseconds) between polls of "
               "an idle apply thread, i.e. the most latency a pause adds to the "
               "next packet. 0: never sleep, spin (only with dedicated cores).");
-DEFINE_string(checkpoint_dir, "",
-              "Directory of this cluster's checkpoints (shared by every "
-              "server: each writes its shard there, shard 0 commits). Empty: "
-              "no checkpoints.");
-DEFINE_uint64(checkpoint_every_steps, 0,
-              "Workers take a checkpoint at every step that is a multiple of "
-              "this (a consistent cut at a step boundary); 0: off.");
-DEFINE_uint64(checkpoint_every_secs, 0,
-              "Workers take a checkpoint at the first step boundary at least "
-              "this many seconds after the last one; 0: off.");
-DEFINE_uint32(checkpoint_keep, 3,
-              "Complete checkpoints kept (with the parents incremental ones "
-              "need); older ones are deleted by shard 0. 0: keep all.");
-DEFINE_uint32(checkpoint_full_every, 5,
-              "Every Nth checkpoint is full; the others hold only the rows "
-              "changed since the previous one. 1: always full.");
-DEFINE_bool(checkpoint_on_exit, true,
-            "With --checkpoint_dir: write a final checkpoint after draining "
-            "on SIGTERM/SIGINT/Shutdown (it records no worker positions).");
-DEFINE_string(restore_from, "",
-              "Restore the shard before serving: 'latest' (the newest complete "
-              "checkpoint under --checkpoint_dir) or a checkpoint directory; "
-              "any number of shards may have written it. Empty: start fresh.");
-DEFINE_bool(restore_fallback, false,
-            "With --restore_from=latest: when the newest checkpoint is "
-            "damaged, restore the previous complete one instead of failing.");
 DEFINE_string(checkpoint_dir, "",
               "Directory of this cluster's checkpoints (shared by every "
               "server: each writes its shard there, shard 0 commits). Empty: "
@@ -222,14 +197,6 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   o.checkpoint.final_on_stop = FLAGS_checkpoint_on_exit;
   o.checkpoint.restore_from = FLAGS_restore_from;
   o.checkpoint.restore_fallback = FLAGS_restore_fallback;
-  o.checkpoint.dir = FLAGS_checkpoint_dir;
-  o.checkpoint.every_steps = FLAGS_checkpoint_every_steps;
-  o.checkpoint.every_secs = FLAGS_checkpoint_every_secs;
-  o.checkpoint.keep = FLAGS_checkpoint_keep;
-  o.checkpoint.full_every = FLAGS_checkpoint_full_every;
-  o.checkpoint.final_on_stop = FLAGS_checkpoint_on_exit;
-  o.checkpoint.restore_from = FLAGS_restore_from;
-  o.checkpoint.restore_fallback = FLAGS_restore_fallback;
   PS_RETURN_IF_ERROR(ps::server::ValidateServerOptions(o));
   return o;
 }
@@ -260,6 +227,11 @@ int main(int argc, char** argv) {
       "--num_workers=W --port=P --port_file=F ...]\n"
       "Stops cleanly (drains inboxes, logs final stats, exit 0) on SIGTERM, "
       "SIGINT or a Shutdown control request.");
+  // With TZ unset, glibc re-reads the zone (free + strdup of its name) on
+  // every localtime call glog makes, racing between logging threads (TSan
+  // reports it: the lock is inside libc). Naming the default zone
+  // explicitly gives the same times and makes later calls a string compare.
+  if (getenv("TZ") == nullptr) setenv("TZ", ":/etc/localtime", 0);
   if (!PrecheckFlags(argc, argv)) return kExitBadConfig;
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (FLAGS_log_dir.empty()) FLAGS_logtostderr = true;
