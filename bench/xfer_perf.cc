@@ -42,8 +42,13 @@ DEFINE_int32(reps, 5, "repetitions per figure (the median is reported)");
 DEFINE_double(rep_seconds, 0.2, "minimum duration of one bandwidth repetition");
 DEFINE_int32(lat_iters, 20000, "ping-pong round trips per latency repetition");
 DEFINE_int32(warmup, 1000, "warm-up round trips before latency repetitions");
-DEFINE_int32(spin_before_yield, 2000,
-             "polls of a flag before the poller starts yielding the CPU");
+DEFINE_int32(spin_before_yield, 2000000000,
+             "polls of a flag before the poller starts yielding the CPU "
+             "(default: never yield, as ucx_perftest polls)");
+DEFINE_bool(rotate_buffers, false,
+            "spread bandwidth operations over the whole local buffer and "
+            "remote region instead of reusing one offset (as ucx_perftest "
+            "does)");
 DEFINE_bool(quick, false, "fewer repetitions and shorter runs (for CI)");
 
 namespace ps::xfer {
@@ -197,8 +202,13 @@ struct Measurer {
   // One repetition of pipelined puts or gets of `size` bytes; GB/s.
   double Bandwidth(bool put, size_t size) {
     const size_t window = std::max<uint64_t>(1, FLAGS_window);
-    const size_t remote_slots = std::max<size_t>(1, region_size / size);
-    const size_t local_slots = std::max<size_t>(1, buffer.size() / size);
+    // Like ucx_perftest, every operation reuses one local buffer and one
+    // remote offset unless --rotate_buffers spreads them over the regions
+    // (then large sizes measure DRAM, not the transport).
+    const size_t remote_slots =
+        FLAGS_rotate_buffers ? std::max<size_t>(1, region_size / size) : 1;
+    const size_t local_slots =
+        FLAGS_rotate_buffers ? std::max<size_t>(1, buffer.size() / size) : 1;
     std::vector<Request> requests(window);
     uint64_t ops = 0;
     const auto start = Clock::now();
