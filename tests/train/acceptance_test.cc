@@ -43,7 +43,7 @@ double JsonNumber(const std::string& json, const std::string& key) {
   return std::strtod(json.c_str() + at + key.size() + 4, nullptr);
 }
 
-int Run(const std::string& cmd) {
+int RunCommand(const std::string& cmd) {
   int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -61,11 +61,11 @@ class AcceptanceTest : public ::testing::Test {
                         " --eval_output=" + *dir_ + "/" + kind + "_eval.tsv" +
                         " --metrics_json=" + *dir_ + "/" + kind +
                         "_planted.json > /dev/null";
-      ASSERT_EQ(Run(cmd), 0) << cmd;
+      ASSERT_EQ(RunCommand(cmd), 0) << cmd;
     }
   }
   static void TearDownTestSuite() {
-    Run("rm -rf " + *dir_);
+    RunCommand("rm -rf " + *dir_);
     delete dir_;
   }
 
@@ -91,7 +91,7 @@ class AcceptanceTest : public ::testing::Test {
       std::string cmd = common + " --local --tables=" + tables +
                         " --metrics_json=" + d + "/" + tag + ".json > " + d +
                         "/" + tag + ".log 2>&1";
-      EXPECT_EQ(Run(cmd), 0) << cmd << "\n" << ReadFile(d + "/" + tag + ".log");
+      EXPECT_EQ(RunCommand(cmd), 0) << cmd << "\n" << ReadFile(d + "/" + tag + ".log");
       return ReadFile(d + "/" + tag + ".json");
     }
     std::vector<pid_t> server_pids;
@@ -133,7 +133,7 @@ class AcceptanceTest : public ::testing::Test {
     cmds +=
         "fail=0; for p in $(jobs -p); do wait $p || fail=1; done; "
         "exit $fail";
-    EXPECT_EQ(Run("bash -c '" + cmds + "'"), 0)
+    EXPECT_EQ(RunCommand("bash -c '" + cmds + "'"), 0)
         << ReadFile(d + "/" + tag + ".w0.log");
     for (pid_t pid : server_pids) {
       kill(pid, SIGTERM);
