@@ -25,9 +25,10 @@ jobs=$(nproc)
 # Sanitizer builds exist to run the tests: benchmarks and fuzzers stay out.
 extra=()
 [ -n "$sanitize" ] && extra=(-DPS_BUILD_BENCH=OFF -DPS_BUILD_FUZZ=OFF)
+mkdir -p "$build_dir"
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE="$type" \
-  -DPS_SANITIZE="$sanitize" "${extra[@]}" >"$build_dir.configure.log" 2>&1 ||
-  { cat "$build_dir.configure.log" >&2; exit 1; }
-grep -E '^-- ps:' "$build_dir.configure.log" >&2 || true
+  -DPS_SANITIZE="$sanitize" "${extra[@]}" >"$build_dir/configure.log" 2>&1 ||
+  { cat "$build_dir/configure.log" >&2; exit 1; }
+grep -E '^-- ps:' "$build_dir/configure.log" >&2 || true
 cmake --build "$build_dir" -j "$jobs" "${targets[@]}" >&2
 echo "$build_dir"
