@@ -8,11 +8,8 @@ bool InBounds(uint64_t offset, uint64_t length, uint64_t size) {
   return offset <= size && length <= size - offset;
 }
 
-std::shared_ptr<MemoryRegion> RegionTable::WrapForTesting(uint64_t id,
-                                                          uint64_t key,
-                                                          void* data,
-                                                          size_t size,
-                                                          uint32_t access) {
+std::shared_ptr<MemoryRegion> RegionTable::WrapForTesting(
+    uint64_t id, uint64_t key, void* data, size_t size, uint32_t access) {
   std::shared_ptr<MemoryRegion> region(new MemoryRegion());
   region->id_ = id;
   region->key_ = key;

@@ -39,9 +39,8 @@ class RegionTable {
 
   // A region over memory the caller owns (not freed with the region), for
   // unit tests of a transport alone; Insert it to make it reachable.
-  static std::shared_ptr<MemoryRegion> WrapForTesting(uint64_t id,
-                                                      uint64_t key, void* data,
-                                                      size_t size,
+  static std::shared_ptr<MemoryRegion> WrapForTesting(uint64_t id, uint64_t key,
+                                                      void* data, size_t size,
                                                       uint32_t access);
 
  private:

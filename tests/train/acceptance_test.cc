@@ -91,7 +91,8 @@ class AcceptanceTest : public ::testing::Test {
       std::string cmd = common + " --local --tables=" + tables +
                         " --metrics_json=" + d + "/" + tag + ".json > " + d +
                         "/" + tag + ".log 2>&1";
-      EXPECT_EQ(RunCommand(cmd), 0) << cmd << "\n" << ReadFile(d + "/" + tag + ".log");
+      EXPECT_EQ(RunCommand(cmd), 0) << cmd << "\n"
+                                    << ReadFile(d + "/" + tag + ".log");
       return ReadFile(d + "/" + tag + ".json");
     }
     std::vector<pid_t> server_pids;
