@@ -190,12 +190,8 @@ TEST_P(AsyncTest, ConcurrentPushesAndPullsLoseNoUpdate) {
   EXPECT_TRUE(stopped.ok()) << stopped;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, AsyncTest,
-                         ::testing::Values(xfer::TransportChoice::kShm,
-                                           xfer::TransportChoice::kTcp),
-                         [](const auto& info) {
-                           return TransportFlag(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, AsyncTest, ClusterTransports(),
+                         TransportParamName());
 
 }  // namespace
 }  // namespace ps::testing

@@ -452,12 +452,8 @@ TEST_P(BadInputTest, KilledWorkerMidPushLeavesTheOthersExact) {
   EXPECT_TRUE(stopped.ok()) << stopped;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, BadInputTest,
-                         ::testing::Values(xfer::TransportChoice::kShm,
-                                           xfer::TransportChoice::kTcp),
-                         [](const auto& info) {
-                           return TransportFlag(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, BadInputTest, ClusterTransports(),
+                         TransportParamName());
 
 }  // namespace
 }  // namespace ps::testing

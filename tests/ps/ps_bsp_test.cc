@@ -203,12 +203,8 @@ TEST_P(BspTest, TopKWithErrorFeedbackIsExactOnceResidualsAreFlushed) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, BspTest,
-                         ::testing::Values(xfer::TransportChoice::kShm,
-                                           xfer::TransportChoice::kTcp),
-                         [](const auto& info) {
-                           return TransportFlag(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, BspTest, ClusterTransports(),
+                         TransportParamName());
 
 }  // namespace
 }  // namespace ps::testing

@@ -16,6 +16,8 @@
 // servers are separate programs (fork + exec), so they may start any time.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -33,6 +35,21 @@
 #include "worker/ps_client.h"
 
 namespace ps::testing {
+
+// Every cluster test runs once per transport, named ".../shm" and ".../tcp"
+// (tests/ps/CMakeLists.txt registers each with a gtest filter on that name):
+//   INSTANTIATE_TEST_SUITE_P(Transports, MyTest, ClusterTransports(),
+//                            TransportParamName());
+inline auto ClusterTransports() {
+  return ::testing::Values(xfer::TransportChoice::kShm,
+                           xfer::TransportChoice::kTcp);
+}
+struct TransportParamName {
+  std::string operator()(
+      const ::testing::TestParamInfo<xfer::TransportChoice>& info) const {
+    return TransportFlag(info.param);
+  }
+};
 
 struct ClusterOptions {
   uint32_t num_servers = 2;

@@ -204,12 +204,8 @@ TEST_P(ExactTableTest, AdmissionByPushCountAndEvictionByAge) {
   EXPECT_TRUE(stopped.ok()) << stopped;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, ExactTableTest,
-                         ::testing::Values(xfer::TransportChoice::kShm,
-                                           xfer::TransportChoice::kTcp),
-                         [](const auto& info) {
-                           return TransportFlag(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, ExactTableTest, ClusterTransports(),
+                         TransportParamName());
 
 }  // namespace
 }  // namespace ps::testing

@@ -140,12 +140,8 @@ TEST_P(SspTest, NoWorkerIsEverMoreThanStalenessClocksAhead) {
   EXPECT_TRUE(stopped.ok()) << stopped;
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, SspTest,
-                         ::testing::Values(xfer::TransportChoice::kShm,
-                                           xfer::TransportChoice::kTcp),
-                         [](const auto& info) {
-                           return TransportFlag(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, SspTest, ClusterTransports(),
+                         TransportParamName());
 
 }  // namespace
 }  // namespace ps::testing
