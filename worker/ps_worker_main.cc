@@ -76,6 +76,12 @@ DEFINE_uint32(num_fields, 39,
               "deepfm: fields of the MLP input (39 for criteo; libsvm "
               "features are all field 0).");
 DEFINE_string(hidden, "64,32", "deepfm: MLP hidden layer widths.");
+DEFINE_double(l2_w, 0,
+              "L2 strength on the linear weight of each sparse row a batch "
+              "uses (added once per batch: lambda * w).");
+DEFINE_double(l2_v, 0,
+              "L2 strength on the FM factors of each sparse row a batch uses "
+              "(fm, deepfm): keeps rare features' factors from fitting noise.");
 DEFINE_string(sparse_table, "emb", "Name of the model's hashed table.");
 DEFINE_string(dense_table, "mlp", "Name of deepfm's dense MLP table.");
 DEFINE_double(progress_secs, -1,
@@ -117,6 +123,8 @@ int main(int argc, char** argv) {
   mo.name = FLAGS_model;
   mo.fm_dim = FLAGS_fm_dim;
   mo.num_fields = FLAGS_num_fields;
+  mo.l2.w = static_cast<float>(FLAGS_l2_w);
+  mo.l2.v = static_cast<float>(FLAGS_l2_v);
   mo.hidden.clear();
   for (const std::string& h : Split(FLAGS_hidden)) {
     char* end = nullptr;

@@ -100,6 +100,49 @@ TEST(ModelGradientTest, DeepFm) {
   CheckGradients(o);
 }
 
+// L2 adds lambda * row to the gradient of every row the batch uses, once,
+// w and v with their own lambda, and leaves the bias and the loss alone.
+TEST(ModelGradientTest, RowL2AddsLambdaTimesTheRowOnce) {
+  for (const char* name : {"lr", "fm", "deepfm"}) {
+    ModelOptions plain;
+    plain.name = name;
+    plain.fm_dim = 3;
+    plain.num_fields = 4;
+    plain.hidden = {5};
+    ModelOptions regularised = plain;
+    regularised.l2 = {.w = 0.25f, .v = 0.5f};
+    auto a = MakeModel(plain), b = MakeModel(regularised);
+    ASSERT_TRUE(a.ok() && b.ok());
+    data::ExampleBatch batch = SmallBatch();
+    BatchKeys keys;
+    std::vector<uint32_t> scratch;
+    GatherBatchKeys(batch, &keys, &scratch);
+    const uint32_t dim = (*a)->sparse_dim();
+    std::mt19937 rng(9);
+    std::normal_distribution<float> normal(0.0f, 0.3f);
+    std::vector<float> rows(keys.keys.size() * dim);
+    std::vector<float> dense((*a)->dense_size());
+    for (float& v : rows) v = normal(rng);
+    for (float& v : dense) v = normal(rng);
+    std::vector<float> probs(batch.size());
+    BatchGrads ga, gb;
+    const double la = (*a)->Compute(batch, keys, {rows, dense}, probs, &ga);
+    const double lb = (*b)->Compute(batch, keys, {rows, dense}, probs, &gb);
+    EXPECT_EQ(la, lb) << name;
+    ASSERT_EQ(ga.rows.size(), gb.rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const size_t r = i / dim, c = i % dim;
+      const float lambda = r == keys.bias_slot ? 0.0f : (c == 0 ? 0.25f : 0.5f);
+      EXPECT_NEAR(gb.rows[i] - ga.rows[i], lambda * rows[i], 1e-5)
+          << name << " row " << r << " column " << c;
+    }
+    EXPECT_EQ(ga.dense, gb.dense) << name;
+  }
+  ModelOptions negative;
+  negative.l2.v = -1.0f;
+  EXPECT_FALSE(MakeModel(negative).ok());
+}
+
 TEST(ModelGradientTest, UnknownModelAndBadSizesAreErrors) {
   ModelOptions o;
   o.name = "svm";

@@ -17,8 +17,8 @@ using RowVecMap = Eigen::Map<Eigen::RowVectorXf>;
 }  // namespace
 
 DeepFmModel::DeepFmModel(uint32_t k, uint32_t num_fields,
-                         std::vector<uint32_t> hidden)
-    : k_(k), num_fields_(num_fields) {
+                         std::vector<uint32_t> hidden, L2Options l2)
+    : k_(k), num_fields_(num_fields), l2_(l2) {
   widths_.push_back(num_fields * k);
   widths_.insert(widths_.end(), hidden.begin(), hidden.end());
   widths_.push_back(1);
@@ -107,6 +107,7 @@ double DeepFmModel::Compute(const data::ExampleBatch& batch,
           batch.values[j] * delta.row(e).segment(size_t{f} * k_, k_);
     }
   }
+  AddRowL2(keys, rows, dim, l2_, grads->rows.data());
   return loss;
 }
 

@@ -19,7 +19,8 @@ namespace ps::train {
 
 class DeepFmModel : public Model {
  public:
-  DeepFmModel(uint32_t k, uint32_t num_fields, std::vector<uint32_t> hidden);
+  DeepFmModel(uint32_t k, uint32_t num_fields, std::vector<uint32_t> hidden,
+              L2Options l2 = {});
   std::string name() const override { return "deepfm"; }
   uint32_t sparse_dim() const override { return 1 + k_; }
   size_t dense_size() const override { return dense_size_; }
@@ -32,6 +33,7 @@ class DeepFmModel : public Model {
   uint32_t num_fields_;
   std::vector<uint32_t> widths_;  // input, hidden..., 1
   size_t dense_size_ = 0;
+  L2Options l2_;  // of the sparse rows; the MLP is not regularised
 };
 
 }  // namespace ps::train

@@ -59,6 +59,9 @@ double FmModel::Compute(const data::ExampleBatch& batch, const BatchKeys& keys,
     AddGradient(batch, keys, rows, k_, e, sum_v, probs[e] - batch.labels[e],
                 grads->rows.data());
   }
+  if (grads != nullptr) {
+    AddRowL2(keys, rows, sparse_dim(), l2_, grads->rows.data());
+  }
   return loss;
 }
 

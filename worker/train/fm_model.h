@@ -14,7 +14,7 @@ namespace ps::train {
 
 class FmModel : public Model {
  public:
-  explicit FmModel(uint32_t k) : k_(k) {}
+  FmModel(uint32_t k, L2Options l2 = {}) : k_(k), l2_(l2) {}
   std::string name() const override { return "fm"; }
   uint32_t sparse_dim() const override { return 1 + k_; }
   double Compute(const data::ExampleBatch& batch, const BatchKeys& keys,
@@ -34,6 +34,7 @@ class FmModel : public Model {
 
  private:
   uint32_t k_;
+  L2Options l2_;
 };
 
 }  // namespace ps::train

@@ -28,6 +28,7 @@ double LrModel::Compute(const data::ExampleBatch& batch, const BatchKeys& keys,
       g[keys.slot[j]] += d * batch.values[j];
     }
   }
+  if (g != nullptr) AddRowL2(keys, w, 1, l2_, g);
   return loss;
 }
 

@@ -39,6 +39,18 @@ void GatherBatchKeys(const data::ExampleBatch& batch, BatchKeys* out,
   }
 }
 
+void AddRowL2(const BatchKeys& keys, const float* rows, uint32_t dim,
+              const L2Options& l2, float* grad_rows) {
+  if (l2.w == 0.0f && l2.v == 0.0f) return;
+  for (size_t r = 0; r < keys.keys.size(); ++r) {
+    if (r == keys.bias_slot) continue;
+    const float* row = rows + r * dim;
+    float* grad = grad_rows + r * dim;
+    grad[0] += l2.w * row[0];
+    for (uint32_t c = 1; c < dim; ++c) grad[c] += l2.v * row[c];
+  }
+}
+
 float Sigmoid(double logit) {
   if (logit >= 0) return static_cast<float>(1.0 / (1.0 + std::exp(-logit)));
   double e = std::exp(logit);
@@ -53,13 +65,18 @@ double ExampleLogLoss(double logit, float label) {
 }
 
 StatusOr<std::unique_ptr<Model>> MakeModel(const ModelOptions& options) {
-  if (options.name == "lr") return std::unique_ptr<Model>(new LrModel());
+  if (!(options.l2.w >= 0.0f) || !(options.l2.v >= 0.0f)) {
+    return InvalidArgument("L2 strengths must be >= 0");
+  }
+  if (options.name == "lr") {
+    return std::unique_ptr<Model>(new LrModel(options.l2));
+  }
   if (options.fm_dim < 1 || options.fm_dim > 256) {
     return InvalidArgument("--fm_dim must be in [1, 256], not " +
                            std::to_string(options.fm_dim));
   }
   if (options.name == "fm") {
-    return std::unique_ptr<Model>(new FmModel(options.fm_dim));
+    return std::unique_ptr<Model>(new FmModel(options.fm_dim, options.l2));
   }
   if (options.name == "deepfm") {
     if (options.num_fields < 1 || options.num_fields > 1024) {
@@ -70,8 +87,8 @@ StatusOr<std::unique_ptr<Model>> MakeModel(const ModelOptions& options) {
         return InvalidArgument("hidden layer sizes must be in [1, 4096]");
       }
     }
-    return std::unique_ptr<Model>(
-        new DeepFmModel(options.fm_dim, options.num_fields, options.hidden));
+    return std::unique_ptr<Model>(new DeepFmModel(
+        options.fm_dim, options.num_fields, options.hidden, options.l2));
   }
   return InvalidArgument("unknown model '" + options.name +
                          "' (lr, fm, deepfm)");

@@ -65,9 +65,26 @@ class Model {
                          BatchGrads* grads) const = 0;
 };
 
+// L2 regularisation of the sparse rows a batch touches: each distinct row of
+// the batch (not the bias) gets lambda * row added to its gradient once per
+// batch, i.e. the batch's loss carries lambda/2 * |row|^2 for every row it
+// uses. Rows seen in few batches (rare features, whose few examples are easy
+// to fit by chance) are pulled towards 0 relative to their data gradient;
+// frequent ones barely notice. w and the FM factors v get their own lambda.
+struct L2Options {
+  float w = 0.0f;  // the linear weight, column 0 of a row
+  float v = 0.0f;  // the factors, columns 1 .. k (fm, deepfm)
+};
+
+// Adds the L2 gradient of every row in `keys` except the bias to grad_rows
+// (keys.size() x dim, dim = 1 + number of factors).
+void AddRowL2(const BatchKeys& keys, const float* rows, uint32_t dim,
+              const L2Options& l2, float* grad_rows);
+
 struct ModelOptions {
   std::string name = "lr";                  // lr, fm, deepfm
   uint32_t fm_dim = 8;                      // factor length k (fm, deepfm)
+  L2Options l2;                             // 0: none
   uint32_t num_fields = 39;                 // deepfm: fields of the MLP input
   std::vector<uint32_t> hidden = {64, 32};  // deepfm: MLP hidden layers
 };
