@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "protocol/table_config.h"
+#include "worker/checkpoint_sync.h"
 #include "worker/ps_client.h"
 #include "worker/train/local_param_store.h"
 #include "worker/train/model.h"
@@ -90,7 +92,11 @@ DEFINE_double(progress_secs, -1,
 
 namespace {
 
-// Usage errors exit 2, failures while running exit 1.
+// Usage errors exit 2, failures while running exit 1, a lost server exits
+// kExitServerLost (the cluster must be restarted from a checkpoint), also
+// when it shows as a timeout.
+constexpr int kExitServerLost = 3;
+
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "ps_worker: %s\n", message.c_str());
   return code;
@@ -114,7 +120,19 @@ int main(int argc, char** argv) {
       "  ps_worker --flagfile=configs/fm.flags --train_data=train.tsv "
       "--eval_data=eval.tsv --servers=127.0.0.1:7000,127.0.0.1:7001\n"
       "  ps_worker --flagfile=configs/fm.flags --local "
-      "--tables=configs/fm.tables --train_data=train.tsv");
+      "--tables=configs/fm.tables --train_data=train.tsv\n"
+      "Checkpoints are configured on the servers (ps_server "
+      "--checkpoint_dir, --checkpoint_every_steps/_secs); the workers take "
+      "part in each cut and record their data position in it. After a "
+      "restart with ps_server --restore_from=latest a worker resumes at the "
+      "restored step and position (the rest of the interrupted epoch, "
+      "without repeating or skipping lines).\n"
+      "Exit status: 0 done, 1 failed, 2 bad usage, 3 a server was lost "
+      "(crashed or unreachable; or --timeout_ms passed waiting for the "
+      "others). Recovery from 3: stop the remaining "
+      "servers and workers, restart every server with "
+      "--restore_from=latest (all shards return to the same checkpoint), "
+      "then restart every worker with the same flags.");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
@@ -174,6 +192,7 @@ int main(int argc, char** argv) {
   to.dense_table = FLAGS_dense_table;
 
   std::unique_ptr<ps::train::ParamStore> store;
+  std::unique_ptr<ps::worker::CheckpointSync> checkpoint_sync;
   if (FLAGS_local) {
     if (!FLAGS_servers.empty())
       return Fail(2, "--local and --servers exclude each other");
@@ -207,12 +226,65 @@ int main(int argc, char** argv) {
       return Fail(1, "cannot reach the servers (" + FLAGS_servers +
                          "): " + client.status().ToString());
     }
-    store = std::make_unique<ps::train::PsParamStore>(std::move(*client));
+    auto* ps_store = new ps::train::PsParamStore(std::move(*client));
+    store.reset(ps_store);
+    auto sync = ps::worker::CheckpointSync::Connect(co.servers, to.worker_id,
+                                                    FLAGS_timeout_ms);
+    if (!sync.ok()) {
+      return Fail(
+          1, "checkpoint info from the servers: " + sync.status().ToString());
+    }
+    checkpoint_sync = std::move(*sync);
+    auto info = checkpoint_sync->Info();
+    if (!info.ok()) {
+      return Fail(
+          1, "checkpoint info from the servers: " + info.status().ToString());
+    }
+    if (info->restored()) {
+      to.start_step = info->restored_step();
+      to.start_epoch = static_cast<uint32_t>(info->epoch());
+      to.start_consumed = info->examples_consumed();
+      LOG(INFO) << "resumed from step " << to.start_step << ", epoch "
+                << to.start_epoch + 1 << ", examples " << to.start_consumed
+                << " of it consumed (checkpoint " << info->restored_from()
+                << ")";
+    }
+    if (info->every_steps() > 0 || info->every_secs() > 0) {
+      ps::worker::CheckpointSync* cs = checkpoint_sync.get();
+      to.checkpoint_due = [cs](uint64_t step) { return cs->Due(step); };
+      to.checkpoint = [cs, ps_store](uint64_t step, uint32_t epoch,
+                                     uint64_t consumed) -> ps::Status {
+        const auto start = std::chrono::steady_clock::now();
+        auto copy_ms =
+            cs->Checkpoint(ps_store->client(), step, epoch, consumed);
+        if (!copy_ms.ok()) return copy_ms.status();
+        const double ms = std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - start)
+                              .count();
+        LOG(INFO) << "checkpoint at step " << step << " paused training " << ms
+                  << " ms (servers' copy " << *copy_ms
+                  << " ms); position epoch " << epoch + 1 << ", " << consumed
+                  << " examples";
+        return ps::Status::OK();
+      };
+    }
   }
 
   auto trainer = ps::train::Trainer::Create(to, model->get(), store.get());
   if (!trainer.ok()) return Fail(2, trainer.status().message());
   auto result = trainer->Run();
+  // A server that died shows as kPeerLost here, and as kTimeout on workers
+  // that wait (BSP clock, barrier) for a worker stuck on it.
+  if (!result.ok() && !FLAGS_local &&
+      (result.status().code() == ps::StatusCode::kPeerLost ||
+       result.status().code() == ps::StatusCode::kTimeout)) {
+    return Fail(kExitServerLost,
+                "lost a server (or a worker stuck on one): " +
+                    result.status().ToString() +
+                    "\nps_worker: recovery: restart every server with "
+                    "--restore_from=latest, then every worker (exit status " +
+                    std::to_string(kExitServerLost) + ")");
+  }
   if (!result.ok()) return Fail(1, result.status().ToString());
   if (result->malformed_lines > 0) {
     std::fprintf(stderr, "ps_worker: skipped %llu malformed lines, e.g.\n",

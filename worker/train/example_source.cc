@@ -32,7 +32,32 @@ Status ExampleSource::Rewind() {
   std::lock_guard<std::mutex> lock(read_mu_);
   lines_ = std::move(lines);
   bytes_read_ = 0;
+  consumed_ = 0;
   return Status::OK();
+}
+
+Status ExampleSource::Skip(uint64_t n) {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  std::string line;
+  uint64_t skipped = 0;
+  while (skipped < n && lines_->Next(&line)) {
+    bytes_read_ += line.size() + 1;
+    if (line.empty() || !Wanted(lines_->line_number() - 1)) continue;
+    ++skipped;
+  }
+  PS_RETURN_IF_ERROR(lines_->status());
+  consumed_ += skipped;
+  if (skipped < n) {
+    return OutOfRange(path_ + " has " + std::to_string(skipped) +
+                      " lines of this worker, fewer than the " +
+                      std::to_string(n) + " to skip (a different file?)");
+  }
+  return Status::OK();
+}
+
+uint64_t ExampleSource::consumed() const {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  return consumed_;
 }
 
 bool ExampleSource::Wanted(uint64_t i) const {
@@ -68,6 +93,7 @@ StatusOr<ExampleSource::TakeResult> ExampleSource::Take(
       scratch->lines[taken].first = number;
       if (++taken < max) line = &scratch->lines[taken].second;
     }
+    consumed_ += taken;
     if (!lines_->status().ok()) return lines_->status();
   }
   size_t added = 0, malformed = 0;

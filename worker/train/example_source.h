@@ -52,6 +52,13 @@ class ExampleSource {
                         Scratch* scratch);
   // Starts over from the first line (next epoch).
   Status Rewind();
+  // Reads past the next `n` lines of ours without parsing them: a resumed
+  // epoch continues where the checkpointed run was (consumed() lines in).
+  // kOutOfRange if the file has fewer.
+  Status Skip(uint64_t n);
+  // Lines of ours read since the last Rewind (malformed ones included):
+  // the data position a checkpoint records.
+  uint64_t consumed() const;
 
   // Fraction of the file read so far, or -1 when unknown (gzip).
   double fraction_read() const;
@@ -77,6 +84,7 @@ class ExampleSource {
   mutable std::mutex read_mu_;  // the line reader and bytes_read_
   std::unique_ptr<data::LineReader> lines_;
   uint64_t bytes_read_ = 0;
+  uint64_t consumed_ = 0;
 
   mutable std::mutex stats_mu_;
   data::ReaderStats stats_;

@@ -279,8 +279,34 @@ StatusOr<TrainResult> Trainer::Run() {
     return Status::OK();
   };
 
-  for (uint32_t epoch = 0; epoch < options_.epochs && !stop; ++epoch) {
-    if (epoch > 0) PS_RETURN_IF_ERROR(source->Rewind());
+  // Checkpoints: steps taken from the data and steps ended (guarded by
+  // step_mu), and the due step whose checkpoint holds back the next batch.
+  const bool checkpoints = options_.checkpoint_due && options_.checkpoint;
+  std::mutex step_mu;
+  std::condition_variable step_cv;
+  uint64_t taken_steps = options_.start_step, ended_steps = taken_steps;
+  uint64_t pending_cut = 0;
+  auto fail = [&](const Status& s) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_error.ok()) first_error = s;
+      stop = true;
+    }
+    std::lock_guard<std::mutex> lock(step_mu);
+    step_cv.notify_all();
+  };
+
+  const uint32_t first_epoch = options_.start_epoch;
+  for (uint32_t epoch = first_epoch; epoch < options_.epochs && !stop;
+       ++epoch) {
+    const bool resumed_mid_epoch =
+        epoch == first_epoch && options_.start_consumed > 0;
+    if (epoch > 0 && !resumed_mid_epoch) {
+      PS_RETURN_IF_ERROR(source->Rewind());
+    }
+    if (resumed_mid_epoch) {
+      PS_RETURN_IF_ERROR(source->Skip(options_.start_consumed));
+    }
     const uint64_t epoch_start_examples = examples.load();
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -293,25 +319,69 @@ StatusOr<TrainResult> Trainer::Run() {
       ThreadState st;
       while (!stop) {
         st.batch.Clear();
-        auto got = source->Next(options_.batch_size, &st.batch, &st.scratch);
+        StatusOr<size_t> got = size_t{0};
+        uint64_t step = 0;
+        bool cut_after = false;
+        if (checkpoints) {
+          std::unique_lock<std::mutex> lock(step_mu);
+          step_cv.wait(lock, [&] { return stop || pending_cut == 0; });
+          if (stop) break;
+          got = source->Next(options_.batch_size, &st.batch, &st.scratch);
+          if (got.ok() && *got > 0) {
+            step = ++taken_steps;
+            StatusOr<bool> due = options_.checkpoint_due(step);
+            if (!due.ok()) {
+              got = due.status();
+            } else if (*due) {
+              pending_cut = step;
+              cut_after = true;
+            }
+          }
+        } else {
+          got = source->Next(options_.batch_size, &st.batch, &st.scratch);
+        }
         StatusOr<double> loss = got.status();
         if (got.ok() && *got == 0) break;
         if (got.ok()) {
           loss = RunBatch(*model_, store_, sparse_id_, dense_id_, true, &st);
         }
-        std::lock_guard<std::mutex> lock(mu);
-        Status s = loss.ok() ? store_->EndStep() : loss.status();
+        Status s;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          s = loss.ok() ? store_->EndStep() : loss.status();
+          if (s.ok()) {
+            loss_sum += *loss;
+            epoch_loss_sum += *loss;
+            loss_count += st.batch.size();
+            epoch_count += st.batch.size();
+            examples += st.batch.size();
+            window.Add(st.probs, st.batch.labels);
+          }
+        }
         if (!s.ok()) {
-          if (first_error.ok()) first_error = s;
-          stop = true;
+          fail(s);
           break;
         }
-        loss_sum += *loss;
-        epoch_loss_sum += *loss;
-        loss_count += st.batch.size();
-        epoch_count += st.batch.size();
-        examples += st.batch.size();
-        window.Add(st.probs, st.batch.labels);
+        if (!checkpoints) continue;
+        std::unique_lock<std::mutex> lock(step_mu);
+        ++ended_steps;
+        step_cv.notify_all();
+        if (!cut_after) continue;
+        // Every earlier step ended and no later one started: the data
+        // position is exactly that of the steps up to this one.
+        step_cv.wait(lock, [&] { return stop || ended_steps == step; });
+        if (stop) break;
+        const uint64_t consumed = source->consumed();
+        lock.unlock();
+        s = options_.checkpoint(step, epoch, consumed);
+        lock.lock();
+        pending_cut = 0;
+        step_cv.notify_all();
+        lock.unlock();
+        if (!s.ok()) {
+          fail(s.WithContext("checkpoint after step " + std::to_string(step)));
+          break;
+        }
       }
       std::lock_guard<std::mutex> lock(mu);
       if (--running == 0) done_cv.notify_all();
@@ -336,17 +406,15 @@ StatusOr<TrainResult> Trainer::Run() {
       if (next_eval > 0 && examples.load() >= next_eval) {
         next_eval += options_.eval_every;
         Status s = evaluate_now(false);
-        if (!s.ok()) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (first_error.ok()) first_error = s;
-          stop = true;
-        }
+        if (!s.ok()) fail(s);
       }
     }
     for (auto& t : pool) t.join();
     if (!first_error.ok()) return first_error;
-    if (epoch == 0) examples_per_epoch = examples.load();
-    if (examples.load() == epoch_start_examples) {
+    if (examples_per_epoch == 0 && !resumed_mid_epoch) {
+      examples_per_epoch = examples.load() - epoch_start_examples;
+    }
+    if (examples.load() == epoch_start_examples && !resumed_mid_epoch) {
       return InvalidArgument("no training examples for worker " +
                              std::to_string(options_.worker_id) + " in " +
                              options_.train_data);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,22 @@ struct TrainerOptions {
   bool progress_in_place = false;  // stderr is a terminal
   std::string sparse_table = "emb";
   std::string dense_table = "mlp";
+
+  // Resuming from a checkpoint: the steps already done, and this worker's
+  // data position then (epoch, lines of ours consumed in it), so a resumed
+  // epoch neither repeats nor skips lines.
+  uint64_t start_step = 0;
+  uint32_t start_epoch = 0;
+  uint64_t start_consumed = 0;
+  // Checkpoints (null: none). checkpoint_due(step) says whether a
+  // checkpoint follows step `step` (1-based, counted from the start of
+  // training; the same answer on every worker); checkpoint(step, epoch,
+  // consumed) takes it with no batch of this worker in flight. With them,
+  // batches are taken from the data one at a time in step order (parsing
+  // included), so that the cut holds exactly the batches of steps <= step.
+  std::function<StatusOr<bool>(uint64_t step)> checkpoint_due;
+  std::function<Status(uint64_t step, uint32_t epoch, uint64_t consumed)>
+      checkpoint;
 };
 
 struct EvalPoint {
