@@ -203,6 +203,7 @@ StatusOr<proto::ShardEntry> WriteShard(const std::string& checkpoint_dir,
   for (int i = 1; i < threads; ++i) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
+  if (options.after_files) options.after_files();
 
   proto::ShardEntry entry;
   entry.set_shard_id(snapshot.shard_id);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "base/status_or.h"
@@ -25,6 +26,10 @@ struct ShardWriteOptions {
   int threads = 2;     // SST files written at the same time
   uint64_t target_file_bytes = 128ull << 20;
   double cut_pause_ms = 0;  // recorded in the ShardEntry
+  // Tests: called once the SST files are written, before they are ingested
+  // and shard-<k>.done is written (a kill -9 there leaves a half-written
+  // shard).
+  std::function<void()> after_files;
 };
 
 // Creates <checkpoint_dir> if needed, replaces a leftover shard-<k>/ of an

@@ -17,7 +17,11 @@
 #   --staleness=S        ssp bound, default 2
 #   --transport=T        auto | shm | tcp (servers and workers), default auto
 #   --apply_threads=K    apply threads per server, default 1
-#   --server_args=ARGS   more ps_server flags (split on spaces)
+#   --server_args=ARGS   more ps_server flags (split on spaces), e.g.
+#                        "--checkpoint_dir=ckpt --checkpoint_every_steps=100"
+#   --restore=WHAT       every server starts with --restore_from=WHAT
+#                        ('latest' or a checkpoint path; needs
+#                        --checkpoint_dir in --server_args for 'latest')
 #   --worker_bin=PATH    the worker program, default the build's
 #                        tests/ps/ps_test_worker
 #   --worker_args=ARGS   more worker flags (split on spaces), default
@@ -37,12 +41,20 @@
 #
 # Files under the run folder: server-<i>.log/.pid/.addr, worker-<j>.log/.pid,
 # cluster.env (SERVERS=..., the addresses in shard order).
+#
+# After a crash (a server killed; ps_worker then exits with status 3): stop
+# what is left (scripts/stop_cluster.sh RUN_FOLDER; with checkpoints pass
+# --checkpoint_on_exit=false in --server_args, or the surviving servers
+# wait for the dead shard's part of their final checkpoint), then start the
+# cluster again with the same options plus --restore=latest: every shard
+# returns to the newest complete checkpoint and the ps_worker processes
+# resume at its step and data position.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 servers=2 workers=2 tables="$root/configs/tables_example.tables"
 consistency=async staleness=2 transport=auto apply_threads=1
-server_args="" worker_bin="" worker_args="--steps=100"
+server_args="" restore="" worker_bin="" worker_args="--steps=100"
 build_dir="$root/build" run_dir="" ready_timeout=30
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -62,6 +74,7 @@ apply_option() {  # $1: --name=value
     transport) transport=$value ;;
     apply_threads) apply_threads=$value ;;
     server_args) server_args=$value ;;
+    restore) restore=$value ;;
     worker_bin) worker_bin=$value ;;
     worker_args) worker_args=$value ;;
     build_dir) build_dir=$value ;;
@@ -129,6 +142,7 @@ export GLOG_logtostderr=1
 transport_flag=()
 [ "$transport" = auto ] || transport_flag=("--transport=$transport")
 read -r -a extra_server <<<"$server_args"
+[ -z "$restore" ] || extra_server+=("--restore_from=$restore")
 for ((s = 0; s < servers; s++)); do
   started=1
   "$server_bin" --shard_id=$s --num_shards="$servers" --num_workers="$workers" \

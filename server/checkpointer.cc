@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 
 #include "checkpoint/committer.h"
@@ -97,7 +98,32 @@ Checkpointer::~Checkpointer() {
   if (writer_.joinable()) writer_.join();
 }
 
+void Checkpointer::RemoveInterruptedParts() {
+  auto list = ck::ListCheckpoints(options_.dir);
+  if (!list.ok()) return;  // no directory yet
+  const uint32_t k = shard_->shard_id();
+  for (const ck::CheckpointInfo& c : *list) {
+    if (c.complete || c.manifest_status.code() != StatusCode::kNotFound) {
+      continue;
+    }
+    const std::string part = ck::JoinPath(c.path, ck::ShardDirName(k));
+    const std::string done = ck::JoinPath(c.path, ck::ShardDoneName(k));
+    std::error_code ec;
+    if (!std::filesystem::exists(part, ec) &&
+        !std::filesystem::exists(part + ".sst-tmp", ec) &&
+        !std::filesystem::exists(done, ec)) {
+      continue;
+    }
+    LOG(INFO) << "removing shard " << k << "'s part of the interrupted "
+              << "checkpoint " << c.path;
+    std::filesystem::remove_all(part, ec);
+    std::filesystem::remove_all(part + ".sst-tmp", ec);
+    std::filesystem::remove(done, ec);
+  }
+}
+
 Status Checkpointer::Restore() {
+  if (!options_.dir.empty()) RemoveInterruptedParts();
   if (options_.restore_from.empty()) return Status::OK();
   ck::RestoreTarget target;
   target.shard_id = shard_->shard_id();
@@ -284,6 +310,15 @@ void Checkpointer::Write(Job job) {
   wo.kind = full ? ck::proto::FULL : ck::proto::INCREMENTAL;
   wo.threads = options_.write_threads;
   wo.cut_pause_ms = job.pause_ms;
+  if (options_.test_hold_step != 0 && step == options_.test_hold_step) {
+    wo.after_files = [this, step] {
+      LOG(WARNING) << "test hold: checkpoint step " << step << " shard "
+                   << shard_->shard_id()
+                   << " half-written, holding (--test_hold_checkpoint_step)";
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::seconds(60), [this] { return stop_; });
+    };
+  }
   ck::ShardSnapshot to_write;
   const ck::ShardSnapshot* write = &job.snapshot;
   if (!full) {

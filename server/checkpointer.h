@@ -54,6 +54,11 @@ struct CheckpointOptions {
   bool final_on_stop = true;  // a last checkpoint after draining on stop
   uint32_t commit_wait_secs = 600;
   int write_threads = 2;
+  // Tests (--test_hold_checkpoint_step): the background write of this step
+  // stops half-way (SST files written, not ingested, no .done) after
+  // logging "test hold: checkpoint step S shard K", until the server stops
+  // or 60 s pass, so that a test can kill -9 the server mid-write.
+  uint64_t test_hold_step = 0;
 };
 
 // kInvalidArgument naming the flag at fault.
@@ -90,6 +95,10 @@ class Checkpointer {
     double pause_ms = 0;
   };
   checkpoint::ShardSnapshot Copy() const;
+  // Removes this shard's part of every interrupted checkpoint (no
+  // MANIFEST) under the directory: it belongs to an earlier life of this
+  // server and must not be committed by shard 0 as if it were new.
+  void RemoveInterruptedParts();
   void WriterLoop();
   void Write(Job job);
 

@@ -98,6 +98,10 @@ DEFINE_string(restore_from, "",
 DEFINE_bool(restore_fallback, false,
             "With --restore_from=latest: when the newest checkpoint is "
             "damaged, restore the previous complete one instead of failing.");
+DEFINE_uint64(test_hold_checkpoint_step, 0,
+              "Tests only: the background write of the checkpoint of this "
+              "step stops half-way (logging 'test hold: checkpoint step S') "
+              "so that a crash test can kill -9 the server mid-write.");
 
 namespace {
 
@@ -197,6 +201,7 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   o.checkpoint.final_on_stop = FLAGS_checkpoint_on_exit;
   o.checkpoint.restore_from = FLAGS_restore_from;
   o.checkpoint.restore_fallback = FLAGS_restore_fallback;
+  o.checkpoint.test_hold_step = FLAGS_test_hold_checkpoint_step;
   PS_RETURN_IF_ERROR(ps::server::ValidateServerOptions(o));
   return o;
 }
@@ -226,7 +231,14 @@ int main(int argc, char** argv) {
       "  ps_server --tables=FILE [--shard_id=S --num_shards=N "
       "--num_workers=W --port=P --port_file=F ...]\n"
       "Stops cleanly (drains inboxes, logs final stats, exit 0) on SIGTERM, "
-      "SIGINT or a Shutdown control request.");
+      "SIGINT or a Shutdown control request.\n"
+      "After a crash (a server killed or lost; its workers exit with status "
+      "3): stop the other servers (SIGKILL, or SIGTERM with "
+      "--checkpoint_on_exit=false: a final checkpoint needs every shard), "
+      "restart every server with the same flags plus --restore_from=latest "
+      "(all shards go back to the newest complete checkpoint, a consistent "
+      "cut; an interrupted one is never used), then restart the workers: "
+      "they resume at the checkpoint's step and data position.");
   // With TZ unset, glibc re-reads the zone (free + strdup of its name) on
   // every localtime call glog makes, racing between logging threads (TSan
   // reports it: the lock is inside libc). Naming the default zone

@@ -1,0 +1,495 @@
+// The issue's crash test, with real processes: LR trains on generated rows
+// (ps_datagen) with 2 ps_server and 2 ps_worker processes, BSP, a checkpoint
+// every kEvery steps. One server is killed with SIGKILL at five moments, one
+// per life of the cluster:
+//   1. right after a checkpoint was committed;
+//   2. while a checkpoint is being written (--test_hold_checkpoint_step
+//      stops shard 0's write half-way; the kill leaves an incomplete
+//      checkpoint directory behind);
+//   3. right after the workers resumed, before their next checkpoint;
+//   4. between two checkpoints, training in full swing;
+//   5. right after the checkpoint at an epoch's end (the resume position is
+//      "the whole epoch consumed").
+// After each kill: the workers must exit with status 3 (a server lost), not
+// hang; every server is restarted with --restore_from=latest and checked
+// before the workers come back: the checkpoint restored is the newest
+// complete one (never the interrupted one), and every row pulled through
+// PsClient equals, bit for bit, that checkpoint's row as the checkpoint
+// library reads it. The sixth life trains to the end; its eval AUC must be
+// within 0.005 of an uninterrupted run with the same seed. The figures
+// (AUCs, pause per checkpoint) are printed.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/layout.h"
+#include "checkpoint/restorer.h"
+#include "protocol/shard_map.h"
+#include "protocol/table_config.h"
+#include "tests/ps/server_process.h"
+#include "worker/ps_client.h"
+
+namespace {
+
+namespace ck = ps::checkpoint;
+using ps::testing::ScratchDir;
+using ps::testing::ServerOptions;
+using ps::testing::ServerProcess;
+using ps::testing::SlowdownFactor;
+
+constexpr uint32_t kServers = 2;
+constexpr uint32_t kWorkers = 2;
+constexpr uint64_t kEvery = 20;    // steps between checkpoints
+constexpr uint32_t kBatch = 500;   // examples per step
+constexpr uint32_t kEpochs = 3;    //
+constexpr uint64_t kRows = 60000;  // training rows: 60 steps per epoch
+constexpr uint64_t kCapacity = 1 << 16;
+constexpr int kExitServerLost = 3;  // ps_worker's status for a lost server
+
+const char kTables[] = R"(
+table {
+  id: 1
+  name: "emb"
+  kind: HASHED
+  dim: 1
+  capacity: 65536
+  push_value_type: FP32
+  optimizer { name: "adagrad" learning_rate: 0.05 initial_accumulator: 0.1 }
+  initializer { name: "zeros" }
+}
+)";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// One ps_worker (or ps_datagen) process: fork + exec, output to a log file.
+class Program {
+ public:
+  Program(const std::vector<std::string>& argv, const std::string& log)
+      : log_(log) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      std::vector<char*> args;
+      for (const std::string& a : argv)
+        args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Program() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  // The exit code (128 + signal), or nullopt after timeout_ms.
+  std::optional<int> Wait(int timeout_ms) {
+    if (pid_ <= 0) return code_;
+    const auto end = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(timeout_ms);
+    while (true) {
+      int status = 0;
+      pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        pid_ = -1;
+        code_ =
+            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return code_;
+      }
+      if (std::chrono::steady_clock::now() > end) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  std::string Log() const { return ReadFile(log_); }
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> code_;
+  std::string log_;
+};
+
+// Polls until `pred` holds; false after timeout_ms.
+template <typename Pred>
+bool WaitFor(Pred pred, int timeout_ms) {
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+// SIGKILL, then reap (Stop). Only a live child: pid() is -1 once reaped, and
+// kill(-1) would signal every process we may signal.
+void Kill9(ServerProcess& s) {
+  if (s.pid() <= 0) return;
+  kill(s.pid(), SIGKILL);
+  (void)s.Stop(10000);  // reaps it
+}
+
+class CheckpointCrashTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ScratchDir::Create("ckpt_crash").value();
+    tables_ = dir_->WriteFile("lr.tables", kTables).value();
+    train_ = dir_->path() + "/train.tsv";
+    eval_ = dir_->path() + "/eval.tsv";
+    Program gen({PS_DATAGEN_BIN, "--model=lr",
+                 "--rows=" + std::to_string(kRows), "--eval_rows=20000",
+                 "--seed=7", "--output=" + train_, "--eval_output=" + eval_},
+                dir_->path() + "/datagen.log");
+    ASSERT_EQ(gen.Wait(60000 * SlowdownFactor()), 0) << gen.Log();
+  }
+
+  // A life of the cluster: its servers, its workers, its log folder.
+  struct Life {
+    std::string dir;
+    std::vector<std::unique_ptr<ServerProcess>> servers;
+    std::vector<std::unique_ptr<Program>> workers;
+    std::string ServerLog(uint32_t k) const { return servers[k]->ReadLog(); }
+  };
+
+  std::unique_ptr<Life> StartServers(const std::string& name,
+                                     const std::string& ckpt, bool restore,
+                                     uint64_t hold_step_on_shard0 = 0) {
+    auto life = std::make_unique<Life>();
+    life->dir = dir_->path() + "/" + name;
+    std::filesystem::create_directories(life->dir);
+    for (uint32_t k = 0; k < kServers; ++k) {
+      ServerOptions o;
+      o.shard_id = k;
+      o.num_shards = kServers;
+      o.num_workers = kWorkers;
+      o.tables_path = tables_;
+      o.consistency = "bsp";
+      o.extra_flags = {"--checkpoint_dir=" + ckpt,
+                       "--checkpoint_every_steps=" + std::to_string(kEvery),
+                       "--checkpoint_keep=3", "--checkpoint_full_every=3",
+                       "--checkpoint_on_exit=false"};
+      if (restore) o.extra_flags.push_back("--restore_from=latest");
+      if (k == 0 && hold_step_on_shard0 != 0) {
+        o.extra_flags.push_back("--test_hold_checkpoint_step=" +
+                                std::to_string(hold_step_on_shard0));
+      }
+      auto s = ServerProcess::Start(PS_SERVER_BIN, o, life->dir);
+      EXPECT_TRUE(s.ok()) << s.status();
+      if (!s.ok()) return nullptr;
+      life->servers.push_back(std::move(*s));
+    }
+    return life;
+  }
+
+  void StartWorkers(Life* life) {
+    std::string servers;
+    for (auto& s : life->servers) {
+      servers += (servers.empty() ? "" : ",") + s->address();
+    }
+    for (uint32_t w = 0; w < kWorkers; ++w) {
+      life->workers.push_back(std::make_unique<Program>(
+          std::vector<std::string>{
+              PS_WORKER_BIN, "--model=lr", "--train_data=" + train_,
+              "--eval_data=" + eval_, "--epochs=" + std::to_string(kEpochs),
+              "--batch_size=" + std::to_string(kBatch), "--threads=1",
+              "--servers=" + servers, "--worker_id=" + std::to_string(w),
+              "--num_workers=" + std::to_string(kWorkers),
+              "--timeout_ms=" + std::to_string(3000 * SlowdownFactor()),
+              "--progress_secs=0",
+              "--metrics_json=" + life->dir + "/metrics-" + std::to_string(w) +
+                  ".json"},
+          life->dir + "/worker-" + std::to_string(w) + ".log"));
+    }
+  }
+
+  // Kills server `victim` with SIGKILL; every worker must then exit with
+  // kExitServerLost; the other servers are killed too.
+  void Crash(Life* life, uint32_t victim) {
+    Kill9(*life->servers[victim]);
+    for (uint32_t w = 0; w < kWorkers; ++w) {
+      std::optional<int> code =
+          life->workers[w]->Wait(30000 * SlowdownFactor());
+      EXPECT_EQ(code, kExitServerLost)
+          << "worker " << w << " after server " << victim << " was killed:\n"
+          << life->workers[w]->Log();
+      EXPECT_NE(life->workers[w]->Log().find("recovery: restart every server"),
+                std::string::npos);
+    }
+    for (auto& s : life->servers) Kill9(*s);
+  }
+
+  // The restarted servers hold exactly the newest complete checkpoint.
+  // Returns its step.
+  uint64_t CheckRestored(Life* life, const std::string& ckpt) {
+    auto list = ck::ListCheckpoints(ckpt);
+    EXPECT_TRUE(list.ok()) << list.status();
+    if (!list.ok()) return 0;
+    const ck::CheckpointInfo* latest = nullptr;
+    for (const auto& c : *list) {
+      if (c.complete) latest = &c;
+    }
+    EXPECT_NE(latest, nullptr);
+    if (latest == nullptr) return 0;
+    for (uint32_t k = 0; k < kServers; ++k) {
+      const std::string want = "from " + latest->path + " (step ";
+      EXPECT_NE(life->ServerLog(k).find(want), std::string::npos)
+          << "shard " << k << " did not restore " << latest->path << ":\n"
+          << life->ServerLog(k);
+    }
+    // What the checkpoint library reads: the whole table on one shard.
+    ck::RestoreTarget target;
+    ck::TableTarget t;
+    t.spec = ps::protocol::LoadTableConfig(tables_).value().table(0);
+    t.state_arrays = 1;  // adagrad's accumulator
+    t.rows = kCapacity;
+    std::vector<float> want(kCapacity), accumulator(kCapacity);
+    t.values = want.data();
+    t.state[0] = accumulator.data();
+    target.tables.push_back(t);
+    auto r = ck::RestoreShard(latest->path, &target);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return 0;
+
+    // One key per row, found by hashing keys until every row has one.
+    const auto map = ps::protocol::ShardMap::ForTable(t.spec, 1);
+    std::vector<uint64_t> key_of_row(kCapacity, UINT64_MAX);
+    uint64_t missing = kCapacity;
+    for (uint64_t key = 0; missing > 0; ++key) {
+      uint64_t& k = key_of_row[map.GlobalRow(key)];
+      if (k == UINT64_MAX) {
+        k = key;
+        --missing;
+      }
+    }
+    std::vector<float> got(kCapacity);
+    {
+      ps::worker::PsClient::Options co;
+      for (auto& s : life->servers) co.servers.push_back(s->address());
+      co.worker_id = 0;
+      co.num_workers = kWorkers;
+      auto client = ps::worker::PsClient::Connect(co);
+      EXPECT_TRUE(client.ok()) << client.status();
+      if (!client.ok()) return 0;
+      ps::Status s = (*client)->Pull(1, key_of_row, got);
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    uint64_t differ = 0, nonzero = 0;
+    for (uint64_t row = 0; row < kCapacity; ++row) {
+      differ += std::memcmp(&got[row], &want[row], sizeof(float)) != 0;
+      nonzero += want[row] != 0;
+    }
+    EXPECT_EQ(differ, 0u) << "rows differing from " << latest->path;
+    EXPECT_GT(nonzero, 100u) << "the checkpoint holds a trained table";
+    return latest->manifest.step();
+  }
+
+  std::unique_ptr<ScratchDir> dir_;
+  std::string tables_, train_, eval_;
+};
+
+double JsonNumber(const std::string& json, const std::string& key) {
+  size_t at = json.find("\"" + key + "\": ");
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(json.c_str() + at + key.size() + 4, nullptr);
+}
+
+// "paused training X ms" figures of a worker log.
+std::vector<double> Pauses(const std::string& log) {
+  std::vector<double> out;
+  const std::string key = "paused training ";
+  for (size_t at = log.find(key); at != std::string::npos;
+       at = log.find(key, at + 1)) {
+    out.push_back(std::strtod(log.c_str() + at + key.size(), nullptr));
+  }
+  return out;
+}
+
+std::string Complete(uint64_t step) {
+  return ck::CheckpointDirName(step) + " complete";
+}
+
+TEST_F(CheckpointCrashTest, KillNineAtFiveMomentsThenResume) {
+  const int slow = SlowdownFactor();
+  const int long_wait = 60000 * slow;
+  std::vector<double> pauses;
+
+  // The uninterrupted run.
+  double reference_auc;
+  {
+    auto life = StartServers("reference", dir_->path() + "/ckpt-ref", false);
+    ASSERT_NE(life, nullptr);
+    StartWorkers(life.get());
+    for (uint32_t w = 0; w < kWorkers; ++w) {
+      ASSERT_EQ(life->workers[w]->Wait(long_wait), 0)
+          << life->workers[w]->Log();
+    }
+    reference_auc =
+        JsonNumber(ReadFile(life->dir + "/metrics-0.json"), "eval_auc");
+    for (double p : Pauses(life->workers[0]->Log())) pauses.push_back(p);
+    for (auto& s : life->servers) EXPECT_EQ(s->Stop(10000 * slow).value(), 0);
+  }
+  ASSERT_FALSE(std::isnan(reference_auc));
+
+  const std::string ckpt = dir_->path() + "/ckpt";
+  // Life 1: killed right after the checkpoint at step 2 * kEvery.
+  {
+    auto life = StartServers("life1", ckpt, false);
+    ASSERT_NE(life, nullptr);
+    StartWorkers(life.get());
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          return life->ServerLog(0).find(Complete(2 * kEvery)) !=
+                 std::string::npos;
+        },
+        long_wait))
+        << life->ServerLog(0);
+    Crash(life.get(), 1);
+  }
+  // Life 2: killed while shard 0 writes the next checkpoint.
+  uint64_t restored;
+  uint64_t held;
+  {
+    auto probe = ck::ListCheckpoints(ckpt).value();
+    held = 0;
+    for (const auto& c : probe) {
+      if (c.complete) held = c.step + kEvery;
+    }
+    auto life = StartServers("life2", ckpt, true, held);
+    ASSERT_NE(life, nullptr);
+    restored = CheckRestored(life.get(), ckpt);
+    EXPECT_EQ(restored + kEvery, held);
+    StartWorkers(life.get());
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          return life->ServerLog(0).find("test hold: checkpoint step " +
+                                         std::to_string(held)) !=
+                 std::string::npos;
+        },
+        long_wait))
+        << life->ServerLog(0);
+    for (uint32_t w = 0; w < kWorkers; ++w) {
+      EXPECT_NE(life->workers[w]->Log().find("resumed from step " +
+                                             std::to_string(restored)),
+                std::string::npos)
+          << life->workers[w]->Log();
+    }
+    Crash(life.get(), 0);
+    // The interrupted checkpoint: on disk, half-written, not complete.
+    auto list = ck::ListCheckpoints(ckpt).value();
+    auto it = std::find_if(list.begin(), list.end(),
+                           [&](const auto& c) { return c.step == held; });
+    ASSERT_NE(it, list.end()) << "no directory of the interrupted checkpoint";
+    EXPECT_FALSE(it->complete);
+    EXPECT_TRUE(std::filesystem::exists(it->path + "/shard-0.sst-tmp"));
+  }
+  // Life 3: the interrupted checkpoint is not used; killed right after the
+  // workers resumed.
+  {
+    auto life = StartServers("life3", ckpt, true);
+    ASSERT_NE(life, nullptr);
+    EXPECT_EQ(CheckRestored(life.get(), ckpt), restored);
+    StartWorkers(life.get());
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          for (auto& w : life->workers) {
+            if (w->Log().find("resumed from step") == std::string::npos)
+              return false;
+          }
+          return true;
+        },
+        long_wait));
+    Crash(life.get(), 1);
+  }
+  // Life 4: killed between two checkpoints.
+  {
+    auto life = StartServers("life4", ckpt, true);
+    ASSERT_NE(life, nullptr);
+    restored = CheckRestored(life.get(), ckpt);
+    StartWorkers(life.get());
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          return life->ServerLog(0).find(Complete(restored + kEvery)) !=
+                 std::string::npos;
+        },
+        long_wait))
+        << life->ServerLog(0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    Crash(life.get(), 0);
+  }
+  // Life 5: killed right after the checkpoint at the end of epoch 2.
+  const uint64_t steps_per_epoch = kRows / kWorkers / kBatch;
+  {
+    auto life = StartServers("life5", ckpt, true);
+    ASSERT_NE(life, nullptr);
+    restored = CheckRestored(life.get(), ckpt);
+    ASSERT_LT(restored, 2 * steps_per_epoch);
+    StartWorkers(life.get());
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          return life->ServerLog(0).find(Complete(2 * steps_per_epoch)) !=
+                 std::string::npos;
+        },
+        long_wait))
+        << life->ServerLog(0);
+    Crash(life.get(), 1);
+  }
+  // Life 6: resumes at the epoch boundary and trains to the end.
+  double resumed_auc;
+  {
+    auto life = StartServers("life6", ckpt, true);
+    ASSERT_NE(life, nullptr);
+    restored = CheckRestored(life.get(), ckpt);
+    EXPECT_GE(restored, 2 * steps_per_epoch);
+    StartWorkers(life.get());
+    for (uint32_t w = 0; w < kWorkers; ++w) {
+      ASSERT_EQ(life->workers[w]->Wait(long_wait), 0)
+          << life->workers[w]->Log();
+    }
+    resumed_auc =
+        JsonNumber(ReadFile(life->dir + "/metrics-0.json"), "eval_auc");
+    for (auto& s : life->servers) EXPECT_EQ(s->Stop(10000 * slow).value(), 0);
+  }
+  std::sort(pauses.begin(), pauses.end());
+  double mean = 0;
+  for (double p : pauses) mean += p / std::max<size_t>(pauses.size(), 1);
+  std::printf(
+      "crash test: eval AUC uninterrupted %.5f, after 5 kills %.5f "
+      "(diff %.5f); checkpoint pause (worker 0, uninterrupted run, %zu "
+      "checkpoints): mean %.1f ms, max %.1f ms\n",
+      reference_auc, resumed_auc, resumed_auc - reference_auc, pauses.size(),
+      mean, pauses.empty() ? 0.0 : pauses.back());
+  EXPECT_NEAR(resumed_auc, reference_auc, 0.005);
+}
+
+}  // namespace
