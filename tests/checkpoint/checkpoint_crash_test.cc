@@ -1,6 +1,6 @@
 // The issue's crash test, with real processes: LR trains on generated rows
 // (ps_datagen) with 2 ps_server and 2 ps_worker processes, BSP, a checkpoint
-// every kEvery steps. One server is killed with SIGKILL at five moments, one
+// every 20 steps. One server is killed with SIGKILL at five moments, one
 // per life of the cluster:
 //   1. right after a checkpoint was committed;
 //   2. while a checkpoint is being written (--test_hold_checkpoint_step
@@ -57,11 +57,19 @@ using ps::testing::SlowdownFactor;
 
 constexpr uint32_t kServers = 2;
 constexpr uint32_t kWorkers = 2;
-constexpr uint64_t kEvery = 20;    // steps between checkpoints
-constexpr uint32_t kBatch = 500;   // examples per step
-constexpr uint32_t kEpochs = 3;    //
-constexpr uint64_t kRows = 60000;  // training rows: 60 steps per epoch
+constexpr uint32_t kBatch = 500;  // examples per step
+constexpr uint32_t kEpochs = 3;   //
 constexpr uint64_t kCapacity = 1 << 16;
+
+// 60 steps per epoch and a checkpoint every 20 (60k training rows); under
+// sanitizers PS_TEST_SCALE shrinks the data (18 steps per epoch, every 6
+// with 0.3): the moments stay the same.
+uint64_t StepsPerEpoch() {
+  return std::max<uint64_t>(
+      9, static_cast<uint64_t>(20 * ps::testing::TestScale() + 0.5) * 3);
+}
+uint64_t Every() { return StepsPerEpoch() / 3; }
+uint64_t Rows() { return StepsPerEpoch() * kWorkers * kBatch; }
 constexpr int kExitServerLost = 3;  // ps_worker's status for a lost server
 
 const char kTables[] = R"(
@@ -168,7 +176,7 @@ class CheckpointCrashTest : public ::testing::Test {
     train_ = dir_->path() + "/train.tsv";
     eval_ = dir_->path() + "/eval.tsv";
     Program gen({PS_DATAGEN_BIN, "--model=lr",
-                 "--rows=" + std::to_string(kRows), "--eval_rows=20000",
+                 "--rows=" + std::to_string(Rows()), "--eval_rows=20000",
                  "--seed=7", "--output=" + train_, "--eval_output=" + eval_},
                 dir_->path() + "/datagen.log");
     ASSERT_EQ(gen.Wait(60000 * SlowdownFactor()), 0) << gen.Log();
@@ -196,7 +204,7 @@ class CheckpointCrashTest : public ::testing::Test {
       o.tables_path = tables_;
       o.consistency = "bsp";
       o.extra_flags = {"--checkpoint_dir=" + ckpt,
-                       "--checkpoint_every_steps=" + std::to_string(kEvery),
+                       "--checkpoint_every_steps=" + std::to_string(Every()),
                        "--checkpoint_keep=3", "--checkpoint_full_every=3",
                        "--checkpoint_on_exit=false"};
       if (restore) o.extra_flags.push_back("--restore_from=latest");
@@ -362,14 +370,14 @@ TEST_F(CheckpointCrashTest, KillNineAtFiveMomentsThenResume) {
   ASSERT_FALSE(std::isnan(reference_auc));
 
   const std::string ckpt = dir_->path() + "/ckpt";
-  // Life 1: killed right after the checkpoint at step 2 * kEvery.
+  // Life 1: killed right after the checkpoint at step 2 * Every().
   {
     auto life = StartServers("life1", ckpt, false);
     ASSERT_NE(life, nullptr);
     StartWorkers(life.get());
     ASSERT_TRUE(WaitFor(
         [&] {
-          return life->ServerLog(0).find(Complete(2 * kEvery)) !=
+          return life->ServerLog(0).find(Complete(2 * Every())) !=
                  std::string::npos;
         },
         long_wait))
@@ -383,12 +391,12 @@ TEST_F(CheckpointCrashTest, KillNineAtFiveMomentsThenResume) {
     auto probe = ck::ListCheckpoints(ckpt).value();
     held = 0;
     for (const auto& c : probe) {
-      if (c.complete) held = c.step + kEvery;
+      if (c.complete) held = c.step + Every();
     }
     auto life = StartServers("life2", ckpt, true, held);
     ASSERT_NE(life, nullptr);
     restored = CheckRestored(life.get(), ckpt);
-    EXPECT_EQ(restored + kEvery, held);
+    EXPECT_EQ(restored + Every(), held);
     StartWorkers(life.get());
     ASSERT_TRUE(WaitFor(
         [&] {
@@ -439,7 +447,7 @@ TEST_F(CheckpointCrashTest, KillNineAtFiveMomentsThenResume) {
     StartWorkers(life.get());
     ASSERT_TRUE(WaitFor(
         [&] {
-          return life->ServerLog(0).find(Complete(restored + kEvery)) !=
+          return life->ServerLog(0).find(Complete(restored + Every())) !=
                  std::string::npos;
         },
         long_wait))
@@ -448,7 +456,7 @@ TEST_F(CheckpointCrashTest, KillNineAtFiveMomentsThenResume) {
     Crash(life.get(), 0);
   }
   // Life 5: killed right after the checkpoint at the end of epoch 2.
-  const uint64_t steps_per_epoch = kRows / kWorkers / kBatch;
+  const uint64_t steps_per_epoch = StepsPerEpoch();
   {
     auto life = StartServers("life5", ckpt, true);
     ASSERT_NE(life, nullptr);
