@@ -248,6 +248,12 @@ int main(int argc, char** argv) {
                 << to.start_epoch + 1 << ", examples " << to.start_consumed
                 << " of it consumed (checkpoint " << info->restored_from()
                 << ")";
+      if (to.start_epoch == 0 && to.start_consumed == 0) {
+        LOG(WARNING) << "the checkpoint records no data position for worker "
+                     << to.worker_id
+                     << " (a final checkpoint a server wrote on stop?): "
+                        "the data starts over from its first line";
+      }
     }
     if (info->every_steps() > 0 || info->every_secs() > 0) {
       ps::worker::CheckpointSync* cs = checkpoint_sync.get();
