@@ -71,7 +71,14 @@ int VerbsAccessFlags(uint32_t access) {
   int flags = IBV_ACCESS_LOCAL_WRITE;
   if (access & kRemoteRead) flags |= IBV_ACCESS_REMOTE_READ;
   if (access & kRemoteWrite) flags |= IBV_ACCESS_REMOTE_WRITE;
-  if (access & kRemoteAtomic) flags |= IBV_ACCESS_REMOTE_ATOMIC;
+  // PutWithNotify stores its notify word with an atomic compare-and-swap (an
+  // RDMA WRITE may place an 8-byte word a byte at a time), so a writable
+  // region takes NIC atomics too. That grants nothing a write does not: a
+  // writer may already set any word to any value. Our own FetchAdd64 and
+  // CompareSwap64 still need kRemoteAtomic, checked at the origin.
+  if (access & (kRemoteWrite | kRemoteAtomic)) {
+    flags |= IBV_ACCESS_REMOTE_ATOMIC;
+  }
   return flags;
 }
 

@@ -15,6 +15,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "core/access.h"
@@ -37,6 +38,9 @@ constexpr size_t kPostChunk = 64;
 // How long the progress thread polls the CQ before it sleeps on the
 // completion channel while work is outstanding.
 constexpr long long kSpinNanos = 20'000;
+// Notify words whose last stored value this endpoint remembers (the guess of
+// a notify store's compare-and-swap); forgotten all at once beyond this.
+constexpr size_t kNotifyGuesses = 1 << 16;
 
 // One Post call: its request and whether it already failed (work requests
 // of a failed operation that were flushed are not posted again: a
@@ -77,6 +81,9 @@ struct WorkRequest {
   void* copy_out = nullptr;       // Get through a slot: destination
   size_t bytes = 0;
   uint64_t* result = nullptr;  // atomics
+  // A PutWithNotify's flag: a compare-and-swap that is posted again with
+  // the value it found until it finds the one it expected.
+  bool notify_store = false;
   // What the request touches at the target, to ask why it was refused.
   uint64_t region_id = 0, key = 0, instance = 0, offset = 0, length = 0;
   uint32_t access = 0;
@@ -129,6 +136,11 @@ class VerbsTransport::Impl {
 
  private:
   Status Plan(const Op& op, std::vector<std::unique_ptr<WorkRequest>>* plan);
+  // Remembers `value` as the last one stored at the notify word at
+  // `address`; returns the one remembered before (0 if none).
+  uint64_t SwapNotifyGuess(uint64_t address, uint64_t value);
+  // Posts a notify store again after its compare-and-swap found `found`.
+  void RetryNotifyStore(WorkRequest* r, uint64_t found);
   // Gives `r` its slot or word (posting `pending` first if it must wait);
   // false once the peer is lost.
   bool Acquire(WorkRequest* r, std::vector<WorkRequest*>& pending);
@@ -180,6 +192,9 @@ class VerbsTransport::Impl {
   long long lost_at_ns_ = 0;           // guarded by mu_
   std::atomic<bool> lost_{false};
   std::atomic<bool> stop_{false};
+
+  std::mutex guess_mu_;
+  std::unordered_map<uint64_t, uint64_t> notify_guess_;  // by guess_mu_
   std::thread progress_;
 };
 
@@ -340,17 +355,22 @@ Status VerbsTransport::Impl::Plan(
       PS_ASSIGN_OR_RETURN(uint64_t flag_base, target(*op.notify_remote));
       write(region, base, op.single.local, op.single.remote_offset,
             op.single.length);
-      if (inline_max_ >= 8) {
-        write(*op.notify_remote, flag_base, &op.notify_value, op.notify_offset,
-              8);
-      } else {  // no inline data on this device: the flag goes from a word
-        auto r = make(*op.notify_remote, flag_base, op.notify_offset, 8,
-                      kRemoteWrite, IBV_WR_RDMA_WRITE);
-        r->needs_word = true;
-        r->copy_in = &op.notify_value;
-        r->bytes = 8;
-        plan->push_back(std::move(r));
-      }
+      // The flag is stored with a compare-and-swap, not an RDMA WRITE: a
+      // WRITE may be placed a byte at a time (soft-RoCE copies with memcpy),
+      // and a reader polling the word would see a torn value. It expects
+      // the value this endpoint last stored there; Handle retries with the
+      // value found if that guess was wrong.
+      const uint64_t flag_address = flag_base + op.notify_offset;
+      auto r = make(*op.notify_remote, flag_base, op.notify_offset, 8,
+                    kRemoteWrite, IBV_WR_ATOMIC_CMP_AND_SWP);
+      r->wr.wr.atomic.remote_addr = flag_address;
+      r->wr.wr.atomic.rkey = static_cast<uint32_t>(op.notify_remote->key());
+      r->wr.wr.atomic.compare_add =
+          SwapNotifyGuess(flag_address, op.notify_value);
+      r->wr.wr.atomic.swap = op.notify_value;
+      r->needs_word = true;
+      r->notify_store = true;
+      plan->push_back(std::move(r));
       return Status::OK();
     }
   }
@@ -584,6 +604,14 @@ void VerbsTransport::Impl::Handle(const ibv_wc& wc) {
     }
   }
   if (wc.status == IBV_WC_SUCCESS) {
+    if (r->notify_store) {
+      uint64_t found;
+      std::memcpy(&found, reinterpret_cast<void*>(r->sge.addr), 8);
+      if (found != r->wr.wr.atomic.compare_add) {
+        RetryNotifyStore(r, found);
+        return;
+      }
+    }
     if (r->copy_out != nullptr) {
       std::memcpy(r->copy_out, reinterpret_cast<void*>(r->sge.addr), r->bytes);
     }
@@ -619,6 +647,32 @@ void VerbsTransport::Impl::Handle(const ibv_wc& wc) {
   DeclareLost(PeerLost(std::string("RDMA connection to ") + peer_ +
                        " failed: " + ibv_wc_status_str(wc.status)));
   Finish(r, LostStatus());
+}
+
+uint64_t VerbsTransport::Impl::SwapNotifyGuess(uint64_t address,
+                                               uint64_t value) {
+  std::lock_guard lock(guess_mu_);
+  if (notify_guess_.size() >= kNotifyGuesses) notify_guess_.clear();
+  return std::exchange(notify_guess_[address], value);
+}
+
+void VerbsTransport::Impl::RetryNotifyStore(WorkRequest* r, uint64_t found) {
+  // Someone else stored there (or this endpoint never had): swap against
+  // what is there now. The request stays outstanding, so Flush waits for it.
+  r->wr.wr.atomic.compare_add = found;
+  Status refusal;
+  {
+    std::lock_guard lock(mu_);
+    if (lost_.load()) {
+      refusal = lost_status_;
+    } else if (broken_) {
+      replay_.push_back(r);
+      return;
+    } else if (PostLocked({r}, &refusal) == 1) {
+      return;
+    }
+  }
+  Finish(r, refusal);
 }
 
 void VerbsTransport::Impl::Finish(WorkRequest* r, const Status& s) {

@@ -6,14 +6,25 @@
 //                     segment has its own address)
 //   Get / ReadV       RDMA READ, one per segment
 //   FetchAdd64        ATOMIC_FETCH_AND_ADD;  CompareSwap64: ATOMIC_CMP_AND_SWP
-//   PutWithNotify     RDMA WRITE of the data, then an RDMA WRITE of the flag
-//                     word on the same queue pair. An RC responder executes
-//                     WRITEs in the order they were sent, and the second is
-//                     only executed once the first is placed, so a reader who
-//                     sees the flag sees the data. No IBV_SEND_FENCE: a fence
-//                     only waits for earlier READs and atomics, which the
-//                     flag does not depend on. Write-with-immediate would
-//                     need a posted receive, i.e. the target's CPU.
+//   PutWithNotify     RDMA WRITE of the data, then the flag word stored by an
+//                     ATOMIC_CMP_AND_SWP on the same queue pair. An RC
+//                     responder executes requests in the order they were
+//                     sent, the atomic only after the data is placed, so a
+//                     reader who sees the flag sees the data. The flag is not
+//                     an RDMA WRITE because a WRITE gives no atomicity: the
+//                     responder may place an 8-byte word in pieces (soft-RoCE
+//                     copies it with memcpy, which under emulation goes byte
+//                     by byte), and a reader polling the word then sees torn
+//                     values: going from 0x2BDB to 0x2C1B it saw 0x2B1B,
+//                     i.e. a flag 256 iterations old. An atomic is one 8-byte
+//                     store at the responder. The swap expects the value this
+//                     endpoint last stored at that word; when someone else
+//                     stored there it finds another, and is posted again
+//                     expecting that one. (IBV_SEND_FENCE would not help: it
+//                     orders, it does not make a WRITE atomic. Write-with-
+//                     immediate would need a posted receive, i.e. the
+//                     target's CPU.) So verbs regions writable by peers also
+//                     take NIC atomics (VerbsAccessFlags).
 //
 // Local buffers need no registration. A buffer inside a region this Context
 // registered (Allocate/Register) is used in place (zero copy): then a Put's

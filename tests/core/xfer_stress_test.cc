@@ -221,6 +221,38 @@ int RunNotifyWriter(LineChannel& ch, TransportChoice t) {
   return line && *line == "exit" ? 0 : 3;
 }
 
+// On a failure at iteration i: every slot's notify word as an offset from
+// the value it should hold, and which iteration the payload of `slot` holds,
+// to tell a stale write of one slot from a stale view of the whole inbox.
+std::string DescribeInbox(const uint8_t* base, uint64_t i, uint64_t slot) {
+  std::string out = "notify words (seen - expected):";
+  for (uint64_t s = 0; s < kSlots; ++s) {
+    // What slot s held once the reader had passed iteration i - 1.
+    const uint64_t last = i - 1 - ((i - 1 - s) % kSlots);
+    const uint64_t seen =
+        std::atomic_ref<const uint64_t>(
+            *reinterpret_cast<const uint64_t*>(base + NotifyOffset(s)))
+            .load(std::memory_order_acquire);
+    out += ' ';
+    out += std::to_string(static_cast<int64_t>(seen - (last + 1)));
+  }
+  const auto* payload =
+      reinterpret_cast<const uint64_t*>(base + PayloadOffset(slot));
+  out += "; slot ";
+  out += std::to_string(slot);
+  out += "'s payload is from iteration";
+  bool found = false;
+  for (uint64_t k = slot; k <= i + kSlots; k += kSlots) {
+    if (payload[0] == PayloadWord(k, 0)) {
+      out += ' ';
+      out += std::to_string(k);
+      found = true;
+    }
+  }
+  if (!found) out += " (none)";
+  return out;
+}
+
 int RunNotifyReader(LineChannel& ch, TransportChoice t) {
   PeerSetup p;
   PS_CHILD_CHECK(JoinPeer(ch, "reader", t, kInboxSize,
@@ -240,7 +272,8 @@ int RunNotifyReader(LineChannel& ch, TransportChoice t) {
       PS_CHILD_CHECK(seen == previous, "slot " + std::to_string(slot) +
                                            " shows " + std::to_string(seen) +
                                            " while waiting for " +
-                                           std::to_string(i + 1));
+                                           std::to_string(i + 1) + "; " +
+                                           DescribeInbox(base, i, slot));
       SpinPause(spins);
     }
     const auto* payload =
@@ -250,7 +283,8 @@ int RunNotifyReader(LineChannel& ch, TransportChoice t) {
       PS_CHILD_CHECK(payload[j] == PayloadWord(i, j),
                      "iteration " + std::to_string(i) + " word " +
                          std::to_string(j) + " of " + std::to_string(words) +
-                         " is not the payload its notify word announced");
+                         " is not the payload its notify word announced; " +
+                         DescribeInbox(base, i, slot));
     }
     if ((i + 1) % kAckEvery == 0 || i + 1 == kNotifyIterations) {
       sync_word.fetch_add(1, std::memory_order_acq_rel);
