@@ -14,7 +14,11 @@ using data::kCriteoFields;
 using data::kCriteoIntegerColumns;
 
 CriteoSynth::CriteoSynth(const SynthOptions& options, const PlantedModel* model)
-    : model_(model), rng_(options.seed), token_salt_(options.seed * 7919) {
+    : model_(model),
+      rng_(options.seed),
+      factor_rank_(options.factor_rank),
+      field_scale_(kCriteoFields, 1.0f),
+      token_salt_(options.seed * 7919) {
   for (int c = 0; c < kCriteoCategoricalColumns; ++c) {
     uint32_t vocab = std::max<uint32_t>(
         3, static_cast<uint32_t>(options.max_vocab / std::pow(3.0, c % 7)));
@@ -47,6 +51,7 @@ void CriteoSynth::NextRow(std::string* line, double* probability) {
   char buf[32];
   for (int f = 0; f < kCriteoFields; ++f) {
     columns += '\t';
+    field_scale_[f] = 1.0f;
     if (unit(rng_) < missing_[f]) continue;
     if (f < kCriteoIntegerColumns) {
       double mu = 0.5 + 0.35 * f;
@@ -56,6 +61,10 @@ void CriteoSynth::NextRow(std::string* line, double* probability) {
     } else {
       int c = f - kCriteoIntegerColumns;
       uint64_t r = SampleZipf(c);
+      if (factor_rank_ > 0) {
+        double shrink = std::min(1.0, factor_rank_ / (r + 1.0));
+        field_scale_[f] = static_cast<float>(shrink * shrink);
+      }
       uint64_t token = protocol::Mix64(
           (r + 1) * 0x9e3779b97f4a7c15ULL ^
           protocol::Mix64(token_salt_ + static_cast<uint64_t>(c)));
@@ -68,7 +77,12 @@ void CriteoSynth::NextRow(std::string* line, double* probability) {
   scratch_.Clear();
   std::string unlabelled = "0" + columns;
   (void)data::ParseCriteoLine(unlabelled, &scratch_);
-  *probability = model_->Probability(scratch_.ids);
+  feature_scale_.clear();
+  for (uint32_t field : scratch_.fields) {
+    feature_scale_.push_back(field < field_scale_.size() ? field_scale_[field]
+                                                         : 1.0f);
+  }
+  *probability = model_->Probability(scratch_.ids, feature_scale_);
   int label = unit(rng_) < *probability ? 1 : 0;
   *line = std::to_string(label) + columns;
 }

@@ -17,8 +17,13 @@ namespace ps::datagen {
 struct SynthOptions {
   uint64_t seed = 1;
   // Largest categorical vocabulary; field c gets about max_vocab / 3^(c % 7).
-  uint32_t max_vocab = 3000;
+  uint32_t max_vocab = 100;
   double zipf_exponent = 1.1;
+  // Planted FM factors of the category of frequency rank r (0: the most
+  // frequent of its field) are scaled by min(1, (factor_rank / (r + 1))^2):
+  // full strength for the factor_rank most frequent values, then quickly
+  // fading (see planted_model.h for why). 0: no scaling.
+  double factor_rank = 0;
 };
 
 class CriteoSynth {
@@ -36,6 +41,9 @@ class CriteoSynth {
   std::mt19937_64 rng_;
   std::vector<std::vector<double>> zipf_cdf_;  // per categorical field
   std::vector<double> missing_;                // per field, 39
+  double factor_rank_;
+  std::vector<float> field_scale_;  // this row's factor scale per field
+  std::vector<float> feature_scale_;
   data::ExampleBatch scratch_;
   uint64_t token_salt_;
 };

@@ -36,15 +36,17 @@ float PlantedModel::Factor(uint64_t id, int k) const {
   return static_cast<float>(o_.factor_stddev * Gaussian(id, 1 + k));
 }
 
-double PlantedModel::Logit(std::span<const uint64_t> ids) const {
+double PlantedModel::Logit(std::span<const uint64_t> ids,
+                           std::span<const float> factor_scale) const {
   double logit = o_.bias;
   for (uint64_t id : ids) logit += Weight(id);
   if (o_.kind == PlantedOptions::Kind::kFm) {
     // sum_{i<j} <v_i, v_j> = (|sum v|^2 - sum |v|^2) / 2, per dimension.
     for (int k = 0; k < o_.fm_dim; ++k) {
       double sum = 0, sum_sq = 0;
-      for (uint64_t id : ids) {
-        double v = Factor(id, k);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        double v = Factor(ids[i], k);
+        if (!factor_scale.empty()) v *= factor_scale[i];
         sum += v;
         sum_sq += v * v;
       }
@@ -54,8 +56,9 @@ double PlantedModel::Logit(std::span<const uint64_t> ids) const {
   return logit;
 }
 
-double PlantedModel::Probability(std::span<const uint64_t> ids) const {
-  return 1.0 / (1.0 + std::exp(-Logit(ids)));
+double PlantedModel::Probability(std::span<const uint64_t> ids,
+                                 std::span<const float> factor_scale) const {
+  return 1.0 / (1.0 + std::exp(-Logit(ids, factor_scale)));
 }
 
 }  // namespace ps::datagen
