@@ -2,17 +2,24 @@
 # Configures and builds the project. Usage:
 #   scripts/build.sh [--sanitize=address,undefined|thread] [--build-dir=DIR]
 #                    [--type=Release|Debug|RelWithDebInfo] [--target=T ...]
-# Prints the build directory on its last line.
+#                    [--tests="CTEST SELECTION"]
+#   --tests="-L concurrency -LE acceptance"  builds only the test binaries
+#     ctest selects with these arguments (and, through their dependencies, the
+#     programs they start, e.g. ps_server): what a sanitizer suite runs.
+# Uses Ninja when it is installed (scripts/setup.sh installs it); a build
+# folder configured earlier keeps its generator. Prints the build directory
+# on its last line.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-sanitize="" build_dir="" type=Release targets=()
+sanitize="" build_dir="" type=Release targets=() tests=""
 for arg in "$@"; do
   case "$arg" in
     --sanitize=*) sanitize=${arg#*=} ;;
     --build-dir=*) build_dir=${arg#*=} ;;
     --type=*) type=${arg#*=} ;;
     --target=*) targets+=(--target "${arg#*=}") ;;  # only these (default: all)
-    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+    --tests=*) tests=${arg#*=} ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "build: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -25,10 +32,45 @@ jobs=$(nproc)
 # Sanitizer builds exist to run the tests: benchmarks and fuzzers stay out.
 extra=()
 [ -n "$sanitize" ] && extra=(-DPS_BUILD_BENCH=OFF -DPS_BUILD_FUZZ=OFF)
+# Ninja schedules both cores better than recursive make and has no per-
+# directory make overhead; an existing build folder keeps its generator
+# (CMake refuses to switch one).
+if [ ! -f "$build_dir/CMakeCache.txt" ] && command -v ninja >/dev/null; then
+  extra+=(-G Ninja)
+fi
 mkdir -p "$build_dir"
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE="$type" \
   -DPS_SANITIZE="$sanitize" "${extra[@]}" >"$build_dir/configure.log" 2>&1 ||
   { cat "$build_dir/configure.log" >&2; exit 1; }
 grep -E '^-- ps:' "$build_dir/configure.log" >&2 || true
+if [ -n "$tests" ]; then
+  # ctest picks the tests (by name; before the build it cannot say their
+  # commands), the CTestTestfiles say which executable each runs, and each
+  # executable is the target of the same name. A test names the programs it
+  # starts (ps_server, ...) with add_dependencies, so those come along.
+  # shellcheck disable=SC2086  # $tests is a list of ctest arguments
+  names=$(ctest --test-dir "$build_dir" -N --show-only=json-v1 $tests |
+    python3 -c '
+import json, os, re, sys
+build = os.path.realpath(sys.argv[1])
+wanted = {t["name"] for t in json.load(sys.stdin).get("tests", [])}
+exe = {}
+for d, _, files in os.walk(build):
+    if "CTestTestfile.cmake" in files:
+        for m in re.finditer(r"^add_test\(\[=\[(.*?)\]=\] \"([^\"]+)\"",
+                             open(os.path.join(d, "CTestTestfile.cmake")).read(), re.M):
+            exe[m.group(1)] = m.group(2)
+names = set()
+for name in wanted:
+    path = exe.get(name)
+    if path is None:
+        sys.exit("build: no executable found for test " + name)
+    if os.path.realpath(path).startswith(build + os.sep):
+        names.add(os.path.basename(path))
+print("\n".join(sorted(names)))' "$build_dir")
+  [ -n "$names" ] || { echo "build: no tests match '$tests'" >&2; exit 1; }
+  for n in $names; do targets+=(--target "$n"); done
+  echo "build: $(echo "$names" | wc -l) test binaries for '$tests'" >&2
+fi
 cmake --build "$build_dir" -j "$jobs" "${targets[@]}" >&2
 echo "$build_dir"

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config git
+  build-essential cmake ninja-build pkg-config git
   protobuf-compiler libprotobuf-dev
   libgflags-dev libgoogle-glog-dev
   librocksdb-dev

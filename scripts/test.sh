@@ -7,6 +7,9 @@
 #   scripts/test.sh --acceptance            the training acceptance runs (1M rows
 #                                           of generated data per model; slow)
 # Extra arguments after -- go to ctest (e.g. -- -R Endpoint).
+# Each stage (setup, then build / tests / fuzz / guest per suite) prints its
+# wall and CPU time (user+sys of everything it ran) as it ends; a table of
+# all stages and the total closes the run, also when a stage fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 sanitize="" all=0 acceptance=0 ctest_args=()
@@ -22,11 +25,45 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+# Stage timing: wall from date, CPU from this shell's cutime + cstime in
+# /proc (user+sys of every finished child process and their descendants;
+# $$ is this shell also inside $(...)).
+stage_rows=() stage_name="" stage_wall0=0 stage_cpu0=0 run_wall0=$(date +%s.%N)
+clk_tck=$(getconf CLK_TCK)
+child_cpu() {  # user+sys seconds of finished children, e.g. 12.34
+  awk -v hz="$clk_tck" '{ printf "%.2f", ($16 + $17) / hz }' "/proc/$$/stat"
+}
+stage_begin() {  # $1: stage name, e.g. "asan build"
+  stage_name=$1 stage_wall0=$(date +%s.%N) stage_cpu0=$(child_cpu)
+}
+stage_end() {
+  local wall cpu
+  wall=$(awk -v a="$stage_wall0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
+  cpu=$(awk -v a="$stage_cpu0" -v b="$(child_cpu)" 'BEGIN { printf "%.0f", b - a }')
+  stage_rows+=("$(printf '%-22s %6s s wall %7s s cpu' "$stage_name" "$wall" "$cpu")")
+  echo "== time: $stage_name ${wall} s wall, ${cpu} s cpu"
+  stage_name=""
+}
+print_times() {
+  local rc=$?
+  [ -n "$stage_name" ] && stage_end && stage_rows[-1]+="  (failed)"
+  echo "== stage times"
+  local row
+  for row in "${stage_rows[@]}"; do echo "   $row"; done
+  printf '   %-22s %6.0f s wall %7.0f s cpu\n' total \
+    "$(awk -v a="$run_wall0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" "$(child_cpu)"
+  return $rc
+}
+trap print_times EXIT
+
+stage_begin setup
 "$root/scripts/setup.sh"
+stage_end
 
 run_suite() {  # $1: sanitizer list or empty
-  local san=$1 build_dir label_args=() fuzz=0
-  build_dir=$("$root/scripts/build.sh" ${san:+--sanitize=$san} | tail -n 1)
+  local san=$1 build_dir label_args=() fuzz=0 suite=${1:-release} build_args=()
+  [ "$san" = address,undefined ] && suite=asan
+  [ "$san" = thread ] && suite=tsan
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
@@ -38,12 +75,25 @@ run_suite() {  # $1: sanitizer list or empty
     *) label_args=(-LE acceptance) ;;
   esac
   if [ $acceptance = 1 ]; then label_args=(-L acceptance) fuzz=0; fi
+  # Sanitizer suites build only the test binaries they run (and the programs
+  # those start); the release suite builds everything (benchmarks, fuzzers,
+  # tools), so that all of it keeps compiling.
+  [ -n "$san" ] && build_args=(--tests="${label_args[*]}")
+  stage_begin "$suite build"
+  build_dir=$("$root/scripts/build.sh" ${san:+--sanitize=$san} "${build_args[@]}" | tail -n 1)
+  stage_end
   echo "== tests${san:+ under $san} in $build_dir"
+  stage_begin "$suite tests"
   (cd "$build_dir" && ctest --output-on-failure -j "$(nproc)" --timeout 600 \
     "${label_args[@]}" "${ctest_args[@]}")
+  stage_end
   if [ $fuzz = 1 ]; then
+    stage_begin "$suite fuzz"
     "$root/scripts/fuzz.sh" --build-dir="$build_dir" --seconds=30
+    stage_end
+    stage_begin "$suite verbs guest"
     run_verbs_vm "$build_dir"
+    stage_end
   fi
 }
 
