@@ -7,6 +7,7 @@
 # optionally bound to a virtio NIC instead, see RXE_VM_NET).
 #
 # Usage:  rxe_vm.sh [--] COMMAND [ARGS...]
+#         rxe_vm.sh --accel      prints the accelerator a run would use (kvm|tcg)
 #   COMMAND runs as root in the guest, in the same working directory as on the
 #   host. The guest's / is an overlay: the host's / (shared read-only over 9p)
 #   plus a tmpfs for writes, so host-built binaries and host libraries
@@ -22,7 +23,10 @@
 #   RXE_VM_TIMEOUT=600       seconds before the VM is killed
 #   RXE_VM_MEM=1024          guest RAM in MiB
 #   RXE_VM_SMP=2             guest vCPUs
-#   RXE_VM_ACCEL=tcg         "tcg" or "kvm" (KVM only helps if nested KVM really works)
+#   RXE_VM_ACCEL=auto        "kvm", "tcg", or "auto": kvm when /dev/kvm is usable and
+#                            the CPU has hardware virtualisation (vmx/svm), else tcg
+#                            (with a log line saying why). A kvm guest that dies
+#                            before it runs the command is retried once under tcg.
 #   RXE_VM_RW_DIR=           host dir to share read-write at the same path
 #   RXE_VM_INSTALL=1         apt-get install missing host packages (needs root)
 #   RXE_VM_VERBOSE=0         1: show the kernel's boot messages and boot-stage times
@@ -37,16 +41,31 @@ RXE_VM_DIR=${RXE_VM_DIR:-/tmp/rxe-vm}
 TIMEOUT=${RXE_VM_TIMEOUT:-600}
 MEM=${RXE_VM_MEM:-1024}
 SMP=${RXE_VM_SMP:-2}
-ACCEL=${RXE_VM_ACCEL:-tcg}
+ACCEL=${RXE_VM_ACCEL:-auto}
 RW_DIR=${RXE_VM_RW_DIR:-}
 IP=${RXE_VM_IP:-10.11.12.1}
 NET=${RXE_VM_NET:-}
 VERBOSE=${RXE_VM_VERBOSE:-0}
 
-[ "${1:-}" = "--" ] && shift
-[ $# -ge 1 ] || { echo "usage: $0 [--] COMMAND [ARGS...]" >&2; exit 2; }
-
 log() { echo "[rxe-vm] $*" >&2; }
+
+# KVM needs /dev/kvm *and* hardware virtualisation: a /dev/kvm backed by a
+# software hypervisor (e.g. PVM, whose guests need a PVM-built kernel) cannot
+# boot the stock Debian kernel (seen: QEMU aborts on MSR 0x10a with -cpu host,
+# or the kernel hangs in early boot), so "auto" requires vmx/svm in cpuinfo.
+kvm_usable() {
+  [ -c /dev/kvm ] && [ -r /dev/kvm ] && [ -w /dev/kvm ] || { echo "no usable /dev/kvm"; return 1; }
+  grep -qwE 'vmx|svm' /proc/cpuinfo || { echo "/dev/kvm exists but the CPU shows no vmx/svm (no hardware nested virtualisation)"; return 1; }
+  return 0
+}
+auto_kvm=0
+if [ "$ACCEL" = auto ]; then
+  if why=$(kvm_usable); then ACCEL=kvm auto_kvm=1
+  else ACCEL=tcg; log "accel=tcg (emulation, slow): $why"; fi
+fi
+if [ "${1:-}" = "--accel" ]; then echo "$ACCEL"; exit 0; fi
+[ "${1:-}" = "--" ] && shift
+[ $# -ge 1 ] || { echo "usage: $0 [--accel | [--] COMMAND [ARGS...]]" >&2; exit 2; }
 die() { echo "[rxe-vm] ERROR: $*" >&2; exit 125; }
 
 # ---------------------------------------------------------------- host tools
@@ -170,16 +189,20 @@ printf '%s\n' "$RW_DIR" > "$IO/rw_dir"
   else echo 'nd=dummy0; ip link show dummy0 >/dev/null 2>&1 || ip link add dummy0 type dummy'; fi
   echo "ip link set lo up && ip addr add $IP/24 dev \$nd && ip link set \$nd up &&"
   echo '  rdma link add rxe0 type rxe netdev $nd || { echo "rxe-vm: rxe setup failed"; exit; }'
+  echo ': > /rxe-vm-io/started'
   echo 'echo "[rxe-vm] guest up $(cut -d" " -f1 /proc/uptime)s after kernel start; running command" >&2'
   printf 'cd %q || exit\n' "$PWD"
   printf '%q ' "$@"; echo '</dev/null'   # the command itself; stdout/stderr go to the serial console
   echo 'rc=$?'
 } > "$IO/guest.sh"
 
-case $ACCEL in
-  kvm) accel=(-accel kvm -cpu host) ;;
-  *)   accel=(-accel tcg -cpu max) ;;
-esac
+accel_args() {
+  case $1 in
+    kvm) accel=(-accel kvm -cpu host) ;;
+    *)   accel=(-accel tcg -cpu max) ;;
+  esac
+}
+accel_args "$ACCEL"
 # no_timer_check: a slow (emulated, loaded) host otherwise fails the boot-time
 # timer check now and then ("IO-APIC + timer doesn't work!" panic).
 append="console=ttyS0 panic=-1 mitigations=off no_timer_check"
@@ -192,6 +215,7 @@ fi
 if [ -n "$RW_DIR" ]; then extra+=(-virtfs "local,path=$RW_DIR,mount_tag=rw,security_model=none"); fi
 
 KERNEL=$KDIR/vmlinuz; [ -s "$KDIR/vmlinux" ] && KERNEL=$KDIR/vmlinux
+run_qemu() {
 log "booting $KVER (${KERNEL##*/}, accel=$ACCEL, smp=$SMP, mem=${MEM}M)"
 set +e
 timeout -k 10 "$TIMEOUT" qemu-system-x86_64 "${accel[@]}" -smp "$SMP" -m "$MEM" \
@@ -202,10 +226,29 @@ timeout -k 10 "$TIMEOUT" qemu-system-x86_64 "${accel[@]}" -smp "$SMP" -m "$MEM" 
   "${extra[@]}" </dev/null &
 qpid=$!                                # the pid of *our* timeout+qemu; killed if we are
 trap 'kill -TERM $qpid 2>/dev/null; exit 130' INT TERM
+if [ $auto_kvm = 1 ] && [ "$ACCEL" = kvm ]; then
+  # A KVM that cannot run this kernel may hang it in early boot: give up on
+  # it when the command has not started after a minute (tcg boots in ~20 s).
+  for _ in $(seq 120); do
+    { [ -e "$IO/started" ] || ! kill -0 $qpid 2>/dev/null; } && break
+    sleep 0.5
+  done
+  if [ ! -e "$IO/started" ] && kill -0 $qpid 2>/dev/null; then
+    log "the kvm guest is not up after 60 s: stopping it"
+    kill -TERM $qpid 2>/dev/null
+  fi
+fi
 wait $qpid
 qrc=$?
 trap - INT TERM
 set -e
+}
+run_qemu
+if [ $auto_kvm = 1 ] && [ ! -e "$IO/started" ] && [ $qrc -ne 124 ] && [ $qrc -ne 137 ]; then
+  # The command never started, so running it again is safe.
+  log "the kvm guest failed before running the command (qemu rc=$qrc): retrying with accel=tcg"
+  ACCEL=tcg; accel_args tcg; run_qemu
+fi
 if [ $qrc -eq 124 ] || [ $qrc -eq 137 ]; then log "VM timed out after ${TIMEOUT}s"; exit 124; fi
 [ -s "$IO/rc" ] || die "no exit status from guest (qemu rc=$qrc)"
 rc=$(cat "$IO/rc")
