@@ -234,9 +234,14 @@ ck::ShardSnapshot Checkpointer::Copy() const {
       s.first_row = t->first_row();
       s.rows = t->rows();
       s.state_arrays = StateArraysOf(t->state_);
+      // Nothing is applied during the cut (the workers wait in a barrier
+      // after WaitApplied), but that order runs through the workers and
+      // shared memory; holding the lock the apply threads of a stateful
+      // optimizer take makes it visible here (and to TSan). SGD applies
+      // without a lock and relies on the protocol alone.
+      std::lock_guard<std::mutex> lock(t->optimizer_mu_);
       s.values.assign(t->data(), t->data() + t->rows() * t->dim());
       for (int k = 0; k < s.state_arrays; ++k) s.state[k] = t->state_[k];
-      std::lock_guard<std::mutex> lock(t->optimizer_mu_);
       s.optimizer_steps = t->optimizer_steps_;
     }
     snap.tables.push_back(std::move(s));
