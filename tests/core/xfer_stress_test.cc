@@ -224,14 +224,14 @@ int RunNotifyWriter(LineChannel& ch, TransportChoice t) {
 // On a failure at iteration i: every slot's notify word as an offset from
 // the value it should hold, and which iteration the payload of `slot` holds,
 // to tell a stale write of one slot from a stale view of the whole inbox.
-std::string DescribeInbox(const uint8_t* base, uint64_t i, uint64_t slot) {
+std::string DescribeInbox(uint8_t* base, uint64_t i, uint64_t slot) {
   std::string out = "notify words (seen - expected):";
   for (uint64_t s = 0; s < kSlots; ++s) {
     // What slot s held once the reader had passed iteration i - 1.
     const uint64_t last = i - 1 - ((i - 1 - s) % kSlots);
     const uint64_t seen =
-        std::atomic_ref<const uint64_t>(
-            *reinterpret_cast<const uint64_t*>(base + NotifyOffset(s)))
+        std::atomic_ref<uint64_t>(
+            *reinterpret_cast<uint64_t*>(base + NotifyOffset(s)))
             .load(std::memory_order_acquire);
     out += ' ';
     out += std::to_string(static_cast<int64_t>(seen - (last + 1)));
