@@ -8,9 +8,21 @@
 # time, and a PCH that includes them would rebuild everything on each edit.
 # CMake adds -Winvalid-pch, so with -Werror a PCH GCC cannot use (different
 # -m or -f flags on one file) fails the build instead of silently slowing it.
+# GCC 12 loses the system-header status of what a PCH brings in, so its
+# -Wstringop-overflow false positives inside std::string concatenation
+# (GCC bugs 105329/105651, the same family as -Wrestrict in Warnings.cmake)
+# surface in files that use a PCH: that one warning stays a warning there.
 # -DPS_PCH=OFF builds without them (to check that every file includes what it
 # uses, which a forced-in PCH can hide).
-option(PS_PCH "Precompile heavy third-party headers (gtest, protobuf, ...)" ON)
+# Sanitizer builds leave them off by default for now: PCH there is not yet
+# verified against -Werror on the whole tree (turn on with -DPS_PCH=ON).
+if(PS_SANITIZE)
+  set(_ps_pch_default OFF)
+else()
+  set(_ps_pch_default ON)
+endif()
+option(PS_PCH "Precompile heavy third-party headers (gtest, protobuf, ...)"
+       ${_ps_pch_default})
 
 set(PS_PCH_STD_HEADERS
     <algorithm> <atomic> <chrono> <cstdint> <cstring> <functional> <map>
@@ -31,6 +43,12 @@ function(ps_precompile_headers target)
     return()
   endif()
   target_precompile_headers(${target} PRIVATE ${PS_PCH_STD_HEADERS} ${ARGN})
+  ps_pch_warnings(${target})
+endfunction()
+
+function(ps_pch_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-error=stringop-overflow>)
 endfunction()
 
 # ps_precompile_test_headers(DIR): every GoogleTest executable defined under
@@ -61,6 +79,7 @@ function(ps_precompile_test_headers dir)
     if(type STREQUAL "EXECUTABLE" AND libs MATCHES "GTest::gtest"
        AND NOT t STREQUAL "ps_test_pch")
       target_precompile_headers(${t} REUSE_FROM ps_test_pch)
+      ps_pch_warnings(${t})
     endif()
   endforeach()
   get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
