@@ -38,7 +38,11 @@ DEFINE_bool(strict_data, false,
             "Stop at the first malformed line instead of skipping and "
             "counting it.");
 DEFINE_uint32(epochs, 1, "Passes over the training data.");
-DEFINE_uint32(batch_size, 1000, "Examples per mini-batch (one pull/push).");
+DEFINE_uint32(batch_size, 1000,
+              "Examples per training step across the job: each of "
+              "--num_workers workers takes ceil(batch_size / num_workers) "
+              "of them per pull/push, so N workers in bsp make the updates "
+              "--local makes (the gradients are sums over examples).");
 DEFINE_uint32(threads, 1,
               "Training threads in this worker; each pulls, computes and "
               "pushes its own mini-batches.");
@@ -175,6 +179,14 @@ int main(int argc, char** argv) {
       to.threads > 256) {
     return Fail(2,
                 "--epochs, --batch_size and --threads (<= 256) must be >= 1");
+  }
+  if (!FLAGS_local && to.num_workers > 1) {
+    // A global batch: with a per-worker batch N workers would take 1/N the
+    // steps of --local per epoch, each over N times the examples.
+    to.batch_size = (to.batch_size + to.num_workers - 1) / to.num_workers;
+    LOG(INFO) << "mini-batch " << to.batch_size << " examples per worker ("
+              << FLAGS_batch_size << " per step over " << to.num_workers
+              << " workers)";
   }
   to.seed = FLAGS_seed;
   to.holdout_every = FLAGS_holdout_every;
