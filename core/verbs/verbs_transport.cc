@@ -689,6 +689,9 @@ void VerbsTransport::Impl::RetryNotifyStore(WorkRequest* r, uint64_t found) {
 }
 
 void VerbsTransport::Impl::Finish(WorkRequest* r, const Status& s) {
+  // The request completes before it counts as done: a Flush that returns
+  // promises every request posted before it tests complete.
+  r->op->Finish(s);
   {
     std::lock_guard lock(mu_);
     if (r->slot >= 0) free_slots_.push_back(r->slot);
@@ -699,7 +702,6 @@ void VerbsTransport::Impl::Finish(WorkRequest* r, const Status& s) {
   }
   space_cv_.notify_all();
   flush_cv_.notify_all();
-  r->op->Finish(s);
   delete r;
 }
 
