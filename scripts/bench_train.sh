@@ -3,8 +3,8 @@
 # (--local) and with 1 server + 1 worker on 127.0.0.1, same data, same flags,
 # for LR and FM. Usage:
 #   scripts/bench_train.sh [--rows=N] [--json FILE] [--build-dir=DIR]
-# JSON: {"train_lr_1s1w": {"samples_per_sec": x, "peer": "lr --local",
-#        "peer_samples_per_sec": y, "ratio": x / y}, "train_fm_1s1w": ...}
+# JSON: {"results": [{"name": "train_lr_1s1w", "value": x, "unit": "samples/s",
+#        "peer": "lr --local", "peer_value": y, "ratio": x / y}, train_fm_1s1w]}
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 rows=300000 json="" bd=""
@@ -65,11 +65,10 @@ import json, sys
 path, lr, lr_peer, fm, fm_peer, rows = sys.argv[1:]
 def entry(model, x, y):
     x, y = float(x), float(y)
-    return {"samples_per_sec": round(x), "peer": model + " --local",
-            "peer_samples_per_sec": round(y), "ratio": round(x / y, 3),
-            "rows": int(rows)}
-json.dump({"train_lr_1s1w": entry("lr", lr, lr_peer),
-           "train_fm_1s1w": entry("fm", fm, fm_peer)},
+    return {"name": "train_%s_1s1w" % model, "value": round(x),
+            "unit": "samples/s", "peer": model + " --local (%s rows)" % rows,
+            "peer_value": round(y), "ratio": round(x / y, 3)}
+json.dump({"results": [entry("lr", lr, lr_peer), entry("fm", fm, fm_peer)]},
           open(path, "w"), indent=2)
 print("bench_train: wrote", path)
 PY
