@@ -2,7 +2,6 @@
 
 #include <glog/logging.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -36,18 +35,9 @@ constexpr int kWords = 1024;
 constexpr size_t kInlineBytes = 128;
 // Work requests handed to the NIC per ibv_post_send call at most.
 constexpr size_t kPostChunk = 64;
-// While work is outstanding, the progress thread polls the CQ with pauses
-// for kSpinNanos after the last completion, then keeps polling but yields
-// the CPU between polls until kBusyPollNanos have passed, and only then
-// sleeps on the completion channel. A completion-channel wake-up (interrupt,
-// eventfd, scheduler) costs far more than the gap between completions of a
-// busy queue pair; on soft-RoCE in a 2-vCPU guest 64 KiB writes complete
-// milliseconds apart, and sleeping after 20 us made bandwidth 1.5x lower
-// than polling for 5 ms (measured, scripts/verbs_vm.sh --bench). perftest
-// busy-polls for the same reason. Yielding leaves the core to the kernel's
-// RDMA work and to the posting thread.
+// How long the progress thread polls the CQ before it sleeps on the
+// completion channel while work is outstanding.
 constexpr long long kSpinNanos = 20'000;
-constexpr long long kBusyPollNanos = 5'000'000;
 // Notify words whose last stored value this endpoint remembers (the guess of
 // a notify store's compare-and-swap); forgotten all at once beyond this.
 constexpr size_t kNotifyGuesses = 1 << 16;
@@ -557,9 +547,6 @@ void VerbsTransport::Impl::Progress() {
       last_progress = now;
     } else if (now - busy_since < kSpinNanos) {
       CpuRelax();
-      continue;
-    } else if (now - busy_since < kBusyPollNanos) {
-      sched_yield();
       continue;
     }
     if (!idle && !lost() && now - last_progress > timeout_ns_) {
