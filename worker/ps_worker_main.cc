@@ -50,6 +50,10 @@ DEFINE_bool(local, false,
             "Keep the parameters in this process (needs --tables) instead "
             "of on the servers: the reference a distributed run is compared "
             "with.");
+DEFINE_bool(eval_only, false,
+            "Train nothing: score --eval_data (or the held-out split) with "
+            "the parameters the servers hold now, e.g. after they restarted "
+            "with --restore_from, print the eval line and exit.");
 DEFINE_string(servers, "",
               "Comma-separated control addresses (host:port) of the "
               "servers, in shard order (not with --local).");
@@ -290,6 +294,14 @@ int main(int argc, char** argv) {
 
   auto trainer = ps::train::Trainer::Create(to, model->get(), store.get());
   if (!trainer.ok()) return Fail(2, trainer.status().message());
+  if (FLAGS_eval_only) {
+    auto point = trainer->Evaluate(to.threads);
+    if (!point.ok()) return Fail(1, point.status().ToString());
+    std::printf("eval AUC %.4f logloss %.4f (%llu examples)\n", point->auc,
+                point->logloss,
+                static_cast<unsigned long long>(point->examples));
+    return 0;
+  }
   auto result = trainer->Run();
   // A server that died shows as kPeerLost here, and as kTimeout on workers
   // that wait (BSP clock, barrier) for a worker stuck on it.
