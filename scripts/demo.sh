@@ -100,11 +100,14 @@ t_train=$(date +%s)
 worker_pids=()
 for w in 0 1; do
   # Worker 0 shows its progress here; worker 1 logs to a file.
-  if [ $w = 0 ]; then out=/dev/stderr; else out="$work/worker$w.log"; fi
+  # (Through fd 3, not a reopened /dev/stderr, which would truncate a log
+  # file the demo's own stderr goes to.)
+  if [ $w = 0 ]; then exec 3>&2; else exec 3>"$work/worker$w.log"; fi
   "$bd/worker/train/ps_worker" --flagfile="$root/configs/$model.flags" \
     --train_data="$work/train.tsv" --eval_data="$work/eval.tsv" \
     --servers="$servers" --worker_id=$w --num_workers=2 \
-    --metrics_json="$work/worker$w.json" >"$work/worker$w.out" 2>"$out" &
+    --metrics_json="$work/worker$w.json" >"$work/worker$w.out" 2>&3 3>&- &
+  exec 3>&-
   worker_pids+=($!)
 done
 for w in 0 1; do
