@@ -242,8 +242,9 @@ int main(int argc, char** argv) {
       return Fail(1, "cannot reach the servers (" + FLAGS_servers +
                          "): " + client.status().ToString());
     }
-    auto* ps_store = new ps::train::PsParamStore(std::move(*client));
-    store.reset(ps_store);
+    auto owned = std::make_unique<ps::train::PsParamStore>(std::move(*client));
+    ps::train::PsParamStore* ps_store = owned.get();
+    store = std::move(owned);
     auto sync = ps::worker::CheckpointSync::Connect(co.servers, to.worker_id,
                                                     FLAGS_timeout_ms);
     if (!sync.ok()) {
