@@ -207,6 +207,38 @@ uint64_t BytesOnDisk(const std::string& path) {
   return total;
 }
 
+Status RemoveTree(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (st.type() == fs::file_type::not_found) return Status::OK();
+  if (ec) return ErrnoStatus(StatusCode::kIOError, "stat " + path, ec.value());
+  if (st.type() == fs::file_type::directory) {
+    // Children first; the listing is read whole so that deleting does not
+    // race the iterator.
+    std::vector<std::string> children;
+    for (auto it = fs::directory_iterator(path, ec);
+         !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      children.push_back(it->path().string());
+    }
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      return ErrnoStatus(StatusCode::kIOError, "list " + path, ec.value());
+    }
+    for (const std::string& child : children) {
+      PS_RETURN_IF_ERROR(RemoveTree(child));
+    }
+    if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
+      return ErrnoStatus(StatusCode::kIOError, "delete directory " + path,
+                         errno);
+    }
+    return Status::OK();
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(StatusCode::kIOError, "delete " + path, errno);
+  }
+  return Status::OK();
+}
+
 StatusOr<std::vector<CheckpointInfo>> ListCheckpoints(const std::string& root) {
   std::error_code ec;
   if (!std::filesystem::is_directory(root, ec)) {

@@ -49,6 +49,14 @@ Status SyncDirectory(const std::string& dir);
 // Bytes of every regular file under `path` (recursively).
 uint64_t BytesOnDisk(const std::string& path);
 
+// Deletes `path` and, if it is a directory, everything under it (symbolic
+// links are removed, never followed). An entry that is already gone, or that
+// vanishes while this runs, is not an error: two processes may prune the same
+// checkpoint root at once, and std::filesystem::remove_all fails with ENOENT
+// when another remover takes an entry from under it. kIOError naming the
+// entry that could not be deleted.
+Status RemoveTree(const std::string& path);
+
 // A checkpoint directory found under a root.
 struct CheckpointInfo {
   std::string path;  // <root>/ckpt-...

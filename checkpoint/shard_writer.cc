@@ -142,25 +142,32 @@ void WriteChunk(const TablePlan& plan, const rocksdb::Options& options,
   }
 }
 
-}  // namespace
+// Everything WriteShard makes for shard `shard` in `checkpoint_dir`: its
+// database, the SST staging folder, shard-<k>.done and its temp file.
+Status RemoveShardFiles(const std::string& checkpoint_dir, uint32_t shard) {
+  const std::string shard_dir = JoinPath(checkpoint_dir, ShardDirName(shard));
+  const std::string done = JoinPath(checkpoint_dir, ShardDoneName(shard));
+  // The .done first: while the database is half deleted, nothing may claim
+  // that the shard is written.
+  for (const std::string& path :
+       {done, done + ".tmp", shard_dir + ".sst-tmp", shard_dir}) {
+    PS_RETURN_IF_ERROR(RemoveTree(path));
+  }
+  return Status::OK();
+}
 
-StatusOr<proto::ShardEntry> WriteShard(const std::string& checkpoint_dir,
-                                       const ShardSnapshot& snapshot,
-                                       const ShardWriteOptions& options) {
+// WriteShard's work once the checkpoint directory exists and no leftover of
+// shard-<k> is in it. Leaves partial files behind on failure: WriteShard
+// removes them.
+StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
+                                            const ShardSnapshot& snapshot,
+                                            const ShardWriteOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   namespace fs = std::filesystem;
   const std::string shard_name = ShardDirName(snapshot.shard_id);
   const std::string shard_dir = JoinPath(checkpoint_dir, shard_name);
   const std::string sst_dir = shard_dir + ".sst-tmp";
   std::error_code ec;
-  fs::create_directories(checkpoint_dir, ec);
-  if (ec) {
-    return IOError("cannot create " + checkpoint_dir + ": " + ec.message());
-  }
-  // A leftover of an attempt that was interrupted (never committed).
-  fs::remove_all(shard_dir, ec);
-  fs::remove_all(sst_dir, ec);
-  fs::remove(JoinPath(checkpoint_dir, ShardDoneName(snapshot.shard_id)), ec);
   fs::create_directories(sst_dir, ec);
   if (ec) return IOError("cannot create " + sst_dir + ": " + ec.message());
 
@@ -261,6 +268,35 @@ StatusOr<proto::ShardEntry> WriteShard(const std::string& checkpoint_dir,
   PS_RETURN_IF_ERROR(WriteFramedFile(
       JoinPath(checkpoint_dir, ShardDoneName(snapshot.shard_id)), payload));
   return entry;
+}
+
+}  // namespace
+
+StatusOr<proto::ShardEntry> WriteShard(const std::string& checkpoint_dir,
+                                       const ShardSnapshot& snapshot,
+                                       const ShardWriteOptions& options) {
+  std::error_code ec;
+  std::filesystem::create_directories(checkpoint_dir, ec);
+  if (ec) {
+    return IOError("cannot create " + checkpoint_dir + ": " + ec.message());
+  }
+  // A leftover of an attempt that was interrupted (never committed).
+  PS_RETURN_IF_ERROR(RemoveShardFiles(checkpoint_dir, snapshot.shard_id)
+                         .WithContext("removing an earlier attempt"));
+  StatusOr<proto::ShardEntry> entry =
+      WriteShardFiles(checkpoint_dir, snapshot, options);
+  if (entry.ok()) return entry;
+  // A failed write (a full disk, most often) leaves nothing behind: partial
+  // files would hold on to the space a retry or other shards need, and a
+  // stray .done would let the commit count this shard as written.
+  Status removed = RemoveShardFiles(checkpoint_dir, snapshot.shard_id);
+  if (!removed.ok()) {
+    return Status(
+        entry.status().code(),
+        entry.status().message() +
+            "; removing the partial shard also failed: " + removed.message());
+  }
+  return entry.status();
 }
 
 }  // namespace ps::checkpoint

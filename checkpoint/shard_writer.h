@@ -35,7 +35,9 @@ struct ShardWriteOptions {
 // Creates <checkpoint_dir> if needed, replaces a leftover shard-<k>/ of an
 // interrupted attempt, writes the database, then shard-<k>.done. kIOError or
 // kInvalidArgument (a snapshot that does not match its spec), naming the
-// table and path.
+// table and path. A failed write (a full disk, say) leaves nothing of the
+// shard behind: shard-<k>/, shard-<k>.sst-tmp/, shard-<k>.done and its .tmp
+// are removed before the error returns, so the space is free for a retry.
 StatusOr<proto::ShardEntry> WriteShard(const std::string& checkpoint_dir,
                                        const ShardSnapshot& snapshot,
                                        const ShardWriteOptions& options);
