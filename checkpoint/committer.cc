@@ -1,5 +1,8 @@
 #include "checkpoint/committer.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -72,8 +75,27 @@ StatusOr<proto::Manifest> CommitCheckpoint(const CommitRequest& r) {
   return m;
 }
 
+namespace {
+
+// Deletes one checkpoint so that it never reads as complete with files
+// missing: the MANIFEST goes first, durably, then the rest.
+Status DeleteCheckpoint(const CheckpointInfo& c) {
+  const std::string manifest = JoinPath(c.path, kManifestName);
+  if (::unlink(manifest.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(StatusCode::kIOError, "delete " + manifest, errno);
+  }
+  // Until this fsync, a power loss could bring the MANIFEST back after the
+  // parent is gone. A directory another process deleted meanwhile needs none.
+  Status synced = SyncDirectory(c.path);
+  if (!synced.ok() && std::filesystem::exists(c.path)) return synced;
+  return RemoveTree(c.path).WithContext("retention");
+}
+
+}  // namespace
+
 StatusOr<std::vector<std::string>> ApplyRetention(const std::string& root,
-                                                  uint32_t keep) {
+                                                  uint32_t keep,
+                                                  const RetentionHooks& hooks) {
   std::vector<std::string> deleted;
   if (keep == 0) return deleted;
   PS_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> all, ListCheckpoints(root));
@@ -101,17 +123,17 @@ StatusOr<std::vector<std::string>> ApplyRetention(const std::string& root,
       c = p == by_name.end() ? nullptr : p->second;
     }
   }
-  for (const auto& c : all) {
+  // Newest first: a parent is always older than its children, so by the
+  // time a parent loses its MANIFEST no remaining complete checkpoint
+  // depends on it (the retained ones never do: their chains are retained).
+  // Oldest first left incrementals that read as complete on a deleted base
+  // when a kill came in the middle.
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    const CheckpointInfo& c = *it;
     if (retained.count(c.name)) continue;
     if (!c.complete && c.step >= newest_complete) continue;  // in progress
-    std::error_code ec;
-    // The MANIFEST goes first: a half-deleted checkpoint must read as
-    // incomplete, never as a complete one with missing files.
-    std::filesystem::remove(JoinPath(c.path, kManifestName), ec);
-    std::filesystem::remove_all(c.path, ec);
-    if (ec) {
-      return IOError("cannot delete " + c.path + ": " + ec.message());
-    }
+    if (hooks.before_delete) hooks.before_delete(c.path);
+    PS_RETURN_IF_ERROR(DeleteCheckpoint(c));
     deleted.push_back(c.path);
   }
   return deleted;

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,12 +34,28 @@ struct CommitRequest {
 // incomplete then.
 StatusOr<proto::Manifest> CommitCheckpoint(const CommitRequest& request);
 
+// A test seam of ApplyRetention; production code passes none.
+struct RetentionHooks {
+  // Called with a checkpoint directory just before it is deleted. A test
+  // looks at the root there (what a kill -9 at that moment would leave), or
+  // deletes the directory itself (what a concurrent call in another process
+  // does).
+  std::function<void(const std::string& checkpoint_dir)> before_delete;
+};
+
 // Keeps the newest `keep` complete checkpoints and every checkpoint they
 // depend on (an incremental one's parents back to its full base); deletes
 // the other complete checkpoints and every incomplete one older than the
 // newest complete one (an incomplete one newer than that may be in
 // progress). keep == 0 keeps everything. Returns the directories deleted.
-StatusOr<std::vector<std::string>> ApplyRetention(const std::string& root,
-                                                  uint32_t keep);
+//
+// Crash-safe: checkpoints go newest first, each losing its MANIFEST (made
+// durable) before its files, so a kill -9 at any moment leaves every
+// checkpoint that reads as complete with its whole parent chain complete.
+// Safe to run from several processes at once on one root: a checkpoint that
+// another one deleted first, wholly or in part, is not an error (it is in the
+// returned list all the same).
+StatusOr<std::vector<std::string>> ApplyRetention(
+    const std::string& root, uint32_t keep, const RetentionHooks& hooks = {});
 
 }  // namespace ps::checkpoint
