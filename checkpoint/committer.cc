@@ -139,4 +139,9 @@ StatusOr<std::vector<std::string>> ApplyRetention(const std::string& root,
   return deleted;
 }
 
+StatusOr<std::vector<std::string>> FreeSpaceForCheckpoint(
+    const std::string& root, const RetentionHooks& hooks) {
+  return ApplyRetention(root, 1, hooks);
+}
+
 }  // namespace ps::checkpoint

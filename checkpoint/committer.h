@@ -34,7 +34,8 @@ struct CommitRequest {
 // incomplete then.
 StatusOr<proto::Manifest> CommitCheckpoint(const CommitRequest& request);
 
-// A test seam of ApplyRetention; production code passes none.
+// A test seam of ApplyRetention and FreeSpaceForCheckpoint; production code
+// passes none.
 struct RetentionHooks {
   // Called with a checkpoint directory just before it is deleted. A test
   // looks at the root there (what a kill -9 at that moment would leave), or
@@ -57,5 +58,17 @@ struct RetentionHooks {
 // returned list all the same).
 StatusOr<std::vector<std::string>> ApplyRetention(
     const std::string& root, uint32_t keep, const RetentionHooks& hooks = {});
+
+// Frees disk space under `root` for a checkpoint whose write failed for lack
+// of it: ApplyRetention(root, 1). Deletes every complete checkpoint except the
+// newest complete one and its parent chain, and every incomplete one older
+// than that; never the newest complete one or any of its parents, nor an
+// incomplete one newer than it (in progress: the one being written, too).
+// Returns the directories deleted; empty when there was nothing to free (a
+// retry would fail again). Same crash and concurrency safety as
+// ApplyRetention. kNotFound when `root` does not exist, kIOError naming what
+// could not be listed or deleted.
+StatusOr<std::vector<std::string>> FreeSpaceForCheckpoint(
+    const std::string& root, const RetentionHooks& hooks = {});
 
 }  // namespace ps::checkpoint

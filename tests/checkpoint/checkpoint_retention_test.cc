@@ -2,7 +2,8 @@
 // need; it deletes older complete ones and stale incomplete ones, and never
 // an incomplete one newer than the newest complete (it may be in progress).
 // A kill -9 at any point of it leaves a root that `ps_ckpt verify --dir`
-// passes.
+// passes. FreeSpaceForCheckpoint is retention down to the newest complete
+// checkpoint and its chain.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -165,6 +166,47 @@ TEST(CheckpointRetention, KillAtAnyPointLeavesOnlyWholeChains) {
   EXPECT_EQ(deletions, 4);  // 35, 30, 20, 10
   EXPECT_EQ(VerifyRoot(dir.path()), "");
   EXPECT_EQ(Steps(dir.path()), (std::vector<uint64_t>{40, 50, 60, 70}));
+}
+
+TEST(CheckpointRetention, FreeSpaceKeepsOnlyTheNewestCompleteChain) {
+  TempDir dir;
+  const Model model = SmallModel();
+  WriteTwoChains(dir.path(), model);
+  auto deleted = FreeSpaceForCheckpoint(dir.path());
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  const std::vector<std::string> want = {
+      JoinPath(dir.path(), CheckpointDirName(35)),
+      JoinPath(dir.path(), CheckpointDirName(30)),
+      JoinPath(dir.path(), CheckpointDirName(20)),
+      JoinPath(dir.path(), CheckpointDirName(10))};
+  EXPECT_EQ(*deleted, want);
+  // 60 and its parents stay, and 70 (in progress on top of it).
+  EXPECT_EQ(Steps(dir.path()), (std::vector<uint64_t>{40, 50, 60, 70}));
+  auto t = model.MakeTarget(0, 1);
+  auto r = RestoreLatest(dir.path(), {}, &t.target);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->path, JoinPath(dir.path(), CheckpointDirName(60)));
+  model.ExpectRestored(t.target);
+  // Nothing more to free: the caller's retry would fail again.
+  deleted = FreeSpaceForCheckpoint(dir.path());
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_TRUE(deleted->empty());
+  EXPECT_EQ(Steps(dir.path()), (std::vector<uint64_t>{40, 50, 60, 70}));
+}
+
+TEST(CheckpointRetention, FreeSpaceWithoutACompleteCheckpointDeletesNothing) {
+  TempDir dir;
+  const Model model = SmallModel();
+  // Only interrupted ones: each may be the one in progress.
+  ASSERT_TRUE(WriteShard(JoinPath(dir.path(), CheckpointDirName(5)),
+                         model.Snapshot(0, 1, 5), {})
+                  .ok());
+  auto deleted = FreeSpaceForCheckpoint(dir.path());
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_TRUE(deleted->empty());
+  EXPECT_EQ(Steps(dir.path()), (std::vector<uint64_t>{5}));
+  auto missing = FreeSpaceForCheckpoint(JoinPath(dir.path(), "nope"));
+  EXPECT_TRUE(missing.status().Is(StatusCode::kNotFound)) << missing.status();
 }
 
 }  // namespace
