@@ -257,7 +257,7 @@ Status ContextImpl::MapRegion(const wire::RequestHeader& request,
                              options_.name);
     }
     *reply = wire::MapReply{LivenessPage::kBytes, kRemoteRead, 0};
-    *memfd = liveness_->fd();
+    *memfd = liveness_->peer_fd();  // read-only
     return Status::OK();
   }
   PS_ASSIGN_OR_RETURN(
@@ -274,7 +274,9 @@ Status ContextImpl::MapRegion(const wire::RequestHeader& request,
   // The mapping may be as large as the pages, but bounds checks use the
   // region's size.
   reply->size = region->size();
-  *memfd = region->memfd_;
+  // Read-only unless peers may write: the owner's O_RDWR memfd would let a
+  // peer map a read-only region writable (the seals refuse that too).
+  *memfd = region->peer_memfd();
   return Status::OK();
 }
 
@@ -454,22 +456,16 @@ StatusOr<std::shared_ptr<MemoryRegion>> Context::Allocate(size_t length,
   if (length == 0) return InvalidArgument("cannot allocate an empty region");
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t mapped = (length + page - 1) / page * page;
+  // Sealed (core/shm/sealed_memfd.h): a same-host peer that maps the memfd
+  // can neither resize it nor, unless the flags allow, write it.
+  PS_ASSIGN_OR_RETURN(
+      internal::SealedMemfd memfd,
+      internal::SealedMemfd::Create(impl_->options_.name, mapped,
+                                    internal::PeersMayWrite(access)));
   std::unique_ptr<MemoryRegion> r(new MemoryRegion());
-  r->memfd_ = memfd_create(impl_->options_.name.c_str(), MFD_CLOEXEC);
-  if (r->memfd_ < 0) {
-    return ErrnoStatus(StatusCode::kResourceExhausted, "memfd_create", errno);
-  }
-  if (ftruncate(r->memfd_, static_cast<off_t>(mapped)) != 0) {
-    return ErrnoStatus(StatusCode::kResourceExhausted,
-                       "ftruncate " + std::to_string(mapped), errno);
-  }
-  void* p =
-      mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, r->memfd_, 0);
-  if (p == MAP_FAILED) {
-    return ErrnoStatus(StatusCode::kResourceExhausted,
-                       "mmap " + std::to_string(mapped) + " bytes", errno);
-  }
-  r->data_ = p;
+  r->memfd_ = memfd.fd.Release();
+  r->peer_memfd_ = memfd.read_only.Release();
+  r->data_ = memfd.data;
   r->size_ = length;
   r->mapped_size_ = mapped;
   r->access_ = access;

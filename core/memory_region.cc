@@ -10,6 +10,7 @@ MemoryRegion::~MemoryRegion() {
     if (data_ != nullptr) munmap(data_, mapped_size_);
     close(memfd_);
   }
+  if (peer_memfd_ >= 0) close(peer_memfd_);
 }
 
 }  // namespace ps::xfer

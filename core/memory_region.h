@@ -5,7 +5,10 @@
 // Context::Allocate are backed by a memfd so a process on the same host can
 // map them and copy without any help from this process; regions made by
 // Context::Register wrap memory the application owns and are served by this
-// process's progress threads.
+// process's progress threads. A memfd is sealed to its size, and against
+// writes when peers may not write the region (core/shm/sealed_memfd.h): the
+// access flags hold for same-host peers that map it, not only for the ones
+// that ask.
 //
 // Regions are handed out as shared_ptr: Context::Deregister makes a region
 // unreachable for peers at once, while an operation already copying into it
@@ -60,6 +63,11 @@ class MemoryRegion {
   size_t mapped_size_ = 0;  // page-rounded, for munmap (memfd regions)
   uint32_t access_ = 0;
   int memfd_ = -1;
+  // What same-host peers receive instead of memfd_ when they may not write
+  // (a read-only descriptor of the same memfd); -1: memfd_ itself. The
+  // memfd's seals do the enforcing (core/shm/sealed_memfd.h).
+  int peer_memfd_ = -1;
+  int peer_memfd() const { return peer_memfd_ >= 0 ? peer_memfd_ : memfd_; }
   uint32_t state_slot_ = 0;  // liveness slot for same-host peers
   // The registration with this process's RDMA device, if it has one
   // (type-erased so this header does not depend on libibverbs); dropped at

@@ -1,27 +1,15 @@
 #include "core/shm/liveness_page.h"
 
 #include <sys/mman.h>
-#include <unistd.h>
-
-#include <cerrno>
 
 namespace ps::xfer::internal {
 
 StatusOr<std::unique_ptr<LivenessPage>> LivenessPage::Create() {
   std::unique_ptr<LivenessPage> page(new LivenessPage());
-  page->fd_ = UniqueFd(memfd_create("xfer-liveness", MFD_CLOEXEC));
-  if (!page->fd_.valid()) {
-    return ErrnoStatus(StatusCode::kIOError, "memfd_create", errno);
-  }
-  if (ftruncate(page->fd_.get(), kBytes) != 0) {
-    return ErrnoStatus(StatusCode::kIOError, "ftruncate liveness page", errno);
-  }
-  void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                 page->fd_.get(), 0);
-  if (p == MAP_FAILED) {
-    return ErrnoStatus(StatusCode::kIOError, "mmap liveness page", errno);
-  }
-  page->words_ = static_cast<uint64_t*>(p);
+  PS_ASSIGN_OR_RETURN(page->memfd_,
+                      SealedMemfd::Create("xfer-liveness", kBytes,
+                                          /*peers_may_write=*/false));
+  page->words_ = static_cast<uint64_t*>(page->memfd_.data);
   page->free_.reserve(kSlots - 1);
   for (uint32_t s = kSlots - 1; s >= 1; --s) page->free_.push_back(s);
   return page;

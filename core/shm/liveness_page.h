@@ -1,8 +1,10 @@
 // internal::LivenessPage: one word per shareable region, in a memfd that
-// same-host peers map read-only. A live region's word holds its key; it is
-// zeroed on Deregister. A peer that copies into mapped memory checks the word
-// first, so a deregistered region is refused without the owner's CPU taking
-// part, and a racing copy lands in memory that stays mapped (never a crash).
+// same-host peers map read-only (and cannot write: it is sealed against
+// writes and they receive a read-only descriptor, see sealed_memfd.h). A live
+// region's word holds its key; it is zeroed on Deregister. A peer that copies
+// into mapped memory checks the word first, so a deregistered region is refused
+// without the owner's CPU taking part, and a racing copy lands in memory that
+// stays mapped (never a crash).
 #pragma once
 
 #include <atomic>
@@ -12,7 +14,7 @@
 #include <vector>
 
 #include "base/status_or.h"
-#include "core/socket.h"
+#include "core/shm/sealed_memfd.h"
 
 namespace ps::xfer::internal {
 
@@ -24,7 +26,8 @@ class LivenessPage {
   static StatusOr<std::unique_ptr<LivenessPage>> Create();
   ~LivenessPage();
 
-  int fd() const { return fd_.get(); }
+  // The descriptor a same-host peer receives: read-only.
+  int peer_fd() const { return memfd_.peer_fd(); }
   // Claims a free slot and publishes `key` in it.
   StatusOr<uint32_t> Acquire(uint64_t key);
   // Zeroes the slot and frees it.
@@ -32,7 +35,7 @@ class LivenessPage {
 
  private:
   LivenessPage() = default;
-  UniqueFd fd_;
+  SealedMemfd memfd_;
   uint64_t* words_ = nullptr;
   std::mutex mu_;
   std::vector<uint32_t> free_;  // guarded by mu_

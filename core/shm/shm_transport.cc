@@ -8,14 +8,18 @@
 
 #include "core/region_table.h"
 #include "core/shm/liveness_page.h"
+#include "core/shm/sealed_memfd.h"
 
 namespace ps::xfer::internal {
 namespace {
 
+// Writable only where the owner lets peers write: the owner sends a
+// read-only descriptor, sealed against writes, for the other regions, on
+// which a writable shared mapping fails.
 int Protection(uint32_t access) {
   int prot = PROT_NONE;
   if (access & kRemoteRead) prot |= PROT_READ;
-  if (access & (kRemoteWrite | kRemoteAtomic)) prot |= PROT_READ | PROT_WRITE;
+  if (PeersMayWrite(access)) prot |= PROT_READ | PROT_WRITE;
   return prot;
 }
 
@@ -69,6 +73,7 @@ StatusOr<RemoteMapping*> ShmTransport::Mapped(const RemoteRegion& region) {
   m->size = reply.size;
   m->access = reply.access;
   m->slot = reply.state_slot;
+  if (m->keep_owner_fd) m->owner_fd = std::move(fd);
   m->ready.store(true, std::memory_order_release);
   return m;
 }
