@@ -41,6 +41,10 @@ std::string_view StatusCodeName(StatusCode code) {
       return "not supported";
     case StatusCode::kInternal:
       return "internal error";
+    case StatusCode::kUnauthenticated:
+      return "unauthenticated";
+    case StatusCode::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -104,6 +108,8 @@ PS_DEFINE_STATUS_MAKER(IOError, kIOError)
 PS_DEFINE_STATUS_MAKER(ResourceExhausted, kResourceExhausted)
 PS_DEFINE_STATUS_MAKER(NotSupported, kNotSupported)
 PS_DEFINE_STATUS_MAKER(Internal, kInternal)
+PS_DEFINE_STATUS_MAKER(Unauthenticated, kUnauthenticated)
+PS_DEFINE_STATUS_MAKER(Cancelled, kCancelled)
 #undef PS_DEFINE_STATUS_MAKER
 
 Status ErrnoStatus(StatusCode code, std::string_view what, int err) {

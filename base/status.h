@@ -32,7 +32,12 @@ enum class StatusCode : int {
   kResourceExhausted,  // a bounded resource (slots, memory) is used up
   kNotSupported,       // the feature is not built or not available here
   kInternal,           // a bug in this program; report it
+  kUnauthenticated,    // the peer did not prove it holds the cluster secret
+  kCancelled,          // given up because this process is stopping
 };
+
+// The largest code: a code read off the wire above it is invalid.
+inline constexpr StatusCode kLastStatusCode = StatusCode::kCancelled;
 
 // The stable, lower-case name of a code ("out of range").
 std::string_view StatusCodeName(StatusCode code);
@@ -87,6 +92,8 @@ Status IOError(std::string message);
 Status ResourceExhausted(std::string message);
 Status NotSupported(std::string message);
 Status Internal(std::string message);
+Status Unauthenticated(std::string message);
+Status Cancelled(std::string message);
 
 // An IOError or NetworkError built from errno: "<what>: <strerror(err)>".
 Status ErrnoStatus(StatusCode code, std::string_view what, int err);

@@ -9,6 +9,9 @@ if(PS_BUILD_BENCH)
   find_package(benchmark REQUIRED)
 endif()
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# libsodium: HMAC-SHA256 and random nonces for the cluster secret's
+# challenge-response (core/auth.h).
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 
 # libibverbs: the verbs transport is built only when the library is found
 # (PS_WITH_VERBS=AUTO) or demanded (ON).

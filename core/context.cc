@@ -1,8 +1,6 @@
 #include "core/context.h"
 
 #include <glog/logging.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 
 #include "core/descriptor.pb.h"
 #include "core/hello.h"
+#include "core/hello_acceptor.h"
 #include "core/region_table.h"
 #include "core/shm/liveness_page.h"
 #include "core/shm/shm_transport.h"
@@ -72,29 +71,37 @@ class ContextImpl {
   StatusOr<std::shared_ptr<Endpoint>> Connect(const std::string& address);
 
  private:
-  void AcceptLoop();
-  void ServeNewConnection(UniqueFd fd, bool same_host_socket);
+  // The reply to a peer's completed (and authenticated) hello, and what
+  // serves its connection afterwards.
+  HelloAcceptor::Answer AnswerHello(const proto::Hello& hello,
+                                    bool same_host_socket);
+  // Sends our hello on `fd`, runs the challenge-response when either side
+  // has a secret, and returns the peer's real reply; all of it before
+  // `deadline`.
+  StatusOr<proto::HelloReply> Handshake(int fd, const proto::Hello& hello,
+                                        const std::string& address,
+                                        Deadline deadline) const;
   Status MapRegion(const wire::RequestHeader& request, wire::MapReply* reply,
                    int* memfd);
   proto::Hello MakeHello(std::string_view transport) const;
 
-  UniqueFd tcp_listener_;
-  UniqueFd unix_listener_;
   std::string unix_name_;
-  UniqueFd wake_;  // eventfd that stops the accept loop
-  std::thread accept_thread_;
+  std::unique_ptr<HelloAcceptor> acceptor_;
   std::mutex servers_mu_;
   std::vector<std::unique_ptr<StreamServer>> servers_;
 #if PS_HAVE_VERBS
-  std::vector<std::unique_ptr<VerbsTarget>> verbs_targets_;  // servers_mu_
+  std::vector<std::shared_ptr<VerbsTarget>> verbs_targets_;  // servers_mu_
 #endif
 };
 
 Status ContextImpl::Start() {
+  PS_RETURN_IF_ERROR(RequireSecretFor(options_.listen_host, options_.secret,
+                                      "the xfer listener of " + options_.name));
   PS_ASSIGN_OR_RETURN(liveness_, LivenessPage::Create());
-  PS_ASSIGN_OR_RETURN(tcp_listener_,
+  std::vector<HelloAcceptor::Listener> listeners(2);
+  PS_ASSIGN_OR_RETURN(listeners[0].fd,
                       ListenTcp(options_.listen_host, options_.listen_port));
-  PS_ASSIGN_OR_RETURN(uint16_t port, LocalPort(tcp_listener_.get()));
+  PS_ASSIGN_OR_RETURN(uint16_t port, LocalPort(listeners[0].fd.get()));
   const std::string& host = options_.listen_host;
   address_ = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
              ":" + std::to_string(port);
@@ -102,10 +109,8 @@ Status ContextImpl::Start() {
   std::snprintf(unix_name, sizeof(unix_name), "xfer-%016llx",
                 static_cast<unsigned long long>(instance_));
   unix_name_ = unix_name;
-  PS_ASSIGN_OR_RETURN(unix_listener_, ListenUnix(unix_name_));
-  wake_ = UniqueFd(eventfd(0, EFD_CLOEXEC));
-  if (!wake_.valid())
-    return ErrnoStatus(StatusCode::kIOError, "eventfd", errno);
+  PS_ASSIGN_OR_RETURN(listeners[1].fd, ListenUnix(unix_name_));
+  listeners[1].same_host = true;
 #if PS_HAVE_VERBS
   auto device = VerbsDevice::Open(VerbsDevice::FromEnvironment(
       {options_.ib_device, options_.ib_port, options_.ib_gid_index}));
@@ -118,9 +123,21 @@ Status ContextImpl::Start() {
     return device.status().WithContext("RDMA device");
   }
 #endif
-  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  HelloAcceptor::Options ao;
+  ao.name = options_.name;
+  ao.secret = options_.secret;
+  ao.hello_timeout_ms = options_.peer_timeout_ms;
+  PS_ASSIGN_OR_RETURN(
+      acceptor_,
+      HelloAcceptor::Start(std::move(ao), std::move(listeners),
+                           [this](const proto::Hello& hello, bool same_host) {
+                             return AnswerHello(hello, same_host);
+                           }));
   LOG(INFO) << "xfer context " << options_.name << " listening on " << address_
-            << " (instance " << std::hex << instance_ << ")"
+            << " (instance " << std::hex << instance_ << std::dec
+            << (options_.secret.empty() ? ", peers not authenticated"
+                                        : ", peers must prove the secret")
+            << ")"
 #if PS_HAVE_VERBS
             << (verbs_ ? ", verbs on " + verbs_->Describe() : "")
 #endif
@@ -129,42 +146,12 @@ Status ContextImpl::Start() {
 }
 
 ContextImpl::~ContextImpl() {
-  if (accept_thread_.joinable()) {
-    uint64_t one = 1;
-    (void)!write(wake_.get(), &one, sizeof(one));
-    accept_thread_.join();
-  }
+  acceptor_.reset();  // no new connections from here on
   std::lock_guard<std::mutex> lock(servers_mu_);
   servers_.clear();  // each stops and joins its thread
 #if PS_HAVE_VERBS
   verbs_targets_.clear();
 #endif
-}
-
-void ContextImpl::AcceptLoop() {
-  for (;;) {
-    pollfd fds[3] = {{tcp_listener_.get(), POLLIN, 0},
-                     {unix_listener_.get(), POLLIN, 0},
-                     {wake_.get(), POLLIN, 0}};
-    int rc = poll(fds, 3, -1);
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc < 0 || (fds[2].revents & POLLIN)) return;
-    for (int i = 0; i < 2; ++i) {
-      if (!(fds[i].revents & POLLIN)) continue;
-      auto fd = Accept(fds[i].fd);
-      if (!fd.ok()) {
-        LOG(WARNING) << options_.name << ": " << fd.status();
-        continue;
-      }
-      ServeNewConnection(std::move(*fd), /*same_host_socket=*/i == 1);
-    }
-    // Forget servers whose peers are gone.
-    std::lock_guard<std::mutex> lock(servers_mu_);
-    std::erase_if(servers_, [](const auto& s) { return s->finished(); });
-#if PS_HAVE_VERBS
-    std::erase_if(verbs_targets_, [](const auto& t) { return t->finished(); });
-#endif
-  }
 }
 
 proto::Hello ContextImpl::MakeHello(std::string_view transport) const {
@@ -174,32 +161,30 @@ proto::Hello ContextImpl::MakeHello(std::string_view transport) const {
   hello.set_host_id(host_id_);
   hello.set_pid(static_cast<uint32_t>(getpid()));
   hello.set_transport(std::string(transport));
+  if (!options_.secret.empty()) hello.set_auth_nonce(NewNonce());
   return hello;
 }
 
-void ContextImpl::ServeNewConnection(UniqueFd fd, bool same_host_socket) {
-  // A peer that connects and stays silent must not stall the accept loop.
-  timeval tv{2, 0};
-  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  proto::Hello hello;
-  Status s = RecvMessage(fd.get(), &hello);
-  if (!s.ok()) {
-    LOG(WARNING) << options_.name << ": dropped a connection without a valid "
-                 << "hello: " << s;
-    return;
-  }
-  tv = timeval{0, 0};
-  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  proto::HelloReply reply;
+HelloAcceptor::Answer ContextImpl::AnswerHello(const proto::Hello& hello,
+                                               bool same_host_socket) {
+  HelloAcceptor::Answer answer;
+  proto::HelloReply& reply = answer.reply;
   reply.set_name(options_.name);
   reply.set_instance(instance_);
   reply.set_host_id(host_id_);
   reply.set_pid(static_cast<uint32_t>(getpid()));
   reply.set_unix_socket(unix_name_);
+  {
+    // Forget servers whose peers are gone.
+    std::lock_guard<std::mutex> lock(servers_mu_);
+    std::erase_if(servers_, [](const auto& s) { return s->finished(); });
+#if PS_HAVE_VERBS
+    std::erase_if(verbs_targets_, [](const auto& t) { return t->finished(); });
+#endif
+  }
 #if PS_HAVE_VERBS
   // A verbs offer is taken when forced, or when the peer is on another host
   // (same-host peers do better with shm).
-  std::unique_ptr<VerbsTarget> verbs_target;
   if (hello.has_verbs_qp() &&
       (hello.transport() == "verbs" || hello.host_id() != host_id_)) {
     if (verbs_ == nullptr) {
@@ -208,11 +193,17 @@ void ContextImpl::ServeNewConnection(UniqueFd fd, bool same_host_socket) {
       auto accepted = VerbsTarget::Accept(verbs_, hello.verbs_qp(), &regions_,
                                           hello.name());
       if (accepted.ok()) {
-        verbs_target = std::move(accepted).value();
-        *reply.mutable_verbs_qp() = verbs_target->Info();
-      } else {
-        reply.set_verbs_declined(accepted.status().ToString());
+        std::shared_ptr<VerbsTarget> target = std::move(accepted).value();
+        *reply.mutable_verbs_qp() = target->Info();
+        answer.adopt = [this, target, name = hello.name()](UniqueFd fd) {
+          VLOG(1) << options_.name << ": serving " << name << " over verbs";
+          target->Start(std::move(fd));
+          std::lock_guard<std::mutex> lock(servers_mu_);
+          verbs_targets_.push_back(target);
+        };
+        return answer;
       }
+      reply.set_verbs_declined(accepted.status().ToString());
     }
   }
 #else
@@ -220,33 +211,20 @@ void ContextImpl::ServeNewConnection(UniqueFd fd, bool same_host_socket) {
     reply.set_verbs_declined(options_.name + " was built without verbs");
   }
 #endif
-  s = SendMessage(fd.get(), reply);
-  if (!s.ok()) {
-    LOG(WARNING) << options_.name << ": hello to " << hello.name()
-                 << " failed: " << s;
-    return;
-  }
-#if PS_HAVE_VERBS
-  if (verbs_target != nullptr) {
-    VLOG(1) << options_.name << ": serving " << hello.name() << " over verbs";
-    verbs_target->Start(std::move(fd));
+  answer.adopt = [this, same_host_socket, name = hello.name()](UniqueFd fd) {
+    VLOG(1) << options_.name << ": serving " << name << " over "
+            << (same_host_socket ? "unix socket" : "tcp");
+    MapRegionHandler map;
+    if (same_host_socket) {
+      map = [this](const wire::RequestHeader& r, wire::MapReply* out,
+                   int* memfd) { return MapRegion(r, out, memfd); };
+    }
+    auto server = std::make_unique<StreamServer>(std::move(fd), &regions_, name,
+                                                 std::move(map));
     std::lock_guard<std::mutex> lock(servers_mu_);
-    verbs_targets_.push_back(std::move(verbs_target));
-    return;
-  }
-#endif
-  VLOG(1) << options_.name << ": serving " << hello.name() << " over "
-          << (same_host_socket ? "unix socket" : "tcp");
-  MapRegionHandler map;
-  if (same_host_socket) {
-    map = [this](const wire::RequestHeader& r, wire::MapReply* out, int* fd) {
-      return MapRegion(r, out, fd);
-    };
-  }
-  auto server = std::make_unique<StreamServer>(std::move(fd), &regions_,
-                                               hello.name(), std::move(map));
-  std::lock_guard<std::mutex> lock(servers_mu_);
-  servers_.push_back(std::move(server));
+    servers_.push_back(std::move(server));
+  };
+  return answer;
 }
 
 Status ContextImpl::MapRegion(const wire::RequestHeader& request,
@@ -333,20 +311,65 @@ TransportChoice EffectiveChoice(TransportChoice option) {
   return TransportChoice::kAuto;
 }
 
-// Sends our hello on `fd` and returns the peer's reply.
-StatusOr<proto::HelloReply> Handshake(int fd, const proto::Hello& hello,
-                                      const std::string& address) {
-  PS_RETURN_IF_ERROR(SendMessage(fd, hello));
+}  // namespace
+
+StatusOr<proto::HelloReply> ContextImpl::Handshake(int fd,
+                                                   const proto::Hello& hello,
+                                                   const std::string& address,
+                                                   Deadline deadline) const {
+  auto fail = [&address](const Status& s) {
+    return s.WithContext("hello with " + address);
+  };
+  Status s = SendMessage(fd, hello, deadline);
+  if (!s.ok()) return fail(s);
   proto::HelloReply reply;
-  Status s = RecvMessage(fd, &reply);
-  if (!s.ok()) return s.WithContext("hello from " + address);
+  s = RecvMessage(fd, &reply, deadline);
+  if (!s.ok()) return fail(s);
   if (!reply.error().empty()) {
+    if (reply.error().find("secret") != std::string::npos) {
+      return Unauthenticated(address +
+                             " refused the connection: " + reply.error());
+    }
     return NetworkError(address + " refused the connection: " + reply.error());
+  }
+  const bool challenged = !reply.auth_nonce().empty();
+  if (options_.secret.empty()) {
+    if (challenged) {
+      return Unauthenticated(
+          reply.name() + " at " + address +
+          " requires the cluster secret, and " + options_.name +
+          " has none (--cluster_secret_file or $PS_CLUSTER_SECRET_FILE)");
+    }
+    return reply;
+  }
+  if (!challenged) {
+    return Unauthenticated(reply.name() + " at " + address +
+                           " does not authenticate (it has no cluster "
+                           "secret): " +
+                           options_.name + " will not trust it");
+  }
+  if (!options_.secret.Verify(kXferAuthProtocol, AuthRole::kAcceptor,
+                              reply.auth_nonce(), hello.auth_nonce(),
+                              reply.auth_proof())) {
+    return Unauthenticated(reply.name() + " at " + address +
+                           " failed to prove the cluster secret (a "
+                           "different secret?)");
+  }
+  proto::AuthProof proof;
+  proof.set_proof(options_.secret.Prove(kXferAuthProtocol, AuthRole::kConnector,
+                                        reply.auth_nonce(),
+                                        hello.auth_nonce()));
+  s = SendMessage(fd, proof, deadline);
+  if (!s.ok()) return fail(s);
+  reply.Clear();
+  s = RecvMessage(fd, &reply, deadline);
+  if (!s.ok()) return fail(s);
+  if (!reply.error().empty()) {
+    return Unauthenticated(address +
+                           " refused the connection: " + reply.error());
   }
   return reply;
 }
-
-}  // namespace
 
 StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
     const std::string& address) {
@@ -375,10 +398,13 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
                         " has no usable RDMA device (see the log line of its "
                         "context, and XFER_IB_DEV)");
   }
+  // One deadline for connecting and every step of the hello, also on the
+  // same-host socket below: a silent or slow listener fails Connect in time.
+  const Deadline deadline = DeadlineIn(options_.peer_timeout_ms);
   PS_ASSIGN_OR_RETURN(UniqueFd fd,
                       ConnectTcp(address, options_.peer_timeout_ms));
   PS_ASSIGN_OR_RETURN(proto::HelloReply reply,
-                      Handshake(fd.get(), hello, address));
+                      Handshake(fd.get(), hello, address, deadline));
   const bool same_host = reply.host_id() == host_id_;
   if (choice == TransportChoice::kVerbs && !reply.has_verbs_qp()) {
     return NotSupported("transport verbs was forced, but " + reply.name() +
@@ -404,8 +430,9 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
       if (want_shm && same_host) {
     // Same host: switch to the peer's Unix socket, which can carry memfds.
     PS_ASSIGN_OR_RETURN(UniqueFd ufd, ConnectUnix(reply.unix_socket()));
-    PS_ASSIGN_OR_RETURN(proto::HelloReply again,
-                        Handshake(ufd.get(), MakeHello("shm"), address));
+    PS_ASSIGN_OR_RETURN(
+        proto::HelloReply again,
+        Handshake(ufd.get(), MakeHello("shm"), address, deadline));
     if (again.instance() != reply.instance()) {
       return PeerLost(reply.name() + " restarted during the connection");
     }

@@ -19,6 +19,14 @@
 // environment variable XFER_TRANSPORT=tcp|shm|verbs|auto overrides the
 // choice. Forcing verbs where a side has no device fails Connect with
 // kNotSupported.
+//
+// Peers: with ContextOptions::secret, every connection starts with a
+// challenge-response (core/auth.h) in both directions, and a peer that
+// cannot prove the secret gets nothing (Connect fails with
+// kUnauthenticated; the listener logs the refusal with the peer's address).
+// A context without a secret may listen on loopback addresses only. A hello
+// has one deadline, peer_timeout_ms, on both sides: a silent or slow peer
+// never holds up other connections.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +39,7 @@
 #include "base/status.h"
 #include "base/status_or.h"
 #include "core/access.h"
+#include "core/auth.h"
 #include "core/endpoint.h"
 #include "core/memory_region.h"
 
@@ -45,8 +54,12 @@ struct ContextOptions {
   std::string listen_host = "127.0.0.1";
   uint16_t listen_port = 0;
   TransportChoice transport = TransportChoice::kAuto;
-  // An operation without an answer for this long declares the peer lost.
+  // An operation without an answer for this long declares the peer lost;
+  // also the deadline of a whole hello, on either side.
   int peer_timeout_ms = 10000;
+  // The cluster's shared secret; empty: peers are not authenticated (only
+  // allowed when listen_host is a loopback address).
+  ClusterSecret secret;
   // RDMA device for the verbs transport (empty / 0 / -1: the environment's
   // XFER_IB_DEV, XFER_IB_PORT, XFER_IB_GID_INDEX, else the first active
   // device and port, and on RoCE a RoCE v2 GID with an IPv4 address).
@@ -62,7 +75,8 @@ class ContextImpl;
 class Context {
  public:
   // Starts listening and the progress threads. Fails (kNetwork) if the
-  // address cannot be bound, kInvalidArgument for a bad option.
+  // address cannot be bound, kInvalidArgument for a bad option (also: a
+  // non-loopback listen_host without a secret).
   static StatusOr<std::unique_ptr<Context>> Create(ContextOptions options);
   ~Context();
   Context(const Context&) = delete;

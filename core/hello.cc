@@ -1,35 +1,91 @@
 #include "core/hello.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <fstream>
-
-#include "core/socket.h"
 
 namespace ps::xfer::internal {
 
-Status SendMessage(int fd, const google::protobuf::MessageLite& message) {
+Status SendMessage(int fd, const google::protobuf::MessageLite& message,
+                   Deadline deadline) {
   std::string bytes;
   if (!message.SerializeToString(&bytes)) {
     return Internal("cannot serialize " + message.GetTypeName());
   }
   uint32_t length = static_cast<uint32_t>(bytes.size());
   bytes.insert(0, reinterpret_cast<const char*>(&length), sizeof(length));
-  return SendAll(fd, bytes.data(), bytes.size());
+  return SendAllBefore(fd, bytes.data(), bytes.size(), deadline,
+                       message.GetTypeName());
 }
 
-Status RecvMessage(int fd, google::protobuf::MessageLite* message) {
+Status RecvMessage(int fd, google::protobuf::MessageLite* message,
+                   Deadline deadline) {
   uint32_t length = 0;
-  PS_RETURN_IF_ERROR(RecvAll(fd, &length, sizeof(length)));
+  PS_RETURN_IF_ERROR(RecvAllBefore(fd, &length, sizeof(length), deadline,
+                                   message->GetTypeName()));
   if (length > kMaxHelloBytes) {
     return InvalidArgument("hello of " + std::to_string(length) +
                            " bytes is too large: not an xfer peer?");
   }
   std::string bytes(length, '\0');
-  PS_RETURN_IF_ERROR(RecvAll(fd, bytes.data(), length));
+  PS_RETURN_IF_ERROR(RecvAllBefore(fd, bytes.data(), length, deadline,
+                                   message->GetTypeName()));
   if (!message->ParseFromString(bytes)) {
     return InvalidArgument("malformed " + message->GetTypeName());
   }
+  return Status::OK();
+}
+
+Status FrameReader::Read(int fd, bool* complete) {
+  *complete = false;
+  for (;;) {
+    char* into;
+    size_t want;
+    if (length_have_ < sizeof(length_bytes_)) {
+      into = reinterpret_cast<char*>(length_bytes_) + length_have_;
+      want = sizeof(length_bytes_) - length_have_;
+    } else {
+      if (body_have_ == body_.size()) {
+        *complete = true;
+        return Status::OK();
+      }
+      into = body_.data() + body_have_;
+      want = body_.size() - body_have_;
+    }
+    ssize_t n = recv(fd, into, want, MSG_DONTWAIT);
+    if (n == 0) return PeerLost("the peer closed during the hello");
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::OK();
+      return ErrnoStatus(StatusCode::kNetwork, "recv hello", errno);
+    }
+    if (length_have_ < sizeof(length_bytes_)) {
+      length_have_ += static_cast<size_t>(n);
+      if (length_have_ == sizeof(length_bytes_)) {
+        const uint32_t length =
+            uint32_t{length_bytes_[0]} | uint32_t{length_bytes_[1]} << 8 |
+            uint32_t{length_bytes_[2]} << 16 | uint32_t{length_bytes_[3]} << 24;
+        if (length > kMaxHelloBytes) {
+          return InvalidArgument("hello of " + std::to_string(length) +
+                                 " bytes is too large: not an xfer peer?");
+        }
+        body_.assign(length, '\0');  // at most kMaxHelloBytes
+        body_have_ = 0;
+      }
+    } else {
+      body_have_ += static_cast<size_t>(n);
+    }
+  }
+}
+
+Status FrameReader::Parse(google::protobuf::MessageLite* message) {
+  const bool ok = message->ParseFromString(body_);
+  length_have_ = 0;
+  body_.clear();
+  body_have_ = 0;
+  if (!ok) return InvalidArgument("malformed " + message->GetTypeName());
   return Status::OK();
 }
 

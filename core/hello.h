@@ -1,21 +1,50 @@
 // The hello that opens every xfer connection: each side names itself (name,
 // instance, host identity) before any operation, so a peer knows whom it
-// serves and whether it shares the host. Messages are protobuf, framed by a
-// 4-byte little-endian length.
+// serves and whether it shares the host. With a cluster secret the hello
+// also carries the challenge-response of core/auth.h. Messages are protobuf,
+// framed by a 4-byte little-endian length.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "base/status.h"
 #include "core/descriptor.pb.h"
+#include "core/socket.h"
 
 namespace ps::xfer::internal {
 
 // Frames beyond this are refused: a hello is a few hundred bytes.
 constexpr uint32_t kMaxHelloBytes = 64 * 1024;
+// The protocol name the xfer hello's proofs cover (core/auth.h).
+inline constexpr char kXferAuthProtocol[] = "xfer hello v1";
 
-Status SendMessage(int fd, const google::protobuf::MessageLite& message);
-Status RecvMessage(int fd, google::protobuf::MessageLite* message);
+// One framed message, sent or received whole before `deadline` (kTimeout
+// otherwise, however slowly the bytes come; the default waits for ever, for
+// connections whose requests may be far apart).
+Status SendMessage(int fd, const google::protobuf::MessageLite& message,
+                   Deadline deadline = Deadline::max());
+Status RecvMessage(int fd, google::protobuf::MessageLite* message,
+                   Deadline deadline = Deadline::max());
+
+// Collects one frame from a non-blocking socket as its bytes arrive, so one
+// thread can serve many half-received hellos without waiting on any: Read()
+// takes what is there and says whether the frame is complete. Memory grows
+// with the bytes received, never ahead of them.
+class FrameReader {
+ public:
+  // OK with *complete false: more bytes are needed; an error: the peer
+  // closed, or sent a length over kMaxHelloBytes.
+  Status Read(int fd, bool* complete);
+  // Parses the completed frame into `message` and resets for the next.
+  Status Parse(google::protobuf::MessageLite* message);
+
+ private:
+  unsigned char length_bytes_[4] = {};
+  size_t length_have_ = 0;
+  std::string body_;
+  size_t body_have_ = 0;
+};
 
 // "boot id/hostname": equal for two processes exactly when they share a
 // kernel, and with it memfds and abstract Unix sockets.

@@ -1,5 +1,6 @@
 #include "core/socket.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -9,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -240,6 +242,111 @@ Status Skip(int fd, uint64_t len) {
     len -= n;
   }
   return Status::OK();
+}
+
+Deadline DeadlineIn(int64_t ms) {
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+}
+
+namespace {
+
+// Milliseconds left until `deadline` for poll(2): 0 when it passed, and
+// rounded up so that poll never returns a hair early and spins.
+int PollMsUntil(Deadline deadline) {
+  auto left = deadline - std::chrono::steady_clock::now();
+  if (left <= std::chrono::steady_clock::duration::zero()) return 0;
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return static_cast<int>(std::min<int64_t>(ms, 1 << 30));
+}
+
+// Waits for `events` on fd until the deadline: true when ready (or the
+// socket has an error or hang-up to report), false at the deadline.
+StatusOr<bool> WaitFor(int fd, short events, Deadline deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int rc = poll(&p, 1, PollMsUntil(deadline));
+    if (rc > 0) return true;
+    if (rc == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      continue;
+    }
+    if (errno != EINTR) return NetErr("poll", errno);
+  }
+}
+
+}  // namespace
+
+StatusOr<bool> WaitReadable(int fd, Deadline deadline) {
+  return WaitFor(fd, POLLIN, deadline);
+}
+
+Status SendAllBefore(int fd, const void* data, size_t len, Deadline deadline,
+                     std::string_view what) {
+  const char* p = static_cast<const char*>(data);
+  while (len > 0) {
+    PS_ASSIGN_OR_RETURN(bool ready, WaitFor(fd, POLLOUT, deadline));
+    if (!ready) {
+      return Timeout(std::string(what) + ": the peer did not take " +
+                     std::to_string(len) + " more bytes in time");
+    }
+    ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      return NetErr(std::string(what) + ": send", errno);
+    }
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+Status RecvAllBefore(int fd, void* data, size_t len, Deadline deadline,
+                     std::string_view what) {
+  char* p = static_cast<char*>(data);
+  while (len > 0) {
+    PS_ASSIGN_OR_RETURN(bool ready, WaitFor(fd, POLLIN, deadline));
+    if (!ready) {
+      return Timeout(std::string(what) + ": " + std::to_string(len) +
+                     " bytes still missing at the deadline");
+    }
+    ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+    if (n == 0) return PeerLost(std::string(what) + ": connection closed");
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      return NetErr(std::string(what) + ": recv", errno);
+    }
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+std::string PeerAddress(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return "unknown peer";
+  }
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    return std::string(host) + ":" + std::to_string(ntohs(a->sin_port));
+  }
+  if (ss.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(a->sin6_port));
+  }
+  if (ss.ss_family == AF_UNIX) {
+    ucred cred{};
+    socklen_t clen = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {
+      return "local peer pid " + std::to_string(cred.pid);
+    }
+    return "local peer";
+  }
+  return "unknown peer";
 }
 
 Status SendWithFd(int fd, const void* data, size_t len, int fd_to_send) {

@@ -4,9 +4,11 @@
 
 #include <sys/uio.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 #include "base/status_or.h"
@@ -59,6 +61,22 @@ Status RecvAll(int fd, void* data, size_t len);
 Status SendAllV(int fd, struct iovec* iov, int iovcnt);
 // Reads and throws away `len` bytes.
 Status Skip(int fd, uint64_t len);
+
+// The same moves with one deadline for all of it: kTimeout (naming `what`)
+// once it passes before the last byte moved, however the bytes trickle in.
+using Deadline = std::chrono::steady_clock::time_point;
+Status SendAllBefore(int fd, const void* data, size_t len, Deadline deadline,
+                     std::string_view what);
+Status RecvAllBefore(int fd, void* data, size_t len, Deadline deadline,
+                     std::string_view what);
+// Waits until `fd` is readable (or closed): true, or false at the deadline.
+StatusOr<bool> WaitReadable(int fd, Deadline deadline);
+// Deadline `ms` milliseconds from now.
+Deadline DeadlineIn(int64_t ms);
+
+// "203.0.113.7:53422", "[::1]:4000", or "local peer pid 42" for a Unix
+// socket: who is at the other end, for log lines.
+std::string PeerAddress(int fd);
 
 // Sends `data` with one file descriptor attached (Unix sockets only).
 Status SendWithFd(int fd, const void* data, size_t len, int fd_to_send);

@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev
   libxxhash-dev
+  libsodium-dev               # the cluster secret's HMAC challenge-response
   libeigen3-dev zlib1g-dev
   clang libclang-rt-14-dev    # libFuzzer targets and sanitizer runtimes
   clang-format

@@ -131,7 +131,12 @@ class StreamServer::Connection {
       case WireOp::kMapRegion:
         return ServeMapRegion(h);
     }
-    return InvalidArgument("unknown op " + std::to_string(h.op));
+    // The peer learns why before the connection closes: what follows an
+    // unknown request cannot be skipped safely.
+    Status unknown = InvalidArgument("unknown op " + std::to_string(h.op) +
+                                     " (a peer of another version?)");
+    PS_RETURN_IF_ERROR(Reply(h, unknown));
+    return unknown;
   }
 
   StatusOr<std::shared_ptr<MemoryRegion>> Check(uint64_t id, uint64_t key,

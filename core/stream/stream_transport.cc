@@ -508,7 +508,7 @@ Status StreamTransport::Impl::ReadOneReply() {
   if (h.status_code != 0) {
     std::string message(h.message_length, '\0');
     PS_RETURN_IF_ERROR(RecvExact(message.data(), message.size(), nullptr));
-    if (h.status_code > static_cast<uint16_t>(StatusCode::kInternal)) {
+    if (h.status_code > static_cast<uint16_t>(kLastStatusCode)) {
       return NetworkError("unknown status code " +
                           std::to_string(h.status_code) + " from " + peer_);
     }

@@ -729,7 +729,7 @@ Status VerbsTransport::Impl::Diagnose(const WorkRequest& r,
                         peer_ + ": " + refused +
                         ", though the region allows the access");
   }
-  if (code < 0 || code > static_cast<int>(StatusCode::kInternal)) {
+  if (code < 0 || code > static_cast<int>(kLastStatusCode)) {
     return Internal("bad status code from " + peer_);
   }
   return Status(static_cast<StatusCode>(code), reply.message());

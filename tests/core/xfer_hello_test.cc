@@ -1,0 +1,286 @@
+// The xfer hello under hostile peers, and the cluster secret.
+//
+// In one process, real sockets on 127.0.0.1: a listener whose peers stay
+// silent, drip a valid hello byte by byte, or never answer must neither
+// delay other connections nor hang the connecting side; a peer without the
+// cluster secret (or with another) gets nothing; an unknown request is
+// answered with an error before the connection closes.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "core/auth.h"
+#include "core/context.h"
+#include "core/hello.h"
+#include "core/socket.h"
+#include "core/stream/wire.h"
+
+namespace ps::testing {
+namespace {
+
+using xfer::ClusterSecret;
+using xfer::Context;
+using xfer::ContextOptions;
+using xfer::internal::ConnectTcp;
+using xfer::internal::DeadlineIn;
+using xfer::internal::UniqueFd;
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+ContextOptions Options(const std::string& name, int timeout_ms = 10000,
+                       ClusterSecret secret = {}) {
+  ContextOptions o;
+  o.name = name;
+  o.transport = xfer::TransportChoice::kTcp;
+  o.peer_timeout_ms = timeout_ms;
+  o.secret = std::move(secret);
+  return o;
+}
+
+ClusterSecret Secret(const std::string& bytes) {
+  return ClusterSecret::FromBytes(bytes).value();
+}
+
+TEST(XferHelloTest, SilentConnectionsDelayNobody) {
+  auto target = Context::Create(Options("target")).value();
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 10; ++i) {
+    silent.push_back(ConnectTcp(target->address(), 2000).value());
+  }
+  auto origin = Context::Create(Options("origin")).value();
+  const auto start = Clock::now();
+  auto ep = origin->Connect(target->address());
+  const double took = SecondsSince(start);
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  // Before: the accept loop read each hello inline, 2 s per silent peer.
+  EXPECT_LT(took, 1.0) << "connecting behind 10 silent peers took " << took
+                       << " s";
+}
+
+TEST(XferHelloTest, ADrippedHelloHasOneDeadlineAndBlocksNobody) {
+  auto target = Context::Create(Options("target", /*timeout_ms=*/1000)).value();
+  UniqueFd drip = ConnectTcp(target->address(), 2000).value();
+  // A length prefix of a valid 60,000-byte hello, then a byte at a time.
+  const uint32_t length = 60000;
+  ASSERT_EQ(send(drip.get(), &length, 4, MSG_NOSIGNAL), 4);
+  std::atomic<bool> stop{false};
+  std::atomic<bool> closed{false};
+  std::thread dripper([&] {
+    char byte = 0x0a;
+    while (!stop.load()) {
+      if (send(drip.get(), &byte, 1, MSG_NOSIGNAL) != 1) {
+        closed.store(true);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  auto origin = Context::Create(Options("origin")).value();
+  const auto start = Clock::now();
+  auto ep = origin->Connect(target->address());
+  EXPECT_LT(SecondsSince(start), 1.0);
+  EXPECT_TRUE(ep.ok()) << ep.status();
+  // The dripping peer is cut off at its deadline (1 s), not served for as
+  // long as it drips: its sends start failing.
+  const auto cut_start = Clock::now();
+  while (!closed.load() && SecondsSince(cut_start) < 5.0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  stop.store(true);
+  dripper.join();
+  EXPECT_TRUE(closed.load()) << "the dripping peer was still served after 5 s";
+}
+
+// A listener that accepts and never answers: Connect must give up at its
+// own deadline.
+TEST(XferHelloTest, ConnectGivesUpOnASilentListener) {
+  UniqueFd listener = xfer::internal::ListenTcp("127.0.0.1", 0).value();
+  const uint16_t port = xfer::internal::LocalPort(listener.get()).value();
+  auto origin = Context::Create(Options("origin", /*timeout_ms=*/500)).value();
+  auto result = std::async(std::launch::async, [&] {
+    return origin->Connect("127.0.0.1:" + std::to_string(port)).status();
+  });
+  const auto start = Clock::now();
+  const bool done =
+      result.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  if (!done) {
+    // Unblock the stuck Connect so that the test can end.
+    UniqueFd peer = xfer::internal::Accept(listener.get()).value();
+    peer.Reset();
+    result.wait();
+    FAIL() << "Connect to a silent listener still waited after 5 s";
+  }
+  const Status s = result.get();
+  EXPECT_TRUE(s.Is(StatusCode::kTimeout)) << s;
+  EXPECT_LT(SecondsSince(start), 2.0);
+}
+
+TEST(XferHelloTest, OnlyPeersWithTheSecretConnect) {
+  const ClusterSecret ours = Secret("the-cluster-secret-0123456789");
+  auto target = Context::Create(Options("target", 5000, ours)).value();
+  auto friend_ctx = Context::Create(Options("friend", 5000, ours)).value();
+  auto ep = friend_ctx->Connect(target->address());
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  auto region = target->Allocate(4096, xfer::kRemoteRead).value();
+  auto imported = (*ep)->Import(region->descriptor());
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  uint64_t word = 0;
+  EXPECT_TRUE((*ep)->Get(&word, 8, *imported, 0).ok());
+
+  auto stranger = Context::Create(Options("stranger", 5000)).value();
+  auto refused = stranger->Connect(target->address());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().Is(StatusCode::kUnauthenticated))
+      << refused.status();
+
+  auto impostor = Context::Create(Options("impostor", 5000,
+                                          Secret("another-secret-abcdefgh")))
+                      .value();
+  refused = impostor->Connect(target->address());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().Is(StatusCode::kUnauthenticated))
+      << refused.status();
+
+  // A connector with the secret does not trust a listener without one.
+  auto open_target = Context::Create(Options("open-target", 5000)).value();
+  refused = friend_ctx->Connect(open_target->address());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().Is(StatusCode::kUnauthenticated))
+      << refused.status();
+}
+
+TEST(XferHelloTest, NoKeyBeforeTheProof) {
+  // A raw peer that sends a hello without a nonce to a listener with a
+  // secret gets a refusal and no socket name, no instance.
+  const ClusterSecret ours = Secret("the-cluster-secret-0123456789");
+  auto target = Context::Create(Options("target", 5000, ours)).value();
+  UniqueFd fd = ConnectTcp(target->address(), 2000).value();
+  xfer::proto::Hello hello;
+  hello.set_name("raw");
+  ASSERT_TRUE(
+      xfer::internal::SendMessage(fd.get(), hello, DeadlineIn(2000)).ok());
+  xfer::proto::HelloReply reply;
+  ASSERT_TRUE(
+      xfer::internal::RecvMessage(fd.get(), &reply, DeadlineIn(2000)).ok());
+  EXPECT_FALSE(reply.error().empty());
+  EXPECT_TRUE(reply.unix_socket().empty());
+  EXPECT_EQ(reply.instance(), 0u);
+}
+
+TEST(XferHelloTest, ListeningBeyondLoopbackNeedsASecret) {
+  ContextOptions o = Options("wide");
+  o.listen_host = "0.0.0.0";
+  auto refused = Context::Create(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().Is(StatusCode::kInvalidArgument))
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("secret"), std::string::npos);
+  o.secret = Secret("the-cluster-secret-0123456789");
+  EXPECT_TRUE(Context::Create(o).ok());
+}
+
+TEST(XferHelloTest, AnUnknownOpIsAnsweredBeforeTheConnectionCloses) {
+  auto target = Context::Create(Options("target")).value();
+  UniqueFd fd = ConnectTcp(target->address(), 2000).value();
+  xfer::proto::Hello hello;
+  hello.set_name("raw");
+  hello.set_transport("tcp");
+  ASSERT_TRUE(
+      xfer::internal::SendMessage(fd.get(), hello, DeadlineIn(2000)).ok());
+  xfer::proto::HelloReply reply;
+  ASSERT_TRUE(
+      xfer::internal::RecvMessage(fd.get(), &reply, DeadlineIn(2000)).ok());
+  ASSERT_TRUE(reply.error().empty()) << reply.error();
+  namespace wire = xfer::internal::wire;
+  wire::RequestHeader h{};
+  h.magic = wire::kRequestMagic;
+  h.op = 99;
+  h.request_id = 7;
+  ASSERT_TRUE(xfer::internal::SendAllBefore(fd.get(), &h, sizeof(h),
+                                            DeadlineIn(2000), "request")
+                  .ok());
+  wire::ReplyHeader r{};
+  ASSERT_TRUE(xfer::internal::RecvAllBefore(fd.get(), &r, sizeof(r),
+                                            DeadlineIn(2000), "reply")
+                  .ok());
+  EXPECT_EQ(r.request_id, 7u);
+  EXPECT_EQ(r.status_code, static_cast<uint16_t>(StatusCode::kInvalidArgument));
+  std::string message(r.message_length, '\0');
+  ASSERT_TRUE(xfer::internal::RecvAllBefore(fd.get(), message.data(),
+                                            message.size(), DeadlineIn(2000),
+                                            "message")
+                  .ok());
+  EXPECT_NE(message.find("unknown op 99"), std::string::npos) << message;
+  char byte;
+  EXPECT_EQ(recv(fd.get(), &byte, 1, 0), 0) << "the connection stayed open";
+}
+
+class SecretFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("xfer-secret-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& content,
+                    mode_t mode) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << content;
+    chmod(path.c_str(), mode);
+    return path;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(SecretFileTest, ReadsAKeyFileAndRefusesBadOnes) {
+  const std::string good = Write("good", "0123456789abcdef0123\n", 0600);
+  auto secret = ClusterSecret::FromFile(good);
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  EXPECT_FALSE(secret->empty());
+  // The same file content (newline dropped) proves what FromBytes proves.
+  const ClusterSecret same = Secret("0123456789abcdef0123");
+  const std::string a(32, 'a'), b(32, 'b');
+  const std::string proof =
+      secret->Prove("t", xfer::AuthRole::kConnector, a, b);
+  EXPECT_TRUE(same.Verify("t", xfer::AuthRole::kConnector, a, b, proof));
+  EXPECT_FALSE(same.Verify("t", xfer::AuthRole::kAcceptor, a, b, proof));
+  EXPECT_FALSE(same.Verify("t", xfer::AuthRole::kConnector, b, a, proof));
+  EXPECT_FALSE(Secret("another-secret-abcdefgh")
+                   .Verify("t", xfer::AuthRole::kConnector, a, b, proof));
+
+  auto open = ClusterSecret::FromFile(Write("open", "0123456789abcdef", 0644));
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.status().message().find("chmod 600"), std::string::npos);
+  auto shorty = ClusterSecret::FromFile(Write("short", "tiny", 0600));
+  ASSERT_FALSE(shorty.ok());
+  EXPECT_NE(shorty.status().message().find("too short"), std::string::npos);
+  EXPECT_FALSE(ClusterSecret::FromFile((dir_ / "missing").string()).ok());
+
+  // Resolve: the flag first, then the environment.
+  setenv("PS_CLUSTER_SECRET", "secret-from-the-environment", 1);
+  auto env = ClusterSecret::Resolve("");
+  unsetenv("PS_CLUSTER_SECRET");
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_FALSE(env->empty());
+  auto none = ClusterSecret::Resolve("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+}  // namespace
+}  // namespace ps::testing
