@@ -10,6 +10,8 @@
 
 #include <cstdio>
 #include <ctime>
+#include <exception>
+#include <new>
 #include <string>
 
 #include "checkpoint/layout.h"
@@ -167,9 +169,7 @@ int Verify() {
   return rc;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "lists, inspects and verifies parameter-server checkpoints.\n"
       "  ps_ckpt list --dir=ROOT\n"
@@ -200,4 +200,20 @@ int main(int argc, char** argv) {
                "ps_ckpt: unknown command '%s' (list, inspect, verify)\n",
                command.c_str());
   return kExitUsage;
+}
+
+}  // namespace
+
+// An exception escaping Main (a bad_alloc for a size read off a damaged
+// file, say) would abort (exit 134); report it and exit 1 instead. This is
+// cli/guarded_main.h spelled out: ps_ckpt links only ps_checkpoint.
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::bad_alloc& e) {
+    std::fprintf(stderr, "ps_ckpt: out of memory: %s\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ps_ckpt: failed: %s\n", e.what());
+  }
+  return kExitDamaged;
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/flags.h"
 #include "protocol/table_config.h"
 #include "server/server.h"
 
@@ -107,53 +108,6 @@ namespace {
 
 constexpr int kExitBadConfig = 2;
 constexpr int kExitRuntime = 1;
-
-// gflags exits with 1 on an unknown flag or a bad value; we promise 2, so
-// check every flag argument before gflags sees it.
-bool PrecheckFlags(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--" || arg.size() < 2 || arg[0] != '-') {
-      if (arg == "--") break;
-      continue;
-    }
-    arg = arg.substr(arg[1] == '-' ? 2 : 1);
-    std::string name = arg, value;
-    bool has_value = false;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
-    }
-    gflags::CommandLineFlagInfo info;
-    if (!gflags::GetCommandLineFlagInfo(name.c_str(), &info)) {
-      if (!has_value && name.rfind("no", 0) == 0 &&
-          gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info) &&
-          info.type == "bool") {
-        continue;
-      }
-      std::fprintf(stderr, "ps_server: unknown flag --%s (see --help)\n",
-                   name.c_str());
-      return false;
-    }
-    if (!has_value) {
-      if (info.type == "bool") continue;
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "ps_server: flag --%s needs a value\n",
-                     name.c_str());
-        return false;
-      }
-      value = argv[++i];
-    }
-    if (gflags::SetCommandLineOption(name.c_str(), value.c_str()).empty()) {
-      std::fprintf(stderr,
-                   "ps_server: bad value '%s' for --%s (a %s; see --help)\n",
-                   value.c_str(), name.c_str(), info.type.c_str());
-      return false;
-    }
-  }
-  return true;
-}
 
 ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   ps::server::ServerOptions o;
@@ -244,7 +198,11 @@ int main(int argc, char** argv) {
   // reports it: the lock is inside libc). Naming the default zone
   // explicitly gives the same times and makes later calls a string compare.
   if (getenv("TZ") == nullptr) setenv("TZ", ":/etc/localtime", 0);
-  if (!PrecheckFlags(argc, argv)) return kExitBadConfig;
+  // gflags exits with 1 on an unknown flag or a bad value; we promise 2.
+  if (ps::Status s = ps::cli::PrecheckFlags(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "ps_server: %s\n", s.message().c_str());
+    return kExitBadConfig;
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (FLAGS_log_dir.empty()) FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

@@ -5,14 +5,19 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli/flags.h"
+#include "cli/guarded_main.h"
 #include "protocol/table_config.h"
 #include "worker/checkpoint_sync.h"
 #include "worker/ps_client.h"
@@ -42,10 +47,12 @@ DEFINE_uint32(batch_size, 1000,
               "Examples per training step across the job: each of "
               "--num_workers workers takes ceil(batch_size / num_workers) "
               "of them per pull/push, so N workers in bsp make the updates "
-              "--local makes (the gradients are sums over examples).");
+              "--local makes (the gradients are sums over examples). In [1, "
+              "1000000]; --threads x this worker's share at most 4000000 "
+              "(every thread holds its batch, its rows and gradients).");
 DEFINE_uint32(threads, 1,
-              "Training threads in this worker; each pulls, computes and "
-              "pushes its own mini-batches.");
+              "Training threads in this worker, in [1, 256]; each pulls, "
+              "computes and pushes its own mini-batches.");
 DEFINE_bool(local, false,
             "Keep the parameters in this process (needs --tables) instead "
             "of on the servers: the reference a distributed run is compared "
@@ -64,7 +71,8 @@ DEFINE_string(tables, "",
 DEFINE_uint32(worker_id, 0,
               "This worker's index in [0, --num_workers); it trains on lines "
               "i with i % num_workers == worker_id.");
-DEFINE_uint32(num_workers, 1, "Workers in the job.");
+DEFINE_uint32(num_workers, 1,
+              "Workers in the job, in [1, 65536] (as ps_server allows).");
 DEFINE_string(transport, "auto",
               "Data path to the servers: 'auto' (shared memory on the same "
               "host, else tcp), 'shm' or 'tcp'.");
@@ -79,19 +87,25 @@ DEFINE_uint64(eval_every, 0,
               "Also evaluate every this many training examples of this "
               "worker (0: only after each epoch and at the end).");
 DEFINE_int32(eval_worker, 0,
-             "The worker that evaluates (the others only train); -1: every "
-             "worker evaluates.");
-DEFINE_uint32(fm_dim, 8, "Factor length k of fm and deepfm (rows are 1+k).");
+             "The worker that evaluates (the others only train), in [0, "
+             "--num_workers); -1: every worker evaluates.");
+DEFINE_uint32(fm_dim, 8,
+              "Factor length k of fm and deepfm (rows are 1+k), in [1, 256].");
 DEFINE_uint32(num_fields, 39,
               "deepfm: fields of the MLP input (39 for criteo; libsvm "
-              "features are all field 0).");
-DEFINE_string(hidden, "64,32", "deepfm: MLP hidden layer widths.");
+              "features are all field 0), in [1, 1024]; num_fields x fm_dim "
+              "(the MLP's input) at most 65536.");
+DEFINE_string(hidden, "64,32",
+              "deepfm: MLP hidden layer widths, each in [1, 4096], at most 16 "
+              "layers and 64M weights; this worker's batch x (input + hidden "
+              "widths) at most 256M activations per thread.");
 DEFINE_double(l2_w, 0,
               "L2 strength on the linear weight of each sparse row a batch "
-              "uses (added once per batch: lambda * w).");
+              "uses (added once per batch: lambda * w), in [0, 1e6].");
 DEFINE_double(l2_v, 0,
               "L2 strength on the FM factors of each sparse row a batch uses "
-              "(fm, deepfm): keeps rare features' factors from fitting noise.");
+              "(fm, deepfm): keeps rare features' factors from fitting "
+              "noise. In [0, 1e6].");
 DEFINE_string(sparse_table, "emb", "Name of the model's hashed table.");
 DEFINE_string(dense_table, "mlp", "Name of deepfm's dense MLP table.");
 DEFINE_double(progress_secs, -1,
@@ -100,10 +114,21 @@ DEFINE_double(progress_secs, -1,
 
 namespace {
 
-// Usage errors exit 2, failures while running exit 1, a lost server exits
-// kExitServerLost (the cluster must be restarted from a checkpoint), also
-// when it shows as a timeout.
+// Usage errors exit 2, failures while running exit 1 (a diverged run
+// among them), a lost server exits kExitServerLost (the cluster must be
+// restarted from a checkpoint), also when it shows as a timeout.
+constexpr int kExitUsage = 2;
 constexpr int kExitServerLost = 3;
+
+// Bounds of the flags that size what each thread allocates (see their
+// --help): far above any useful setting, far below what ends in bad_alloc.
+constexpr uint32_t kMaxBatch = 1000000;
+constexpr uint32_t kMaxThreads = 256;
+constexpr uint64_t kMaxExamplesInFlight = 4000000;  // threads x batch
+constexpr uint32_t kMaxWorkers = 65536;
+constexpr uint32_t kMaxHiddenLayers = 16;
+constexpr uint64_t kMaxActivations = uint64_t{1} << 28;  // per thread
+constexpr double kMaxL2 = 1e6;
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "ps_worker: %s\n", message.c_str());
@@ -120,9 +145,68 @@ std::vector<std::string> Split(const std::string& s) {
   return out;
 }
 
-}  // namespace
+// The flags on their own, before anything is allocated or opened; the
+// ones that depend on others (the per-worker batch, deepfm's activations)
+// are checked where those are known.
+ps::Status CheckFlags() {
+  using ps::cli::CheckRealFlag;
+  using ps::cli::CheckUintFlag;
+  PS_RETURN_IF_ERROR(CheckUintFlag("epochs", FLAGS_epochs, 1, UINT32_MAX));
+  PS_RETURN_IF_ERROR(CheckUintFlag(
+      "batch_size", FLAGS_batch_size, 1, kMaxBatch,
+      "every training thread holds a batch with its rows and gradients"));
+  PS_RETURN_IF_ERROR(CheckUintFlag("threads", FLAGS_threads, 1, kMaxThreads));
+  PS_RETURN_IF_ERROR(
+      CheckUintFlag("num_workers", FLAGS_num_workers, 1, kMaxWorkers));
+  PS_RETURN_IF_ERROR(CheckUintFlag("worker_id", FLAGS_worker_id, 0,
+                                   FLAGS_num_workers - 1,
+                                   "a worker's index is below --num_workers"));
+  // Any other index names no worker of the job: it would train to the end
+  // and finish without anyone evaluating.
+  if (FLAGS_eval_worker != -1 &&
+      (FLAGS_eval_worker < 0 ||
+       static_cast<uint32_t>(FLAGS_eval_worker) >= FLAGS_num_workers)) {
+    return ps::InvalidArgument(
+        "--eval_worker must be -1 (every worker evaluates) or a worker in "
+        "[0, " +
+        std::to_string(FLAGS_num_workers) +
+        ") (--num_workers=" + std::to_string(FLAGS_num_workers) + "), not " +
+        std::to_string(FLAGS_eval_worker));
+  }
+  PS_RETURN_IF_ERROR(CheckRealFlag("l2_w", FLAGS_l2_w, 0, kMaxL2));
+  PS_RETURN_IF_ERROR(CheckRealFlag("l2_v", FLAGS_l2_v, 0, kMaxL2));
+  if (std::isnan(FLAGS_progress_secs)) {
+    return ps::InvalidArgument(
+        "--progress_secs must be a number of seconds (negative: the "
+        "default), not nan");
+  }
+  return ps::Status::OK();
+}
 
-int main(int argc, char** argv) {
+// --hidden as widths, each checked before it can size a layer.
+ps::StatusOr<std::vector<uint32_t>> HiddenWidths() {
+  std::vector<uint32_t> widths;
+  for (const std::string& h : Split(FLAGS_hidden)) {
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(h.c_str(), &end, 10);
+    if (end == h.c_str() || *end != '\0' || errno == ERANGE || v < 1 ||
+        v > ps::train::kMaxHiddenWidth) {
+      return ps::InvalidArgument("--hidden wants widths in [1, " +
+                                 std::to_string(ps::train::kMaxHiddenWidth) +
+                                 "] like 64,32, not '" + FLAGS_hidden + "'");
+    }
+    widths.push_back(static_cast<uint32_t>(v));
+  }
+  if (widths.size() > kMaxHiddenLayers) {
+    return ps::InvalidArgument("--hidden: at most " +
+                               std::to_string(kMaxHiddenLayers) +
+                               " layers, not " + std::to_string(widths.size()));
+  }
+  return widths;
+}
+
+int Main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "trains a CTR model and reports eval AUC and logloss.\n"
       "  ps_worker --flagfile=configs/fm.flags --train_data=train.tsv "
@@ -135,15 +219,26 @@ int main(int argc, char** argv) {
       "restart with ps_server --restore_from=latest a worker resumes at the "
       "restored step and position (the rest of the interrupted epoch, "
       "without repeating or skipping lines).\n"
-      "Exit status: 0 done, 1 failed, 2 bad usage, 3 a server was lost "
+      "Exit status: 0 done, 1 failed (also when training diverges: a loss "
+      "or prediction that is not finite), 2 bad usage, 3 a server was lost "
       "(crashed or unreachable; or --timeout_ms passed waiting for the "
       "others). Recovery from 3: stop the remaining "
       "servers and workers, restart every server with "
       "--restore_from=latest (all shards return to the same checkpoint), "
       "then restart every worker with the same flags.");
+  if (ps::Status s = ps::cli::PrecheckFlags(argc, argv); !s.ok()) {
+    return Fail(kExitUsage, s.message());
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  if (argc > 1) {
+    return Fail(kExitUsage, "unexpected argument '" + std::string(argv[1]) +
+                                "' (see --help)");
+  }
+  if (ps::Status s = CheckFlags(); !s.ok()) {
+    return Fail(kExitUsage, s.message());
+  }
 
   ps::train::ModelOptions mo;
   mo.name = FLAGS_model;
@@ -151,16 +246,9 @@ int main(int argc, char** argv) {
   mo.num_fields = FLAGS_num_fields;
   mo.l2.w = static_cast<float>(FLAGS_l2_w);
   mo.l2.v = static_cast<float>(FLAGS_l2_v);
-  mo.hidden.clear();
-  for (const std::string& h : Split(FLAGS_hidden)) {
-    char* end = nullptr;
-    long v = std::strtol(h.c_str(), &end, 10);
-    if (*end != '\0' || v < 1) {
-      return Fail(
-          2, "--hidden wants widths like 64,32, not '" + FLAGS_hidden + "'");
-    }
-    mo.hidden.push_back(static_cast<uint32_t>(v));
-  }
+  auto hidden = HiddenWidths();
+  if (!hidden.ok()) return Fail(kExitUsage, hidden.status().message());
+  mo.hidden = *hidden;
   auto model = ps::train::MakeModel(mo);
   if (!model.ok()) return Fail(2, model.status().message());
 
@@ -176,14 +264,6 @@ int main(int argc, char** argv) {
   to.threads = FLAGS_threads;
   to.worker_id = FLAGS_worker_id;
   to.num_workers = FLAGS_num_workers;
-  if (to.num_workers == 0 || to.worker_id >= to.num_workers) {
-    return Fail(2, "--worker_id must be below --num_workers");
-  }
-  if (to.epochs == 0 || to.batch_size == 0 || to.threads == 0 ||
-      to.threads > 256) {
-    return Fail(2,
-                "--epochs, --batch_size and --threads (<= 256) must be >= 1");
-  }
   if (!FLAGS_local && to.num_workers > 1) {
     // A global batch: with a per-worker batch N workers would take 1/N the
     // steps of --local per epoch, each over N times the examples.
@@ -192,13 +272,36 @@ int main(int argc, char** argv) {
               << FLAGS_batch_size << " per step over " << to.num_workers
               << " workers)";
   }
+  if (uint64_t{to.batch_size} * to.threads > kMaxExamplesInFlight) {
+    return Fail(kExitUsage,
+                "--threads x --batch_size (this worker's share, " +
+                    std::to_string(to.batch_size) + ") must be at most " +
+                    std::to_string(kMaxExamplesInFlight) +
+                    " examples in memory at once, not " +
+                    std::to_string(uint64_t{to.batch_size} * to.threads));
+  }
+  if (FLAGS_model == "deepfm") {
+    // Every thread keeps each layer's activations for its whole batch.
+    uint64_t per_example = uint64_t{mo.num_fields} * mo.fm_dim + 1;
+    for (uint32_t h : mo.hidden) per_example += h;
+    if (per_example * to.batch_size > kMaxActivations) {
+      return Fail(kExitUsage,
+                  "deepfm: this worker's batch (" +
+                      std::to_string(to.batch_size) + ") x " +
+                      std::to_string(per_example) +
+                      " activations per example (--num_fields x --fm_dim "
+                      "plus --hidden) must be at most " +
+                      std::to_string(kMaxActivations) +
+                      " floats per thread; lower --batch_size");
+    }
+  }
   to.seed = FLAGS_seed;
   to.holdout_every = FLAGS_holdout_every;
   if (to.eval_data.empty() && to.holdout_every < 2) {
     return Fail(2, "--holdout_every must be >= 2 without --eval_data");
   }
   to.eval_every = FLAGS_eval_every;
-  to.evaluate = FLAGS_eval_worker < 0 ||
+  to.evaluate = FLAGS_eval_worker == -1 ||
                 static_cast<uint32_t>(FLAGS_eval_worker) == to.worker_id;
   to.progress_in_place = isatty(STDERR_FILENO);
   to.progress_secs = FLAGS_progress_secs >= 0 ? FLAGS_progress_secs
@@ -339,4 +442,10 @@ int main(int argc, char** argv) {
     std::printf("training done; worker %d evaluates\n", FLAGS_eval_worker);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ps::cli::GuardedMain("ps_worker", [&] { return Main(argc, argv); });
 }

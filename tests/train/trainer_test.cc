@@ -1,17 +1,20 @@
 // The trainer with parameters in-process: it learns planted data, splits
 // lines between workers and the held-out set without overlap, skips and
 // counts malformed lines (or stops at them with strict_data), reports
-// missing files, and checks table shapes against the model.
+// missing files, checks table shapes against the model, and stops a run
+// whose loss turns NaN.
 #include "worker/train/trainer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <set>
 
 #include "protocol/table_config.h"
+#include "tests/train/watchdog.h"
 #include "worker/datagen/criteo_synth.h"
 #include "worker/datagen/planted_model.h"
 #include "worker/train/example_source.h"
@@ -161,6 +164,47 @@ TEST_F(TrainerTest, MissingFilesAndWrongTablesAreErrors) {
   EXPECT_EQ(run.status().code(), StatusCode::kNotFound);
   o.sparse_table = "other";
   EXPECT_FALSE(Trainer::Create(o, lr->get(), store.get()).ok());
+}
+
+// A learning rate far too high: the first step's push makes the weights
+// infinite, the second step's loss is NaN. Run must stop there with an error
+// that says so and what to change, quickly (it used to train on NaN and
+// then spin in Auc), and the parameters NaN left behind must not score as
+// a model either.
+TEST_F(TrainerTest, DivergingRunStopsWithAnErrorNamingTheTable) {
+  ps::testing::Watchdog watchdog("a diverging Trainer::Run",
+                                 std::chrono::seconds(20));
+  std::string train =
+      Generate("train.tsv", 3000, datagen::PlantedOptions::Kind::kLr);
+  auto store = Store(R"(table { id: 1 name: "emb" kind: HASHED dim: 1
+      capacity: 65536 optimizer { name: "sgd" learning_rate: 1e38 } })");
+  auto model = MakeModel(ModelOptions{});
+  ASSERT_TRUE(model.ok());
+  TrainerOptions o;
+  o.train_data = train;
+  o.threads = 2;
+  o.batch_size = 100;
+  o.eval_every = 500;
+  o.progress_secs = 0.05;  // the progress line's AUC runs too
+  auto trainer = Trainer::Create(o, model->get(), store.get());
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  const auto start = std::chrono::steady_clock::now();
+  auto result = trainer->Run();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  const std::string& m = result.status().message();
+  EXPECT_NE(m.find("training diverged at step "), std::string::npos) << m;
+  EXPECT_NE(m.find("is nan"), std::string::npos) << m;
+  EXPECT_NE(m.find("lower the learning rate of table emb (sgd, "
+                   "learning_rate 1e+38)"),
+            std::string::npos)
+      << m;
+
+  auto eval = trainer->Evaluate(1);
+  ASSERT_FALSE(eval.ok());
+  EXPECT_NE(eval.status().message().find("not finite"), std::string::npos)
+      << eval.status().ToString();
 }
 
 }  // namespace

@@ -5,18 +5,23 @@
 // one a good learner can come close to, not just an upper bound.
 #include <gflags/gflags.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <string>
 #include <vector>
 
+#include "cli/flags.h"
+#include "cli/guarded_main.h"
 #include "worker/datagen/criteo_synth.h"
 #include "worker/datagen/planted_model.h"
 #include "worker/train/metrics.h"
 
-DEFINE_uint64(rows, 1000000, "Training rows to write.");
-DEFINE_uint64(eval_rows, 200000, "Held-out rows to write (0: none).");
+DEFINE_uint64(rows, 1000000,
+              "Training rows to write, in [1, 100000000] (the planted "
+              "model's AUC keeps 12 bytes per row in memory).");
+DEFINE_uint64(eval_rows, 200000,
+              "Held-out rows to write (0: none), at most 100000000.");
 DEFINE_string(output, "train.tsv", "Where the training rows go.");
 DEFINE_string(eval_output, "eval.tsv", "Where the held-out rows go.");
 DEFINE_string(model, "lr",
@@ -25,18 +30,24 @@ DEFINE_string(model, "lr",
 DEFINE_uint64(seed, 1, "Seed: the same seed and flags give the same files.");
 DEFINE_uint32(max_vocab, 100,
               "Largest categorical vocabulary; the 26 fields get this "
-              "divided by 1, 3, 9, ... 729 (at least 3). 100 keeps the "
+              "divided by 1, 3, 9, ... 729 (at least 3); in [3, 10000000] "
+              "(each value has a slot in a frequency table). 100 keeps the "
               "rarest value above a thousand rows per 1M, so the planted "
               "model's parameters (w and 8 factors per value) can be "
               "estimated from about 1M rows: at 3000, values seen a few "
               "dozen times carry planted weights no model can learn, every "
               "model overfits them, and the printed optimum is out of "
               "reach.");
-DEFINE_double(zipf_exponent, 1.1, "Skew of category frequencies.");
-DEFINE_double(bias, -1.2, "Planted bias: sets the click rate (about 25%).");
-DEFINE_double(weight_stddev, 0.2, "Spread of planted feature weights.");
-DEFINE_int32(fm_dim, 8, "Planted FM factor dimension (--model=fm).");
-DEFINE_double(factor_stddev, 0.12, "Spread of planted FM factors.");
+DEFINE_double(zipf_exponent, 1.1,
+              "Skew of category frequencies, in [0, 10] (0: uniform).");
+DEFINE_double(bias, -1.2,
+              "Planted bias: sets the click rate (about 25%); in [-30, 30].");
+DEFINE_double(weight_stddev, 0.2,
+              "Spread of planted feature weights, in [0, 10] (more puts "
+              "every click probability at 0 or 1).");
+DEFINE_int32(fm_dim, 8,
+             "Planted FM factor dimension (--model=fm), in [1, 256].");
+DEFINE_double(factor_stddev, 0.12, "Spread of planted FM factors, in [0, 10].");
 DEFINE_double(factor_rank, 30,
               "--model=fm: the planted factors of a category of frequency "
               "rank r in its field (0: most frequent) are scaled by "
@@ -44,11 +55,50 @@ DEFINE_double(factor_rank, 30,
               "interactions are among values frequent enough to learn from "
               "about 1M rows (a factor of a value seen a few hundred times "
               "cannot be estimated by any model). 0: all factors at full "
-              "spread. The printed optimum is this planted model's own.");
+              "spread. The printed optimum is this planted model's own. In "
+              "[0, 1e9].");
 DEFINE_string(metrics_json, "",
               "If set, also write the planted optimum as JSON to this file.");
 
 namespace {
+
+constexpr int kExitFailed = 1, kExitUsage = 2;
+
+// Bounds (see the flags' help): rows cost 12 bytes each in memory for the
+// planted AUC, vocabulary values a slot each; the real-valued parameters
+// beyond theirs make every probability 0 or 1 (or, unbounded, inf - inf).
+constexpr uint64_t kMaxRows = 100000000;
+constexpr uint32_t kMaxVocab = 10000000;
+constexpr int32_t kMaxFmDim = 256;
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "ps_datagen: %s\n", message.c_str());
+  return code;
+}
+
+// Every flag before anything is allocated or written.
+ps::Status CheckFlags() {
+  using ps::cli::CheckIntFlag;
+  using ps::cli::CheckRealFlag;
+  using ps::cli::CheckUintFlag;
+  if (FLAGS_model != "lr" && FLAGS_model != "fm") {
+    return ps::InvalidArgument("--model must be lr or fm, not '" + FLAGS_model +
+                               "'");
+  }
+  PS_RETURN_IF_ERROR(CheckUintFlag("rows", FLAGS_rows, 1, kMaxRows));
+  PS_RETURN_IF_ERROR(CheckUintFlag("eval_rows", FLAGS_eval_rows, 0, kMaxRows));
+  PS_RETURN_IF_ERROR(CheckUintFlag("max_vocab", FLAGS_max_vocab, 3, kMaxVocab));
+  PS_RETURN_IF_ERROR(CheckIntFlag("fm_dim", FLAGS_fm_dim, 1, kMaxFmDim));
+  PS_RETURN_IF_ERROR(
+      CheckRealFlag("zipf_exponent", FLAGS_zipf_exponent, 0, 10));
+  PS_RETURN_IF_ERROR(CheckRealFlag("bias", FLAGS_bias, -30, 30));
+  PS_RETURN_IF_ERROR(
+      CheckRealFlag("weight_stddev", FLAGS_weight_stddev, 0, 10));
+  PS_RETURN_IF_ERROR(
+      CheckRealFlag("factor_stddev", FLAGS_factor_stddev, 0, 10));
+  PS_RETURN_IF_ERROR(CheckRealFlag("factor_rank", FLAGS_factor_rank, 0, 1e9));
+  return ps::Status::OK();
+}
 
 struct Written {
   uint64_t rows = 0, clicks = 0;
@@ -56,13 +106,10 @@ struct Written {
 };
 
 // Writes `rows` rows to `path`; returns what the planted model scores on them.
-bool WriteRows(ps::datagen::CriteoSynth* synth, uint64_t rows,
-               const std::string& path, Written* out) {
+ps::Status WriteRows(ps::datagen::CriteoSynth* synth, uint64_t rows,
+                     const std::string& path, Written* out) {
   std::ofstream file(path, std::ios::binary);
-  if (!file) {
-    std::cerr << "ps_datagen: cannot write " << path << "\n";
-    return false;
-  }
+  if (!file) return ps::IOError("cannot write " + path);
   std::vector<float> p, labels;
   p.reserve(rows);
   labels.reserve(rows);
@@ -76,40 +123,42 @@ bool WriteRows(ps::datagen::CriteoSynth* synth, uint64_t rows,
     out->clicks += line[0] == '1';
   }
   file.close();
-  if (!file) {
-    std::cerr << "ps_datagen: write to " << path << " failed\n";
-    return false;
-  }
+  if (!file) return ps::IOError("write to " + path + " failed");
   out->rows = rows;
   out->auc = ps::train::Auc(p, labels);
   out->logloss = ps::train::LogLoss(p, labels);
-  return true;
+  // Auc is NaN when a probability is not finite; the flag bounds keep the
+  // planted logits finite, so this is a bug, not a usage error.
+  if (std::isnan(out->auc) || std::isnan(out->logloss)) {
+    return ps::Internal("the planted model's click probabilities on " + path +
+                        " are not all finite");
+  }
+  return ps::Status::OK();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "writes Criteo-shaped TSV from a planted model.\n"
       "  ps_datagen --rows=1000000 --eval_rows=200000 --model=fm "
-      "--output=train.tsv --eval_output=eval.tsv");
+      "--output=train.tsv --eval_output=eval.tsv\n"
+      "Exit status: 0 done, 1 failed (a file cannot be written), 2 bad "
+      "usage.");
+  if (ps::Status s = ps::cli::PrecheckFlags(argc, argv); !s.ok()) {
+    return Fail(kExitUsage, s.message());
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (argc > 1) {
+    return Fail(kExitUsage, "unexpected argument '" + std::string(argv[1]) +
+                                "' (see --help)");
+  }
+  if (ps::Status s = CheckFlags(); !s.ok())
+    return Fail(kExitUsage, s.message());
   ps::datagen::PlantedOptions planted;
   if (FLAGS_model == "lr") {
     planted.kind = ps::datagen::PlantedOptions::Kind::kLr;
-  } else if (FLAGS_model == "fm") {
+  } else {
     planted.kind = ps::datagen::PlantedOptions::Kind::kFm;
     planted.weight_stddev = 0.1f;
-  } else {
-    std::cerr << "ps_datagen: --model must be lr or fm, not '" << FLAGS_model
-              << "'\n";
-    return 2;
-  }
-  if (FLAGS_rows == 0 || FLAGS_fm_dim < 1 || FLAGS_max_vocab < 3 ||
-      !(FLAGS_factor_rank >= 0)) {
-    std::cerr << "ps_datagen: need --rows >= 1, --fm_dim >= 1, "
-                 "--max_vocab >= 3, --factor_rank >= 0\n";
-    return 2;
   }
   planted.seed = FLAGS_seed;
   planted.bias = static_cast<float>(FLAGS_bias);
@@ -125,10 +174,13 @@ int main(int argc, char** argv) {
   ps::datagen::CriteoSynth synth(synth_options, &model);
 
   Written train, eval;
-  if (!WriteRows(&synth, FLAGS_rows, FLAGS_output, &train)) return 1;
-  if (FLAGS_eval_rows > 0 &&
-      !WriteRows(&synth, FLAGS_eval_rows, FLAGS_eval_output, &eval)) {
-    return 1;
+  if (ps::Status s = WriteRows(&synth, FLAGS_rows, FLAGS_output, &train);
+      !s.ok()) {
+    return Fail(kExitFailed, s.ToString());
+  }
+  if (FLAGS_eval_rows > 0) {
+    ps::Status s = WriteRows(&synth, FLAGS_eval_rows, FLAGS_eval_output, &eval);
+    if (!s.ok()) return Fail(kExitFailed, s.ToString());
   }
   std::printf(
       "ps_datagen: %llu rows -> %s (CTR %.3f), planted %s: AUC %.4f "
@@ -154,10 +206,13 @@ int main(int argc, char** argv) {
          << ", \"planted_logloss\": " << best.logloss
          << ", \"train_rows\": " << train.rows
          << ", \"eval_rows\": " << eval.rows << "}\n";
-    if (!json) {
-      std::cerr << "ps_datagen: cannot write " << FLAGS_metrics_json << "\n";
-      return 1;
-    }
+    if (!json) return Fail(kExitFailed, "cannot write " + FLAGS_metrics_json);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ps::cli::GuardedMain("ps_datagen", [&] { return Main(argc, argv); });
 }

@@ -2,12 +2,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace ps::train {
 
+size_t FirstNonFinite(std::span<const float> values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) return i;
+  }
+  return values.size();
+}
+
 double Auc(std::span<const float> scores, std::span<const float> labels) {
   const size_t n = std::min(scores.size(), labels.size());
+  scores = scores.first(n);
+  // Checked first: std::sort needs a strict weak order, which NaN breaks
+  // (undefined behaviour, in practice reads past the array), and the tie
+  // loop below would never advance past a NaN (NaN != NaN).
+  if (FirstNonFinite(scores) < n) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
   std::vector<uint32_t> order(n);
   std::iota(order.begin(), order.end(), 0u);
   std::sort(order.begin(), order.end(),
@@ -15,7 +30,7 @@ double Auc(std::span<const float> scores, std::span<const float> labels) {
   // Mann-Whitney U: sum of the positives' ranks, ties sharing their mean rank.
   double positives = 0, rank_sum = 0;
   for (size_t i = 0; i < n;) {
-    size_t j = i;
+    size_t j = i + 1;
     while (j < n && scores[order[j]] == scores[order[i]]) ++j;
     double mean_rank =
         (static_cast<double>(i + 1) + static_cast<double>(j)) / 2;
@@ -36,6 +51,10 @@ double LogLoss(std::span<const float> probabilities,
                std::span<const float> labels) {
   const size_t n = std::min(probabilities.size(), labels.size());
   if (n == 0) return 0.0;
+  // Without this, +-inf would be clipped into a finite, plausible loss.
+  if (FirstNonFinite(probabilities.first(n)) < n) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
   double sum = 0;
   for (size_t i = 0; i < n; ++i) {
     double p = std::clamp<double>(probabilities[i], 1e-7, 1 - 1e-7);
@@ -48,6 +67,12 @@ void MetricAccumulator::Merge(const MetricAccumulator& other) {
   predictions_.insert(predictions_.end(), other.predictions_.begin(),
                       other.predictions_.end());
   labels_.insert(labels_.end(), other.labels_.begin(), other.labels_.end());
+}
+
+size_t MetricAccumulator::non_finite() const {
+  return static_cast<size_t>(
+      std::count_if(predictions_.begin(), predictions_.end(),
+                    [](float p) { return !std::isfinite(p); }));
 }
 
 }  // namespace ps::train

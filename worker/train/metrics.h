@@ -1,6 +1,14 @@
 // How good a CTR model is: AUC (the probability that a random click is scored
 // above a random non-click; ties count half) and logloss (mean negative log
 // likelihood, with predictions clipped to [1e-7, 1 - 1e-7]).
+//
+// Both are total: any input returns, in O(n log n), without undefined
+// behaviour. A non-finite score or probability (NaN, +-inf) has no place in
+// a ranking or a likelihood of a working model (it is what a diverged model
+// predicts), so either metric is NaN as soon as one appears, rather than a
+// number that looks meaningful; callers check with std::isnan and report
+// the divergence. A label counts as a click when it is > 0.5 (so a NaN label
+// is a non-click).
 #pragma once
 
 #include <cstdint>
@@ -9,10 +17,15 @@
 
 namespace ps::train {
 
-// AUC of `scores` against 0/1 `labels`; 0.5 when only one class is present.
+// AUC of `scores` against 0/1 `labels`; 0.5 when only one class (or
+// nothing) is present; NaN when any score is not finite.
 double Auc(std::span<const float> scores, std::span<const float> labels);
+// Mean logloss; 0 for no examples; NaN when any probability is not finite.
 double LogLoss(std::span<const float> probabilities,
                std::span<const float> labels);
+
+// Where the first non-finite value of `values` is (values.size(): none).
+size_t FirstNonFinite(std::span<const float> values);
 
 // Collects (prediction, label) pairs, e.g. over an evaluation pass.
 class MetricAccumulator {
@@ -25,6 +38,8 @@ class MetricAccumulator {
   size_t size() const { return labels_.size(); }
   double auc() const { return Auc(predictions_, labels_); }
   double logloss() const { return LogLoss(predictions_, labels_); }
+  // How many predictions are not finite.
+  size_t non_finite() const;
   void Clear() {
     predictions_.clear();
     labels_.clear();

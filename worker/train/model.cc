@@ -65,27 +65,53 @@ double ExampleLogLoss(double logit, float label) {
 }
 
 StatusOr<std::unique_ptr<Model>> MakeModel(const ModelOptions& options) {
-  if (!(options.l2.w >= 0.0f) || !(options.l2.v >= 0.0f)) {
-    return InvalidArgument("L2 strengths must be >= 0");
+  // Infinite strengths would turn every row into NaN at the first push.
+  if (!std::isfinite(options.l2.w) || !(options.l2.w >= 0.0f) ||
+      !std::isfinite(options.l2.v) || !(options.l2.v >= 0.0f)) {
+    return InvalidArgument(
+        "L2 strengths (--l2_w, --l2_v) must be finite and "
+        ">= 0");
   }
   if (options.name == "lr") {
     return std::unique_ptr<Model>(new LrModel(options.l2));
   }
-  if (options.fm_dim < 1 || options.fm_dim > 256) {
-    return InvalidArgument("--fm_dim must be in [1, 256], not " +
+  if (options.fm_dim < 1 || options.fm_dim > kMaxFmDim) {
+    return InvalidArgument("--fm_dim must be in [1, " +
+                           std::to_string(kMaxFmDim) + "], not " +
                            std::to_string(options.fm_dim));
   }
   if (options.name == "fm") {
     return std::unique_ptr<Model>(new FmModel(options.fm_dim, options.l2));
   }
   if (options.name == "deepfm") {
-    if (options.num_fields < 1 || options.num_fields > 1024) {
-      return InvalidArgument("--num_fields must be in [1, 1024]");
+    if (options.num_fields < 1 || options.num_fields > kMaxNumFields) {
+      return InvalidArgument("--num_fields must be in [1, " +
+                             std::to_string(kMaxNumFields) + "], not " +
+                             std::to_string(options.num_fields));
     }
+    const uint64_t input = uint64_t{options.num_fields} * options.fm_dim;
+    if (input > kMaxMlpInput) {
+      return InvalidArgument(
+          "deepfm: the MLP input, --num_fields x --fm_dim = " +
+          std::to_string(input) + ", must be at most " +
+          std::to_string(kMaxMlpInput));
+    }
+    uint64_t weights = 0, below = input;
     for (uint32_t h : options.hidden) {
-      if (h < 1 || h > 4096) {
-        return InvalidArgument("hidden layer sizes must be in [1, 4096]");
+      if (h < 1 || h > kMaxHiddenWidth) {
+        return InvalidArgument("--hidden: layer widths must be in [1, " +
+                               std::to_string(kMaxHiddenWidth) + "], not " +
+                               std::to_string(h));
       }
+      weights += below * h + h;
+      below = h;
+    }
+    weights += below + 1;
+    if (weights > kMaxDenseSize) {
+      return InvalidArgument(
+          "deepfm: --num_fields, --fm_dim and --hidden make an MLP of " +
+          std::to_string(weights) + " weights; at most " +
+          std::to_string(kMaxDenseSize));
     }
     return std::unique_ptr<Model>(new DeepFmModel(
         options.fm_dim, options.num_fields, options.hidden, options.l2));

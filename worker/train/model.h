@@ -89,7 +89,16 @@ struct ModelOptions {
   std::vector<uint32_t> hidden = {64, 32};  // deepfm: MLP hidden layers
 };
 
-// kInvalidArgument for an unknown name or bad sizes.
+// Bounds of the model's sizes, far above useful settings, low enough that
+// no Compute call of a sane batch runs out of memory: MakeModel checks them
+// before anything is sized by them.
+inline constexpr uint32_t kMaxFmDim = 256;
+inline constexpr uint32_t kMaxNumFields = 1024;
+inline constexpr uint32_t kMaxHiddenWidth = 4096;
+inline constexpr uint64_t kMaxMlpInput = 65536;               // fields x fm_dim
+inline constexpr uint64_t kMaxDenseSize = uint64_t{1} << 26;  // MLP floats
+
+// kInvalidArgument for an unknown name or bad sizes (naming the flag).
 StatusOr<std::unique_ptr<Model>> MakeModel(const ModelOptions& options);
 
 // The logloss of one example, probabilities clipped as in metrics.h, and a

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -123,10 +124,34 @@ StatusOr<Trainer> Trainer::Create(const TrainerOptions& options,
 
 namespace {
 
-// Pulls, computes and (when training) pushes one batch.
+std::string Number(double x) {
+  if (std::isnan(x)) return "nan";  // printf may say "-nan"
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", x);
+  return buf;
+}
+
+// What is not finite in a batch's result ("loss is nan", "prediction 3 of
+// 200 is nan"), or "" when all is finite. A non-finite loss or prediction
+// means the parameters have diverged (or hold NaN already): training on
+// would only spread NaN through every row it touches, and no metric of it
+// means anything.
+std::string NonFinite(double loss, std::span<const float> probs) {
+  if (!std::isfinite(loss)) return "loss is " + Number(loss);
+  const size_t i = FirstNonFinite(probs);
+  if (i < probs.size()) {
+    return "prediction " + std::to_string(i + 1) + " of " +
+           std::to_string(probs.size()) + " is " + Number(probs[i]);
+  }
+  return "";
+}
+
+// Pulls, computes and (when training) pushes one batch. When training and
+// NonFinite finds something, *diverged says what and nothing is pushed (so
+// NaN never reaches the servers' rows or a checkpoint); the loss is returned.
 StatusOr<double> RunBatch(const Model& model, ParamStore* store,
                           uint32_t sparse_id, uint32_t dense_id, bool train,
-                          ThreadState* st) {
+                          ThreadState* st, std::string* diverged) {
   GatherBatchKeys(st->batch, &st->keys, &st->key_table);
   st->rows.resize(st->keys.keys.size() * model.sparse_dim());
   PS_RETURN_IF_ERROR(store->Pull(sparse_id, st->keys.keys, st->rows));
@@ -139,6 +164,8 @@ StatusOr<double> RunBatch(const Model& model, ParamStore* store,
   double loss = model.Compute(st->batch, st->keys, params, st->probs,
                               train ? &st->grads : nullptr);
   if (train) {
+    *diverged = NonFinite(loss, st->probs);
+    if (!diverged->empty()) return loss;
     PS_RETURN_IF_ERROR(store->Push(sparse_id, st->keys.keys, st->grads.rows));
     if (model.dense_size() > 0) {
       PS_RETURN_IF_ERROR(store->PushDense(dense_id, st->grads.dense));
@@ -173,7 +200,9 @@ StatusOr<EvalPoint> Trainer::Evaluate(uint32_t threads) {
         return;
       }
       if (*got == 0) return;
-      auto loss = RunBatch(*model_, store_, sparse_id_, dense_id_, false, &st);
+      std::string unused;
+      auto loss =
+          RunBatch(*model_, store_, sparse_id_, dense_id_, false, &st, &unused);
       if (!loss.ok()) {
         errors[index] = loss.status();
         return;
@@ -192,11 +221,40 @@ StatusOr<EvalPoint> Trainer::Evaluate(uint32_t threads) {
   if (acc[0].size() == 0) {
     return InvalidArgument("no evaluation examples in " + path);
   }
+  if (const size_t bad = acc[0].non_finite(); bad > 0) {
+    return InvalidArgument(
+        "the model's predictions are not finite for " + std::to_string(bad) +
+        " of " + std::to_string(acc[0].size()) +
+        " evaluation examples: its parameters diverged; " + DivergenceHint());
+  }
   EvalPoint point;
   point.auc = acc[0].auc();
   point.logloss = acc[0].logloss();
   point.examples = acc[0].size();
   return point;
+}
+
+std::string Trainer::DivergenceHint() const {
+  auto describe = [&](const std::string& name) {
+    const proto::TableSpec* t = store_->table(name);
+    if (t == nullptr) return name;
+    const proto::OptimizerSpec& o = t->optimizer();
+    if (o.name().empty() || o.name() == "sum") {
+      return name + " (sum: gradients are added as they are; give it sgd or " +
+             "adagrad with a learning rate)";
+    }
+    if (o.name() == "ftrl") {
+      return name + " (ftrl, ftrl_alpha " + Number(o.ftrl_alpha()) + ")";
+    }
+    return name + " (" + o.name() + ", learning_rate " +
+           Number(o.learning_rate()) + ")";
+  };
+  std::string tables = "table " + describe(options_.sparse_table);
+  if (model_->dense_size() > 0) {
+    tables += " or table " + describe(options_.dense_table);
+  }
+  return "lower the learning rate of " + tables +
+         ", or look for huge feature values in the data";
 }
 
 StatusOr<TrainResult> Trainer::Run() {
@@ -286,6 +344,9 @@ StatusOr<TrainResult> Trainer::Run() {
   std::condition_variable step_cv;
   uint64_t taken_steps = options_.start_step, ended_steps = taken_steps;
   uint64_t pending_cut = 0;
+  // Steps of this worker taken without checkpoints (with them:
+  // taken_steps), only to name the step at which training diverged.
+  std::atomic<uint64_t> steps_begun{options_.start_step};
   auto fail = [&](const Status& s) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -339,11 +400,20 @@ StatusOr<TrainResult> Trainer::Run() {
           }
         } else {
           got = source->Next(options_.batch_size, &st.batch, &st.scratch);
+          if (got.ok() && *got > 0) step = ++steps_begun;
         }
         StatusOr<double> loss = got.status();
         if (got.ok() && *got == 0) break;
+        std::string diverged;
         if (got.ok()) {
-          loss = RunBatch(*model_, store_, sparse_id_, dense_id_, true, &st);
+          loss = RunBatch(*model_, store_, sparse_id_, dense_id_, true, &st,
+                          &diverged);
+        }
+        if (!diverged.empty()) {
+          fail(InvalidArgument("training diverged at step " +
+                               std::to_string(step) + ": " + diverged + "; " +
+                               DivergenceHint()));
+          break;
         }
         Status s;
         {

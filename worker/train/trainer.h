@@ -81,6 +81,10 @@ struct TrainResult {
   std::vector<EvalPoint> history;
 };
 
+// Run and Evaluate fail (kInvalidArgument, "training diverged at step S:
+// loss is nan; lower the learning rate of table ...") as soon as a loss or
+// prediction is not finite, instead of training on NaN: nothing of that
+// batch is pushed.
 class Trainer {
  public:
   // Checks that the store has the model's tables with the right shapes.
@@ -94,6 +98,9 @@ class Trainer {
  private:
   Trainer(const TrainerOptions& o, const Model* m, ParamStore* s)
       : options_(o), model_(m), store_(s) {}
+  // What to change when the model's numbers stop being finite: the
+  // optimizer settings of its tables.
+  std::string DivergenceHint() const;
 
   TrainerOptions options_;
   const Model* model_;

@@ -1,0 +1,224 @@
+// The exit statuses ps_worker and ps_datagen promise, with the real
+// binaries: 2 for bad usage (an unknown flag, a size no machine can hold, a
+// non-finite or absurd value, an evaluating worker outside the job), said
+// in a message that names the flag and before anything is allocated; 1 for
+// a training run that diverges, with --local and against a ps_server, with
+// a message that says what to change. Every case must end in seconds: the
+// defects these guard against were aborts (std::bad_alloc, exit 134) and
+// endless loops at 100% CPU.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/ps/server_process.h"
+
+namespace {
+
+using ps::testing::ScratchDir;
+using ps::testing::ServerProcess;
+using ps::testing::SlowdownFactor;
+using Clock = std::chrono::steady_clock;
+
+struct Outcome {
+  int code = -1;  // the exit status, 128 + signal; -1: killed at the timeout
+  std::string output;
+  double seconds = 0;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string Joined(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) out += a + " ";
+  return out;
+}
+
+// Runs argv to its end, stdout and stderr into `log`; SIGKILL after
+// timeout_s (times SlowdownFactor) and code -1 when it runs that long.
+Outcome RunProgram(const std::vector<std::string>& argv, const std::string& log,
+                   int timeout_s = 20) {
+  // Built before fork: the child only calls async-signal-safe functions.
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.data()));
+  args.push_back(nullptr);
+  const int fd =
+      open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t parent = getpid();
+  const auto start = Clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(97);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    dup2(devnull, STDIN_FILENO);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(fd);
+  close(devnull);
+  Outcome out;
+  const auto deadline =
+      start + std::chrono::seconds(timeout_s * SlowdownFactor());
+  while (true) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      out.code =
+          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      break;
+    }
+    if (r < 0 || Clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  out.output = ReadFile(log);
+  return out;
+}
+
+constexpr char kTables[] = R"(table { id: 1 name: "emb" kind: HASHED dim: 1
+    capacity: 65536 optimizer { name: "adagrad" learning_rate: 0.05 } })";
+// The first push makes every weight it touches infinite.
+constexpr char kDivergingTables[] = R"(table { id: 1 name: "emb" kind: HASHED
+    dim: 1 capacity: 65536 optimizer { name: "sgd" learning_rate: 1e38 } })";
+
+class ProgramExitCodesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ScratchDir::Create("program_exit").value();
+    tables_ = dir_->WriteFile("lr.tables", kTables).value();
+    diverging_tables_ =
+        dir_->WriteFile("diverging.tables", kDivergingTables).value();
+  }
+  std::string Path(const std::string& name) const {
+    return dir_->path() + "/" + name;
+  }
+  // 2000 planted rows, written once per test.
+  const std::string& TrainData() {
+    if (train_.empty()) {
+      const std::string path = Path("train.tsv");
+      Outcome gen = RunProgram(
+          {PS_DATAGEN_BIN, "--rows=2000", "--eval_rows=0", "--output=" + path},
+          Path("datagen.log"));
+      EXPECT_EQ(gen.code, 0) << gen.output;
+      train_ = path;
+    }
+    return train_;
+  }
+  // A --local ps_worker on the planted rows, plus `extra` flags.
+  std::vector<std::string> LocalWorker(const std::string& tables,
+                                       std::vector<std::string> extra) {
+    std::vector<std::string> argv = {
+        PS_WORKER_BIN, "--local", "--tables=" + tables,
+        "--train_data=" + TrainData(), "--progress_secs=0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+  // Runs argv and expects exit status `code` within `max_s` seconds, with
+  // every one of `said` in the output.
+  void Expect(const std::vector<std::string>& argv, int code,
+              const std::vector<std::string>& said, double max_s = 5) {
+    Outcome out = RunProgram(argv, Path("run.log"));
+    EXPECT_EQ(out.code, code) << Joined(argv) << "\n" << out.output;
+    for (const std::string& s : said) {
+      EXPECT_NE(out.output.find(s), std::string::npos)
+          << Joined(argv) << ": no '" << s << "' in\n"
+          << out.output;
+    }
+    EXPECT_LT(out.seconds, max_s * SlowdownFactor()) << Joined(argv);
+  }
+
+  std::unique_ptr<ScratchDir> dir_;
+  std::string tables_, diverging_tables_, train_;
+};
+
+TEST_F(ProgramExitCodesTest, WorkerUnknownFlagOrBadValueExitsTwo) {
+  Expect({PS_WORKER_BIN, "--no_such_flag"}, 2,
+         {"ps_worker: unknown flag --no_such_flag"});
+  Expect({PS_WORKER_BIN, "--batch_size=many"}, 2, {"--batch_size"});
+  const std::string flags =
+      dir_->WriteFile("bad.flags", "--model=lr\n--threads=some\n").value();
+  Expect({PS_WORKER_BIN, "--flagfile=" + flags}, 2, {"--threads"});
+}
+
+TEST_F(ProgramExitCodesTest, WorkerSizesBeyondTheirBoundsExitTwo) {
+  Expect(LocalWorker(tables_, {"--batch_size=4000000000"}), 2,
+         {"--batch_size must be in [1, 1000000], not 4000000000"});
+  Expect(LocalWorker(tables_, {"--threads=100000"}), 2, {"--threads"});
+  Expect(LocalWorker(tables_, {"--num_workers=4000000000"}), 2,
+         {"--num_workers"});
+  Expect(LocalWorker(tables_, {"--model=deepfm", "--hidden=4294967297"}), 2,
+         {"--hidden"});
+  Expect(LocalWorker(tables_, {"--l2_v=inf"}), 2, {"--l2_v"});
+}
+
+TEST_F(ProgramExitCodesTest, WorkerEvalWorkerOutsideTheJobExitsTwo) {
+  Expect(LocalWorker(tables_, {"--num_workers=1", "--eval_worker=7"}), 2,
+         {"--eval_worker must be -1", "not 7"});
+  Expect(LocalWorker(tables_, {"--eval_worker=-2"}), 2, {"--eval_worker"});
+}
+
+TEST_F(ProgramExitCodesTest, DatagenBadValuesExitTwoNamingTheFlag) {
+  const std::string out = "--output=" + Path("gen.tsv");
+  const std::vector<std::vector<std::string>> cases = {
+      {"--model=fm", "--factor_stddev=inf"},
+      {"--weight_stddev=nan"},
+      {"--bias=inf"},
+      {"--bias=1e30"},
+      {"--model=fm", "--factor_stddev=-1"},
+      {"--zipf_exponent=nan"},
+      {"--max_vocab=4000000000"},
+      {"--rows=4000000000000"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {PS_DATAGEN_BIN, "--rows=1000",
+                                     "--eval_rows=0", out};
+    argv.insert(argv.end(), c.begin(), c.end());
+    const std::string flag = c.back().substr(0, c.back().find('='));
+    Expect(argv, 2, {"ps_datagen: " + flag + " must be"});
+  }
+  Expect({PS_DATAGEN_BIN, "--no_such_flag"}, 2, {"unknown flag"});
+}
+
+TEST_F(ProgramExitCodesTest, DivergingLocalRunExitsOne) {
+  Expect(LocalWorker(diverging_tables_, {}), 1,
+         {"training diverged at step ",
+          "lower the learning rate of table emb (sgd, learning_rate 1e+38)"},
+         10);
+}
+
+TEST_F(ProgramExitCodesTest, DivergingRunWithAServerExitsOne) {
+  ps::testing::ServerOptions so;
+  so.tables_path = diverging_tables_;
+  auto server = ServerProcess::Start(PS_SERVER_BIN, so, dir_->path());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Expect({PS_WORKER_BIN, "--servers=" + (*server)->address(),
+          "--train_data=" + TrainData(), "--progress_secs=0"},
+         1,
+         {"training diverged at step ",
+          "lower the learning rate of table emb (sgd, learning_rate 1e+38)"},
+         10);
+}
+
+}  // namespace
