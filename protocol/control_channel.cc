@@ -1,11 +1,21 @@
 #include "protocol/control_channel.h"
 
+#include <algorithm>
+
 namespace ps::protocol {
 
-using xfer::internal::RecvAll;
-using xfer::internal::SendAll;
+using xfer::internal::Deadline;
+using xfer::internal::DeadlineIn;
+using xfer::internal::RecvAllBefore;
+using xfer::internal::SendAllBefore;
+using xfer::internal::WaitReadable;
 
-Status SendControlMessage(int fd, const google::protobuf::MessageLite& m) {
+int64_t BodyDeadlineMs(uint64_t bytes, int timeout_ms) {
+  return timeout_ms + static_cast<int64_t>(bytes >> 20) * 1000;
+}
+
+Status SendControlMessage(int fd, const google::protobuf::MessageLite& m,
+                          Deadline deadline) {
   std::string bytes;
   if (!m.SerializeToString(&bytes)) {
     return Internal("cannot serialize " + m.GetTypeName());
@@ -15,20 +25,44 @@ Status SendControlMessage(int fd, const google::protobuf::MessageLite& m) {
                            std::to_string(bytes.size()) +
                            " bytes exceeds the control message limit");
   }
-  uint32_t length = static_cast<uint32_t>(bytes.size());
-  PS_RETURN_IF_ERROR(SendAll(fd, &length, sizeof(length)));
-  return SendAll(fd, bytes.data(), bytes.size());
+  const uint32_t length = static_cast<uint32_t>(bytes.size());
+  bytes.insert(0, reinterpret_cast<const char*>(&length), sizeof(length));
+  return SendAllBefore(fd, bytes.data(), bytes.size(), deadline,
+                       "control message");
 }
 
-Status RecvControlMessage(int fd, google::protobuf::MessageLite* m) {
+Status RecvControlMessage(int fd, google::protobuf::MessageLite* m,
+                          Deadline idle_deadline, int timeout_ms,
+                          int keepalive_extension_ms) {
   uint32_t length = 0;
-  PS_RETURN_IF_ERROR(RecvAll(fd, &length, sizeof(length)));
+  for (;;) {
+    PS_ASSIGN_OR_RETURN(bool ready, WaitReadable(fd, idle_deadline));
+    if (!ready) return Timeout("no message and no keepalive in time");
+    PS_RETURN_IF_ERROR(RecvAllBefore(fd, &length, sizeof(length),
+                                     DeadlineIn(timeout_ms),
+                                     "control message length"));
+    if (length != kKeepaliveFrame) break;
+    if (keepalive_extension_ms > 0) {
+      idle_deadline = DeadlineIn(keepalive_extension_ms);
+    }
+  }
   if (length > kMaxControlMessageBytes) {
     return Corruption("control message of " + std::to_string(length) +
                       " bytes exceeds the limit: not a ps peer?");
   }
-  std::string bytes(length, '\0');
-  PS_RETURN_IF_ERROR(RecvAll(fd, bytes.data(), length));
+  const Deadline body = DeadlineIn(BodyDeadlineMs(length, timeout_ms));
+  // Grow with what arrived (at most twice that, plus 64 KiB): a length
+  // prefix alone must not make us allocate and zero 256 MiB.
+  std::string bytes;
+  size_t have = 0;
+  while (have < length) {
+    const size_t chunk =
+        std::min<size_t>(length - have, std::max<size_t>(have, 64 << 10));
+    bytes.resize(have + chunk);
+    PS_RETURN_IF_ERROR(
+        RecvAllBefore(fd, bytes.data() + have, chunk, body, "control message"));
+    have += chunk;
+  }
   if (!m->ParseFromString(bytes)) {
     return Corruption("malformed " + m->GetTypeName());
   }
@@ -36,23 +70,84 @@ Status RecvControlMessage(int fd, google::protobuf::MessageLite* m) {
 }
 
 StatusOr<ControlClient> ControlClient::Connect(const std::string& address,
-                                               int timeout_ms) {
-  PS_ASSIGN_OR_RETURN(auto fd, xfer::internal::ConnectTcp(address, timeout_ms));
+                                               const Options& options) {
+  if (options.timeout_ms <= 0) {
+    return InvalidArgument("control client timeout must be positive");
+  }
+  PS_ASSIGN_OR_RETURN(auto fd,
+                      xfer::internal::ConnectTcp(address, options.timeout_ms));
   ControlClient client;
   client.fd_ = std::move(fd);
   client.address_ = address;
+  client.options_ = options;
+  if (!options.secret.empty()) PS_RETURN_IF_ERROR(client.Authenticate());
   return client;
+}
+
+Status ControlClient::Authenticate() {
+  const std::string nonce = xfer::NewNonce();
+  proto::ControlRequest hello;
+  hello.mutable_auth()->set_nonce(nonce);
+  PS_ASSIGN_OR_RETURN(proto::ControlReply challenge, Call(hello));
+  const proto::AuthReply& a = challenge.auth();
+  if (a.proof().empty()) {
+    return Unauthenticated("server " + address_ +
+                           " has no cluster secret: a client with one does "
+                           "not trust it");
+  }
+  if (!options_.secret.Verify(kControlAuthProtocol, xfer::AuthRole::kAcceptor,
+                              a.nonce(), nonce, a.proof())) {
+    return Unauthenticated("server " + address_ +
+                           " failed to prove the cluster secret (a different "
+                           "secret?)");
+  }
+  proto::ControlRequest proof;
+  proof.mutable_auth()->set_proof(options_.secret.Prove(
+      kControlAuthProtocol, xfer::AuthRole::kConnector, a.nonce(), nonce));
+  PS_ASSIGN_OR_RETURN(proto::ControlReply done, Call(proof));
+  if (!done.auth().authenticated()) {
+    return Unauthenticated("server " + address_ +
+                           " did not confirm the authentication");
+  }
+  return Status::OK();
 }
 
 StatusOr<proto::ControlReply> ControlClient::Call(
     const proto::ControlRequest& request) {
-  Status s = SendControlMessage(fd_.get(), request);
-  if (!s.ok()) return s.WithContext("server " + address_);
+  const std::string where = "server " + address_;
+  if (!fd_.valid()) {
+    return PeerLost(where +
+                    ": this connection was given up after an earlier error");
+  }
+  const int t = options_.timeout_ms;
+  Status s =
+      SendControlMessage(fd_.get(), request,
+                         DeadlineIn(BodyDeadlineMs(request.ByteSizeLong(), t)));
   proto::ControlReply reply;
-  s = RecvControlMessage(fd_.get(), &reply);
-  if (!s.ok()) return s.WithContext("server " + address_);
+  if (s.ok()) s = RecvControlMessage(fd_.get(), &reply, DeadlineIn(t), t, t);
+  if (!s.ok()) {
+    // The stream is out of step now (a reply may still come): later calls
+    // must not read it as theirs.
+    fd_.Reset();
+    if (s.Is(StatusCode::kTimeout)) {
+      return Timeout(
+          where + ": no reply and no keepalive for " + std::to_string(t) +
+          " ms: the server is stuck or unreachable (" + s.message() + ")");
+    }
+    return s.WithContext(where);
+  }
   if (!reply.error().empty()) {
-    return InvalidArgument("server " + address_ + ": " + reply.error());
+    StatusCode code = StatusCode::kInvalidArgument;
+    if (reply.error_code() > 0 &&
+        reply.error_code() <= static_cast<uint32_t>(kLastStatusCode)) {
+      code = static_cast<StatusCode>(reply.error_code());
+    }
+    // The text is the server's Status::ToString(); drop its code name,
+    // which the code carries again.
+    std::string message = reply.error();
+    const std::string prefix = std::string(StatusCodeName(code)) + ": ";
+    if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+    return Status(code, where + ": " + message);
   }
   return reply;
 }

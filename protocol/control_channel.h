@@ -1,38 +1,75 @@
-// ControlChannel: the TCP connection between a worker and a server that
-// carries ControlRequest / ControlReply messages (hello and cluster info,
-// exact-key pushes and pulls, stats, shutdown), each framed by a 4-byte
-// little-endian length. One request, one reply, in order.
+// ControlChannel: the TCP connection between a worker (or another server)
+// and a server that carries ControlRequest / ControlReply messages (auth,
+// hello and cluster info, exact-key pushes and pulls, checkpoints, stats,
+// shutdown). One request, one reply, in order.
+//
+// Framing: a 4-byte little-endian length, then the message. The length
+// kKeepaliveFrame, with no body, is a keepalive: a server sends one every
+// kKeepaliveIntervalMs while it works on a request that takes long (a cut
+// waiting for the previous checkpoint, a restore), so that a client can
+// hold every call to a short deadline, its timeout, and still wait as long
+// as the server is alive and working.
+//
+// Reading is safe against any sender: a length prefix allocates nothing by
+// itself (the buffer grows with the bytes that arrived), and a message whose
+// first byte came must be whole within BodyDeadlineMs of it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "base/status.h"
 #include "base/status_or.h"
+#include "core/auth.h"
 #include "core/socket.h"
 #include "protocol/ps.pb.h"
 
 namespace ps::protocol {
 
-// Messages over this size are refused (a corrupt length must not make a
-// process allocate gigabytes).
+// Messages over this size are refused.
 inline constexpr uint32_t kMaxControlMessageBytes = 256u << 20;
+inline constexpr uint32_t kKeepaliveFrame = 0xffffffffu;
+inline constexpr int kKeepaliveIntervalMs = 250;
+// The protocol name the control channel's proofs cover (core/auth.h).
+inline constexpr char kControlAuthProtocol[] = "ps control v1";
 
-Status SendControlMessage(int fd, const google::protobuf::MessageLite& m);
-Status RecvControlMessage(int fd, google::protobuf::MessageLite* m);
+// How long a message of `bytes` may take once its first byte arrived:
+// `timeout_ms`, plus a second per MiB (a slow link must not cut off a large
+// exact-key pull).
+int64_t BodyDeadlineMs(uint64_t bytes, int timeout_ms);
 
-// The worker's side: connect, then Call() for each request.
+Status SendControlMessage(int fd, const google::protobuf::MessageLite& m,
+                          xfer::internal::Deadline deadline);
+// Waits until `idle_deadline` for a message to start (keepalives restart
+// the wait: each gives `keepalive_extension_ms` more; 0 ignores them as
+// never sent), then reads it whole within BodyDeadlineMs(timeout_ms).
+Status RecvControlMessage(int fd, google::protobuf::MessageLite* m,
+                          xfer::internal::Deadline idle_deadline,
+                          int timeout_ms, int keepalive_extension_ms = 0);
+
+// The client's side: connect (and prove the secret), then Call() for each
+// request. Not thread-safe: one call at a time (callers serialize).
 class ControlClient {
  public:
+  struct Options {
+    // A call fails with kTimeout when the server sends nothing, not even a
+    // keepalive, for this long; also the deadline of connecting.
+    int timeout_ms = 30000;
+    // Empty: the server must not require one.
+    xfer::ClusterSecret secret;
+  };
   static StatusOr<ControlClient> Connect(const std::string& address,
-                                         int timeout_ms);
+                                         const Options& options);
   // Sends `request` and waits for the reply; a reply with an error becomes
-  // a Status (kInvalidArgument unless the text says otherwise).
+  // a Status with the server's code and message.
   StatusOr<proto::ControlReply> Call(const proto::ControlRequest& request);
   const std::string& address() const { return address_; }
 
  private:
+  Status Authenticate();
   xfer::internal::UniqueFd fd_;
   std::string address_;
+  Options options_;
 };
 
 }  // namespace ps::protocol

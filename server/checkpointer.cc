@@ -6,7 +6,9 @@
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <set>
 
+#include "checkpoint/checkpoint_root.h"
 #include "checkpoint/committer.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/restorer.h"
@@ -16,6 +18,33 @@ namespace ps::server {
 namespace {
 
 namespace ck = ps::checkpoint;
+using Clock = std::chrono::steady_clock;
+using Reply = proto::CheckpointReply;
+
+// A cut step this large is refused: the final checkpoint on stop takes the
+// next step, and a forged 2^64-1 must not wrap it around.
+constexpr uint64_t kMaxCutStep = uint64_t{1} << 62;
+// How many steps' part states a shard remembers for PART answers.
+constexpr size_t kPartsKept = 16;
+// A stopping server asks the other shards this briefly: one that does not
+// answer at once is not waited for.
+constexpr int kStopProbeMs = 1000;
+// How often shard 0 looks for missing parts while it waits.
+constexpr auto kPartPoll = std::chrono::milliseconds(50);
+
+// Whether a failed write failed for lack of space (worth freeing some).
+bool OutOfSpace(const Status& s) {
+  const std::string& m = s.message();
+  return m.find("No space left") != std::string::npos ||
+         m.find("Disk quota exceeded") != std::string::npos;
+}
+
+std::string Seconds(std::chrono::nanoseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f s",
+                std::chrono::duration<double>(d).count());
+  return buf;
+}
 
 int StateArraysOf(const std::vector<float>* state) {
   int n = 0;
@@ -79,23 +108,50 @@ Status ValidateCheckpointOptions(const CheckpointOptions& o) {
   if (o.full_every == 0) {
     return InvalidArgument("--checkpoint_full_every must be at least 1");
   }
+  if (o.timeout_ms <= 0) {
+    return InvalidArgument("--timeout_ms must be positive");
+  }
+  if (!o.dir.empty()) {
+    PS_RETURN_IF_ERROR(
+        ck::CheckCheckpointRoot(o.dir).WithContext("--checkpoint_dir"));
+  }
   return Status::OK();
 }
 
-Checkpointer::Checkpointer(CheckpointOptions options, Shard* shard)
+Checkpointer::Checkpointer(CheckpointOptions options, Shard* shard,
+                           PeerRegistry* peers, uint64_t instance)
     : options_(std::move(options)),
       shard_(shard),
-      last_cut_time_(std::chrono::steady_clock::now()) {
+      peers_(peers),
+      instance_(instance),
+      last_cut_time_(Clock::now()) {
   if (!options_.dir.empty()) writer_ = std::thread([this] { WriterLoop(); });
 }
 
 Checkpointer::~Checkpointer() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_ = stopping_ = aborted_ = true;
     cv_.notify_all();
   }
   if (writer_.joinable()) writer_.join();
+}
+
+void Checkpointer::BeginStop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  cv_.notify_all();
+}
+
+void Checkpointer::Abort() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = aborted_ = true;
+  cv_.notify_all();
+}
+
+bool Checkpointer::stopping() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopping_;
 }
 
 void Checkpointer::RemoveInterruptedParts() {
@@ -122,9 +178,7 @@ void Checkpointer::RemoveInterruptedParts() {
   }
 }
 
-Status Checkpointer::Restore() {
-  if (!options_.dir.empty()) RemoveInterruptedParts();
-  if (options_.restore_from.empty()) return Status::OK();
+StatusOr<ck::RestoreResult> Checkpointer::RestoreFrom(const std::string& path) {
   ck::RestoreTarget target;
   target.shard_id = shard_->shard_id();
   target.num_shards = shard_->num_shards();
@@ -143,17 +197,7 @@ Status Checkpointer::Restore() {
     }
     target.tables.push_back(std::move(tt));
   }
-  const auto start = std::chrono::steady_clock::now();
-  StatusOr<ck::RestoreResult> r =
-      options_.restore_from == "latest"
-          ? ck::RestoreLatest(options_.dir,
-                              {.fallback = options_.restore_fallback}, &target)
-          : ck::RestoreShard(options_.restore_from, &target);
-  if (!r.ok())
-    return r.status().WithContext("--restore_from=" + options_.restore_from);
-  for (const std::string& s : r->skipped) {
-    LOG(WARNING) << "restore skipped " << s;
-  }
+  PS_ASSIGN_OR_RETURN(ck::RestoreResult r, ck::RestoreShard(path, &target));
   for (size_t i = 0; i < target.tables.size(); ++i) {
     TableShard* t = shard_->tables()[i].get();
     ck::TableTarget& tt = target.tables[i];
@@ -164,6 +208,7 @@ Status Checkpointer::Restore() {
     }
     ExactTable* e = t->exact_table();
     std::lock_guard<std::mutex> lock(e->mu_);
+    e->FreeAllRows();  // an earlier candidate's rows must not stay
     // Oldest first, so the least-recently-updated list comes out in order.
     std::vector<size_t> order(tt.exact.ids.size());
     std::iota(order.begin(), order.end(), 0);
@@ -190,21 +235,196 @@ Status Checkpointer::Restore() {
     }
     e->optimizer_steps_ = tt.optimizer_steps;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  restored_ = true;
-  restored_manifest_ = r->manifest;
-  restored_from_ = r->path;
-  last_cut_step_ = r->manifest.step();
-  LOG(INFO) << "restored shard " << shard_->shard_id() << " of "
-            << shard_->num_shards() << " from " << r->path << " (step "
-            << r->manifest.step() << ", " << r->manifest.num_shards()
-            << " shards, chain of " << r->chain.size() << ", "
-            << r->bytes_read / 1e6 << " MB read) in "
-            << std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                             start)
-                   .count()
-            << " s";
+  return r;
+}
+
+Status Checkpointer::AgreeOnRestore(uint64_t step) {
+  if (peers_ == nullptr || shard_->num_shards() == 1) return Status::OK();
+  const auto give_up =
+      Clock::now() + std::chrono::seconds(options_.restore_wait_secs);
+  std::set<uint32_t> waiting;
+  for (uint32_t j = 0; j < shard_->num_shards(); ++j) {
+    if (j != shard_->shard_id()) waiting.insert(j);
+  }
+  proto::CheckpointRequest ask;
+  ask.set_action(proto::CheckpointRequest::RESTORE);
+  ask.set_step(step);
+  ask.set_from_shard(shard_->shard_id());
+  auto last_log = Clock::now();
+  while (!waiting.empty()) {
+    std::string why_waiting;
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      const uint32_t j = *it;
+      auto r = peers_->Ask(j, ask);
+      if (r.ok() && r->verdict() == Reply::NOT_RESTORED) {
+        return Corruption("shard " + std::to_string(j) + ": " +
+                          r->verdict_error());
+      }
+      if (r.ok() && r->verdict() == Reply::RESTORED) {
+        it = waiting.erase(it);
+        continue;
+      }
+      why_waiting += "\n  shard " + std::to_string(j) + ": " +
+                     (r.ok() ? "still loading" : r.status().ToString());
+      ++it;
+    }
+    if (waiting.empty()) break;
+    if (Clock::now() >= give_up) {
+      return Timeout(
+          "the other shards did not all answer within "
+          "--restore_wait_secs=" +
+          std::to_string(options_.restore_wait_secs) +
+          " (start every shard of the cluster):" + why_waiting);
+    }
+    if (Clock::now() - last_log >= std::chrono::seconds(10)) {
+      LOG(INFO) << "restore of step " << step << ": waiting for" << why_waiting;
+      last_log = Clock::now();
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, std::chrono::milliseconds(100),
+                     [this] { return aborted_; })) {
+      return Cancelled("the server is stopping");
+    }
+  }
   return Status::OK();
+}
+
+void Checkpointer::SetVerdict(uint64_t step, const Status& verdict) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Reply& v = verdicts_[step];
+  v.set_verdict(verdict.ok() ? Reply::RESTORED : Reply::NOT_RESTORED);
+  v.set_verdict_error(verdict.ok() ? "" : verdict.ToString());
+}
+
+void Checkpointer::LingerUntilHeard(uint64_t last_step) {
+  if (peers_ == nullptr || shard_->num_shards() == 1) return;
+  // Done with shard j once it asked for our verdicts, or once it answers
+  // that it restores nothing either (then it does not need ours).
+  const auto give_up =
+      Clock::now() + std::chrono::seconds(options_.restore_wait_secs);
+  proto::CheckpointRequest ask;
+  ask.set_action(proto::CheckpointRequest::RESTORE);
+  ask.set_step(last_step);
+  ask.set_from_shard(shard_->shard_id());
+  std::set<uint32_t> done;
+  for (;;) {
+    for (uint32_t j = 0; j < shard_->num_shards(); ++j) {
+      if (j == shard_->shard_id() || done.count(j)) continue;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (askers_.count(j)) {
+          done.insert(j);
+          continue;
+        }
+      }
+      auto r = peers_->Ask(j, ask);
+      if (r.ok() && r->verdict() == Reply::NOT_RESTORED) done.insert(j);
+    }
+    if (done.size() + 1 >= shard_->num_shards()) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (Clock::now() >= give_up ||
+        cv_.wait_for(lock, std::chrono::milliseconds(100),
+                     [this] { return aborted_; })) {
+      LOG(WARNING) << "not every shard heard this shard's restore verdicts "
+                      "within --restore_wait_secs";
+      return;
+    }
+  }
+}
+
+Status Checkpointer::Restore() {
+  if (!options_.dir.empty()) RemoveInterruptedParts();
+  if (options_.restore_from.empty()) return Status::OK();
+  const std::string what = "--restore_from=" + options_.restore_from;
+  // The candidates, newest first: every shard lists the same folder, so
+  // every shard walks the same list.
+  struct Candidate {
+    std::string path;
+    uint64_t step = 0;
+    Status manifest;  // not OK: a damaged MANIFEST (a failed candidate)
+  };
+  std::vector<Candidate> candidates;
+  if (options_.restore_from == "latest") {
+    auto all = ck::ListCheckpoints(options_.dir);
+    if (!all.ok()) return all.status().WithContext(what);
+    for (auto it = all->rbegin(); it != all->rend(); ++it) {
+      // Interrupted before its MANIFEST was renamed into place: it never
+      // existed as a checkpoint. A MANIFEST that exists but does not read
+      // back is damage (the rename is atomic).
+      if (!it->complete && it->manifest_status.Is(StatusCode::kNotFound)) {
+        continue;
+      }
+      candidates.push_back({it->path, it->step, it->manifest_status});
+      if (!options_.restore_fallback) break;
+    }
+    if (candidates.empty()) {
+      return NotFound(what + ": no complete checkpoint under " + options_.dir);
+    }
+  } else {
+    uint64_t step = 0;
+    std::string name =
+        std::filesystem::path(options_.restore_from).filename().string();
+    if (name.empty()) {
+      name = std::filesystem::path(options_.restore_from)
+                 .parent_path()
+                 .filename()
+                 .string();
+    }
+    if (!ck::ParseCheckpointDirName(name, &step)) {
+      return InvalidArgument(what + ": not a checkpoint directory (ckpt-N)");
+    }
+    candidates.push_back({options_.restore_from, step, Status::OK()});
+  }
+
+  const auto start = Clock::now();
+  std::string failures;
+  for (const Candidate& c : candidates) {
+    StatusOr<ck::RestoreResult> r =
+        c.manifest.ok() ? RestoreFrom(c.path)
+                        : StatusOr<ck::RestoreResult>(c.manifest);
+    SetVerdict(c.step, r.status().WithContext(
+                           "shard " + std::to_string(shard_->shard_id())));
+    Status agreed = r.status();
+    if (r.ok()) {
+      LOG(INFO) << "shard " << shard_->shard_id() << " loaded its part of "
+                << c.path << "; waiting for the other shards' verdicts";
+      agreed = AgreeOnRestore(c.step);
+      // Another shard's failure rules the candidate out here too: a shard
+      // that asks this one later must not take it (one cut for all).
+      if (!agreed.ok()) SetVerdict(c.step, agreed);
+    }
+    if (agreed.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      restored_ = true;
+      restored_manifest_ = r->manifest;
+      restored_from_ = r->path;
+      last_cut_step_ = r->manifest.step();
+      outcomes_.newest_complete_step = r->manifest.step();
+      LOG(INFO) << "restored shard " << shard_->shard_id() << " of "
+                << shard_->num_shards() << " from " << r->path << " (step "
+                << r->manifest.step() << ", " << r->manifest.num_shards()
+                << " shards, chain of " << r->chain.size() << ", "
+                << r->bytes_read / 1e6 << " MB read) in "
+                << Seconds(Clock::now() - start)
+                << (failures.empty() ? "" : "; skipped:" + failures);
+      return Status::OK();
+    }
+    if (agreed.Is(StatusCode::kTimeout) || agreed.Is(StatusCode::kCancelled)) {
+      SetVerdict(c.step, agreed);
+      return agreed.WithContext(what + ": " + c.path);
+    }
+    failures += "\n  " + c.path + ": " + agreed.ToString();
+    if (options_.restore_fallback && &c != &candidates.back()) {
+      LOG(WARNING) << c.path << " does not restore on every shard (" << agreed
+                   << "); all shards fall back to the previous one";
+    }
+  }
+  LingerUntilHeard(candidates.back().step);
+  return Corruption(what + ": no checkpoint restores on every shard" +
+                    (options_.restore_fallback
+                         ? ""
+                         : " (--restore_fallback tries older ones)") +
+                    ":" + failures);
 }
 
 ck::ShardSnapshot Checkpointer::Copy() const {
@@ -249,7 +469,21 @@ ck::ShardSnapshot Checkpointer::Copy() const {
   return snap;
 }
 
+void Checkpointer::SetPart(uint64_t step, Reply::PartState state,
+                           std::string error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Part& p = parts_[step];
+  p.state = state;
+  p.error = std::move(error);
+  while (parts_.size() > kPartsKept) parts_.erase(parts_.begin());
+}
+
 StatusOr<double> Checkpointer::Cut(uint64_t step, bool with_positions) {
+  return CutLocked(step, with_positions, /*final_checkpoint=*/false);
+}
+
+StatusOr<double> Checkpointer::CutLocked(uint64_t step, bool with_positions,
+                                         bool final_checkpoint) {
   if (options_.dir.empty()) {
     return InvalidArgument("this server has no --checkpoint_dir");
   }
@@ -258,15 +492,27 @@ StatusOr<double> Checkpointer::Cut(uint64_t step, bool with_positions) {
     // The previous checkpoint must be on disk before the next copy (its
     // copy is the next one's baseline, and memory holds two at most).
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return queue_.empty() && !writing_; });
+    cv_.wait(lock, [&] {
+      return (queue_.empty() && !writing_) || aborted_ ||
+             (stopping_ && !final_checkpoint);
+    });
+    if (aborted_ || (stopping_ && !final_checkpoint)) {
+      return Cancelled("server shard " + std::to_string(shard_->shard_id()) +
+                       " is stopping: no cut at step " + std::to_string(step));
+    }
+    if (step <= last_cut_step_ || step >= kMaxCutStep) {
+      return InvalidArgument("checkpoint step " + std::to_string(step) +
+                             " is not after the last cut (step " +
+                             std::to_string(last_cut_step_) + ")");
+    }
   }
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   Job job;
   job.snapshot = Copy();
-  job.pause_ms = std::chrono::duration<double, std::milli>(
-                     std::chrono::steady_clock::now() - start)
-                     .count();
+  job.pause_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   job.snapshot.step = step;
+  SetPart(step, Reply::WRITING);
   std::lock_guard<std::mutex> lock(mu_);
   if (with_positions) {
     auto p = positions_.find(step);
@@ -277,7 +523,7 @@ StatusOr<double> Checkpointer::Cut(uint64_t step, bool with_positions) {
   positions_.erase(positions_.begin(), positions_.upper_bound(step));
   due_.erase(due_.begin(), due_.upper_bound(step));
   last_cut_step_ = step;
-  last_cut_time_ = std::chrono::steady_clock::now();
+  last_cut_time_ = Clock::now();
   const double pause = job.pause_ms;
   queue_.push_back(std::move(job));
   cv_.notify_all();
@@ -302,23 +548,38 @@ void Checkpointer::WriterLoop() {
   }
 }
 
+bool Checkpointer::IncrementalPossible() {
+  if (!previous_ || options_.full_every <= 1) return false;
+  // The parent must be complete (committed by shard 0), and every shard
+  // must come to the same answer: they read the same folder.
+  const std::string parent =
+      ck::JoinPath(options_.dir, ck::CheckpointDirName(previous_->step));
+  auto chain = ck::ResolveChain(parent);
+  if (!chain.ok()) return false;
+  // chain: the full base first; the new one would be increment number
+  // chain->size() of it.
+  return chain->size() < options_.full_every;
+}
+
 void Checkpointer::Write(Job job) {
   const uint64_t step = job.snapshot.step;
+  const uint32_t k = shard_->shard_id();
   const std::string dir =
       ck::JoinPath(options_.dir, ck::CheckpointDirName(step));
   if (ck::ReadManifest(dir).ok()) {
     LOG(INFO) << "checkpoint " << dir << " already exists; not rewritten";
+    SetPart(step, Reply::WRITTEN);
+    if (k == 0) Settle(step, Status::OK());
     return;
   }
-  const bool full = !previous_ || written_ % options_.full_every == 0;
+  const bool full = !IncrementalPossible();
   ck::ShardWriteOptions wo;
   wo.kind = full ? ck::proto::FULL : ck::proto::INCREMENTAL;
   wo.threads = options_.write_threads;
   wo.cut_pause_ms = job.pause_ms;
   if (options_.test_hold_step != 0 && step == options_.test_hold_step) {
-    wo.after_files = [this, step] {
-      LOG(WARNING) << "test hold: checkpoint step " << step << " shard "
-                   << shard_->shard_id()
+    wo.after_files = [this, step, k] {
+      LOG(WARNING) << "test hold: checkpoint step " << step << " shard " << k
                    << " half-written, holding (--test_hold_checkpoint_step)";
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::seconds(60), [this] { return stop_; });
@@ -342,43 +603,162 @@ void Checkpointer::Write(Job job) {
     write = &to_write;
   }
   auto entry = ck::WriteShard(dir, *write, wo);
+  if (!entry.ok() && OutOfSpace(entry.status())) {
+    // Make room the way retention would, keeping the newest complete
+    // checkpoint and its parents, then try once more.
+    auto freed = ck::FreeSpaceForCheckpoint(options_.dir);
+    if (freed.ok() && !freed->empty()) {
+      for (const auto& d : *freed) {
+        LOG(WARNING) << "checkpoint step " << step << " shard " << k
+                     << ": out of space; deleted " << d << " to make room";
+      }
+      entry = ck::WriteShard(dir, *write, wo);
+    } else if (!freed.ok()) {
+      LOG(WARNING) << "freeing space for checkpoint step " << step << ": "
+                   << freed.status();
+    }
+  }
   if (!entry.ok()) {
-    LOG(ERROR) << "checkpoint step " << step << " shard " << shard_->shard_id()
+    LOG(ERROR) << "checkpoint step " << step << " shard " << k
                << " failed: " << entry.status()
-               << " (the next checkpoint will be full)";
+               << " (nothing of it is left on disk)";
+    // The baseline is of no use once this shard's part is missing: the
+    // next checkpoint is full on every shard (IncrementalPossible).
     previous_.reset();
+    SetPart(step, Reply::FAILED, entry.status().ToString());
+    if (k == 0) {
+      Settle(step, entry.status().WithContext("shard 0"));
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
     return;
   }
   previous_ = std::move(job.snapshot);
-  ++written_;
-  LOG(INFO) << "checkpoint step " << step << " shard " << shard_->shard_id()
-            << ": " << (full ? "full" : "incremental of " + wo.parent) << ", "
+  SetPart(step, Reply::WRITTEN);
+  LOG(INFO) << "checkpoint step " << step << " shard " << k << ": "
+            << (full ? "full" : "incremental of " + wo.parent) << ", "
             << entry->entries() << " entries, " << entry->bytes() / 1e6
             << " MB, cut pause " << job.pause_ms << " ms, write "
             << entry->write_ms() << " ms";
-  if (shard_->shard_id() != 0) return;
-  ck::CommitRequest c;
-  c.checkpoint_dir = dir;
-  c.step = step;
-  c.num_shards = shard_->num_shards();
-  c.tables.assign(shard_->config().table().begin(),
-                  shard_->config().table().end());
-  c.workers = job.positions;
-  c.wait = std::chrono::seconds(options_.commit_wait_secs);
-  auto m = ck::CommitCheckpoint(c);
-  if (!m.ok()) {
-    LOG(ERROR) << "checkpoint step " << step
-               << " not committed: " << m.status();
+  if (k != 0) return;
+  const auto waited = Clock::now();
+  uint64_t total_bytes = 0;
+  Status committed = AwaitParts(step, dir);
+  if (committed.ok()) {
+    ck::CommitRequest c;
+    c.checkpoint_dir = dir;
+    c.step = step;
+    c.num_shards = shard_->num_shards();
+    c.tables.assign(shard_->config().table().begin(),
+                    shard_->config().table().end());
+    c.workers = job.positions;
+    auto m = ck::CommitCheckpoint(c);
+    committed = m.status();
+    if (m.ok()) total_bytes = m->total_bytes();
+  }
+  if (!committed.ok()) {
+    LOG(ERROR) << "checkpoint step " << step << " abandoned after "
+               << Seconds(Clock::now() - waited) << ": " << committed
+               << "; deleting " << dir;
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    Settle(step, committed);
     return;
   }
-  LOG(INFO) << "checkpoint " << dir << " complete (" << m->total_bytes() / 1e6
+  LOG(INFO) << "checkpoint " << dir << " complete (" << total_bytes / 1e6
             << " MB)";
+  Settle(step, Status::OK());
   auto deleted = ck::ApplyRetention(options_.dir, options_.keep);
   if (!deleted.ok()) {
     LOG(WARNING) << "retention: " << deleted.status();
   } else {
     for (const auto& d : *deleted) LOG(INFO) << "retention deleted " << d;
   }
+}
+
+Status Checkpointer::AwaitParts(uint64_t step, const std::string& dir) {
+  if (peers_ == nullptr) return Status::OK();
+  struct Watch {
+    uint64_t instance = 0;
+    std::optional<Clock::time_point> not_cut_since, silent_since;
+  };
+  std::vector<Watch> watch(shard_->num_shards());
+  const auto timeout = std::chrono::milliseconds(options_.timeout_ms);
+  proto::CheckpointRequest ask;
+  ask.set_action(proto::CheckpointRequest::PART);
+  ask.set_step(step);
+  for (;;) {
+    bool stopping_now, aborted_now;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_now = stopping_;
+      aborted_now = aborted_;
+    }
+    if (aborted_now) return Cancelled("the server is stopping");
+    bool missing = false;
+    for (uint32_t j = 1; j < shard_->num_shards(); ++j) {
+      std::error_code ec;
+      if (std::filesystem::exists(ck::JoinPath(dir, ck::ShardDoneName(j)),
+                                  ec)) {
+        continue;
+      }
+      missing = true;
+      const std::string who = "shard " + std::to_string(j);
+      auto r = peers_->Ask(j, ask, stopping_now ? kStopProbeMs : 0);
+      Watch& w = watch[j];
+      const auto now = Clock::now();
+      if (!r.ok()) {
+        const Status& s = r.status();
+        // Nobody listens at its address: it is down. Silence: the probe
+        // waited timeout_ms already. While stopping, nobody is waited for.
+        if (s.Is(StatusCode::kNetwork) || s.Is(StatusCode::kPeerLost) ||
+            s.Is(StatusCode::kTimeout) || stopping_now) {
+          return PeerLost(who + " is lost: " + s.ToString());
+        }
+        if (!w.silent_since) w.silent_since = now;
+        if (now - *w.silent_since >= timeout) {
+          return PeerLost(who + " gave no usable answer for " +
+                          std::to_string(options_.timeout_ms) +
+                          " ms: " + s.ToString());
+        }
+        continue;
+      }
+      w.silent_since.reset();
+      if (w.instance != 0 && r->server_instance() != w.instance) {
+        return PeerLost(who + " restarted while its part was awaited");
+      }
+      w.instance = r->server_instance();
+      switch (r->part()) {
+        case Reply::FAILED:
+          return IOError(who + "'s part failed: " + r->part_error());
+        case Reply::NOT_CUT:
+          if (!w.not_cut_since) w.not_cut_since = now;
+          if (stopping_now || now - *w.not_cut_since >= timeout) {
+            return Timeout(who + " never received the cut for step " +
+                           std::to_string(step) +
+                           (stopping_now ? " (stopping)" : "") +
+                           ": was worker 0 lost?");
+          }
+          break;
+        default:
+          w.not_cut_since.reset();  // WRITING, or WRITTEN a moment ago
+          break;
+      }
+    }
+    if (!missing) return Status::OK();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kPartPoll, [this] { return aborted_; });
+  }
+}
+
+void Checkpointer::Settle(uint64_t step, const Status& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Outcomes& o = outcomes_;
+  o.last_step = step;
+  o.last_failed = !outcome.ok();
+  o.last_error = outcome.ok() ? "" : outcome.ToString();
+  o.consecutive_failures = outcome.ok() ? 0 : o.consecutive_failures + 1;
+  if (outcome.ok()) o.newest_complete_step = step;
 }
 
 void Checkpointer::WaitIdle() {
@@ -394,17 +774,20 @@ void Checkpointer::Finish() {
       step = last_cut_step_ + 1;
     }
     LOG(INFO) << "final checkpoint (step " << step << ", no worker positions)";
-    auto c = Cut(step, /*with_positions=*/false);
+    auto c = CutLocked(step, /*with_positions=*/false,
+                       /*final_checkpoint=*/true);
     if (!c.ok()) LOG(ERROR) << "final checkpoint: " << c.status();
   }
   WaitIdle();
 }
 
 StatusOr<proto::CheckpointReply> Checkpointer::Handle(
-    const proto::CheckpointRequest& r) {
-  proto::CheckpointReply reply;
+    const proto::CheckpointRequest& r, int64_t worker_id) {
+  Reply reply;
   reply.set_every_steps(options_.every_steps);
   reply.set_every_secs(options_.every_secs);
+  reply.set_server_instance(instance_);
+  reply.set_server_shard(shard_->shard_id());
   switch (r.action()) {
     case proto::CheckpointRequest::INFO: {
       std::lock_guard<std::mutex> lock(mu_);
@@ -428,7 +811,7 @@ StatusOr<proto::CheckpointReply> Checkpointer::Handle(
         // The first worker to ask about a step decides for all of them.
         auto [it, inserted] = due_.emplace(r.step(), false);
         if (inserted) {
-          it->second = std::chrono::steady_clock::now() - last_cut_time_ >=
+          it->second = Clock::now() - last_cut_time_ >=
                        std::chrono::seconds(options_.every_secs);
         }
         due = due || it->second;
@@ -437,18 +820,58 @@ StatusOr<proto::CheckpointReply> Checkpointer::Handle(
       return reply;
     }
     case proto::CheckpointRequest::POSITION: {
+      if (worker_id < 0) {
+        return InvalidArgument("POSITION needs a worker's hello first");
+      }
       ck::proto::WorkerPosition p;
-      p.set_worker_id(r.worker_id());
+      p.set_worker_id(static_cast<uint32_t>(worker_id));
       p.set_step(r.step());
       p.set_epoch(r.epoch());
       p.set_examples_consumed(r.examples_consumed());
-      std::lock_guard<std::mutex> lock(mu_);
-      positions_[r.step()][r.worker_id()] = p;
+      // Wait until the previous checkpoint ended, so that every worker
+      // gets the same account of it (the cut would wait for it anyway).
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock,
+               [this] { return (queue_.empty() && !writing_) || stopping_; });
+      if (stopping_) return Cancelled("the server is stopping");
+      positions_[r.step()][p.worker_id()] = p;
+      reply.set_previous_step(outcomes_.last_step);
+      reply.set_previous_failed(outcomes_.last_failed);
+      reply.set_previous_error(outcomes_.last_error);
+      reply.set_consecutive_failures(outcomes_.consecutive_failures);
+      reply.set_newest_complete_step(outcomes_.newest_complete_step);
       return reply;
     }
     case proto::CheckpointRequest::CUT: {
+      // Only the worker that drives the cut may take one: an anonymous cut
+      // would make shard 0 wait for parts no other shard writes.
+      if (worker_id != 0) {
+        return InvalidArgument(
+            "CUT is worker 0's request (after its hello), not this "
+            "connection's");
+      }
       PS_ASSIGN_OR_RETURN(double pause, Cut(r.step(), true));
       reply.set_cut_pause_ms(pause);
+      return reply;
+    }
+    case proto::CheckpointRequest::PART: {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = parts_.find(r.step());
+      reply.set_part(it == parts_.end() ? Reply::NOT_CUT : it->second.state);
+      if (it != parts_.end()) reply.set_part_error(it->second.error);
+      return reply;
+    }
+    case proto::CheckpointRequest::RESTORE: {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (r.from_shard() != shard_->shard_id()) {
+        askers_.insert(r.from_shard());
+        cv_.notify_all();
+      }
+      auto it = verdicts_.find(r.step());
+      if (it != verdicts_.end()) {
+        reply.set_verdict(it->second.verdict());
+        reply.set_verdict_error(it->second.verdict_error());
+      }
       return reply;
     }
     default:

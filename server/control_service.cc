@@ -1,8 +1,6 @@
 #include "server/control_service.h"
 
-#include <arpa/inet.h>
 #include <glog/logging.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -11,36 +9,49 @@
 namespace ps::server {
 namespace {
 
-std::string PeerAddress(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof(ss);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
-    return "unknown peer";
-  }
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (ss.ss_family == AF_INET) {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    port = ntohs(a->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-    port = ntohs(a->sin6_port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
+using xfer::internal::Deadline;
+using xfer::internal::DeadlineIn;
+
+void SetError(const Status& s, proto::ControlReply* reply) {
+  reply->Clear();
+  reply->set_error(s.ToString());
+  reply->set_error_code(static_cast<uint32_t>(s.code()));
 }
 
 }  // namespace
 
+struct ControlService::Connection {
+  xfer::internal::UniqueFd fd;
+  ControlPeer peer;
+  std::thread thread;
+  std::atomic<bool> done{false};
+  // The reply and the keepalives share the socket: one writer at a time.
+  std::mutex send_mu;
+  // Set while the handler works on a request: the keepalive thread then
+  // sends a keepalive once per interval.
+  std::atomic<bool> busy{false};
+  // AUTH state (the connection's thread only).
+  bool authenticated = false;
+  std::string server_nonce;
+  std::string client_nonce;
+};
+
 StatusOr<std::unique_ptr<ControlService>> ControlService::Listen(
-    const std::string& host, uint16_t port, ControlHandler handler) {
+    Options options, ControlHandler handler) {
+  PS_RETURN_IF_ERROR(xfer::RequireSecretFor(options.host, options.secret,
+                                            "the control listener"));
+  if (options.timeout_ms <= 0 || options.max_connections == 0) {
+    return InvalidArgument(
+        "control service: timeout and connection limit must be positive");
+  }
   std::unique_ptr<ControlService> s(new ControlService);
+  s->options_ = std::move(options);
   s->handler_ = std::move(handler);
-  auto fd = xfer::internal::ListenTcp(host, port);
+  const std::string& host = s->options_.host;
+  auto fd = xfer::internal::ListenTcp(host, s->options_.port);
   if (!fd.ok()) {
     return fd.status().WithContext("control listener on " + host + ":" +
-                                   std::to_string(port));
+                                   std::to_string(s->options_.port));
   }
   s->listen_fd_ = std::move(*fd);
   PS_ASSIGN_OR_RETURN(s->port_, xfer::internal::LocalPort(s->listen_fd_.get()));
@@ -54,14 +65,18 @@ ControlService::~ControlService() { Stop(); }
 
 void ControlService::Start() {
   accept_thread_ = std::thread([this] { AcceptLoop(); });
+  keepalive_thread_ = std::thread([this] { KeepaliveLoop(); });
 }
 
 void ControlService::Stop() {
-  if (stop_.exchange(true)) {
-    if (accept_thread_.joinable()) accept_thread_.join();
-    return;
+  const bool first = !stop_.exchange(true);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_cv_.notify_all();
   }
   if (accept_thread_.joinable()) accept_thread_.join();
+  if (keepalive_thread_.joinable()) keepalive_thread_.join();
+  if (!first) return;
   std::list<std::unique_ptr<Connection>> connections;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -87,6 +102,8 @@ void ControlService::AcceptLoop() {
   while (!stop_.load(std::memory_order_acquire)) {
     pollfd p{listen_fd_.get(), POLLIN, 0};
     int n = poll(&p, 1, 100);
+    std::lock_guard<std::mutex> lock(mu_);
+    ReapFinished();        // also while idle: finished threads do not linger
     if (n <= 0) continue;  // timeout or EINTR: look at the flag again
     auto fd = xfer::internal::Accept(listen_fd_.get());
     if (!fd.ok()) {
@@ -94,44 +111,156 @@ void ControlService::AcceptLoop() {
                    << ": accept failed: " << fd.status();
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    ReapFinished();
     if (stop_.load(std::memory_order_acquire)) break;
     auto c = std::make_unique<Connection>();
     c->fd = std::move(*fd);
-    c->peer.address = PeerAddress(c->fd.get());
+    c->peer.address = xfer::internal::PeerAddress(c->fd.get());
+    if (connections_.size() >= options_.max_connections) {
+      // Told why and closed now, not at some later accept.
+      proto::ControlReply refusal;
+      SetError(ResourceExhausted(
+                   "server " + address_ + " already has " +
+                   std::to_string(connections_.size()) +
+                   " control connections (the limit, from --num_workers)"),
+               &refusal);
+      (void)protocol::SendControlMessage(c->fd.get(), refusal, DeadlineIn(100));
+      LOG_EVERY_N(WARNING, 20)
+          << "control listener " << address_ << ": refused a connection from "
+          << c->peer.address << ": " << connections_.size()
+          << " connections open (the limit)";
+      continue;
+    }
     Connection* raw = c.get();
     connections_.push_back(std::move(c));
     raw->thread = std::thread([this, raw] { Serve(raw); });
   }
 }
 
+void ControlService::KeepaliveLoop() {
+  const auto interval =
+      std::chrono::milliseconds(protocol::kKeepaliveIntervalMs);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_.load(std::memory_order_acquire)) {
+    stop_cv_.wait_for(lock, interval);
+    for (auto& c : connections_) {
+      if (!c->busy.load(std::memory_order_acquire)) continue;
+      std::unique_lock<std::mutex> send(c->send_mu, std::try_to_lock);
+      // Not owned: the reply is going out right now. Not busy any more: the
+      // reply went out (a keepalive after it would only cost the client a
+      // skip, but there is no need).
+      if (!send.owns_lock() || !c->busy.load(std::memory_order_acquire)) {
+        continue;
+      }
+      // Never blocks: a client that does not read loses keepalives, not us.
+      const uint32_t frame = protocol::kKeepaliveFrame;
+      (void)!::send(c->fd.get(), &frame, sizeof(frame),
+                    MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+  }
+}
+
+bool ControlService::Authenticate(Connection* c, const proto::AuthRequest& auth,
+                                  proto::ControlReply* reply) {
+  const xfer::ClusterSecret& secret = options_.secret;
+  if (!auth.nonce().empty()) {
+    // First exchange: the client's nonce in, ours and our proof out.
+    if (auth.nonce().size() != xfer::kNonceBytes) {
+      SetError(InvalidArgument("auth nonce of " +
+                               std::to_string(auth.nonce().size()) + " bytes"),
+               reply);
+      return false;
+    }
+    c->client_nonce = auth.nonce();
+    proto::AuthReply* a = reply->mutable_auth();
+    if (secret.empty()) return true;  // no proof: the client decides
+    c->server_nonce = xfer::NewNonce();
+    a->set_nonce(c->server_nonce);
+    a->set_proof(secret.Prove(protocol::kControlAuthProtocol,
+                              xfer::AuthRole::kAcceptor, c->server_nonce,
+                              c->client_nonce));
+    return true;
+  }
+  if (secret.empty()) {
+    reply->mutable_auth()->set_authenticated(true);
+    return true;
+  }
+  if (c->server_nonce.empty() ||
+      !secret.Verify(protocol::kControlAuthProtocol, xfer::AuthRole::kConnector,
+                     c->server_nonce, c->client_nonce, auth.proof())) {
+    LOG(WARNING) << "control listener " << address_
+                 << ": refused the connection from " << c->peer.address
+                 << ": authentication failed (a different cluster secret)";
+    SetError(Unauthenticated("authentication failed: a different cluster "
+                             "secret"),
+             reply);
+    return false;
+  }
+  c->authenticated = true;
+  reply->mutable_auth()->set_authenticated(true);
+  return true;
+}
+
 void ControlService::Serve(Connection* c) {
   const int fd = c->fd.get();
+  const int timeout = options_.timeout_ms;
+  // Until the first request (with a secret: until the proof) a connection
+  // has timeout_ms; afterwards an authenticated peer may stay idle.
+  const Deadline setup_deadline = DeadlineIn(timeout);
+  bool first = true;
   for (;;) {
+    const bool settled =
+        !first && (options_.secret.empty() || c->authenticated);
     proto::ControlRequest request;
-    Status s = protocol::RecvControlMessage(fd, &request);
+    Status s = protocol::RecvControlMessage(
+        fd, &request, settled ? Deadline::max() : setup_deadline, timeout);
+    first = false;
     if (!s.ok()) {
       if (!s.Is(StatusCode::kPeerLost) && !stop_.load()) {
-        LOG(WARNING) << "control connection from " << c->peer.address
-                     << " closed: " << s;
+        LOG_EVERY_N(WARNING, 20) << "control connection from "
+                                 << c->peer.address << " closed: " << s;
       }
       break;
     }
-    proto::ControlReply reply = handler_(request, &c->peer);
-    s = protocol::SendControlMessage(fd, reply);
+    proto::ControlReply reply;
+    bool go_on = true;
+    if (request.has_auth()) {
+      go_on = Authenticate(c, request.auth(), &reply);
+    } else if (!options_.secret.empty() && !c->authenticated) {
+      LOG_EVERY_N(WARNING, 20)
+          << "control listener " << address_ << ": refused a request from "
+          << c->peer.address << " before authentication";
+      SetError(Unauthenticated("server " + address_ +
+                               " requires the cluster secret "
+                               "(--cluster_secret_file or "
+                               "$PS_CLUSTER_SECRET_FILE)"),
+               &reply);
+      go_on = false;
+    } else {
+      c->busy.store(true, std::memory_order_release);
+      reply = handler_(request, &c->peer);
+      c->busy.store(false, std::memory_order_release);
+    }
+    {
+      std::lock_guard<std::mutex> send(c->send_mu);
+      s = protocol::SendControlMessage(
+          fd, reply,
+          DeadlineIn(protocol::BodyDeadlineMs(reply.ByteSizeLong(), timeout)));
+    }
     if (!s.ok()) {
       if (!stop_.load()) {
-        LOG(WARNING) << "control connection from " << c->peer.address
-                     << ": cannot reply: " << s;
+        LOG_EVERY_N(WARNING, 20) << "control connection from "
+                                 << c->peer.address << ": cannot reply: " << s;
       }
       break;
     }
+    if (!go_on) break;
   }
   if (c->peer.worker_id >= 0 && !stop_.load()) {
     LOG(INFO) << "worker-" << c->peer.worker_id << " (" << c->peer.address
               << ") disconnected";
   }
+  // Closed now, not when the accept loop reaps the thread.
+  shutdown(fd, SHUT_RDWR);
   c->done.store(true, std::memory_order_release);
 }
 

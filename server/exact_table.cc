@@ -119,6 +119,12 @@ void ExactTable::FreeRow(uint32_t row) {
   --counters_.rows;
 }
 
+void ExactTable::FreeAllRows() {
+  while (oldest_ != kNoRow) FreeRow(oldest_);
+  pending_.clear();
+  optimizer_steps_ = 0;
+}
+
 void ExactTable::EvictOlderThan(uint64_t step) {
   const uint64_t age = spec_.evict_after_steps();
   if (age == 0) return;

@@ -71,6 +71,7 @@ class ExactTable {
   void Touch(uint32_t row, uint64_t step);  // moves to the newest end
   void Unlink(uint32_t row);
   void EvictOlderThan(uint64_t step);
+  void FreeAllRows();  // empty again (before a restore), counters kept
 
   const proto::TableSpec spec_;
   const uint32_t dim_;

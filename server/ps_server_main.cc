@@ -34,7 +34,25 @@ DEFINE_int32(port, 0,
 DEFINE_int32(xfer_port, 0,
              "TCP port of the one-sided transfer listener; 0 picks a free "
              "port (workers learn it from the control hello).");
-DEFINE_string(listen_host, "127.0.0.1", "Address both listeners bind to.");
+DEFINE_string(listen_host, "127.0.0.1",
+              "Address both listeners bind to. Anything but a loopback address "
+              "needs a cluster secret (--cluster_secret_file).");
+DEFINE_string(
+    cluster_secret_file, "",
+    "File holding the cluster's shared secret (at least 16 bytes; "
+    "not readable by other users). Every server and worker gets the "
+    "same one; each connection then starts with a challenge-response "
+    "(HMAC-SHA256 over both sides' nonces), and a peer that cannot "
+    "prove the secret gets nothing. Empty: $PS_CLUSTER_SECRET_FILE, "
+    "else $PS_CLUSTER_SECRET (the secret itself), else none (loopback "
+    "only).");
+DEFINE_int32(timeout_ms, 30000,
+             "A peer silent this long is lost: another shard whose checkpoint "
+             "part shard 0 waits for (the checkpoint is then abandoned), a "
+             "control message that stopped half-way, a hello not finished.");
+DEFINE_uint32(max_control_connections, 0,
+              "Control connections served at once (more are refused at "
+              "once); 0: 2 per worker + 1 per shard + 8.");
 DEFINE_string(tables, "",
               "Path of a text-format TableConfig (configs/*.tables) with the "
               "tables to serve. Required.");
@@ -98,7 +116,13 @@ DEFINE_string(restore_from, "",
               "any number of shards may have written it. Empty: start fresh.");
 DEFINE_bool(restore_fallback, false,
             "With --restore_from=latest: when the newest checkpoint is "
-            "damaged, restore the previous complete one instead of failing.");
+            "damaged on any shard, every shard restores the previous complete "
+            "one instead of failing (the shards agree: all restore the same "
+            "checkpoint, or none starts).");
+DEFINE_uint32(restore_wait_secs, 300,
+              "Restoring with several shards: how long a shard waits for the "
+              "others to start and say whether they restored the same "
+              "checkpoint (they find each other through --checkpoint_dir).");
 DEFINE_uint64(test_hold_checkpoint_step, 0,
               "Tests only: the background write of the checkpoint of this "
               "step stops half-way (logging 'test hold: checkpoint step S') "
@@ -129,6 +153,10 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   o.num_shards = FLAGS_num_shards;
   o.num_workers = FLAGS_num_workers;
   o.listen_host = FLAGS_listen_host;
+  PS_ASSIGN_OR_RETURN(
+      o.secret, ps::xfer::ClusterSecret::Resolve(FLAGS_cluster_secret_file));
+  o.timeout_ms = FLAGS_timeout_ms;
+  o.max_control_connections = FLAGS_max_control_connections;
   o.apply.threads = FLAGS_apply_threads;
   o.apply.idle.spin_us = FLAGS_idle_spin_us;
   o.apply.idle.sleep_min_us = FLAGS_idle_sleep_min_us;
@@ -155,6 +183,8 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   o.checkpoint.final_on_stop = FLAGS_checkpoint_on_exit;
   o.checkpoint.restore_from = FLAGS_restore_from;
   o.checkpoint.restore_fallback = FLAGS_restore_fallback;
+  o.checkpoint.restore_wait_secs = FLAGS_restore_wait_secs;
+  o.checkpoint.timeout_ms = FLAGS_timeout_ms;
   o.checkpoint.test_hold_step = FLAGS_test_hold_checkpoint_step;
   PS_RETURN_IF_ERROR(ps::server::ValidateServerOptions(o));
   return o;
@@ -185,11 +215,13 @@ int main(int argc, char** argv) {
       "  ps_server --tables=FILE [--shard_id=S --num_shards=N "
       "--num_workers=W --port=P --port_file=F ...]\n"
       "Stops cleanly (drains inboxes, logs final stats, exit 0) on SIGTERM, "
-      "SIGINT or a Shutdown control request.\n"
+      "SIGINT or a Shutdown control request, within seconds: waits on other "
+      "shards are cut short; with --checkpoint_on_exit a final checkpoint is "
+      "written first, and a second signal gives up its waits too.\n"
       "After a crash (a server killed or lost; its workers exit with status "
-      "3): stop the other servers (SIGKILL, or SIGTERM with "
-      "--checkpoint_on_exit=false: a final checkpoint needs every shard), "
-      "restart every server with the same flags plus --restore_from=latest "
+      "3): stop the other servers (SIGTERM; a final checkpoint that cannot "
+      "complete is abandoned), restart every server with the same flags plus "
+      "--restore_from=latest "
       "(all shards go back to the newest complete checkpoint, a consistent "
       "cut; an interrupted one is never used), then restart the workers: "
       "they resume at the checkpoint's step and data position.");
@@ -231,18 +263,9 @@ int main(int argc, char** argv) {
                                                                 : kExitRuntime;
   }
   ps::server::Server* s = server->get();
-  s->Start();
-  if (!FLAGS_port_file.empty()) {
-    ps::Status w = WritePortFile(FLAGS_port_file, s->control_address());
-    if (!w.ok()) {
-      LOG(ERROR) << "--port_file: " << w;
-      s->RequestStop();
-      s->Run(0);
-      return kExitRuntime;
-    }
-  }
-  LOG(INFO) << "ready: control " << s->control_address();
-
+  // Signals from here on: the first stops the server (also a restore that
+  // waits for the other shards), a second gives up the final checkpoint's
+  // waits.
   std::atomic<bool> done{false};
   std::thread signal_thread([&] {
     const timespec tick{0, 100 * 1000 * 1000};
@@ -251,13 +274,32 @@ int main(int argc, char** argv) {
       if (sig > 0) {
         LOG(INFO) << "received " << strsignal(sig) << ": stopping";
         s->RequestStop();
-        return;
       }
     }
   });
+  auto stop_signal_thread = [&] {
+    done.store(true, std::memory_order_release);
+    signal_thread.join();
+  };
+  if (ps::Status started = s->Start(); !started.ok()) {
+    LOG(ERROR) << "cannot start: " << started;
+    stop_signal_thread();
+    server->reset();
+    return started.Is(ps::StatusCode::kCancelled) ? 0 : kExitRuntime;
+  }
+  if (!FLAGS_port_file.empty()) {
+    ps::Status w = WritePortFile(FLAGS_port_file, s->control_address());
+    if (!w.ok()) {
+      LOG(ERROR) << "--port_file: " << w;
+      s->RequestStop();
+      s->Run(0);
+      stop_signal_thread();
+      return kExitRuntime;
+    }
+  }
+  LOG(INFO) << "ready: control " << s->control_address();
   s->Run(FLAGS_stats_every_secs);
-  done.store(true, std::memory_order_release);
-  signal_thread.join();
+  stop_signal_thread();
   server->reset();
   LOG(INFO) << "exited cleanly";
   return 0;

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "protocol/shard_map.h"
 
@@ -40,6 +41,12 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (o.tables.table_size() == 0) {
     return InvalidArgument("no tables: give --tables a TableConfig file");
   }
+  if (o.timeout_ms <= 0) {
+    return InvalidArgument("--timeout_ms must be positive, not " +
+                           std::to_string(o.timeout_ms));
+  }
+  PS_RETURN_IF_ERROR(
+      xfer::RequireSecretFor(o.listen_host, o.secret, "--listen_host"));
   return ValidateCheckpointOptions(o.checkpoint);
 }
 
@@ -60,15 +67,29 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   co.listen_host = o.listen_host;
   co.listen_port = o.xfer_port;
   co.transport = o.transport;
+  co.secret = o.secret;
+  co.peer_timeout_ms = o.timeout_ms;
   auto context = xfer::Context::Create(co);
   if (!context.ok()) return context.status().WithContext("xfer context");
   s->context_ = std::move(*context);
 
   PS_ASSIGN_OR_RETURN(s->shard_, Shard::Create(s->context_.get(), o.tables,
                                                o.shard_id, o.num_shards));
-  s->checkpointer_ =
-      std::make_unique<Checkpointer>(o.checkpoint, s->shard_.get());
-  PS_RETURN_IF_ERROR(s->checkpointer_->Restore());
+  const std::string registry_dir =
+      !o.checkpoint.dir.empty() ? o.checkpoint.dir
+      : o.checkpoint.restore_from.empty()
+          ? std::string()
+          : std::filesystem::path(o.checkpoint.restore_from)
+                .parent_path()
+                .string();
+  if (!registry_dir.empty() && o.num_shards > 1) {
+    s->peers_ = std::make_unique<PeerRegistry>(
+        registry_dir, o.shard_id, o.num_shards,
+        protocol::ControlClient::Options{.timeout_ms = o.timeout_ms,
+                                         .secret = o.secret});
+  }
+  s->checkpointer_ = std::make_unique<Checkpointer>(
+      o.checkpoint, s->shard_.get(), s->peers_.get(), s->context_->instance());
   PS_ASSIGN_OR_RETURN(s->inboxes_,
                       Inboxes::Create(s->context_.get(), o.num_workers,
                                       o.inbox_slots, o.slot_bytes));
@@ -76,12 +97,25 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   s->apply_ = std::make_unique<ApplyLoop>(s->shard_.get(), s->inboxes_.get(),
                                           s->stats_.get(), o.apply);
   Server* raw = s.get();
-  PS_ASSIGN_OR_RETURN(
-      s->control_, ControlService::Listen(o.listen_host, o.port,
-                                          [raw](const proto::ControlRequest& r,
-                                                ControlPeer* peer) {
-                                            return raw->Handle(r, peer);
-                                          }));
+  ControlService::Options cs;
+  cs.host = o.listen_host;
+  cs.port = o.port;
+  cs.secret = o.secret;
+  cs.timeout_ms = o.timeout_ms;
+  cs.max_connections = o.max_control_connections != 0
+                           ? o.max_control_connections
+                           : 2 * o.num_workers + o.num_shards + 8;
+  PS_ASSIGN_OR_RETURN(s->control_, ControlService::Listen(
+                                       cs, [raw](const proto::ControlRequest& r,
+                                                 ControlPeer* peer) {
+                                         return raw->Handle(r, peer);
+                                       }));
+  s->control_->Start();
+  if (s->peers_ != nullptr) {
+    PS_RETURN_IF_ERROR(
+        s->peers_->Publish(s->control_->address(), s->context_->instance())
+            .WithContext("publishing this server's address"));
+  }
   for (const auto& t : s->shard_->tables()) LOG(INFO) << t->Describe();
   LOG(INFO) << "shard " << o.shard_id << " of " << o.num_shards << ": "
             << o.num_workers << " workers x " << o.inbox_slots
@@ -92,13 +126,18 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
                     ? " (staleness " + std::to_string(o.staleness) + ")"
                     : std::string())
             << "; control " << s->control_->address() << ", xfer "
-            << s->context_->address();
+            << s->context_->address() << " (max " << cs.max_connections
+            << " control connections, timeout " << o.timeout_ms << " ms, "
+            << (o.secret.empty() ? "no cluster secret" : "cluster secret")
+            << ")";
   return s;
 }
 
-void Server::Start() {
+Status Server::Start() {
+  PS_RETURN_IF_ERROR(checkpointer_->Restore());
   apply_->Start();
-  control_->Start();
+  ready_.store(true, std::memory_order_release);
+  return Status::OK();
 }
 
 const std::string& Server::control_address() const {
@@ -108,9 +147,22 @@ const std::string& Server::control_address() const {
 std::string Server::xfer_address() const { return context_->address(); }
 
 void Server::RequestStop() {
-  std::lock_guard<std::mutex> lock(mu_);
-  stop_requested_ = true;
-  stop_cv_.notify_all();
+  int requests;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_requested_ = true;
+    requests = ++stop_requests_;
+    stop_cv_.notify_all();
+  }
+  // Whatever waits on other shards or on the disk's previous write gives
+  // up now, so that the stop takes seconds, not --timeout_ms or longer.
+  if (requests == 1) {
+    checkpointer_->BeginStop();
+  } else {
+    LOG(WARNING) << "stop requested again: giving up the final checkpoint's "
+                    "waits";
+    checkpointer_->Abort();
+  }
 }
 
 bool Server::stop_requested() const {
@@ -144,6 +196,7 @@ void Server::Drain() {
     drained_ = true;
   }
   LOG(INFO) << "stopping: no more control requests; draining the inboxes";
+  checkpointer_->BeginStop();
   control_->Stop();
   inboxes_->SetShutdown();
   apply_->StopAndDrain();
@@ -171,6 +224,22 @@ proto::ControlReply Server::Handle(const proto::ControlRequest& request,
                                    ControlPeer* peer) {
   proto::ControlReply reply;
   Status s;
+  if (!ready_.load(std::memory_order_acquire)) {
+    // Starting (restoring): only the other shards' checkpoint questions.
+    const bool peer_question =
+        request.has_checkpoint() &&
+        (request.checkpoint().action() == proto::CheckpointRequest::PART ||
+         request.checkpoint().action() == proto::CheckpointRequest::RESTORE);
+    if (!peer_question) {
+      reply.set_error(
+          NotInitialized("server shard " + std::to_string(options_.shard_id) +
+                         " is still starting (restoring its checkpoint); "
+                         "try again once its --port_file is written")
+              .ToString());
+      reply.set_error_code(static_cast<uint32_t>(StatusCode::kNotInitialized));
+      return reply;
+    }
+  }
   switch (request.request_case()) {
     case proto::ControlRequest::kHello:
       return Hello(request.hello(), peer);
@@ -184,7 +253,7 @@ proto::ControlReply Server::Handle(const proto::ControlRequest& request,
       *reply.mutable_stats() = Stats();
       break;
     case proto::ControlRequest::kCheckpoint: {
-      auto r = checkpointer_->Handle(request.checkpoint());
+      auto r = checkpointer_->Handle(request.checkpoint(), peer->worker_id);
       if (r.ok()) {
         *reply.mutable_checkpoint() = std::move(*r);
       } else {
@@ -207,6 +276,7 @@ proto::ControlReply Server::Handle(const proto::ControlRequest& request,
         << "control request from " << peer->address << " refused: " << s;
     reply.Clear();
     reply.set_error(s.ToString());
+    reply.set_error_code(static_cast<uint32_t>(s.code()));
   }
   return reply;
 }
@@ -224,6 +294,7 @@ proto::ControlReply Server::Hello(const proto::WorkerHello& hello,
                       std::to_string(options_.num_workers) + " workers";
     LOG(WARNING) << peer->address << ": " << why;
     reply.set_error("invalid argument: " + why);
+    reply.set_error_code(static_cast<uint32_t>(StatusCode::kInvalidArgument));
     return reply;
   }
   peer->worker_id = w;

@@ -7,8 +7,8 @@
 // of this worker's inbox, the status words and every table's rows; exact
 // pushes and pulls; stats; shutdown.
 //
-//   auto server = Server::Create(options).value();   // allocates, logs tables
-//   server->Start();                                  // listens, applies
+//   auto server = Server::Create(options).value();   // allocates, listens
+//   server->Start();        // restores (agreed with the other shards), applies
 //   server->Run(stats_every_secs);                    // until RequestStop()
 //   // Run() has stopped the control service, drained every inbox and logged
 //   // the final stats.
@@ -16,8 +16,15 @@
 // The server's clock and barrier words are passive: workers write their
 // clocks into shard 0's status words and read them back one-sidedly; the
 // server only tells them the mode (ClusterInfo.consistency).
+//
+// The control service listens from Create on, but until Start() is done
+// (the restore agreed by every shard) it answers only the other shards'
+// checkpoint questions; workers are told the server is still starting.
+// With a checkpoint folder the server publishes its control address there
+// (server/peer_registry.h) so that the shards can reach each other.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -32,6 +39,7 @@
 #include "server/checkpointer.h"
 #include "server/control_service.h"
 #include "server/inboxes.h"
+#include "server/peer_registry.h"
 #include "server/server_stats.h"
 #include "server/shard.h"
 
@@ -49,6 +57,15 @@ struct ServerOptions {
   std::string consistency = "async";  // "async", "bsp" or "ssp"
   uint32_t staleness = 2;             // ssp only
   xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
+  // Shared by every process of the cluster (core/auth.h); required when
+  // listen_host is not a loopback address.
+  xfer::ClusterSecret secret;
+  // A peer (worker or shard) silent this long is lost; control calls and
+  // hellos have this deadline.
+  int timeout_ms = 30000;
+  // Control connections at once; 0: 2 per worker, 1 per other shard, and 8
+  // for tools.
+  uint32_t max_control_connections = 0;
   uint32_t inbox_slots = protocol::kDefaultInboxSlots;
   uint32_t slot_bytes = protocol::kDefaultSlotBytes;
   CheckpointOptions checkpoint;  // server/checkpointer.h
@@ -60,20 +77,26 @@ Status ValidateServerOptions(const ServerOptions& options);
 class Server {
  public:
   // Validates the options, creates the xfer Context, allocates and
-  // initializes every table, the inboxes and status words, and binds the
-  // control listener. Logs one line per table.
+  // initializes every table, the inboxes and status words, and starts the
+  // control service (for the other shards only, until Start). Logs one line
+  // per table.
   static StatusOr<std::unique_ptr<Server>> Create(ServerOptions options);
   ~Server();
 
-  // Starts the apply threads and the control service.
-  void Start();
+  // Restores the shard (--restore_from, agreed with every other shard),
+  // starts the apply threads and opens the control service to workers. A
+  // failed or cancelled (RequestStop) restore is returned; the server then
+  // serves nobody and is destroyed.
+  Status Start();
   // "host:port" of the control listener (what workers and --port_file get).
   const std::string& control_address() const;
   // The xfer Context's address (in ClusterInfo).
   std::string xfer_address() const;
 
-  // Makes Run() return. Thread-safe; not async-signal-safe (call it from a
-  // signal-handling thread, not a handler).
+  // Makes Run() return; the server then stops within seconds (waits that
+  // could last are cancelled; a final checkpoint is still written). A
+  // second call also gives up on the final checkpoint's waits. Thread-safe;
+  // not async-signal-safe (call it from a signal-handling thread).
   void RequestStop();
   bool stop_requested() const;
 
@@ -110,11 +133,15 @@ class Server {
   std::unique_ptr<ServerStats> stats_;
   std::unique_ptr<ApplyLoop> apply_;
   std::unique_ptr<ControlService> control_;
+  std::unique_ptr<PeerRegistry> peers_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  // Set once Start() is done: workers may be served.
+  std::atomic<bool> ready_{false};
 
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stop_requested_ = false;  // guarded by mu_
+  int stop_requests_ = 0;        // guarded by mu_
   bool drained_ = false;         // guarded by mu_
 };
 

@@ -4,17 +4,10 @@
 
 namespace ps::worker {
 
-StatusOr<std::unique_ptr<CheckpointSync>> CheckpointSync::Connect(
-    const std::vector<std::string>& servers, uint32_t worker_id,
-    int timeout_ms) {
-  if (servers.empty()) return InvalidArgument("no servers");
-  std::unique_ptr<CheckpointSync> s(new CheckpointSync);
-  s->worker_id_ = worker_id;
-  for (const std::string& a : servers) {
-    auto c = protocol::ControlClient::Connect(a, timeout_ms);
-    if (!c.ok()) return c.status().WithContext("checkpoint sync to " + a);
-    s->servers_.push_back(std::move(*c));
-  }
+StatusOr<std::unique_ptr<CheckpointSync>> CheckpointSync::Create(
+    PsClient* client) {
+  if (client == nullptr) return InvalidArgument("no PsClient");
+  std::unique_ptr<CheckpointSync> s(new CheckpointSync(client));
   PS_ASSIGN_OR_RETURN(proto::CheckpointReply info, s->Info());
   s->every_steps_ = info.every_steps();
   s->every_secs_ = info.every_secs();
@@ -22,17 +15,18 @@ StatusOr<std::unique_ptr<CheckpointSync>> CheckpointSync::Connect(
 }
 
 StatusOr<proto::CheckpointReply> CheckpointSync::Call(
-    size_t shard, const proto::CheckpointRequest& r) {
+    uint32_t shard, const proto::CheckpointRequest& r) {
   proto::ControlRequest req;
   *req.mutable_checkpoint() = r;
-  PS_ASSIGN_OR_RETURN(proto::ControlReply reply, servers_[shard].Call(req));
+  PS_ASSIGN_OR_RETURN(proto::ControlReply reply,
+                      client_->CallServer(shard, req));
   return reply.checkpoint();
 }
 
 StatusOr<proto::CheckpointReply> CheckpointSync::Info() {
   proto::CheckpointRequest r;
   r.set_action(proto::CheckpointRequest::INFO);
-  r.set_worker_id(worker_id_);
+  r.set_worker_id(client_->worker_id());
   return Call(0, r);
 }
 
@@ -42,43 +36,48 @@ StatusOr<bool> CheckpointSync::Due(uint64_t step) {
   proto::CheckpointRequest r;
   r.set_action(proto::CheckpointRequest::DUE);
   r.set_step(step);
-  r.set_worker_id(worker_id_);
+  r.set_worker_id(client_->worker_id());
   PS_ASSIGN_OR_RETURN(proto::CheckpointReply reply, Call(0, r));
   return reply.due();
 }
 
-StatusOr<double> CheckpointSync::Checkpoint(PsClient* client, uint64_t step,
-                                            uint64_t epoch,
-                                            uint64_t examples_consumed) {
-  PS_RETURN_IF_ERROR(client->WaitApplied());
+StatusOr<CheckpointResult> CheckpointSync::Checkpoint(
+    uint64_t step, uint64_t epoch, uint64_t examples_consumed) {
+  PS_RETURN_IF_ERROR(client_->WaitApplied());
   proto::CheckpointRequest pos;
   pos.set_action(proto::CheckpointRequest::POSITION);
   pos.set_step(step);
-  pos.set_worker_id(worker_id_);
+  pos.set_worker_id(client_->worker_id());
   pos.set_epoch(epoch);
   pos.set_examples_consumed(examples_consumed);
-  PS_RETURN_IF_ERROR(Call(0, pos).status());
+  PS_ASSIGN_OR_RETURN(proto::CheckpointReply at, Call(0, pos));
+  CheckpointResult result;
+  result.previous_step = at.previous_step();
+  result.previous_failed = at.previous_failed();
+  result.previous_error = at.previous_error();
+  result.consecutive_failures = at.consecutive_failures();
+  result.newest_complete_step = at.newest_complete_step();
   // Nobody pushes between the two barriers: the cut is at this step.
-  PS_RETURN_IF_ERROR(client->Barrier());
-  double pause = 0;
-  if (worker_id_ == 0) {
+  PS_RETURN_IF_ERROR(client_->Barrier());
+  if (client_->worker_id() == 0) {
     proto::CheckpointRequest cut;
     cut.set_action(proto::CheckpointRequest::CUT);
     cut.set_step(step);
-    cut.set_worker_id(worker_id_);
-    for (size_t k = 0; k < servers_.size(); ++k) {
+    cut.set_worker_id(0);
+    const uint32_t shards = client_->num_servers();
+    for (uint32_t k = 0; k < shards; ++k) {
       auto r = Call(k, cut);
       if (!r.ok()) {
         // Release the others before reporting.
-        (void)client->Barrier();
+        (void)client_->Barrier();
         return r.status().WithContext("checkpoint cut on shard " +
                                       std::to_string(k));
       }
-      pause = std::max(pause, r->cut_pause_ms());
+      result.copy_ms = std::max(result.copy_ms, r->cut_pause_ms());
     }
   }
-  PS_RETURN_IF_ERROR(client->Barrier());
-  return pause;
+  PS_RETURN_IF_ERROR(client_->Barrier());
+  return result;
 }
 
 }  // namespace ps::worker

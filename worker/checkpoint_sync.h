@@ -2,7 +2,7 @@
 // boundaries and to resume from one (the servers do the storage; see
 // server/checkpointer.h for the cut protocol).
 //
-//   auto sync = CheckpointSync::Connect(servers, worker_id).value();
+//   auto sync = CheckpointSync::Create(client).value();  // client: PsClient*
 //   auto info = sync->Info().value();        // once, before training
 //   if (info.restored()) { start at info.restored_step() + 1, skip
 //                          info.examples_consumed() examples of epoch
@@ -10,46 +10,57 @@
 //   for each step s:
 //     ... pushes ...; client->Clock();
 //     if (sync->Due(s).value())               // same answer on every worker
-//       sync->Checkpoint(client, s, epoch, examples_consumed_in_epoch);
+//       auto r = sync->Checkpoint(s, epoch, examples_consumed_in_epoch);
+//       // r->previous_failed: the checkpoint before this one failed
 //
 // Every worker must call Checkpoint at the same steps (Due makes sure).
-// Training pauses for two barriers and the servers' copy of their rows.
+// Training pauses for two barriers and the servers' copy of their rows. The
+// requests travel on the client's own control connections, as the worker
+// that said hello there (a cut is worker 0's request only).
+//
+// Not thread-safe: the trainer's step thread calls it.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "base/status_or.h"
-#include "protocol/control_channel.h"
 #include "protocol/ps.pb.h"
 #include "worker/ps_client.h"
 
 namespace ps::worker {
 
+// What one Checkpoint call found.
+struct CheckpointResult {
+  double copy_ms = 0;  // worker 0: the longest copy pause of the servers
+  // Shard 0's account of how the checkpoint before this one ended.
+  uint64_t previous_step = 0;  // 0: there was none
+  bool previous_failed = false;
+  std::string previous_error;
+  uint32_t consecutive_failures = 0;
+  uint64_t newest_complete_step = 0;  // 0: none yet
+};
+
 class CheckpointSync {
  public:
-  static StatusOr<std::unique_ptr<CheckpointSync>> Connect(
-      const std::vector<std::string>& servers, uint32_t worker_id,
-      int timeout_ms = 30000);
+  // `client` must outlive the CheckpointSync.
+  static StatusOr<std::unique_ptr<CheckpointSync>> Create(PsClient* client);
 
   // The schedule and, after a restore, where this worker resumes.
   StatusOr<proto::CheckpointReply> Info();
   // Whether every worker checkpoints at `step`. A step schedule is decided
   // here; a time schedule asks shard 0, which answers all workers alike.
   StatusOr<bool> Due(uint64_t step);
-  // The cut at `step` (after Clock() for it). Returns the longest copy
-  // pause of the servers in ms (worker 0; 0 on the others).
-  StatusOr<double> Checkpoint(PsClient* client, uint64_t step, uint64_t epoch,
-                              uint64_t examples_consumed);
+  // The cut at `step` (after Clock() for it).
+  StatusOr<CheckpointResult> Checkpoint(uint64_t step, uint64_t epoch,
+                                        uint64_t examples_consumed);
 
  private:
-  CheckpointSync() = default;
-  StatusOr<proto::CheckpointReply> Call(size_t shard,
+  explicit CheckpointSync(PsClient* client) : client_(client) {}
+  StatusOr<proto::CheckpointReply> Call(uint32_t shard,
                                         const proto::CheckpointRequest& r);
-  uint32_t worker_id_ = 0;
-  std::vector<protocol::ControlClient> servers_;
+  PsClient* const client_;
   uint64_t every_steps_ = 0, every_secs_ = 0;
 };
 

@@ -33,7 +33,8 @@ Status ConnectServer(ClientContext& ctx, const PsClient::Options& options,
   const std::string& address = options.servers[shard];
   link->shard = shard;
   link->name = "server " + std::to_string(shard) + " (" + address + ")";
-  auto control = protocol::ControlClient::Connect(address, options.timeout_ms);
+  auto control = protocol::ControlClient::Connect(
+      address, {.timeout_ms = options.timeout_ms, .secret = options.secret});
   if (!control.ok()) return control.status().WithContext(link->name);
   link->control.emplace(std::move(control).value());
   proto::ControlRequest hello;
@@ -143,6 +144,7 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const Options& options) {
   xo.name = "worker-" + std::to_string(options.worker_id);
   xo.transport = options.transport;
   xo.peer_timeout_ms = options.timeout_ms;
+  xo.secret = options.secret;
   PS_ASSIGN_OR_RETURN(ctx.xfer, xfer::Context::Create(xo));
   for (uint32_t s = 0; s < options.servers.size(); ++s) {
     ctx.servers.push_back(std::make_unique<ServerLink>());
@@ -190,6 +192,7 @@ const proto::TableSpec* PsClient::table(const std::string& name) const {
 }
 uint32_t PsClient::worker_id() const { return impl_->ctx.worker_id; }
 uint32_t PsClient::num_workers() const { return impl_->ctx.num_workers; }
+uint32_t PsClient::num_servers() const { return impl_->ctx.shards(); }
 
 Status PsClient::Push(uint32_t table_id, std::span<const uint64_t> keys,
                       std::span<const float> grads) {
@@ -281,15 +284,20 @@ Status PsClient::Barrier() {
 }
 
 StatusOr<proto::StatsReply> PsClient::Stats(uint32_t shard) {
+  proto::ControlRequest req;
+  req.set_stats(true);
+  PS_ASSIGN_OR_RETURN(proto::ControlReply reply, CallServer(shard, req));
+  return reply.stats();
+}
+
+StatusOr<proto::ControlReply> PsClient::CallServer(
+    uint32_t shard, const proto::ControlRequest& r) {
   ClientContext& ctx = impl_->ctx;
   if (shard >= ctx.shards()) {
     return InvalidArgument("no shard " + std::to_string(shard) + " (of " +
                            std::to_string(ctx.shards()) + ")");
   }
-  proto::ControlRequest req;
-  req.set_stats(true);
-  PS_ASSIGN_OR_RETURN(proto::ControlReply reply, ctx.servers[shard]->Call(req));
-  return reply.stats();
+  return ctx.servers[shard]->Call(r);
 }
 
 }  // namespace ps::worker

@@ -46,8 +46,11 @@ class PsClient {
     // Control addresses of the servers, in shard order.
     std::vector<std::string> servers;
     xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
-    // A server silent for this long is lost: operations fail with kPeerLost.
+    // A server silent for this long is lost: operations fail with kPeerLost
+    // (or kTimeout for a control call without reply or keepalive).
     int timeout_ms = 30000;
+    // The cluster secret (core/auth.h); empty: the servers must have none.
+    xfer::ClusterSecret secret;
   };
 
   static StatusOr<std::unique_ptr<PsClient>> Connect(const Options& options);
@@ -58,6 +61,7 @@ class PsClient {
   const proto::TableSpec* table(const std::string& name) const;
   uint32_t worker_id() const;
   uint32_t num_workers() const;
+  uint32_t num_servers() const;
 
   // Adds grads (keys.size() x dim floats, row-major) to the keys' rows
   // through the table's optimizer. Duplicate keys are summed first.
@@ -94,6 +98,15 @@ class PsClient {
 
   // Counters of server `shard`.
   StatusOr<proto::StatsReply> Stats(uint32_t shard);
+
+  // Sends one control request to server `shard` on this worker's own
+  // connection (which said hello as this worker) and returns the reply:
+  // for worker-side protocols built on the control channel, such as
+  // checkpoint sync (worker/checkpoint_sync.h). Completes when the reply
+  // arrives; kTimeout when the server sent nothing, not even a keepalive,
+  // for timeout_ms.
+  StatusOr<proto::ControlReply> CallServer(uint32_t shard,
+                                           const proto::ControlRequest& r);
 
   class Impl;
 

@@ -77,7 +77,17 @@ DEFINE_string(transport, "auto",
               "Data path to the servers: 'auto' (shared memory on the same "
               "host, else tcp), 'shm' or 'tcp'.");
 DEFINE_int32(timeout_ms, 30000,
-             "A server silent this long counts as lost (the run fails).");
+             "A server silent this long counts as lost (the run fails); also "
+             "the deadline of every control call (a server working on a long "
+             "one keeps it alive).");
+DEFINE_string(cluster_secret_file, "",
+              "File holding the cluster's shared secret, the one the servers "
+              "have (see ps_server --help). Empty: $PS_CLUSTER_SECRET_FILE, "
+              "else $PS_CLUSTER_SECRET, else none.");
+DEFINE_uint32(max_failed_checkpoints, 3,
+              "Stop (exit status 4) when this many checkpoints in a row "
+              "failed, so that no more training is lost than that; each "
+              "failure is a warning. 0: never stop.");
 DEFINE_string(metrics_json, "",
               "If set, write the final metrics here as JSON.");
 DEFINE_uint64(seed, 1, "Seed of the held-out split.");
@@ -119,6 +129,7 @@ namespace {
 // restarted from a checkpoint), also when it shows as a timeout.
 constexpr int kExitUsage = 2;
 constexpr int kExitServerLost = 3;
+constexpr int kExitCheckpointsFailing = 4;
 
 // Bounds of the flags that size what each thread allocates (see their
 // --help): far above any useful setting, far below what ends in bad_alloc.
@@ -222,7 +233,8 @@ int Main(int argc, char** argv) {
       "Exit status: 0 done, 1 failed (also when training diverges: a loss "
       "or prediction that is not finite), 2 bad usage, 3 a server was lost "
       "(crashed or unreachable; or --timeout_ms passed waiting for the "
-      "others). Recovery from 3: stop the remaining "
+      "others), 4 --max_failed_checkpoints checkpoints in a row failed (a "
+      "full disk?). Recovery from 3: stop the remaining "
       "servers and workers, restart every server with "
       "--restore_from=latest (all shards return to the same checkpoint), "
       "then restart every worker with the same flags.");
@@ -312,6 +324,7 @@ int Main(int argc, char** argv) {
 
   std::unique_ptr<ps::train::ParamStore> store;
   std::unique_ptr<ps::worker::CheckpointSync> checkpoint_sync;
+  bool checkpoints_failing = false;
   if (FLAGS_local) {
     if (!FLAGS_servers.empty())
       return Fail(2, "--local and --servers exclude each other");
@@ -330,6 +343,9 @@ int Main(int argc, char** argv) {
     co.worker_id = to.worker_id;
     co.num_workers = to.num_workers;
     co.timeout_ms = FLAGS_timeout_ms;
+    auto secret = ps::xfer::ClusterSecret::Resolve(FLAGS_cluster_secret_file);
+    if (!secret.ok()) return Fail(kExitUsage, secret.status().ToString());
+    co.secret = std::move(*secret);
     if (FLAGS_transport == "auto") {
       co.transport = ps::xfer::TransportChoice::kAuto;
     } else if (FLAGS_transport == "shm") {
@@ -348,8 +364,7 @@ int Main(int argc, char** argv) {
     auto owned = std::make_unique<ps::train::PsParamStore>(std::move(*client));
     ps::train::PsParamStore* ps_store = owned.get();
     store = std::move(owned);
-    auto sync = ps::worker::CheckpointSync::Connect(co.servers, to.worker_id,
-                                                    FLAGS_timeout_ms);
+    auto sync = ps::worker::CheckpointSync::Create(ps_store->client());
     if (!sync.ok()) {
       return Fail(
           1, "checkpoint info from the servers: " + sync.status().ToString());
@@ -378,19 +393,42 @@ int Main(int argc, char** argv) {
     if (info->every_steps() > 0 || info->every_secs() > 0) {
       ps::worker::CheckpointSync* cs = checkpoint_sync.get();
       to.checkpoint_due = [cs](uint64_t step) { return cs->Due(step); };
-      to.checkpoint = [cs, ps_store](uint64_t step, uint32_t epoch,
-                                     uint64_t consumed) -> ps::Status {
+      to.checkpoint = [cs, &checkpoints_failing](
+                          uint64_t step, uint32_t epoch,
+                          uint64_t consumed) -> ps::Status {
         const auto start = std::chrono::steady_clock::now();
-        auto copy_ms =
-            cs->Checkpoint(ps_store->client(), step, epoch, consumed);
-        if (!copy_ms.ok()) return copy_ms.status();
+        auto r = cs->Checkpoint(step, epoch, consumed);
+        if (!r.ok()) return r.status();
         const double ms = std::chrono::duration<double, std::milli>(
                               std::chrono::steady_clock::now() - start)
                               .count();
         LOG(INFO) << "checkpoint at step " << step << " paused training " << ms
-                  << " ms (servers' copy " << *copy_ms
+                  << " ms (servers' copy " << r->copy_ms
                   << " ms); position epoch " << epoch + 1 << ", " << consumed
                   << " examples";
+        if (!r->previous_failed) return ps::Status::OK();
+        const std::string newest =
+            r->newest_complete_step == 0
+                ? "none yet"
+                : "step " + std::to_string(r->newest_complete_step);
+        LOG(WARNING) << "the checkpoint at step " << r->previous_step
+                     << " FAILED: " << r->previous_error << " ("
+                     << r->consecutive_failures
+                     << " in a row; the newest complete checkpoint: " << newest
+                     << ")";
+        if (FLAGS_max_failed_checkpoints > 0 &&
+            r->consecutive_failures >= FLAGS_max_failed_checkpoints) {
+          checkpoints_failing = true;
+          return ps::IOError(
+              std::to_string(r->consecutive_failures) +
+              " checkpoints in a row failed (--max_failed_checkpoints=" +
+              std::to_string(FLAGS_max_failed_checkpoints) +
+              "), the last: " + r->previous_error +
+              "; the newest complete checkpoint: " + newest +
+              ". Stopping, so that no more training is lost: fix the cause "
+              "(see the servers' logs), then restart the servers with "
+              "--restore_from=latest and the workers");
+        }
         return ps::Status::OK();
       };
     }
@@ -407,6 +445,9 @@ int Main(int argc, char** argv) {
     return 0;
   }
   auto result = trainer->Run();
+  if (!result.ok() && checkpoints_failing) {
+    return Fail(kExitCheckpointsFailing, result.status().ToString());
+  }
   // A server that died shows as kPeerLost here, and as kTimeout on workers
   // that wait (BSP clock, barrier) for a worker stuck on it.
   if (!result.ok() && !FLAGS_local &&

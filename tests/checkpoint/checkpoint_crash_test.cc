@@ -212,10 +212,17 @@ class CheckpointCrashTest : public ::testing::Test {
         o.extra_flags.push_back("--test_hold_checkpoint_step=" +
                                 std::to_string(hold_step_on_shard0));
       }
-      auto s = ServerProcess::Start(PS_SERVER_BIN, o, life->dir);
+      // Launched together: a restoring shard waits for the others'
+      // verdicts before it publishes its address.
+      auto s = ServerProcess::Launch(PS_SERVER_BIN, o, life->dir);
       EXPECT_TRUE(s.ok()) << s.status();
       if (!s.ok()) return nullptr;
       life->servers.push_back(std::move(*s));
+    }
+    for (auto& s : life->servers) {
+      ps::Status ready = s->WaitReady();
+      EXPECT_TRUE(ready.ok()) << ready;
+      if (!ready.ok()) return nullptr;
     }
     return life;
   }

@@ -135,9 +135,10 @@ int Intruder(LineChannel& ch, const TestCluster& cluster) {
   std::vector<protocol::ControlClient> controls;  // kept open until exit
   std::mt19937_64 rng(4242);
   for (uint32_t s = 0; s < cluster.options().num_servers; ++s) {
-    PS_CHILD_ASSIGN(auto control,
-                    protocol::ControlClient::Connect(cluster.addresses()[s],
-                                                     10000 * SlowdownFactor()));
+    PS_CHILD_ASSIGN(auto control, protocol::ControlClient::Connect(
+                                      cluster.addresses()[s],
+                                      {.timeout_ms = 10000 * SlowdownFactor(),
+                                       .secret = {}}));
     proto::ControlRequest hello;
     hello.mutable_hello()->set_worker_id(2);
     hello.mutable_hello()->set_num_workers(kWorkers);

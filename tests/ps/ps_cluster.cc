@@ -33,9 +33,12 @@ StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(
     so.apply_threads = options.apply_threads;
     so.extra_flags = options.extra_flags;
     PS_ASSIGN_OR_RETURN(
-        auto server, ServerProcess::Start(PS_SERVER_BIN, so, c->dir_->path()));
-    c->addresses_.push_back(server->address());
+        auto server, ServerProcess::Launch(PS_SERVER_BIN, so, c->dir_->path()));
     c->servers_.push_back(std::move(server));
+  }
+  for (auto& server : c->servers_) {
+    PS_RETURN_IF_ERROR(server->WaitReady());
+    c->addresses_.push_back(server->address());
   }
   return c;
 }

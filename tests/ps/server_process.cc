@@ -152,6 +152,13 @@ std::string FileTail(const std::string& path, size_t max_bytes) {
 
 StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::string& binary, const ServerOptions& o, const std::string& dir) {
+  PS_ASSIGN_OR_RETURN(auto server, Launch(binary, o, dir));
+  PS_RETURN_IF_ERROR(server->WaitReady());
+  return server;
+}
+
+StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Launch(
+    const std::string& binary, const ServerOptions& o, const std::string& dir) {
   const std::string tag = "server-" + std::to_string(o.shard_id);
   const std::string port_file = dir + "/" + tag + ".addr";
   const std::string log_path = dir + "/" + tag + ".log";
@@ -227,34 +234,56 @@ StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   std::unique_ptr<ServerProcess> server(new ServerProcess());
   server->pid_ = pid;
   server->log_path_ = log_path;
+  server->port_file_ = port_file;
+  server->tag_ = tag;
+  return server;
+}
+
+Status ServerProcess::WaitReady() {
   const int64_t deadline = NowMillis() + 30000LL * SlowdownFactor();
   std::string last_seen;
   for (;;) {
-    if (auto code = TryReap(pid)) {
-      server->pid_ = -1;
-      return Internal(tag + " exited with code " + std::to_string(*code) +
+    if (pid_ <= 0) return Internal(tag_ + " is not running");
+    if (auto code = TryReap(pid_)) {
+      pid_ = -1;
+      stop_result_ = StatusOr<int>(*code);
+      return Internal(tag_ + " exited with code " + std::to_string(*code) +
                       " before publishing its address; log:\n" +
-                      FileTail(log_path, 4000));
+                      FileTail(log_path_, 4000));
     }
     // The address counts once it parses and two reads 20 ms apart agree (a
     // reader may catch the file half-written).
-    if (auto text = ReadWholeFile(port_file)) {
+    if (auto text = ReadWholeFile(port_file_)) {
       if (auto addr = ParseAddress(*text)) {
         if (*addr == last_seen) {
-          server->address_ = *addr;
-          return server;
+          address_ = *addr;
+          return Status::OK();
         }
         last_seen = *addr;
       }
     }
     if (NowMillis() > deadline) {
-      std::string tail = FileTail(log_path, 4000);
-      server.reset();  // stops the process
-      return Timeout(tag + " did not write " + port_file + " in time; log:\n" +
-                     tail);
+      std::string tail = FileTail(log_path_, 4000);
+      (void)Stop(10000 * SlowdownFactor());
+      return Timeout(tag_ + " did not write " + port_file_ +
+                     " in time; log:\n" + tail);
     }
     usleep(20000);
   }
+}
+
+std::optional<int> ServerProcess::Exited() {
+  if (stop_result_) {
+    return stop_result_->ok() ? std::optional<int>(**stop_result_)
+                              : std::nullopt;
+  }
+  if (pid_ <= 0) return std::nullopt;
+  if (auto code = TryReap(pid_)) {
+    pid_ = -1;
+    stop_result_ = StatusOr<int>(*code);
+    return *code;
+  }
+  return std::nullopt;
 }
 
 StatusOr<int> ServerProcess::Stop(int timeout_ms) {

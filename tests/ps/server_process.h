@@ -75,6 +75,15 @@ class ServerProcess {
   static StatusOr<std::unique_ptr<ServerProcess>> Start(
       const std::string& binary, const ServerOptions& options,
       const std::string& dir);
+  // Start in two halves, for servers that must start together (a restore
+  // waits for every shard): Launch starts the process, WaitReady waits for
+  // its address as Start does (on failure the process is gone).
+  static StatusOr<std::unique_ptr<ServerProcess>> Launch(
+      const std::string& binary, const ServerOptions& options,
+      const std::string& dir);
+  Status WaitReady();
+  // Its exit code once it exited by itself (reaps it), else nullopt.
+  std::optional<int> Exited();
 
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
@@ -99,6 +108,8 @@ class ServerProcess {
   pid_t pid_ = -1;
   std::string address_;
   std::string log_path_;
+  std::string port_file_;
+  std::string tag_;
   std::optional<StatusOr<int>> stop_result_;
 };
 

@@ -160,7 +160,8 @@ TEST(ServerProcessTest, HelloGivesClusterInfoAndShutdownExitsZero) {
   TempDir dir;
   Started s = StartServer(dir);
   ASSERT_FALSE(s.address.empty());
-  auto client = protocol::ControlClient::Connect(s.address, 5000);
+  auto client = protocol::ControlClient::Connect(
+      s.address, {.timeout_ms = 5000, .secret = {}});
   ASSERT_TRUE(client.ok()) << client.status();
 
   // A worker id this server does not serve is refused, the connection lives.
@@ -209,7 +210,8 @@ TEST(ServerProcessTest, OneSidedPushAppliesAndGarbageIsCounted) {
   TempDir dir;
   Started s = StartServer(dir);
   ASSERT_FALSE(s.address.empty());
-  auto client = protocol::ControlClient::Connect(s.address, 5000);
+  auto client = protocol::ControlClient::Connect(
+      s.address, {.timeout_ms = 5000, .secret = {}});
   ASSERT_TRUE(client.ok()) << client.status();
   auto reply = client->Call(Hello(0, 2));
   ASSERT_TRUE(reply.ok()) << reply.status();
