@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -218,6 +219,47 @@ TEST_F(ProgramExitCodesTest, DivergingRunWithAServerExitsOne) {
          1,
          {"training diverged at step ",
           "lower the learning rate of table emb (sgd, learning_rate 1e+38)"},
+         10);
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(ProgramExitCodesTest, ServerRefusesBadCheckpointDirsAndOpenListeners) {
+  const std::string file = dir_->WriteFile("not-a-dir", "x").value();
+  Expect({PS_SERVER_BIN, "--tables=" + tables_, "--checkpoint_dir=" + file}, 2,
+         {"--checkpoint_dir", file});
+  Expect({PS_SERVER_BIN, "--tables=" + tables_, "--checkpoint_dir=/proc/ps"}, 2,
+         {"--checkpoint_dir", "/proc/ps"});
+  Expect({PS_SERVER_BIN, "--tables=" + tables_, "--listen_host=0.0.0.0"}, 2,
+         {"cluster secret"});
+}
+
+// Every checkpoint's directory name is taken by a file, so each write fails:
+// the worker warns at each checkpoint and stops with 4 after
+// --max_failed_checkpoints in a row.
+TEST_F(ProgramExitCodesTest, WorkerStopsWhenCheckpointsKeepFailing) {
+  const std::string ckpt = Path("ckpt");
+  std::filesystem::create_directories(ckpt);
+  for (int step = 2; step <= 40; step += 2) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "ckpt-%012d", step);
+    std::ofstream(ckpt + "/" + name) << "in the way";
+  }
+  ps::testing::ServerOptions so;
+  so.tables_path = tables_;
+  so.extra_flags = {"--checkpoint_dir=" + ckpt, "--checkpoint_every_steps=2",
+                    "--checkpoint_on_exit=false"};
+  auto server = ServerProcess::Start(PS_SERVER_BIN, so, dir_->path());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Expect({PS_WORKER_BIN, "--servers=" + (*server)->address(),
+          "--train_data=" + TrainData(), "--batch_size=100",
+          "--progress_secs=0", "--max_failed_checkpoints=2"},
+         4,
+         {"the checkpoint at step 2 FAILED", "1 in a row",
+          "2 checkpoints in a row failed (--max_failed_checkpoints=2)",
+          "the newest complete checkpoint: none yet"},
          10);
 }
 
