@@ -113,7 +113,8 @@ Status CheckCheckpointRoot(const std::string& path) {
   if (!exists) {
     // Another process creating it at the same time is not an error.
     fs::create_directories(target, ec);
-    if (ec && !fs::is_directory(target)) {
+    std::error_code exists_ec;
+    if (ec && !fs::is_directory(target, exists_ec)) {
       return ErrnoStatus(StatusCode::kIOError,
                          "cannot create checkpoint directory " + path,
                          ec.value());

@@ -87,7 +87,8 @@ Status DeleteCheckpoint(const CheckpointInfo& c) {
   // Until this fsync, a power loss could bring the MANIFEST back after the
   // parent is gone. A directory another process deleted meanwhile needs none.
   Status synced = SyncDirectory(c.path);
-  if (!synced.ok() && std::filesystem::exists(c.path)) return synced;
+  std::error_code ec;
+  if (!synced.ok() && std::filesystem::exists(c.path, ec)) return synced;
   return RemoveTree(c.path).WithContext("retention");
 }
 

@@ -249,7 +249,10 @@ StatusOr<std::vector<CheckpointInfo>> ListCheckpoints(const std::string& root) {
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     CheckpointInfo info;
     info.name = it->path().filename().string();
-    if (!it->is_directory() || !ParseCheckpointDirName(info.name, &info.step)) {
+    // An entry that vanishes meanwhile (a concurrent retention) is skipped.
+    std::error_code type_ec;
+    if (!it->is_directory(type_ec) ||
+        !ParseCheckpointDirName(info.name, &info.step)) {
       continue;
     }
     info.path = it->path().string();
