@@ -10,12 +10,12 @@
 
 #include <cstdio>
 #include <ctime>
-#include <exception>
-#include <new>
 #include <string>
 
 #include "checkpoint/layout.h"
 #include "checkpoint/restorer.h"
+#include "cli/flags.h"
+#include "cli/guarded_main.h"
 
 DEFINE_string(dir, "", "Checkpoint root (the servers' --checkpoint_dir).");
 DEFINE_string(checkpoint, "",
@@ -175,6 +175,11 @@ int Main(int argc, char** argv) {
       "  ps_ckpt list --dir=ROOT\n"
       "  ps_ckpt inspect --checkpoint=PATH | --dir=ROOT --checkpoint=latest\n"
       "  ps_ckpt verify --checkpoint=PATH | --dir=ROOT");
+  // gflags exits with 1 on an unknown flag, which here means "damaged".
+  if (ps::Status s = ps::cli::PrecheckFlags(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "ps_ckpt: %s\n", s.message().c_str());
+    return kExitUsage;
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc != 2) {
     std::fprintf(stderr,
@@ -204,16 +209,6 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-// An exception escaping Main (a bad_alloc for a size read off a damaged
-// file, say) would abort (exit 134); report it and exit 1 instead. This is
-// cli/guarded_main.h spelled out: ps_ckpt links only ps_checkpoint.
 int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::bad_alloc& e) {
-    std::fprintf(stderr, "ps_ckpt: out of memory: %s\n", e.what());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ps_ckpt: failed: %s\n", e.what());
-  }
-  return kExitDamaged;
+  return ps::cli::GuardedMain("ps_ckpt", [&] { return Main(argc, argv); });
 }

@@ -429,7 +429,8 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
 #endif
       if (want_shm && same_host) {
     // Same host: switch to the peer's Unix socket, which can carry memfds.
-    PS_ASSIGN_OR_RETURN(UniqueFd ufd, ConnectUnix(reply.unix_socket()));
+    PS_ASSIGN_OR_RETURN(UniqueFd ufd,
+                        ConnectUnix(reply.unix_socket(), deadline));
     PS_ASSIGN_OR_RETURN(
         proto::HelloReply again,
         Handshake(ufd.get(), MakeHello("shm"), address, deadline));

@@ -159,15 +159,28 @@ StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms) {
   return last;
 }
 
-StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name) {
-  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return NetErr("socket(AF_UNIX)", errno);
+StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name,
+                               Deadline deadline) {
   sockaddr_un addr;
   socklen_t len = AbstractAddress(abstract_name, &addr);
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    return NetErr("connect unix @" + abstract_name, errno);
+  for (;;) {
+    // Non-blocking: a listener whose backlog is full makes a blocking
+    // connect wait without end; this one retries until the deadline.
+    UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) return NetErr("socket(AF_UNIX)", errno);
+    if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0) {
+      fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+      return fd;
+    }
+    if (errno != EAGAIN && errno != EINTR) {
+      return NetErr("connect unix @" + abstract_name, errno);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Timeout("connect unix @" + abstract_name +
+                     ": the listener's backlog stayed full");
+    }
+    usleep(1000);
   }
-  return fd;
 }
 
 StatusOr<UniqueFd> Accept(int listen_fd) {

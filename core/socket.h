@@ -15,6 +15,9 @@
 
 namespace ps::xfer::internal {
 
+// A point in time by which a socket operation must be done.
+using Deadline = std::chrono::steady_clock::time_point;
+
 // Owns a file descriptor; closes it on destruction.
 class UniqueFd {
  public:
@@ -50,7 +53,8 @@ StatusOr<uint16_t> LocalPort(int fd);
 StatusOr<UniqueFd> ListenUnix(const std::string& abstract_name);
 // Connected sockets (blocking, TCP_NODELAY on TCP).
 StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms);
-StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name);
+StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name,
+                               Deadline deadline);
 // accept4 with CLOEXEC; TCP_NODELAY on TCP.
 StatusOr<UniqueFd> Accept(int listen_fd);
 
@@ -64,7 +68,6 @@ Status Skip(int fd, uint64_t len);
 
 // The same moves with one deadline for all of it: kTimeout (naming `what`)
 // once it passes before the last byte moved, however the bytes trickle in.
-using Deadline = std::chrono::steady_clock::time_point;
 Status SendAllBefore(int fd, const void* data, size_t len, Deadline deadline,
                      std::string_view what);
 Status RecvAllBefore(int fd, void* data, size_t len, Deadline deadline,

@@ -26,9 +26,12 @@ using Reply = proto::CheckpointReply;
 constexpr uint64_t kMaxCutStep = uint64_t{1} << 62;
 // How many steps' part states a shard remembers for PART answers.
 constexpr size_t kPartsKept = 16;
-// A stopping server asks the other shards this briefly: one that does not
-// answer at once is not waited for.
-constexpr int kStopProbeMs = 1000;
+// How long a stopping server still waits for another shard that does not
+// answer or has not cut yet: the shards' stops are not coordinated, so a
+// peer may be a moment behind, but not longer.
+constexpr auto kStopGrace = std::chrono::seconds(2);
+// Requests and map entries a peer may make us keep, at most.
+constexpr size_t kMaxPendingSteps = 1024;
 // How often shard 0 looks for missing parts while it waits.
 constexpr auto kPartPoll = std::chrono::milliseconds(50);
 
@@ -282,7 +285,7 @@ Status Checkpointer::AgreeOnRestore(uint64_t step) {
     }
     std::unique_lock<std::mutex> lock(mu_);
     if (cv_.wait_for(lock, std::chrono::milliseconds(100),
-                     [this] { return aborted_; })) {
+                     [this] { return stopping_; })) {
       return Cancelled("the server is stopping");
     }
   }
@@ -298,8 +301,9 @@ void Checkpointer::SetVerdict(uint64_t step, const Status& verdict) {
 
 void Checkpointer::LingerUntilHeard(uint64_t last_step) {
   if (peers_ == nullptr || shard_->num_shards() == 1) return;
-  // Done with shard j once it asked for our verdicts, or once it answers
-  // that it restores nothing either (then it does not need ours).
+  // Done with shard j once it asked for our verdict on the last candidate,
+  // or once it answers that it restores that one neither (then it does not
+  // need ours).
   const auto give_up =
       Clock::now() + std::chrono::seconds(options_.restore_wait_secs);
   proto::CheckpointRequest ask;
@@ -312,7 +316,7 @@ void Checkpointer::LingerUntilHeard(uint64_t last_step) {
       if (j == shard_->shard_id() || done.count(j)) continue;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (askers_.count(j)) {
+        if (askers_.count({j, last_step})) {
           done.insert(j);
           continue;
         }
@@ -324,7 +328,7 @@ void Checkpointer::LingerUntilHeard(uint64_t last_step) {
     std::unique_lock<std::mutex> lock(mu_);
     if (Clock::now() >= give_up ||
         cv_.wait_for(lock, std::chrono::milliseconds(100),
-                     [this] { return aborted_; })) {
+                     [this] { return stopping_; })) {
       LOG(WARNING) << "not every shard heard this shard's restore verdicts "
                       "within --restore_wait_secs";
       return;
@@ -551,9 +555,23 @@ void Checkpointer::WriterLoop() {
 bool Checkpointer::IncrementalPossible() {
   if (!previous_ || options_.full_every <= 1) return false;
   // The parent must be complete (committed by shard 0), and every shard
-  // must come to the same answer: they read the same folder.
+  // must come to the same answer from the folder. A cut waits until shard 0
+  // settled the previous checkpoint (POSITION), but a final cut on stop does
+  // not: wait here until the parent is committed (its MANIFEST) or abandoned
+  // (its directory gone).
   const std::string parent =
       ck::JoinPath(options_.dir, ck::CheckpointDirName(previous_->step));
+  const auto give_up =
+      Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+  for (;;) {
+    std::error_code ec;
+    if (ck::ReadManifest(parent).ok() || !std::filesystem::exists(parent, ec) ||
+        Clock::now() >= give_up) {
+      break;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, kPartPoll, [this] { return aborted_; })) break;
+  }
   auto chain = ck::ResolveChain(parent);
   if (!chain.ok()) return false;
   // chain: the full base first; the new one would be increment number
@@ -567,9 +585,18 @@ void Checkpointer::Write(Job job) {
   const std::string dir =
       ck::JoinPath(options_.dir, ck::CheckpointDirName(step));
   if (ck::ReadManifest(dir).ok()) {
-    LOG(INFO) << "checkpoint " << dir << " already exists; not rewritten";
-    SetPart(step, Reply::WRITTEN);
-    if (k == 0) Settle(step, Status::OK());
+    // A checkpoint of this step from an earlier run (one restored past it,
+    // a damaged one say): its rows are another history. Not overwritten,
+    // and not taken for this one either.
+    Status stale =
+        IOError(dir +
+                " is a complete checkpoint of an earlier run; move it away to "
+                "checkpoint this step again");
+    LOG(ERROR) << "checkpoint step " << step << " shard " << k
+               << " failed: " << stale;
+    SetPart(step, Reply::FAILED, stale.ToString());
+    if (k == 0) Settle(step, stale);
+    previous_.reset();
     return;
   }
   const bool full = !IncrementalPossible();
@@ -582,7 +609,8 @@ void Checkpointer::Write(Job job) {
       LOG(WARNING) << "test hold: checkpoint step " << step << " shard " << k
                    << " half-written, holding (--test_hold_checkpoint_step)";
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::seconds(60), [this] { return stop_; });
+      cv_.wait_for(lock, std::chrono::seconds(60),
+                   [this] { return stop_ || stopping_; });
     };
   }
   ck::ShardSnapshot to_write;
@@ -628,8 +656,7 @@ void Checkpointer::Write(Job job) {
     SetPart(step, Reply::FAILED, entry.status().ToString());
     if (k == 0) {
       Settle(step, entry.status().WithContext("shard 0"));
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
+      (void)ck::RemoveTree(dir);  // the other shards' parts are of no use
     }
     return;
   }
@@ -660,8 +687,9 @@ void Checkpointer::Write(Job job) {
     LOG(ERROR) << "checkpoint step " << step << " abandoned after "
                << Seconds(Clock::now() - waited) << ": " << committed
                << "; deleting " << dir;
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
+    if (Status removed = ck::RemoveTree(dir); !removed.ok()) {
+      LOG(WARNING) << removed;
+    }
     Settle(step, committed);
     return;
   }
@@ -680,13 +708,19 @@ Status Checkpointer::AwaitParts(uint64_t step, const std::string& dir) {
   if (peers_ == nullptr) return Status::OK();
   struct Watch {
     uint64_t instance = 0;
-    std::optional<Clock::time_point> not_cut_since, silent_since;
+    // Since when it has been silent or without the cut.
+    std::optional<Clock::time_point> stalled_since;
   };
   std::vector<Watch> watch(shard_->num_shards());
   const auto timeout = std::chrono::milliseconds(options_.timeout_ms);
   proto::CheckpointRequest ask;
   ask.set_action(proto::CheckpointRequest::PART);
   ask.set_step(step);
+  ask.set_from_shard(shard_->shard_id());
+  auto done = [&](uint32_t j) {
+    std::error_code ec;
+    return std::filesystem::exists(ck::JoinPath(dir, ck::ShardDoneName(j)), ec);
+  };
   for (;;) {
     bool stopping_now, aborted_now;
     {
@@ -695,35 +729,40 @@ Status Checkpointer::AwaitParts(uint64_t step, const std::string& dir) {
       aborted_now = aborted_;
     }
     if (aborted_now) return Cancelled("the server is stopping");
+    // Once stopping, a shard that is silent or has not cut yet gets a
+    // moment, not timeout_ms: the stop must take seconds.
+    const auto patience = stopping_now
+                              ? std::min<Clock::duration>(timeout, kStopGrace)
+                              : Clock::duration(timeout);
     bool missing = false;
     for (uint32_t j = 1; j < shard_->num_shards(); ++j) {
-      std::error_code ec;
-      if (std::filesystem::exists(ck::JoinPath(dir, ck::ShardDoneName(j)),
-                                  ec)) {
-        continue;
-      }
+      if (done(j)) continue;
       missing = true;
       const std::string who = "shard " + std::to_string(j);
-      auto r = peers_->Ask(j, ask, stopping_now ? kStopProbeMs : 0);
+      const auto asked = Clock::now();
+      auto r = peers_->Ask(j, ask);
+      if (done(j)) continue;  // written while we asked (and maybe gone since)
       Watch& w = watch[j];
       const auto now = Clock::now();
+      // Silent (or without the cut) since the question that found it so.
+      auto stalled = [&] {
+        if (!w.stalled_since) w.stalled_since = asked;
+        return now - *w.stalled_since >= patience;
+      };
       if (!r.ok()) {
         const Status& s = r.status();
-        // Nobody listens at its address: it is down. Silence: the probe
-        // waited timeout_ms already. While stopping, nobody is waited for.
-        if (s.Is(StatusCode::kNetwork) || s.Is(StatusCode::kPeerLost) ||
-            s.Is(StatusCode::kTimeout) || stopping_now) {
-          return PeerLost(who + " is lost: " + s.ToString());
+        // Nobody listens at its address: it is down (a stopping shard
+        // keeps listening until its final part is on disk).
+        if (s.Is(StatusCode::kNetwork) || s.Is(StatusCode::kPeerLost)) {
+          return PeerLost(who + " is down: " + s.ToString());
         }
-        if (!w.silent_since) w.silent_since = now;
-        if (now - *w.silent_since >= timeout) {
-          return PeerLost(who + " gave no usable answer for " +
-                          std::to_string(options_.timeout_ms) +
-                          " ms: " + s.ToString());
+        if (stalled()) {
+          return PeerLost(who + " did not answer for " +
+                          Seconds(now - *w.stalled_since) + ": " +
+                          s.ToString());
         }
         continue;
       }
-      w.silent_since.reset();
       if (w.instance != 0 && r->server_instance() != w.instance) {
         return PeerLost(who + " restarted while its part was awaited");
       }
@@ -732,16 +771,16 @@ Status Checkpointer::AwaitParts(uint64_t step, const std::string& dir) {
         case Reply::FAILED:
           return IOError(who + "'s part failed: " + r->part_error());
         case Reply::NOT_CUT:
-          if (!w.not_cut_since) w.not_cut_since = now;
-          if (stopping_now || now - *w.not_cut_since >= timeout) {
-            return Timeout(who + " never received the cut for step " +
-                           std::to_string(step) +
-                           (stopping_now ? " (stopping)" : "") +
-                           ": was worker 0 lost?");
+          if (stalled()) {
+            return Timeout(
+                who + " did not receive the cut for step " +
+                std::to_string(step) + " within " +
+                Seconds(now - *w.stalled_since) +
+                (stopping_now ? " (stopping)" : ": was worker 0 lost?"));
           }
           break;
         default:
-          w.not_cut_since.reset();  // WRITING, or WRITTEN a moment ago
+          w.stalled_since.reset();  // WRITING, or WRITTEN a moment ago
           break;
       }
     }
@@ -804,7 +843,14 @@ StatusOr<proto::CheckpointReply> Checkpointer::Handle(
       return reply;
     }
     case proto::CheckpointRequest::DUE: {
+      if (worker_id < 0) {
+        return InvalidArgument("DUE needs a worker's hello first");
+      }
       std::lock_guard<std::mutex> lock(mu_);
+      if (options_.every_secs > 0 && due_.size() >= kMaxPendingSteps &&
+          !due_.count(r.step())) {
+        return ResourceExhausted("too many pending DUE steps");
+      }
       bool due =
           options_.every_steps > 0 && r.step() % options_.every_steps == 0;
       if (options_.every_secs > 0) {
@@ -834,6 +880,14 @@ StatusOr<proto::CheckpointReply> Checkpointer::Handle(
       cv_.wait(lock,
                [this] { return (queue_.empty() && !writing_) || stopping_; });
       if (stopping_) return Cancelled("the server is stopping");
+      if (r.step() <= last_cut_step_ ||
+          (positions_.size() >= kMaxPendingSteps &&
+           !positions_.count(r.step()))) {
+        return InvalidArgument("POSITION for step " + std::to_string(r.step()) +
+                               ", which is not after the last cut (step " +
+                               std::to_string(last_cut_step_) +
+                               ") or too far ahead");
+      }
       positions_[r.step()][p.worker_id()] = p;
       reply.set_previous_step(outcomes_.last_step);
       reply.set_previous_failed(outcomes_.last_failed);
@@ -863,8 +917,10 @@ StatusOr<proto::CheckpointReply> Checkpointer::Handle(
     }
     case proto::CheckpointRequest::RESTORE: {
       std::lock_guard<std::mutex> lock(mu_);
-      if (r.from_shard() != shard_->shard_id()) {
-        askers_.insert(r.from_shard());
+      if (r.from_shard() < shard_->num_shards() &&
+          r.from_shard() != shard_->shard_id() &&
+          askers_.size() < kMaxPendingSteps) {
+        askers_.insert({r.from_shard(), r.step()});
         cv_.notify_all();
       }
       auto it = verdicts_.find(r.step());

@@ -29,9 +29,10 @@
 // with the previous one, kept in memory, in the background thread: nothing
 // on the apply path (no dirty bits to set per row), at the price of one more
 // copy of the shard's rows in memory. A checkpoint is incremental only when
-// that previous copy is of the newest complete checkpoint and its chain is
-// shorter than `full_every`; every shard decides alike from the folder, so
-// after a failed or abandoned checkpoint all of them write a full one.
+// that previous copy is of a complete checkpoint (committed, not abandoned)
+// whose chain is shorter than `full_every`; every shard decides alike from
+// the folder, so after a failed or abandoned checkpoint all of them write a
+// full one.
 // EXACT tables are always saved whole.
 //
 // Restore (--restore_from=latest|PATH) runs before the server takes
@@ -56,6 +57,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "base/status.h"
 #include "base/status_or.h"
@@ -85,8 +87,8 @@ struct CheckpointOptions {
   int write_threads = 2;
   // Tests (--test_hold_checkpoint_step): the background write of this step
   // stops half-way (SST files written, not ingested, no .done) after
-  // logging "test hold: checkpoint step S shard K", until the server stops
-  // or 60 s pass, so that a test can kill -9 the server mid-write.
+  // logging "test hold: checkpoint step S shard K", until the server is
+  // asked to stop or 60 s pass, so that a test can kill -9 it mid-write.
   uint64_t test_hold_step = 0;
 };
 
@@ -206,7 +208,7 @@ class Checkpointer {
   // Restore verdicts of this shard by step (RESTORE answers), and which
   // shards asked for one.
   std::map<uint64_t, proto::CheckpointReply> verdicts_;  // guarded by mu_
-  std::set<uint32_t> askers_;                            // guarded by mu_
+  std::set<std::pair<uint32_t, uint64_t>> askers_;       // (shard, step), mu_
   bool restored_ = false;
   checkpoint::proto::Manifest restored_manifest_;
   std::string restored_from_;

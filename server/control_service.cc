@@ -4,6 +4,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <system_error>
+
 #include "protocol/control_channel.h"
 
 namespace ps::server {
@@ -132,7 +134,16 @@ void ControlService::AcceptLoop() {
     }
     Connection* raw = c.get();
     connections_.push_back(std::move(c));
-    raw->thread = std::thread([this, raw] { Serve(raw); });
+    try {
+      raw->thread = std::thread([this, raw] { Serve(raw); });
+    } catch (const std::system_error& e) {
+      // Out of threads (a limit of the machine): this peer is refused, the
+      // others are served on.
+      LOG_EVERY_N(WARNING, 20)
+          << "control listener " << address_ << ": no thread for "
+          << raw->peer.address << ": " << e.what();
+      connections_.pop_back();
+    }
   }
 }
 
@@ -153,8 +164,13 @@ void ControlService::KeepaliveLoop() {
       }
       // Never blocks: a client that does not read loses keepalives, not us.
       const uint32_t frame = protocol::kKeepaliveFrame;
-      (void)!::send(c->fd.get(), &frame, sizeof(frame),
-                    MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t n = ::send(c->fd.get(), &frame, sizeof(frame),
+                               MSG_NOSIGNAL | MSG_DONTWAIT);
+      // Part of a frame would garble the stream: such a client (its
+      // buffer full) is cut off.
+      if (n > 0 && n < static_cast<ssize_t>(sizeof(frame))) {
+        shutdown(c->fd.get(), SHUT_RDWR);
+      }
     }
   }
 }

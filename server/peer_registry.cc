@@ -57,19 +57,17 @@ StatusOr<proto::ServerRecord> PeerRegistry::ReadRecord(uint32_t shard) const {
 }
 
 StatusOr<proto::CheckpointReply> PeerRegistry::Ask(
-    uint32_t shard, const proto::CheckpointRequest& request, int timeout_ms) {
+    uint32_t shard, const proto::CheckpointRequest& request) {
   if (shard >= num_shards_ || shard == shard_id_) {
     return InvalidArgument("no peer shard " + std::to_string(shard));
   }
   Link& link = *links_[shard];
   std::lock_guard<std::mutex> lock(link.mu);
-  protocol::ControlClient::Options o = client_;
-  if (timeout_ms > 0) o.timeout_ms = timeout_ms;
-  if (!link.client || timeout_ms > 0) {
+  if (!link.client) {
     // Re-read every time a link is (re)made: the shard may have restarted
     // at another address.
     PS_ASSIGN_OR_RETURN(proto::ServerRecord r, ReadRecord(shard));
-    auto c = protocol::ControlClient::Connect(r.control_address(), o);
+    auto c = protocol::ControlClient::Connect(r.control_address(), client_);
     if (!c.ok()) {
       return c.status().WithContext("shard " + std::to_string(shard));
     }
@@ -79,7 +77,7 @@ StatusOr<proto::CheckpointReply> PeerRegistry::Ask(
   *req.mutable_checkpoint() = request;
   const std::string address = link.client->address();
   auto reply = link.client->Call(req);
-  if (!reply.ok() || timeout_ms > 0) link.client.reset();
+  if (!reply.ok()) link.client.reset();
   if (!reply.ok()) {
     return reply.status().WithContext("shard " + std::to_string(shard));
   }

@@ -37,14 +37,13 @@ class PeerRegistry {
   // Writes this server's record (atomically; replaces an older one).
   Status Publish(const std::string& control_address, uint64_t instance);
 
-  // Asks shard `shard` (not this one). kNotFound: it has no record yet;
-  // kNetwork / kPeerLost: nobody listens at its address (it is down);
-  // kTimeout: it did not answer within the client's timeout; otherwise its
-  // answer or its error. `timeout_ms` > 0 overrides the client's timeout
-  // for this call (a stopping server asks briefly).
+  // Asks shard `shard` (not this one). kNotFound: it has no record yet (or
+  // a stale one); kNetwork / kPeerLost: nobody listens at its address (it
+  // is down); kTimeout: it did not answer within the client's timeout (keep
+  // it short: callers ask again and add the silence up); otherwise its
+  // answer or its error.
   StatusOr<proto::CheckpointReply> Ask(uint32_t shard,
-                                       const proto::CheckpointRequest& request,
-                                       int timeout_ms = 0);
+                                       const proto::CheckpointRequest& request);
 
   uint32_t shard_id() const { return shard_id_; }
   uint32_t num_shards() const { return num_shards_; }

@@ -8,6 +8,12 @@
 #include "protocol/shard_map.h"
 
 namespace ps::server {
+namespace {
+
+// The deadline of one question to another shard (PeerRegistry::Ask).
+constexpr int kPeerQuestionMs = 1000;
+
+}  // namespace
 
 Status ValidateServerOptions(const ServerOptions& o) {
   if (o.num_shards == 0 || o.num_shards > 4096) {
@@ -41,9 +47,11 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (o.tables.table_size() == 0) {
     return InvalidArgument("no tables: give --tables a TableConfig file");
   }
-  if (o.timeout_ms <= 0) {
-    return InvalidArgument("--timeout_ms must be positive, not " +
-                           std::to_string(o.timeout_ms));
+  if (o.timeout_ms < 1000 || o.timeout_ms > 24 * 3600 * 1000) {
+    return InvalidArgument(
+        "--timeout_ms must be in [1000, 86400000] (keepalives come every "
+        "250 ms), not " +
+        std::to_string(o.timeout_ms));
   }
   PS_RETURN_IF_ERROR(
       xfer::RequireSecretFor(o.listen_host, o.secret, "--listen_host"));
@@ -83,10 +91,13 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
                 .parent_path()
                 .string();
   if (!registry_dir.empty() && o.num_shards > 1) {
+    // Each question to a peer has a short deadline; the callers add up the
+    // silence to --timeout_ms, and a stop does not wait for a long one.
     s->peers_ = std::make_unique<PeerRegistry>(
         registry_dir, o.shard_id, o.num_shards,
-        protocol::ControlClient::Options{.timeout_ms = o.timeout_ms,
-                                         .secret = o.secret});
+        protocol::ControlClient::Options{
+            .timeout_ms = std::min(o.timeout_ms, kPeerQuestionMs),
+            .secret = o.secret});
   }
   s->checkpointer_ = std::make_unique<Checkpointer>(
       o.checkpoint, s->shard_.get(), s->peers_.get(), s->context_->instance());
@@ -136,7 +147,7 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
 Status Server::Start() {
   PS_RETURN_IF_ERROR(checkpointer_->Restore());
   apply_->Start();
-  ready_.store(true, std::memory_order_release);
+  serving_.store(Serving::kEveryone, std::memory_order_release);
   return Status::OK();
 }
 
@@ -195,12 +206,16 @@ void Server::Drain() {
     if (drained_) return;
     drained_ = true;
   }
-  LOG(INFO) << "stopping: no more control requests; draining the inboxes";
+  LOG(INFO) << "stopping: no more worker requests; draining the inboxes";
+  // Workers are refused from here on, but the other shards may still ask
+  // how this shard's part of a checkpoint stands (shard 0 waits for the
+  // final one): the control service stops last.
+  serving_.store(Serving::kPeersOnly, std::memory_order_release);
   checkpointer_->BeginStop();
-  control_->Stop();
   inboxes_->SetShutdown();
   apply_->StopAndDrain();
   checkpointer_->Finish();
+  control_->Stop();
   LOG(INFO) << "final stats: " << StatsLine();
 }
 
@@ -224,17 +239,19 @@ proto::ControlReply Server::Handle(const proto::ControlRequest& request,
                                    ControlPeer* peer) {
   proto::ControlReply reply;
   Status s;
-  if (!ready_.load(std::memory_order_acquire)) {
-    // Starting (restoring): only the other shards' checkpoint questions.
+  if (serving_.load(std::memory_order_acquire) == Serving::kPeersOnly) {
     const bool peer_question =
         request.has_checkpoint() &&
         (request.checkpoint().action() == proto::CheckpointRequest::PART ||
          request.checkpoint().action() == proto::CheckpointRequest::RESTORE);
     if (!peer_question) {
       reply.set_error(
-          NotInitialized("server shard " + std::to_string(options_.shard_id) +
-                         " is still starting (restoring its checkpoint); "
-                         "try again once its --port_file is written")
+          NotInitialized(
+              "server shard " + std::to_string(options_.shard_id) +
+              (stop_requested()
+                   ? " is stopping"
+                   : " is still starting (restoring its checkpoint); try "
+                     "again once its --port_file is written"))
               .ToString());
       reply.set_error_code(static_cast<uint32_t>(StatusCode::kNotInitialized));
       return reply;

@@ -18,8 +18,10 @@
 // server only tells them the mode (ClusterInfo.consistency).
 //
 // The control service listens from Create on, but until Start() is done
-// (the restore agreed by every shard) it answers only the other shards'
-// checkpoint questions; workers are told the server is still starting.
+// (the restore agreed by every shard), and again from the moment the server
+// stops until its final checkpoint is committed, it answers only the other
+// shards' checkpoint questions; workers are told the server is starting or
+// stopping.
 // With a checkpoint folder the server publishes its control address there
 // (server/peer_registry.h) so that the shards can reach each other.
 #pragma once
@@ -135,8 +137,11 @@ class Server {
   std::unique_ptr<ControlService> control_;
   std::unique_ptr<PeerRegistry> peers_;
   std::unique_ptr<Checkpointer> checkpointer_;
-  // Set once Start() is done: workers may be served.
-  std::atomic<bool> ready_{false};
+  // Whom the control service answers: while starting (restoring) and while
+  // stopping (the final checkpoint), the other shards' checkpoint questions
+  // only; while serving, everyone.
+  enum class Serving { kPeersOnly, kEveryone };
+  std::atomic<Serving> serving_{Serving::kPeersOnly};
 
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;

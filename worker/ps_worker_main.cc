@@ -167,6 +167,9 @@ ps::Status CheckFlags() {
       "batch_size", FLAGS_batch_size, 1, kMaxBatch,
       "every training thread holds a batch with its rows and gradients"));
   PS_RETURN_IF_ERROR(CheckUintFlag("threads", FLAGS_threads, 1, kMaxThreads));
+  PS_RETURN_IF_ERROR(ps::cli::CheckIntFlag(
+      "timeout_ms", FLAGS_timeout_ms, 1000, 24 * 3600 * 1000,
+      "servers send keepalives every 250 ms during long calls"));
   PS_RETURN_IF_ERROR(
       CheckUintFlag("num_workers", FLAGS_num_workers, 1, kMaxWorkers));
   PS_RETURN_IF_ERROR(CheckUintFlag("worker_id", FLAGS_worker_id, 0,

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,6 +83,9 @@ class CheckpointFaultsTest : public ::testing::Test {
   std::vector<std::unique_ptr<ServerProcess>> Launch(
       uint32_t n, const std::vector<std::string>& flags,
       const std::vector<std::string>& shard1_flags = {}) {
+    // Each launch logs into a folder of its own.
+    const std::string logs = dir_->path() + "/life-" + std::to_string(++lives_);
+    std::filesystem::create_directories(logs);
     std::vector<std::unique_ptr<ServerProcess>> servers;
     for (uint32_t k = 0; k < n; ++k) {
       ServerOptions o;
@@ -98,7 +102,7 @@ class CheckpointFaultsTest : public ::testing::Test {
       if (k == 1) {
         for (const auto& f : shard1_flags) o.extra_flags.push_back(f);
       }
-      auto s = ServerProcess::Launch(PS_SERVER_BIN, o, dir_->path());
+      auto s = ServerProcess::Launch(PS_SERVER_BIN, o, logs);
       EXPECT_TRUE(s.ok()) << s.status();
       servers.push_back(std::move(*s));
     }
@@ -149,6 +153,7 @@ class CheckpointFaultsTest : public ::testing::Test {
   std::unique_ptr<ScratchDir> dir_;
   std::string tables_;
   std::string ckpt_;
+  int lives_ = 0;
 };
 
 void Kill9(ServerProcess& s) {
@@ -219,6 +224,85 @@ TEST_F(CheckpointFaultsTest, AShardKilledMidWriteIsGivenUpInTime) {
   EXPECT_EQ(*code, 0) << servers[0]->ReadLog();
   EXPECT_LT(SecondsSince(term), 5.0 * SlowdownFactor());
   EXPECT_TRUE(Complete(1));
+}
+
+TEST_F(CheckpointFaultsTest, AShardThatStopsAnsweringIsGivenUpAtTheTimeout) {
+  auto servers = Launch(2, {"--checkpoint_on_exit=false"},
+                        {"--test_hold_checkpoint_step=1"});
+  ASSERT_TRUE(AllReady(servers));
+  auto client = Connect(servers);
+  ASSERT_NE(client, nullptr);
+  auto sync = worker::CheckpointSync::Create(client.get()).value();
+  Step(*client, 1);
+  ASSERT_TRUE(sync->Checkpoint(1, 0, 100).ok());
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return servers[1]->ReadLog().find("test hold: checkpoint step 1") !=
+               std::string::npos;
+      },
+      10 * SlowdownFactor()));
+  // Alive (its port accepts) but silent: only the timeout tells.
+  kill(servers[1]->pid(), SIGSTOP);
+  const auto stopped = Clock::now();
+  const bool abandoned = Eventually(
+      [&] {
+        return servers[0]->ReadLog().find("checkpoint step 1 abandoned") !=
+               std::string::npos;
+      },
+      10 * SlowdownFactor());
+  const double gave_up = SecondsSince(stopped);
+  Kill9(*servers[1]);
+  ASSERT_TRUE(abandoned) << servers[0]->ReadLog();
+  const double timeout_s = kTimeoutMs * SlowdownFactor() / 1000.0;
+  EXPECT_GT(gave_up, 0.8 * timeout_s);
+  EXPECT_LT(gave_up, timeout_s + 1.5 * SlowdownFactor());
+  std::printf(
+      "shard 0 gave up a silent shard's part after %.2f s "
+      "(--timeout_ms=%d)\n",
+      gave_up, kTimeoutMs * SlowdownFactor());
+  EXPECT_FALSE(Exists(1));
+}
+
+TEST_F(CheckpointFaultsTest, StoppingEveryShardCommitsTheFinalCheckpoint) {
+  {
+    auto servers = Launch(2, {"--checkpoint_on_exit=true"});
+    ASSERT_TRUE(AllReady(servers));
+    auto client = Connect(servers);
+    ASSERT_NE(client, nullptr);
+    auto sync = worker::CheckpointSync::Create(client.get()).value();
+    Step(*client, 1);
+    ASSERT_TRUE(sync->Checkpoint(1, 0, 10).ok());
+    Step(*client, 2);
+    client.reset();
+    // Both at once, as a cluster stop does: shard 0 must still hear from
+    // shard 1 about the final checkpoint (step 2).
+    const auto term = Clock::now();
+    for (auto& s : servers) kill(s->pid(), SIGTERM);
+    for (auto& s : servers) {
+      // One signal only (a second one gives up the final checkpoint).
+      std::optional<int> code;
+      EXPECT_TRUE(Eventually([&] { return (code = s->Exited()).has_value(); },
+                             20 * SlowdownFactor()));
+      EXPECT_EQ(code, std::optional<int>(0)) << s->ReadLog();
+    }
+    EXPECT_LT(SecondsSince(term), 5.0 * SlowdownFactor());
+    EXPECT_TRUE(Complete(2)) << servers[0]->ReadLog();
+  }
+  // A restore waits for the other shards, but a SIGTERM ends the wait.
+  auto servers = Launch(2, {"--restore_from=latest"});
+  Kill9(*servers[1]);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return servers[0]->ReadLog().find("waiting for the other shards") !=
+               std::string::npos;
+      },
+      10 * SlowdownFactor()))
+      << servers[0]->ReadLog();
+  const auto term = Clock::now();
+  auto code = servers[0]->Stop(20000 * SlowdownFactor());
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << servers[0]->ReadLog();
+  EXPECT_LT(SecondsSince(term), 5.0 * SlowdownFactor());
 }
 
 TEST_F(CheckpointFaultsTest, ForgedCutsAreRefused) {

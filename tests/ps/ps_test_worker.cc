@@ -38,6 +38,9 @@ DEFINE_uint32(report_every, 10, "Print progress every this many steps.");
 DEFINE_string(transport, "auto", "xfer transport: auto, shm or tcp.");
 DEFINE_int32(timeout_ms, 30000,
              "A server silent for this long counts as lost.");
+DEFINE_string(cluster_secret_file, "",
+              "The cluster's shared secret (as ps_server's); empty: "
+              "$PS_CLUSTER_SECRET_FILE, else $PS_CLUSTER_SECRET, else none.");
 
 namespace {
 
@@ -77,6 +80,13 @@ int main(int argc, char** argv) {
   options.num_workers = FLAGS_num_workers;
   options.servers = SplitCommas(FLAGS_servers);
   options.timeout_ms = FLAGS_timeout_ms;
+  auto secret = ps::xfer::ClusterSecret::Resolve(FLAGS_cluster_secret_file);
+  if (!secret.ok()) {
+    std::fprintf(stderr, "ps_test_worker: %s\n",
+                 secret.status().ToString().c_str());
+    return 2;
+  }
+  options.secret = std::move(*secret);
   if (FLAGS_transport == "shm") {
     options.transport = ps::xfer::TransportChoice::kShm;
   } else if (FLAGS_transport == "tcp") {

@@ -1,7 +1,7 @@
-// The exit statuses ps_worker and ps_datagen promise, with the real
-// binaries: 2 for bad usage (an unknown flag, a size no machine can hold, a
-// non-finite or absurd value, an evaluating worker outside the job), said
-// in a message that names the flag and before anything is allocated; 1 for
+// The exit statuses ps_worker, ps_datagen, ps_server and ps_ckpt promise, with
+// the real binaries: 2 for bad usage (an unknown flag, a size no machine can
+// hold, a non-finite or absurd value, an evaluating worker outside the job),
+// said in a message that names the flag and before anything is allocated; 1 for
 // a training run that diverges, with --local and against a ps_server, with
 // a message that says what to change. Every case must end in seconds: the
 // defects these guard against were aborts (std::bad_alloc, exit 134) and
@@ -225,6 +225,12 @@ TEST_F(ProgramExitCodesTest, DivergingRunWithAServerExitsOne) {
 }  // namespace
 
 namespace {
+
+TEST_F(ProgramExitCodesTest, CkptUnknownFlagExitsTwoNotOne) {
+  // 1 would mean "a checkpoint is damaged".
+  Expect({PS_CKPT_BIN, "list", "--no_such_flag"}, 2,
+         {"ps_ckpt: unknown flag --no_such_flag"});
+}
 
 TEST_F(ProgramExitCodesTest, ServerRefusesBadCheckpointDirsAndOpenListeners) {
   const std::string file = dir_->WriteFile("not-a-dir", "x").value();
