@@ -260,6 +260,8 @@ Status Checkpointer::AgreeOnRestore(uint64_t step) {
       const uint32_t j = *it;
       auto r = peers_->Ask(j, ask);
       if (r.ok() && r->verdict() == Reply::NOT_RESTORED) {
+        std::lock_guard<std::mutex> lock(mu_);
+        known_not_restored_.insert({j, step});  // it needs no answer of ours
         return Corruption("shard " + std::to_string(j) + ": " +
                           r->verdict_error());
       }
@@ -316,7 +318,8 @@ void Checkpointer::LingerUntilHeard(uint64_t last_step) {
       if (j == shard_->shard_id() || done.count(j)) continue;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (askers_.count({j, last_step})) {
+        if (askers_.count({j, last_step}) ||
+            known_not_restored_.count({j, last_step})) {
           done.insert(j);
           continue;
         }
@@ -917,13 +920,14 @@ StatusOr<proto::CheckpointReply> Checkpointer::Handle(
     }
     case proto::CheckpointRequest::RESTORE: {
       std::lock_guard<std::mutex> lock(mu_);
-      if (r.from_shard() < shard_->num_shards() &&
+      auto it = verdicts_.find(r.step());
+      // Heard: the asker got this shard's verdict, not "still loading".
+      if (it != verdicts_.end() && r.from_shard() < shard_->num_shards() &&
           r.from_shard() != shard_->shard_id() &&
           askers_.size() < kMaxPendingSteps) {
         askers_.insert({r.from_shard(), r.step()});
         cv_.notify_all();
       }
-      auto it = verdicts_.find(r.step());
       if (it != verdicts_.end()) {
         reply.set_verdict(it->second.verdict());
         reply.set_verdict_error(it->second.verdict_error());

@@ -209,6 +209,8 @@ class Checkpointer {
   // shards asked for one.
   std::map<uint64_t, proto::CheckpointReply> verdicts_;  // guarded by mu_
   std::set<std::pair<uint32_t, uint64_t>> askers_;       // (shard, step), mu_
+  // (shard, step) that answered NOT_RESTORED: they need no verdict of ours.
+  std::set<std::pair<uint32_t, uint64_t>> known_not_restored_;  // mu_
   bool restored_ = false;
   checkpoint::proto::Manifest restored_manifest_;
   std::string restored_from_;

@@ -141,6 +141,42 @@ class CheckpointFaultsTest : public ::testing::Test {
     ASSERT_TRUE(client.Clock().ok());
   }
 
+  // Servers up, and this test connected as their only worker.
+  struct Cluster {
+    std::vector<std::unique_ptr<ServerProcess>> servers;
+    std::unique_ptr<worker::PsClient> client;
+    std::unique_ptr<worker::CheckpointSync> sync;
+    bool ok() const { return client != nullptr && sync != nullptr; }
+  };
+  Cluster Working(uint32_t n, const std::vector<std::string>& flags,
+                  const std::vector<std::string>& shard1_flags = {}) {
+    Cluster c;
+    c.servers = Launch(n, flags, shard1_flags);
+    if (!AllReady(c.servers)) return c;
+    c.client = Connect(c.servers);
+    if (c.client == nullptr) return c;
+    auto sync = worker::CheckpointSync::Create(c.client.get());
+    EXPECT_TRUE(sync.ok()) << sync.status();
+    if (sync.ok()) c.sync = std::move(*sync);
+    return c;
+  }
+  // The worker leaves, then every server stops (SIGTERM) and exits 0.
+  static void StopAll(Cluster& c) {
+    c.sync.reset();
+    c.client.reset();
+    for (auto& s : c.servers) {
+      auto code = s->Stop(10000 * SlowdownFactor());
+      EXPECT_TRUE(code.ok() && *code == 0) << s->ReadLog();
+    }
+    c.servers.clear();
+  }
+  // A step, then the checkpoint at it.
+  static StatusOr<worker::CheckpointResult> StepAndCheckpoint(Cluster& c,
+                                                              uint64_t step) {
+    Step(*c.client, step);
+    return c.sync->Checkpoint(step, 0, step * 100);
+  }
+
   bool Complete(uint64_t step) const {
     return ck::ReadManifest(ck::JoinPath(ckpt_, ck::CheckpointDirName(step)))
         .ok();
@@ -161,33 +197,25 @@ void Kill9(ServerProcess& s) {
   (void)s.Stop(10000);  // reaps it
 }
 
+// Whether the server's log comes to say `text` within 10 s (x slowdown).
+bool WaitForLog(ServerProcess& s, const std::string& text) {
+  return Eventually([&] { return s.ReadLog().find(text) != std::string::npos; },
+                    10 * SlowdownFactor());
+}
+
 TEST_F(CheckpointFaultsTest, AShardKilledMidWriteIsGivenUpInTime) {
-  auto servers = Launch(2, {"--checkpoint_on_exit=true"},
-                        {"--test_hold_checkpoint_step=2"});
-  ASSERT_TRUE(AllReady(servers));
-  auto client = Connect(servers);
-  ASSERT_NE(client, nullptr);
-  auto sync = worker::CheckpointSync::Create(client.get()).value();
-  Step(*client, 1);
-  ASSERT_TRUE(sync->Checkpoint(1, 0, 100).ok());
+  Cluster c = Working(2, {"--checkpoint_on_exit=true"},
+                      {"--test_hold_checkpoint_step=2"});
+  ASSERT_TRUE(c.ok());
+  auto& servers = c.servers;
+  ASSERT_TRUE(StepAndCheckpoint(c, 1).ok());
   ASSERT_TRUE(Eventually([&] { return Complete(1); }, 10 * SlowdownFactor()));
-  Step(*client, 2);
-  ASSERT_TRUE(sync->Checkpoint(2, 0, 200).ok());
-  ASSERT_TRUE(Eventually(
-      [&] {
-        return servers[1]->ReadLog().find("test hold: checkpoint step 2") !=
-               std::string::npos;
-      },
-      10 * SlowdownFactor()));
+  ASSERT_TRUE(StepAndCheckpoint(c, 2).ok());
+  ASSERT_TRUE(WaitForLog(*servers[1], "test hold: checkpoint step 2"));
 
   Kill9(*servers[1]);
   const auto killed = Clock::now();
-  ASSERT_TRUE(Eventually(
-      [&] {
-        return servers[0]->ReadLog().find("checkpoint step 2 abandoned") !=
-               std::string::npos;
-      },
-      10 * SlowdownFactor()))
+  ASSERT_TRUE(WaitForLog(*servers[0], "checkpoint step 2 abandoned"))
       << servers[0]->ReadLog();
   const double gave_up = SecondsSince(killed);
   // Before: shard 0 waited 600 s for the dead shard's part.
@@ -200,7 +228,7 @@ TEST_F(CheckpointFaultsTest, AShardKilledMidWriteIsGivenUpInTime) {
   pos.mutable_checkpoint()->set_action(proto::CheckpointRequest::POSITION);
   pos.mutable_checkpoint()->set_step(3);
   const auto asked = Clock::now();
-  auto reply = client->CallServer(0, pos);
+  auto reply = c.client->CallServer(0, pos);
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_LT(SecondsSince(asked), 2.0 * SlowdownFactor());
   const proto::CheckpointReply& r = reply->checkpoint();
@@ -213,9 +241,9 @@ TEST_F(CheckpointFaultsTest, AShardKilledMidWriteIsGivenUpInTime) {
 
   // The whole next checkpoint fails fast (shard 1 is gone), not after 150 s.
   const auto started = Clock::now();
-  EXPECT_FALSE(sync->Checkpoint(4, 0, 400).ok());
+  EXPECT_FALSE(c.sync->Checkpoint(4, 0, 400).ok());
   EXPECT_LT(SecondsSince(started), 5.0 * SlowdownFactor());
-  client.reset();
+  c.client.reset();
 
   // SIGTERM: within 5 s, although its final checkpoint cannot complete.
   const auto term = Clock::now();
@@ -227,29 +255,16 @@ TEST_F(CheckpointFaultsTest, AShardKilledMidWriteIsGivenUpInTime) {
 }
 
 TEST_F(CheckpointFaultsTest, AShardThatStopsAnsweringIsGivenUpAtTheTimeout) {
-  auto servers = Launch(2, {"--checkpoint_on_exit=false"},
-                        {"--test_hold_checkpoint_step=1"});
-  ASSERT_TRUE(AllReady(servers));
-  auto client = Connect(servers);
-  ASSERT_NE(client, nullptr);
-  auto sync = worker::CheckpointSync::Create(client.get()).value();
-  Step(*client, 1);
-  ASSERT_TRUE(sync->Checkpoint(1, 0, 100).ok());
-  ASSERT_TRUE(Eventually(
-      [&] {
-        return servers[1]->ReadLog().find("test hold: checkpoint step 1") !=
-               std::string::npos;
-      },
-      10 * SlowdownFactor()));
+  Cluster c = Working(2, {"--checkpoint_on_exit=false"},
+                      {"--test_hold_checkpoint_step=1"});
+  ASSERT_TRUE(c.ok());
+  auto& servers = c.servers;
+  ASSERT_TRUE(StepAndCheckpoint(c, 1).ok());
+  ASSERT_TRUE(WaitForLog(*servers[1], "test hold: checkpoint step 1"));
   // Alive (its port accepts) but silent: only the timeout tells.
   kill(servers[1]->pid(), SIGSTOP);
   const auto stopped = Clock::now();
-  const bool abandoned = Eventually(
-      [&] {
-        return servers[0]->ReadLog().find("checkpoint step 1 abandoned") !=
-               std::string::npos;
-      },
-      10 * SlowdownFactor());
+  const bool abandoned = WaitForLog(*servers[0], "checkpoint step 1 abandoned");
   const double gave_up = SecondsSince(stopped);
   Kill9(*servers[1]);
   ASSERT_TRUE(abandoned) << servers[0]->ReadLog();
@@ -265,15 +280,12 @@ TEST_F(CheckpointFaultsTest, AShardThatStopsAnsweringIsGivenUpAtTheTimeout) {
 
 TEST_F(CheckpointFaultsTest, StoppingEveryShardCommitsTheFinalCheckpoint) {
   {
-    auto servers = Launch(2, {"--checkpoint_on_exit=true"});
-    ASSERT_TRUE(AllReady(servers));
-    auto client = Connect(servers);
-    ASSERT_NE(client, nullptr);
-    auto sync = worker::CheckpointSync::Create(client.get()).value();
-    Step(*client, 1);
-    ASSERT_TRUE(sync->Checkpoint(1, 0, 10).ok());
-    Step(*client, 2);
-    client.reset();
+    Cluster c = Working(2, {"--checkpoint_on_exit=true"});
+    ASSERT_TRUE(c.ok());
+    auto& servers = c.servers;
+    ASSERT_TRUE(StepAndCheckpoint(c, 1).ok());
+    Step(*c.client, 2);
+    c.client.reset();
     // Both at once, as a cluster stop does: shard 0 must still hear from
     // shard 1 about the final checkpoint (step 2).
     const auto term = Clock::now();
@@ -291,12 +303,7 @@ TEST_F(CheckpointFaultsTest, StoppingEveryShardCommitsTheFinalCheckpoint) {
   // A restore waits for the other shards, but a SIGTERM ends the wait.
   auto servers = Launch(2, {"--restore_from=latest"});
   Kill9(*servers[1]);
-  ASSERT_TRUE(Eventually(
-      [&] {
-        return servers[0]->ReadLog().find("waiting for the other shards") !=
-               std::string::npos;
-      },
-      10 * SlowdownFactor()))
+  ASSERT_TRUE(WaitForLog(*servers[0], "waiting for the other shards"))
       << servers[0]->ReadLog();
   const auto term = Clock::now();
   auto code = servers[0]->Stop(20000 * SlowdownFactor());
@@ -306,30 +313,26 @@ TEST_F(CheckpointFaultsTest, StoppingEveryShardCommitsTheFinalCheckpoint) {
 }
 
 TEST_F(CheckpointFaultsTest, ForgedCutsAreRefused) {
-  auto servers = Launch(2, {"--checkpoint_on_exit=false"});
-  ASSERT_TRUE(AllReady(servers));
+  Cluster c = Working(2, {"--checkpoint_on_exit=false"});
+  ASSERT_TRUE(c.ok());
   proto::ControlRequest cut;
   cut.mutable_checkpoint()->set_action(proto::CheckpointRequest::CUT);
   cut.mutable_checkpoint()->set_step(std::numeric_limits<uint64_t>::max());
   // Anonymous: no hello on this connection.
   auto anonymous = protocol::ControlClient::Connect(
-      servers[0]->address(), {.timeout_ms = 5000, .secret = {}});
+      c.servers[0]->address(), {.timeout_ms = 5000, .secret = {}});
   ASSERT_TRUE(anonymous.ok()) << anonymous.status();
   auto refused = anonymous->Call(cut);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("worker 0"), std::string::npos)
       << refused.status();
   // Worker 0 itself, at a step that would wrap the final checkpoint's.
-  auto client = Connect(servers);
-  ASSERT_NE(client, nullptr);
   const auto start = Clock::now();
-  refused = client->CallServer(0, cut);
+  refused = c.client->CallServer(0, cut);
   ASSERT_FALSE(refused.ok());
   EXPECT_LT(SecondsSince(start), 1.0 * SlowdownFactor());
   // The real schedule goes on.
-  auto sync = worker::CheckpointSync::Create(client.get()).value();
-  Step(*client, 1);
-  ASSERT_TRUE(sync->Checkpoint(1, 0, 10).ok());
+  ASSERT_TRUE(StepAndCheckpoint(c, 1).ok());
   EXPECT_TRUE(Eventually([&] { return Complete(1); }, 10 * SlowdownFactor()));
 }
 
@@ -349,20 +352,14 @@ void Damage(const std::string& checkpoint, uint32_t k) {
 
 TEST_F(CheckpointFaultsTest, AllShardsRestoreOneCheckpointOrNoneStarts) {
   {
-    auto servers = Launch(2, {"--checkpoint_on_exit=false"});
-    ASSERT_TRUE(AllReady(servers));
-    auto client = Connect(servers);
-    ASSERT_NE(client, nullptr);
-    auto sync = worker::CheckpointSync::Create(client.get()).value();
+    Cluster c = Working(2, {"--checkpoint_on_exit=false"});
+    ASSERT_TRUE(c.ok());
     for (uint64_t step = 1; step <= 2; ++step) {
-      Step(*client, step);
-      ASSERT_TRUE(sync->Checkpoint(step, 0, step * 10).ok());
+      ASSERT_TRUE(StepAndCheckpoint(c, step).ok());
       ASSERT_TRUE(
           Eventually([&] { return Complete(step); }, 10 * SlowdownFactor()));
     }
-    client.reset();
-    for (auto& s : servers)
-      EXPECT_EQ(s->Stop(10000 * SlowdownFactor()).value(), 0);
+    StopAll(c);
   }
   Damage(ck::JoinPath(ckpt_, ck::CheckpointDirName(2)), 1);
 
@@ -430,15 +427,11 @@ TEST_F(CheckpointFaultsTest, AFullDiskFreesSpaceAndReportsFailures) {
   // 40,000 rows x 16 floats: about 2.6 MB per (full) checkpoint, so two fit
   // in 7 MB and a third only once retention made room.
   tables_ = dir_->WriteFile("big.tables", kBigTables).value();
-  auto servers = Launch(1, {"--checkpoint_full_every=1", "--checkpoint_keep=3",
-                            "--checkpoint_on_exit=false"});
-  ASSERT_TRUE(AllReady(servers));
-  auto client = Connect(servers);
-  ASSERT_NE(client, nullptr);
-  auto sync = worker::CheckpointSync::Create(client.get()).value();
+  Cluster c = Working(1, {"--checkpoint_full_every=1", "--checkpoint_keep=3",
+                          "--checkpoint_on_exit=false"});
+  ASSERT_TRUE(c.ok());
   for (uint64_t step = 1; step <= 4; ++step) {
-    Step(*client, step);
-    auto r = sync->Checkpoint(step, 0, step);
+    auto r = StepAndCheckpoint(c, step);
     ASSERT_TRUE(r.ok()) << r.status();
     if (step > 1) {
       // Each checkpoint ended well: retention made room when it had to.
@@ -446,13 +439,12 @@ TEST_F(CheckpointFaultsTest, AFullDiskFreesSpaceAndReportsFailures) {
     }
   }
   EXPECT_TRUE(Eventually([&] { return Complete(4); }, 10 * SlowdownFactor()))
-      << servers[0]->ReadLog();
-  EXPECT_NE(servers[0]->ReadLog().find("to make room"), std::string::npos);
+      << c.servers[0]->ReadLog();
+  EXPECT_NE(c.servers[0]->ReadLog().find("to make room"), std::string::npos);
 
   // A table that cannot fit at all: every checkpoint fails, nothing stays
   // behind, and the count of failures in a row reaches the workers.
-  client.reset();
-  EXPECT_EQ(servers[0]->Stop(10000 * SlowdownFactor()).value(), 0);
+  StopAll(c);
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(ckpt_, ec)) {
     std::filesystem::remove_all(e.path(), ec);
@@ -461,16 +453,11 @@ TEST_F(CheckpointFaultsTest, AFullDiskFreesSpaceAndReportsFailures) {
   huge.replace(huge.find("40000"), 5, "90000");  // 6 MB: never fits twice...
   huge.replace(huge.find("dim: 16"), 7, "dim: 32");  // ... nor once
   tables_ = dir_->WriteFile("huge.tables", huge).value();
-  servers =
-      Launch(1, {"--checkpoint_full_every=1", "--checkpoint_on_exit=false"});
-  ASSERT_TRUE(AllReady(servers));
-  client = Connect(servers);
-  ASSERT_NE(client, nullptr);
-  sync = worker::CheckpointSync::Create(client.get()).value();
+  c = Working(1, {"--checkpoint_full_every=1", "--checkpoint_on_exit=false"});
+  ASSERT_TRUE(c.ok());
   uint32_t failures = 0;
   for (uint64_t step = 1; step <= 3; ++step) {
-    Step(*client, step);
-    auto r = sync->Checkpoint(step, 0, step);
+    auto r = StepAndCheckpoint(c, step);
     ASSERT_TRUE(r.ok()) << r.status();
     if (step > 1) {
       EXPECT_TRUE(r->previous_failed);
@@ -480,8 +467,7 @@ TEST_F(CheckpointFaultsTest, AFullDiskFreesSpaceAndReportsFailures) {
     }
   }
   EXPECT_EQ(failures, 2u);
-  client.reset();
-  EXPECT_EQ(servers[0]->Stop(10000 * SlowdownFactor()).value(), 0);
+  StopAll(c);
   uint64_t left = 0;
   for (const auto& e :
        std::filesystem::recursive_directory_iterator(ckpt_, ec)) {
