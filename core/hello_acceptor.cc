@@ -173,8 +173,13 @@ bool HelloAcceptor::Advance(Pending& p) {
     bool complete = false;
     Status s = p.reader.Read(p.fd.get(), &complete);
     if (!s.ok()) {
-      // A peer that hung up before its hello (a port probe) is not news.
-      if (s.Is(StatusCode::kPeerLost)) return false;
+      // A peer that hung up before its hello (a port probe) is not news; one
+      // that hangs up when challenged did not know the secret.
+      if (s.Is(StatusCode::kPeerLost)) {
+        if (p.stage == Pending::Stage::kHello) return false;
+        return Refuse(p, "it hung up instead of proving the cluster secret",
+                      /*tell_peer=*/false);
+      }
       return Refuse(p, s.ToString(), /*tell_peer=*/false);
     }
     if (!complete) return true;

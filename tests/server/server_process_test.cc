@@ -5,6 +5,7 @@
 // and configs give exit code 2.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -329,6 +330,56 @@ TEST(ServerProcessTest, BadFlagsAndConfigsExitWithTwo) {
     EXPECT_EQ(p.WaitExit(std::chrono::seconds(10)), 2) << joined << "\n"
                                                        << p.log();
   }
+}
+
+}  // namespace
+}  // namespace ps
+
+namespace ps {
+namespace {
+
+// With a cluster secret: a member gets its cluster info; a stranger (no
+// secret, or another one) gets nothing on either port, and the server logs
+// each refusal with the peer's address.
+TEST(ServerProcessTest, OnlyMembersOfTheClusterAreServed) {
+  TempDir dir;
+  const std::string key = dir.path() + "/cluster.key";
+  std::ofstream(key) << "the-cluster-secret-0123456789\n";
+  chmod(key.c_str(), 0600);
+  Started s = StartServer(dir, {"--cluster_secret_file=" + key});
+  ASSERT_FALSE(s.address.empty());
+  const auto secret = xfer::ClusterSecret::FromFile(key).value();
+
+  auto member = protocol::ControlClient::Connect(
+      s.address, {.timeout_ms = 5000, .secret = secret});
+  ASSERT_TRUE(member.ok()) << member.status();
+  auto info = member->Call(Hello(0, 2));
+  ASSERT_TRUE(info.ok()) << info.status();
+  const std::string xfer_address = info->cluster().xfer_address();
+
+  auto stranger = protocol::ControlClient::Connect(
+      s.address, {.timeout_ms = 5000, .secret = {}});
+  ASSERT_TRUE(stranger.ok());
+  auto refused = stranger->Call(Hello(1, 2));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().Is(StatusCode::kUnauthenticated))
+      << refused.status();
+
+  xfer::ContextOptions o = Named("intruder");
+  o.secret = xfer::ClusterSecret::FromBytes("another-secret-abcdefgh").value();
+  auto intruder = xfer::Context::Create(o).value();
+  auto ep = intruder->Connect(xfer_address);
+  ASSERT_FALSE(ep.ok());
+  EXPECT_TRUE(ep.status().Is(StatusCode::kUnauthenticated)) << ep.status();
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string log = s.process->log();
+  EXPECT_NE(log.find("refused a request from 127.0.0.1:"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("refused the connection from 127.0.0.1:"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("worker-1 (worker-1) joined"), std::string::npos) << log;
 }
 
 }  // namespace
