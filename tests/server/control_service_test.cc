@@ -54,6 +54,9 @@ double RssMb() {
   return 0;
 }
 
+// What the handler answers; it must never reach an unauthenticated peer.
+constexpr uint64_t kAnswer = 987654321;
+
 // A service whose handler answers stats after `delay_ms`.
 std::unique_ptr<ControlService> StartService(ControlService::Options o,
                                              int delay_ms = 0) {
@@ -61,7 +64,7 @@ std::unique_ptr<ControlService> StartService(ControlService::Options o,
       std::move(o), [delay_ms](const proto::ControlRequest&, ControlPeer*) {
         std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
         proto::ControlReply r;
-        r.mutable_stats()->set_packets_applied(42);
+        r.mutable_stats()->set_packets_applied(kAnswer);
         return r;
       });
   EXPECT_TRUE(s.ok()) << s.status();
@@ -97,13 +100,13 @@ bool ClosedWithin(int fd, double seconds) {
 }
 
 TEST(ControlServiceTest, ASlowRequestIsKeptAlive) {
-  auto service = StartService({}, /*delay_ms=*/1500);
-  auto client = ControlClient::Connect(service->address(), Client(500));
+  auto service = StartService({}, /*delay_ms=*/2000);
+  auto client = ControlClient::Connect(service->address(), Client(1000));
   ASSERT_TRUE(client.ok()) << client.status();
-  // Three times the client's timeout, yet alive: keepalives every 250 ms.
+  // Twice the client's timeout, yet alive: keepalives every 250 ms.
   auto reply = client->Call(Stats());
   ASSERT_TRUE(reply.ok()) << reply.status();
-  EXPECT_EQ(reply->stats().packets_applied(), 42u);
+  EXPECT_EQ(reply->stats().packets_applied(), kAnswer);
 }
 
 TEST(ControlServiceTest, ACallToASilentServerTimesOut) {
@@ -205,7 +208,8 @@ TEST(ControlServiceTest, NothingIsAnsweredBeforeTheProof) {
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(refused.status().Is(StatusCode::kUnauthenticated))
       << refused.status();
-  EXPECT_FALSE(refused.status().message().find("42") != std::string::npos);
+  EXPECT_EQ(refused.status().message().find(std::to_string(kAnswer)),
+            std::string::npos);
 
   auto impostor =
       ControlClient::Connect(service->address(), Client(2000, other));
