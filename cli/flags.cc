@@ -185,20 +185,27 @@ Status PrecheckFlags(int argc, char** argv) {
   return Status::OK();
 }
 
-Status CheckUintFlag(std::string_view name, uint64_t value, uint64_t lo,
-                     uint64_t hi, std::string_view why) {
+namespace {
+
+template <typename T>
+Status CheckInteger(std::string_view name, T value, T lo, T hi,
+                    std::string_view why) {
   if (value >= lo && value <= hi) return Status::OK();
   return OutOfBounds(
       name, "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
       std::to_string(value), why);
 }
 
+}  // namespace
+
+Status CheckUintFlag(std::string_view name, uint64_t value, uint64_t lo,
+                     uint64_t hi, std::string_view why) {
+  return CheckInteger(name, value, lo, hi, why);
+}
+
 Status CheckIntFlag(std::string_view name, int64_t value, int64_t lo,
                     int64_t hi, std::string_view why) {
-  if (value >= lo && value <= hi) return Status::OK();
-  return OutOfBounds(
-      name, "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
-      std::to_string(value), why);
+  return CheckInteger(name, value, lo, hi, why);
 }
 
 Status CheckRealFlag(std::string_view name, double value, double lo, double hi,

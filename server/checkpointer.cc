@@ -687,12 +687,10 @@ void Checkpointer::Write(Job job) {
     if (m.ok()) total_bytes = m->total_bytes();
   }
   if (!committed.ok()) {
+    const Status removed = ck::RemoveTree(dir);
     LOG(ERROR) << "checkpoint step " << step << " abandoned after "
-               << Seconds(Clock::now() - waited) << ": " << committed
-               << "; deleting " << dir;
-    if (Status removed = ck::RemoveTree(dir); !removed.ok()) {
-      LOG(WARNING) << removed;
-    }
+               << Seconds(Clock::now() - waited) << ": " << committed << "; "
+               << (removed.ok() ? "deleted " + dir : removed.ToString());
     Settle(step, committed);
     return;
   }

@@ -42,18 +42,17 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kTimeoutMs = 1000;  // the servers' --timeout_ms
 
-const char kTables[] = R"(
-table {
-  id: 1
-  name: "emb"
-  kind: HASHED
-  dim: 4
-  capacity: 4096
-  push_value_type: FP32
-  optimizer { name: "adagrad" learning_rate: 0.05 initial_accumulator: 0.1 }
-  initializer { name: "uniform" scale: 0.1 seed: 3 }
+// One HASHED table of `capacity` rows x `dim` floats. Adagrad, not SGD:
+// SGD applies without a lock, and the order of a cut with the apply threads
+// (through the worker and shared memory) is one TSan cannot see
+// (server/checkpointer.cc, Copy).
+std::string Tables(uint32_t dim, uint64_t capacity) {
+  return "table { id: 1 name: \"emb\" kind: HASHED dim: " +
+         std::to_string(dim) + " capacity: " + std::to_string(capacity) +
+         " push_value_type: FP32 optimizer { name: \"adagrad\" "
+         "learning_rate: 0.05 initial_accumulator: 0.1 } initializer { name: "
+         "\"uniform\" scale: 0.1 seed: 3 } }\n";
 }
-)";
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -74,7 +73,7 @@ class CheckpointFaultsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = ScratchDir::Create("ckpt_faults").value();
-    tables_ = dir_->WriteFile("emb.tables", kTables).value();
+    tables_ = dir_->WriteFile("emb.tables", Tables(4, 4096)).value();
     ckpt_ = dir_->path() + "/ckpt";
   }
 
@@ -408,29 +407,13 @@ class SmallDisk {
   bool mounted_ = false;
 };
 
-// Adagrad, not SGD: SGD applies without a lock, and the order of the cut
-// with the apply threads (through the worker and shared memory) is one TSan
-// cannot see (server/checkpointer.cc, Copy).
-const char kBigTables[] = R"(
-table {
-  id: 1
-  name: "emb"
-  kind: HASHED
-  dim: 8
-  capacity: 40000
-  push_value_type: FP32
-  optimizer { name: "adagrad" learning_rate: 0.05 initial_accumulator: 0.1 }
-  initializer { name: "uniform" scale: 0.1 seed: 3 }
-}
-)";
-
 TEST_F(CheckpointFaultsTest, AFullDiskFreesSpaceAndReportsFailures) {
   SmallDisk disk(ckpt_, 7);
   if (!disk.ok()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
   // 40,000 rows x 8 floats and their accumulators: about 2.6 MB per (full)
   // checkpoint, so two fit in 7 MB and a third only once retention made
   // room.
-  tables_ = dir_->WriteFile("big.tables", kBigTables).value();
+  tables_ = dir_->WriteFile("big.tables", Tables(8, 40000)).value();
   Cluster c = Working(1, {"--checkpoint_full_every=1", "--checkpoint_keep=3",
                           "--checkpoint_on_exit=false"});
   ASSERT_TRUE(c.ok());
@@ -453,10 +436,8 @@ TEST_F(CheckpointFaultsTest, AFullDiskFreesSpaceAndReportsFailures) {
   for (const auto& e : std::filesystem::directory_iterator(ckpt_, ec)) {
     std::filesystem::remove_all(e.path(), ec);
   }
-  std::string huge = kBigTables;
-  huge.replace(huge.find("40000"), 5, "90000");     // 23 MB with the
-  huge.replace(huge.find("dim: 8"), 6, "dim: 32");  // state: never fits
-  tables_ = dir_->WriteFile("huge.tables", huge).value();
+  // 23 MB with the accumulators: never fits.
+  tables_ = dir_->WriteFile("huge.tables", Tables(32, 90000)).value();
   c = Working(1, {"--checkpoint_full_every=1", "--checkpoint_on_exit=false"});
   ASSERT_TRUE(c.ok());
   uint32_t failures = 0;

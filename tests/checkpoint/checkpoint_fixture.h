@@ -267,4 +267,14 @@ inline StatusOr<proto::Manifest> WriteCheckpoint(
   return CommitCheckpoint(c);
 }
 
+// The steps of every checkpoint directory under `root`, ascending.
+inline std::vector<uint64_t> Steps(const std::string& root) {
+  std::vector<uint64_t> s;
+  auto all = ListCheckpoints(root);
+  EXPECT_TRUE(all.ok()) << all.status();
+  if (!all.ok()) return s;
+  for (const auto& c : *all) s.push_back(c.step);
+  return s;
+}
+
 }  // namespace ps::checkpoint::testing

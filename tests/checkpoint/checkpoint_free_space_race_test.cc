@@ -26,6 +26,7 @@
 namespace ps::checkpoint {
 namespace {
 
+using testing::Steps;
 using testing::TempDir;
 
 // A checkpoint as retention sees it. Many files in it: the more entries,
@@ -56,15 +57,6 @@ void FakeCheckpoint(const std::string& root, uint64_t step, proto::Kind kind,
   e->set_path(ShardDirName(0));
   e->set_kind(kind);
   ASSERT_TRUE(WriteManifest(dir, m).ok());
-}
-
-std::vector<uint64_t> Steps(const std::string& root) {
-  std::vector<uint64_t> s;
-  auto all = ListCheckpoints(root);
-  EXPECT_TRUE(all.ok()) << all.status();
-  if (!all.ok()) return s;
-  for (const auto& c : *all) s.push_back(c.step);
-  return s;
 }
 
 // Children that are killed and reaped however the test ends.

@@ -16,16 +16,8 @@ namespace ps::checkpoint {
 namespace {
 
 using testing::Model;
+using testing::Steps;
 using testing::TempDir;
-
-std::vector<uint64_t> Steps(const std::string& root) {
-  std::vector<uint64_t> s;
-  auto all = ListCheckpoints(root);
-  EXPECT_TRUE(all.ok()) << all.status();
-  if (!all.ok()) return s;
-  for (const auto& c : *all) s.push_back(c.step);
-  return s;
-}
 
 TEST(CheckpointRetention, KeepsLastKFull) {
   TempDir dir;

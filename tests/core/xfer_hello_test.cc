@@ -25,19 +25,10 @@
 #include "core/hello.h"
 #include "core/socket.h"
 #include "core/stream/wire.h"
+#include "tests/fixed_time_zone.h"
 
 namespace ps::testing {
 namespace {
-
-// glibc re-reads the time zone at every localtime() glog makes unless TZ is
-// set, and that free/strdup races between logging threads (TSan reports it;
-// ps_server sets TZ in main for the same reason).
-class FixedTimeZone : public ::testing::Environment {
- public:
-  void SetUp() override { setenv("TZ", ":/etc/localtime", 0); }
-};
-const ::testing::Environment* const kFixedTimeZone =
-    ::testing::AddGlobalTestEnvironment(new FixedTimeZone);
 
 using xfer::ClusterSecret;
 using xfer::Context;
