@@ -142,20 +142,6 @@ void WriteChunk(const TablePlan& plan, const rocksdb::Options& options,
   }
 }
 
-// Everything WriteShard makes for shard `shard` in `checkpoint_dir`: its
-// database, the SST staging folder, shard-<k>.done and its temp file.
-Status RemoveShardFiles(const std::string& checkpoint_dir, uint32_t shard) {
-  const std::string shard_dir = JoinPath(checkpoint_dir, ShardDirName(shard));
-  const std::string done = JoinPath(checkpoint_dir, ShardDoneName(shard));
-  // The .done first: while the database is half deleted, nothing may claim
-  // that the shard is written.
-  for (const std::string& path :
-       {done, done + ".tmp", shard_dir + ".sst-tmp", shard_dir}) {
-    PS_RETURN_IF_ERROR(RemoveTree(path));
-  }
-  return Status::OK();
-}
-
 // WriteShard's work once the checkpoint directory exists and no leftover of
 // shard-<k> is in it. Leaves partial files behind on failure: WriteShard
 // removes them.
@@ -272,6 +258,18 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
 
 }  // namespace
 
+Status RemoveShardPart(const std::string& checkpoint_dir, uint32_t shard) {
+  const std::string shard_dir = JoinPath(checkpoint_dir, ShardDirName(shard));
+  const std::string done = JoinPath(checkpoint_dir, ShardDoneName(shard));
+  // The .done first: while the database is half deleted, nothing may claim
+  // that the shard is written.
+  for (const std::string& path :
+       {done, done + ".tmp", shard_dir + ".sst-tmp", shard_dir}) {
+    PS_RETURN_IF_ERROR(RemoveTree(path));
+  }
+  return Status::OK();
+}
+
 StatusOr<proto::ShardEntry> WriteShard(const std::string& checkpoint_dir,
                                        const ShardSnapshot& snapshot,
                                        const ShardWriteOptions& options) {
@@ -281,7 +279,7 @@ StatusOr<proto::ShardEntry> WriteShard(const std::string& checkpoint_dir,
     return IOError("cannot create " + checkpoint_dir + ": " + ec.message());
   }
   // A leftover of an attempt that was interrupted (never committed).
-  PS_RETURN_IF_ERROR(RemoveShardFiles(checkpoint_dir, snapshot.shard_id)
+  PS_RETURN_IF_ERROR(RemoveShardPart(checkpoint_dir, snapshot.shard_id)
                          .WithContext("removing an earlier attempt"));
   StatusOr<proto::ShardEntry> entry =
       WriteShardFiles(checkpoint_dir, snapshot, options);
@@ -289,7 +287,7 @@ StatusOr<proto::ShardEntry> WriteShard(const std::string& checkpoint_dir,
   // A failed write (a full disk, most often) leaves nothing behind: partial
   // files would hold on to the space a retry or other shards need, and a
   // stray .done would let the commit count this shard as written.
-  Status removed = RemoveShardFiles(checkpoint_dir, snapshot.shard_id);
+  Status removed = RemoveShardPart(checkpoint_dir, snapshot.shard_id);
   if (!removed.ok()) {
     return Status(
         entry.status().code(),

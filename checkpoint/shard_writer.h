@@ -42,4 +42,10 @@ StatusOr<proto::ShardEntry> WriteShard(const std::string& checkpoint_dir,
                                        const ShardSnapshot& snapshot,
                                        const ShardWriteOptions& options);
 
+// Removes everything WriteShard makes for shard `shard` in `checkpoint_dir`
+// (its database, the SST staging folder, shard-<k>.done and its temp file),
+// the .done first; what is already gone is not an error. kIOError naming
+// what could not be deleted.
+Status RemoveShardPart(const std::string& checkpoint_dir, uint32_t shard);
+
 }  // namespace ps::checkpoint

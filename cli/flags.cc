@@ -169,6 +169,15 @@ Status OutOfBounds(std::string_view name, const std::string& range,
   return InvalidArgument(std::move(m));
 }
 
+template <typename T>
+Status CheckInteger(std::string_view name, T value, T lo, T hi,
+                    std::string_view why) {
+  if (value >= lo && value <= hi) return Status::OK();
+  return OutOfBounds(
+      name, "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+      std::to_string(value), why);
+}
+
 }  // namespace
 
 Status PrecheckFlags(int argc, char** argv) {
@@ -184,19 +193,6 @@ Status PrecheckFlags(int argc, char** argv) {
   }
   return Status::OK();
 }
-
-namespace {
-
-template <typename T>
-Status CheckInteger(std::string_view name, T value, T lo, T hi,
-                    std::string_view why) {
-  if (value >= lo && value <= hi) return Status::OK();
-  return OutOfBounds(
-      name, "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
-      std::to_string(value), why);
-}
-
-}  // namespace
 
 Status CheckUintFlag(std::string_view name, uint64_t value, uint64_t lo,
                      uint64_t hi, std::string_view why) {

@@ -320,18 +320,21 @@ StatusOr<proto::HelloReply> ContextImpl::Handshake(int fd,
   auto fail = [&address](const Status& s) {
     return s.WithContext("hello with " + address);
   };
+  // The listener says why it refuses, with a status code (unauthenticated
+  // for a missing or wrong proof).
+  auto refused = [&address](const proto::HelloReply& r) {
+    const bool known = r.error_code() > 0 &&
+                       r.error_code() <= static_cast<uint32_t>(kLastStatusCode);
+    return Status(
+        known ? static_cast<StatusCode>(r.error_code()) : StatusCode::kNetwork,
+        address + " refused the connection: " + r.error());
+  };
   Status s = SendMessage(fd, hello, deadline);
   if (!s.ok()) return fail(s);
   proto::HelloReply reply;
   s = RecvMessage(fd, &reply, deadline);
   if (!s.ok()) return fail(s);
-  if (!reply.error().empty()) {
-    if (reply.error().find("secret") != std::string::npos) {
-      return Unauthenticated(address +
-                             " refused the connection: " + reply.error());
-    }
-    return NetworkError(address + " refused the connection: " + reply.error());
-  }
+  if (!reply.error().empty()) return refused(reply);
   const bool challenged = !reply.auth_nonce().empty();
   if (options_.secret.empty()) {
     if (challenged) {
@@ -364,10 +367,7 @@ StatusOr<proto::HelloReply> ContextImpl::Handshake(int fd,
   reply.Clear();
   s = RecvMessage(fd, &reply, deadline);
   if (!s.ok()) return fail(s);
-  if (!reply.error().empty()) {
-    return Unauthenticated(address +
-                           " refused the connection: " + reply.error());
-  }
+  if (!reply.error().empty()) return refused(reply);
   return reply;
 }
 

@@ -4,38 +4,37 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 
 namespace ps::xfer::internal {
 
 Status SendMessage(int fd, const google::protobuf::MessageLite& message,
                    Deadline deadline) {
-  std::string bytes;
-  if (!message.SerializeToString(&bytes)) {
+  // The length prefix first, then the message appended behind it: one
+  // buffer, one send, no copy of the message.
+  std::string bytes(sizeof(uint32_t), '\0');
+  if (!message.AppendToString(&bytes)) {
     return Internal("cannot serialize " + message.GetTypeName());
   }
-  uint32_t length = static_cast<uint32_t>(bytes.size());
-  bytes.insert(0, reinterpret_cast<const char*>(&length), sizeof(length));
+  const uint32_t length = static_cast<uint32_t>(bytes.size() - sizeof(length));
+  std::memcpy(bytes.data(), &length, sizeof(length));
   return SendAllBefore(fd, bytes.data(), bytes.size(), deadline,
                        message.GetTypeName());
 }
 
 Status RecvMessage(int fd, google::protobuf::MessageLite* message,
                    Deadline deadline) {
-  uint32_t length = 0;
-  PS_RETURN_IF_ERROR(RecvAllBefore(fd, &length, sizeof(length), deadline,
-                                   message->GetTypeName()));
-  if (length > kMaxHelloBytes) {
-    return InvalidArgument("hello of " + std::to_string(length) +
-                           " bytes is too large: not an xfer peer?");
+  FrameReader reader;
+  for (;;) {
+    PS_ASSIGN_OR_RETURN(bool readable, WaitReadable(fd, deadline));
+    if (!readable) {
+      return Timeout(message->GetTypeName() + ": not whole at the deadline");
+    }
+    bool complete = false;
+    PS_RETURN_IF_ERROR(reader.Read(fd, &complete));
+    if (complete) return reader.Parse(message);
   }
-  std::string bytes(length, '\0');
-  PS_RETURN_IF_ERROR(RecvAllBefore(fd, bytes.data(), length, deadline,
-                                   message->GetTypeName()));
-  if (!message->ParseFromString(bytes)) {
-    return InvalidArgument("malformed " + message->GetTypeName());
-  }
-  return Status::OK();
 }
 
 Status FrameReader::Read(int fd, bool* complete) {
@@ -55,11 +54,11 @@ Status FrameReader::Read(int fd, bool* complete) {
       want = body_.size() - body_have_;
     }
     ssize_t n = recv(fd, into, want, MSG_DONTWAIT);
-    if (n == 0) return PeerLost("the peer closed during the hello");
+    if (n == 0) return PeerLost("the peer closed the connection");
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::OK();
-      return ErrnoStatus(StatusCode::kNetwork, "recv hello", errno);
+      return ErrnoStatus(StatusCode::kNetwork, "recv", errno);
     }
     if (length_have_ < sizeof(length_bytes_)) {
       length_have_ += static_cast<size_t>(n);

@@ -105,10 +105,11 @@ void HelloAcceptor::Loop() {
       bool go_on = true;
       if (rc > 0 && fds[first_pending + i].revents != 0) go_on = Advance(p);
       if (go_on && after >= p.deadline) {
-        go_on = Refuse(p,
-                       "no complete hello within " +
-                           std::to_string(options_.hello_timeout_ms) + " ms",
-                       /*tell_peer=*/false);
+        go_on =
+            Refuse(p,
+                   Timeout("no complete hello within " +
+                           std::to_string(options_.hello_timeout_ms) + " ms"),
+                   /*tell_peer=*/false);
       }
       if (go_on) still.push_back(std::move(pending_[i]));
     }
@@ -152,7 +153,7 @@ void HelloAcceptor::AcceptAll(const Listener& listener) {
   }
 }
 
-bool HelloAcceptor::Refuse(Pending& p, const std::string& why, bool tell_peer) {
+bool HelloAcceptor::Refuse(Pending& p, const Status& why, bool tell_peer) {
   LOG_EVERY_N(WARNING, 20) << options_.name << ": refused the connection from "
                            << p.address
                            << (p.hello.name().empty()
@@ -162,7 +163,8 @@ bool HelloAcceptor::Refuse(Pending& p, const std::string& why, bool tell_peer) {
   if (tell_peer) {
     proto::HelloReply reply;
     reply.set_name(options_.name);
-    reply.set_error(why);
+    reply.set_error(why.message());
+    reply.set_error_code(static_cast<uint32_t>(why.code()));
     (void)SendMessage(p.fd.get(), reply, DeadlineIn(kReplySendMs));
   }
   return false;
@@ -177,25 +179,29 @@ bool HelloAcceptor::Advance(Pending& p) {
       // that hangs up when challenged did not know the secret.
       if (s.Is(StatusCode::kPeerLost)) {
         if (p.stage == Pending::Stage::kHello) return false;
-        return Refuse(p, "it hung up instead of proving the cluster secret",
-                      /*tell_peer=*/false);
+        return Refuse(
+            p,
+            Unauthenticated("it hung up instead of proving the cluster secret"),
+            /*tell_peer=*/false);
       }
-      return Refuse(p, s.ToString(), /*tell_peer=*/false);
+      return Refuse(p, s, /*tell_peer=*/false);
     }
     if (!complete) return true;
     if (p.stage == Pending::Stage::kHello) {
       s = p.reader.Parse(&p.hello);
-      if (!s.ok()) return Refuse(p, s.ToString(), false);
+      if (!s.ok()) return Refuse(p, s, false);
       if (options_.secret.empty()) {
         Finish(p);
         return false;
       }
       if (p.hello.auth_nonce().size() != kNonceBytes) {
-        return Refuse(p,
-                      "it did not offer to authenticate; this cluster needs "
-                      "the cluster secret (--cluster_secret_file or "
-                      "$PS_CLUSTER_SECRET_FILE)",
-                      /*tell_peer=*/true);
+        return Refuse(
+            p,
+            Unauthenticated(
+                "it did not offer to authenticate; this cluster needs "
+                "the cluster secret (--cluster_secret_file or "
+                "$PS_CLUSTER_SECRET_FILE)"),
+            /*tell_peer=*/true);
       }
       p.nonce = NewNonce();
       proto::HelloReply challenge;
@@ -205,17 +211,19 @@ bool HelloAcceptor::Advance(Pending& p) {
           options_.secret.Prove(kXferAuthProtocol, AuthRole::kAcceptor, p.nonce,
                                 p.hello.auth_nonce()));
       s = SendMessage(p.fd.get(), challenge, DeadlineIn(kReplySendMs));
-      if (!s.ok()) return Refuse(p, "challenge: " + s.ToString(), false);
+      if (!s.ok()) return Refuse(p, s.WithContext("challenge"), false);
       p.stage = Pending::Stage::kProof;
       continue;  // the proof may be here already
     }
     proto::AuthProof proof;
     s = p.reader.Parse(&proof);
-    if (!s.ok()) return Refuse(p, s.ToString(), false);
+    if (!s.ok()) return Refuse(p, s, false);
     if (!options_.secret.Verify(kXferAuthProtocol, AuthRole::kConnector,
                                 p.nonce, p.hello.auth_nonce(), proof.proof())) {
-      return Refuse(p, "authentication failed (a different cluster secret)",
-                    /*tell_peer=*/true);
+      return Refuse(
+          p,
+          Unauthenticated("authentication failed (a different cluster secret)"),
+          /*tell_peer=*/true);
     }
     Finish(p);
     return false;

@@ -70,7 +70,7 @@ class HelloAcceptor {
   // Moves one pending hello on with what arrived; false when it is over
   // (handed to OnHello, or refused and closed).
   bool Advance(Pending& p);
-  bool Refuse(Pending& p, const std::string& why, bool tell_peer);
+  bool Refuse(Pending& p, const Status& why, bool tell_peer);
   void Finish(Pending& p);
 
   const Options options_;

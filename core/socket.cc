@@ -297,18 +297,22 @@ Status SendAllBefore(int fd, const void* data, size_t len, Deadline deadline,
                      std::string_view what) {
   const char* p = static_cast<const char*>(data);
   while (len > 0) {
+    // Try first: poll(2) only when the socket would block.
+    ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      return NetErr(std::string(what) + ": send", errno);
+    }
     PS_ASSIGN_OR_RETURN(bool ready, WaitFor(fd, POLLOUT, deadline));
     if (!ready) {
       return Timeout(std::string(what) + ": the peer did not take " +
                      std::to_string(len) + " more bytes in time");
     }
-    ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      return NetErr(std::string(what) + ": send", errno);
-    }
-    p += n;
-    len -= static_cast<size_t>(n);
   }
   return Status::OK();
 }
@@ -317,19 +321,22 @@ Status RecvAllBefore(int fd, void* data, size_t len, Deadline deadline,
                      std::string_view what) {
   char* p = static_cast<char*>(data);
   while (len > 0) {
+    ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return PeerLost(std::string(what) + ": connection closed");
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      return NetErr(std::string(what) + ": recv", errno);
+    }
     PS_ASSIGN_OR_RETURN(bool ready, WaitFor(fd, POLLIN, deadline));
     if (!ready) {
       return Timeout(std::string(what) + ": " + std::to_string(len) +
                      " bytes still missing at the deadline");
     }
-    ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-    if (n == 0) return PeerLost(std::string(what) + ": connection closed");
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      return NetErr(std::string(what) + ": recv", errno);
-    }
-    p += n;
-    len -= static_cast<size_t>(n);
   }
   return Status::OK();
 }

@@ -2,12 +2,13 @@
 
 #include <algorithm>
 
+#include "core/hello.h"
+
 namespace ps::protocol {
 
 using xfer::internal::Deadline;
 using xfer::internal::DeadlineIn;
 using xfer::internal::RecvAllBefore;
-using xfer::internal::SendAllBefore;
 using xfer::internal::WaitReadable;
 
 int64_t BodyDeadlineMs(uint64_t bytes, int timeout_ms) {
@@ -16,19 +17,19 @@ int64_t BodyDeadlineMs(uint64_t bytes, int timeout_ms) {
 
 Status SendControlMessage(int fd, const google::protobuf::MessageLite& m,
                           Deadline deadline) {
-  std::string bytes;
-  if (!m.SerializeToString(&bytes)) {
-    return Internal("cannot serialize " + m.GetTypeName());
-  }
-  if (bytes.size() > kMaxControlMessageBytes) {
-    return InvalidArgument(m.GetTypeName() + " of " +
-                           std::to_string(bytes.size()) +
+  const size_t bytes = m.ByteSizeLong();
+  if (bytes > kMaxControlMessageBytes) {
+    return InvalidArgument(m.GetTypeName() + " of " + std::to_string(bytes) +
                            " bytes exceeds the control message limit");
   }
-  const uint32_t length = static_cast<uint32_t>(bytes.size());
-  bytes.insert(0, reinterpret_cast<const char*>(&length), sizeof(length));
-  return SendAllBefore(fd, bytes.data(), bytes.size(), deadline,
-                       "control message");
+  // The same framing as the xfer hello's (a length, then the message).
+  return xfer::internal::SendMessage(fd, m, deadline);
+}
+
+void SetControlError(const Status& s, proto::ControlReply* reply) {
+  reply->Clear();
+  reply->set_error(s.message());
+  reply->set_error_code(static_cast<uint32_t>(s.code()));
 }
 
 Status RecvControlMessage(int fd, google::protobuf::MessageLite* m,
@@ -137,17 +138,12 @@ StatusOr<proto::ControlReply> ControlClient::Call(
     return s.WithContext(where);
   }
   if (!reply.error().empty()) {
-    StatusCode code = StatusCode::kInvalidArgument;
-    if (reply.error_code() > 0 &&
-        reply.error_code() <= static_cast<uint32_t>(kLastStatusCode)) {
-      code = static_cast<StatusCode>(reply.error_code());
-    }
-    // The text is the server's Status::ToString(); drop its code name,
-    // which the code carries again.
-    std::string message = reply.error();
-    const std::string prefix = std::string(StatusCodeName(code)) + ": ";
-    if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
-    return Status(code, where + ": " + message);
+    const bool known =
+        reply.error_code() > 0 &&
+        reply.error_code() <= static_cast<uint32_t>(kLastStatusCode);
+    return Status(known ? static_cast<StatusCode>(reply.error_code())
+                        : StatusCode::kInvalidArgument,
+                  where + ": " + reply.error());
   }
   return reply;
 }

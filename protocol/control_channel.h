@@ -40,6 +40,9 @@ int64_t BodyDeadlineMs(uint64_t bytes, int timeout_ms);
 
 Status SendControlMessage(int fd, const google::protobuf::MessageLite& m,
                           xfer::internal::Deadline deadline);
+// Makes `reply` an error reply carrying `s` (its message and code), which
+// ControlClient::Call turns back into `s`.
+void SetControlError(const Status& s, proto::ControlReply* reply);
 // Waits until `idle_deadline` for a message to start (keepalives restart
 // the wait: each gives `keepalive_extension_ms` more; 0 ignores them as
 // never sent), then reads it whole within BodyDeadlineMs(timeout_ms).

@@ -8,7 +8,6 @@
 #include <numeric>
 #include <set>
 
-#include "checkpoint/checkpoint_root.h"
 #include "checkpoint/committer.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/restorer.h"
@@ -114,10 +113,6 @@ Status ValidateCheckpointOptions(const CheckpointOptions& o) {
   if (o.timeout_ms <= 0) {
     return InvalidArgument("--timeout_ms must be positive");
   }
-  if (!o.dir.empty()) {
-    PS_RETURN_IF_ERROR(
-        ck::CheckCheckpointRoot(o.dir).WithContext("--checkpoint_dir"));
-  }
   return Status::OK();
 }
 
@@ -166,18 +161,18 @@ void Checkpointer::RemoveInterruptedParts() {
       continue;
     }
     const std::string part = ck::JoinPath(c.path, ck::ShardDirName(k));
-    const std::string done = ck::JoinPath(c.path, ck::ShardDoneName(k));
     std::error_code ec;
     if (!std::filesystem::exists(part, ec) &&
         !std::filesystem::exists(part + ".sst-tmp", ec) &&
-        !std::filesystem::exists(done, ec)) {
+        !std::filesystem::exists(ck::JoinPath(c.path, ck::ShardDoneName(k)),
+                                 ec)) {
       continue;
     }
     LOG(INFO) << "removing shard " << k << "'s part of the interrupted "
               << "checkpoint " << c.path;
-    std::filesystem::remove_all(part, ec);
-    std::filesystem::remove_all(part + ".sst-tmp", ec);
-    std::filesystem::remove(done, ec);
+    if (Status s = ck::RemoveShardPart(c.path, k); !s.ok()) {
+      LOG(WARNING) << s;
+    }
   }
 }
 

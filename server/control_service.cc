@@ -14,12 +14,6 @@ namespace {
 using xfer::internal::Deadline;
 using xfer::internal::DeadlineIn;
 
-void SetError(const Status& s, proto::ControlReply* reply) {
-  reply->Clear();
-  reply->set_error(s.ToString());
-  reply->set_error_code(static_cast<uint32_t>(s.code()));
-}
-
 }  // namespace
 
 struct ControlService::Connection {
@@ -120,11 +114,12 @@ void ControlService::AcceptLoop() {
     if (connections_.size() >= options_.max_connections) {
       // Told why and closed now, not at some later accept.
       proto::ControlReply refusal;
-      SetError(ResourceExhausted(
-                   "server " + address_ + " already has " +
-                   std::to_string(connections_.size()) +
-                   " control connections (the limit, from --num_workers)"),
-               &refusal);
+      protocol::SetControlError(
+          ResourceExhausted(
+              "server " + address_ + " already has " +
+              std::to_string(connections_.size()) +
+              " control connections (the limit, from --num_workers)"),
+          &refusal);
       (void)protocol::SendControlMessage(c->fd.get(), refusal, DeadlineIn(100));
       LOG_EVERY_N(WARNING, 20)
           << "control listener " << address_ << ": refused a connection from "
@@ -181,9 +176,10 @@ bool ControlService::Authenticate(Connection* c, const proto::AuthRequest& auth,
   if (!auth.nonce().empty()) {
     // First exchange: the client's nonce in, ours and our proof out.
     if (auth.nonce().size() != xfer::kNonceBytes) {
-      SetError(InvalidArgument("auth nonce of " +
-                               std::to_string(auth.nonce().size()) + " bytes"),
-               reply);
+      protocol::SetControlError(
+          InvalidArgument("auth nonce of " +
+                          std::to_string(auth.nonce().size()) + " bytes"),
+          reply);
       return false;
     }
     c->client_nonce = auth.nonce();
@@ -206,9 +202,10 @@ bool ControlService::Authenticate(Connection* c, const proto::AuthRequest& auth,
     LOG(WARNING) << "control listener " << address_
                  << ": refused the connection from " << c->peer.address
                  << ": authentication failed (a different cluster secret)";
-    SetError(Unauthenticated("authentication failed: a different cluster "
-                             "secret"),
-             reply);
+    protocol::SetControlError(
+        Unauthenticated("authentication failed: a different cluster "
+                        "secret"),
+        reply);
     return false;
   }
   c->authenticated = true;
@@ -245,11 +242,11 @@ void ControlService::Serve(Connection* c) {
       LOG_EVERY_N(WARNING, 20)
           << "control listener " << address_ << ": refused a request from "
           << c->peer.address << " before authentication";
-      SetError(Unauthenticated("server " + address_ +
-                               " requires the cluster secret "
-                               "(--cluster_secret_file or "
-                               "$PS_CLUSTER_SECRET_FILE)"),
-               &reply);
+      protocol::SetControlError(Unauthenticated("server " + address_ +
+                                                " requires the cluster secret "
+                                                "(--cluster_secret_file or "
+                                                "$PS_CLUSTER_SECRET_FILE)"),
+                                &reply);
       go_on = false;
     } else {
       c->busy.store(true, std::memory_order_release);

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <filesystem>
 
+#include "checkpoint/checkpoint_root.h"
+#include "protocol/control_channel.h"
 #include "protocol/shard_map.h"
 
 namespace ps::server {
@@ -67,6 +69,11 @@ Server::~Server() {
 
 StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   PS_RETURN_IF_ERROR(ValidateServerOptions(options));
+  // Once, here rather than in the validation: it creates the directory.
+  if (!options.checkpoint.dir.empty()) {
+    PS_RETURN_IF_ERROR(checkpoint::CheckCheckpointRoot(options.checkpoint.dir)
+                           .WithContext("--checkpoint_dir"));
+  }
   std::unique_ptr<Server> s(new Server(std::move(options)));
   const ServerOptions& o = s->options_;
 
@@ -161,7 +168,6 @@ void Server::RequestStop() {
   int requests;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_requested_ = true;
     requests = ++stop_requests_;
     stop_cv_.notify_all();
   }
@@ -178,19 +184,19 @@ void Server::RequestStop() {
 
 bool Server::stop_requested() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stop_requested_;
+  return stop_requests_ > 0;
 }
 
 void Server::Run(uint32_t stats_every_secs) {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_requested_) {
+    while (stop_requests_ == 0) {
       if (stats_every_secs == 0) {
         stop_cv_.wait(lock);
         continue;
       }
       if (!stop_cv_.wait_for(lock, std::chrono::seconds(stats_every_secs),
-                             [this] { return stop_requested_; })) {
+                             [this] { return stop_requests_ > 0; })) {
         lock.unlock();
         LOG(INFO) << "stats: " << StatsLine();
         lock.lock();
@@ -245,15 +251,14 @@ proto::ControlReply Server::Handle(const proto::ControlRequest& request,
         (request.checkpoint().action() == proto::CheckpointRequest::PART ||
          request.checkpoint().action() == proto::CheckpointRequest::RESTORE);
     if (!peer_question) {
-      reply.set_error(
+      protocol::SetControlError(
           NotInitialized(
               "server shard " + std::to_string(options_.shard_id) +
               (stop_requested()
                    ? " is stopping"
                    : " is still starting (restoring its checkpoint); try "
-                     "again once its --port_file is written"))
-              .ToString());
-      reply.set_error_code(static_cast<uint32_t>(StatusCode::kNotInitialized));
+                     "again once its --port_file is written")),
+          &reply);
       return reply;
     }
   }
@@ -291,9 +296,7 @@ proto::ControlReply Server::Handle(const proto::ControlRequest& request,
   if (!s.ok()) {
     LOG_EVERY_N(WARNING, 100)
         << "control request from " << peer->address << " refused: " << s;
-    reply.Clear();
-    reply.set_error(s.ToString());
-    reply.set_error_code(static_cast<uint32_t>(s.code()));
+    protocol::SetControlError(s, &reply);
   }
   return reply;
 }
@@ -310,8 +313,7 @@ proto::ControlReply Server::Hello(const proto::WorkerHello& hello,
                       " workers, but this server serves " +
                       std::to_string(options_.num_workers) + " workers";
     LOG(WARNING) << peer->address << ": " << why;
-    reply.set_error("invalid argument: " + why);
-    reply.set_error_code(static_cast<uint32_t>(StatusCode::kInvalidArgument));
+    protocol::SetControlError(InvalidArgument(why), &reply);
     return reply;
   }
   peer->worker_id = w;

@@ -145,9 +145,8 @@ class Server {
 
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
-  bool stop_requested_ = false;  // guarded by mu_
-  int stop_requests_ = 0;        // guarded by mu_
-  bool drained_ = false;         // guarded by mu_
+  int stop_requests_ = 0;  // guarded by mu_; > 0: stop requested
+  bool drained_ = false;   // guarded by mu_
 };
 
 }  // namespace ps::server
