@@ -18,9 +18,9 @@
 #include "core/region_table.h"
 #include "core/shm/liveness_page.h"
 #include "core/shm/shm_transport.h"
-#include "core/socket.h"
 #include "core/stream/stream_server.h"
 #include "core/stream/stream_transport.h"
+#include "net/connect.h"
 #if PS_HAVE_VERBS
 #include "core/verbs/verbs_device.h"
 #include "core/verbs/verbs_target.h"
@@ -30,6 +30,15 @@
 namespace ps::xfer {
 
 namespace internal {
+
+using net::ConnectTcp;
+using net::ConnectUnix;
+using net::Deadline;
+using net::DeadlineIn;
+using net::ListenTcp;
+using net::ListenUnix;
+using net::LocalPort;
+using net::UniqueFd;
 
 // A random non-zero 64-bit number (keys and instance numbers must never be
 // 0: 0 marks a free liveness slot and "no instance").

@@ -1,33 +1,20 @@
 #include "core/hello.h"
 
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <fstream>
+
+#include "net/transfer.h"
 
 namespace ps::xfer::internal {
 
-Status SendMessage(int fd, const google::protobuf::MessageLite& message,
-                   Deadline deadline) {
-  // The length prefix first, then the message appended behind it: one
-  // buffer, one send, no copy of the message.
-  std::string bytes(sizeof(uint32_t), '\0');
-  if (!message.AppendToString(&bytes)) {
-    return Internal("cannot serialize " + message.GetTypeName());
-  }
-  const uint32_t length = static_cast<uint32_t>(bytes.size() - sizeof(length));
-  std::memcpy(bytes.data(), &length, sizeof(length));
-  return SendAllBefore(fd, bytes.data(), bytes.size(), deadline,
-                       message.GetTypeName());
-}
+using net::Deadline;
 
 Status RecvMessage(int fd, google::protobuf::MessageLite* message,
                    Deadline deadline) {
   FrameReader reader;
   for (;;) {
-    PS_ASSIGN_OR_RETURN(bool readable, WaitReadable(fd, deadline));
+    PS_ASSIGN_OR_RETURN(bool readable, net::WaitReadable(fd, deadline));
     if (!readable) {
       return Timeout(message->GetTypeName() + ": not whole at the deadline");
     }
@@ -53,15 +40,9 @@ Status FrameReader::Read(int fd, bool* complete) {
       into = body_.data() + body_have_;
       want = body_.size() - body_have_;
     }
-    ssize_t n = recv(fd, into, want, MSG_DONTWAIT);
-    if (n == 0) return PeerLost("the peer closed the connection");
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::OK();
-      return ErrnoStatus(StatusCode::kNetwork, "recv", errno);
-    }
+    PS_ASSIGN_OR_RETURN(size_t n, net::RecvSome(fd, into, want, "hello"));
     if (length_have_ < sizeof(length_bytes_)) {
-      length_have_ += static_cast<size_t>(n);
+      length_have_ += n;
       if (length_have_ == sizeof(length_bytes_)) {
         const uint32_t length =
             uint32_t{length_bytes_[0]} | uint32_t{length_bytes_[1]} << 8 |
@@ -74,8 +55,9 @@ Status FrameReader::Read(int fd, bool* complete) {
         body_have_ = 0;
       }
     } else {
-      body_have_ += static_cast<size_t>(n);
+      body_have_ += n;
     }
+    if (n < want) return Status::OK();  // the rest has not come yet
   }
 }
 

@@ -10,7 +10,8 @@
 
 #include "base/status.h"
 #include "core/descriptor.pb.h"
-#include "core/socket.h"
+#include "net/message_frame.h"
+#include "net/unique_fd.h"
 
 namespace ps::xfer::internal {
 
@@ -19,13 +20,15 @@ constexpr uint32_t kMaxHelloBytes = 64 * 1024;
 // The protocol name the xfer hello's proofs cover (core/auth.h).
 inline constexpr char kXferAuthProtocol[] = "xfer hello v1";
 
-// One framed message, sent or received whole before `deadline` (kTimeout
-// otherwise, however slowly the bytes come; the default waits for ever, for
-// connections whose requests may be far apart).
-Status SendMessage(int fd, const google::protobuf::MessageLite& message,
-                   Deadline deadline = Deadline::max());
+// Hello frames go out with net::SendMessage (net/message_frame.h).
+using net::SendMessage;
+
+// One framed message (net/message_frame.h) of at most kMaxHelloBytes,
+// received whole before `deadline` (kTimeout otherwise, however slowly the
+// bytes come; the default waits for ever, for connections whose requests may
+// be far apart).
 Status RecvMessage(int fd, google::protobuf::MessageLite* message,
-                   Deadline deadline = Deadline::max());
+                   net::Deadline deadline = net::Deadline::max());
 
 // Collects one frame from a non-blocking socket as its bytes arrive, so one
 // thread can serve many half-received hellos without waiting on any: Read()

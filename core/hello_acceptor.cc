@@ -14,9 +14,15 @@
 #include <chrono>
 
 #include "core/hello.h"
+#include "net/connect.h"
 
 namespace ps::xfer::internal {
 namespace {
+
+using net::Deadline;
+using net::DeadlineIn;
+using net::PeerAddress;
+using net::UniqueFd;
 
 using Clock = std::chrono::steady_clock;
 

@@ -28,14 +28,14 @@
 #include "base/status_or.h"
 #include "core/auth.h"
 #include "core/descriptor.pb.h"
-#include "core/socket.h"
+#include "net/unique_fd.h"
 
 namespace ps::xfer::internal {
 
 class HelloAcceptor {
  public:
   struct Listener {
-    UniqueFd fd;
+    net::UniqueFd fd;
     bool same_host = false;  // a Unix socket: peers on this host only
   };
   struct Options {
@@ -49,7 +49,7 @@ class HelloAcceptor {
   // socket back in blocking mode).
   struct Answer {
     proto::HelloReply reply;
-    std::function<void(UniqueFd)> adopt;
+    std::function<void(net::UniqueFd)> adopt;
   };
   using OnHello =
       std::function<Answer(const proto::Hello& hello, bool same_host)>;
@@ -76,7 +76,7 @@ class HelloAcceptor {
   const Options options_;
   std::vector<Listener> listeners_;
   const OnHello on_hello_;
-  UniqueFd wake_;  // eventfd: the destructor stops the loop with it
+  net::UniqueFd wake_;  // eventfd: the destructor stops the loop with it
   std::vector<std::unique_ptr<Pending>> pending_;  // the thread's own
   std::thread thread_;
 };

@@ -2,14 +2,16 @@
 
 #include <algorithm>
 
-#include "core/hello.h"
+#include "net/connect.h"
+#include "net/message_frame.h"
+#include "net/transfer.h"
 
 namespace ps::protocol {
 
-using xfer::internal::Deadline;
-using xfer::internal::DeadlineIn;
-using xfer::internal::RecvAllBefore;
-using xfer::internal::WaitReadable;
+using net::Deadline;
+using net::DeadlineIn;
+using net::RecvAllBefore;
+using net::WaitReadable;
 
 int64_t BodyDeadlineMs(uint64_t bytes, int timeout_ms) {
   return timeout_ms + static_cast<int64_t>(bytes >> 20) * 1000;
@@ -23,7 +25,7 @@ Status SendControlMessage(int fd, const google::protobuf::MessageLite& m,
                            " bytes exceeds the control message limit");
   }
   // The same framing as the xfer hello's (a length, then the message).
-  return xfer::internal::SendMessage(fd, m, deadline);
+  return net::SendMessage(fd, m, deadline);
 }
 
 void SetControlError(const Status& s, proto::ControlReply* reply) {
@@ -75,8 +77,7 @@ StatusOr<ControlClient> ControlClient::Connect(const std::string& address,
   if (options.timeout_ms <= 0) {
     return InvalidArgument("control client timeout must be positive");
   }
-  PS_ASSIGN_OR_RETURN(auto fd,
-                      xfer::internal::ConnectTcp(address, options.timeout_ms));
+  PS_ASSIGN_OR_RETURN(auto fd, net::ConnectTcp(address, options.timeout_ms));
   ControlClient client;
   client.fd_ = std::move(fd);
   client.address_ = address;

@@ -21,7 +21,7 @@
 #include "base/status.h"
 #include "base/status_or.h"
 #include "core/auth.h"
-#include "core/socket.h"
+#include "net/unique_fd.h"
 #include "protocol/ps.pb.h"
 
 namespace ps::protocol {
@@ -39,7 +39,7 @@ inline constexpr char kControlAuthProtocol[] = "ps control v1";
 int64_t BodyDeadlineMs(uint64_t bytes, int timeout_ms);
 
 Status SendControlMessage(int fd, const google::protobuf::MessageLite& m,
-                          xfer::internal::Deadline deadline);
+                          net::Deadline deadline);
 // Makes `reply` an error reply carrying `s` (its message and code), which
 // ControlClient::Call turns back into `s`.
 void SetControlError(const Status& s, proto::ControlReply* reply);
@@ -47,8 +47,8 @@ void SetControlError(const Status& s, proto::ControlReply* reply);
 // the wait: each gives `keepalive_extension_ms` more; 0 ignores them as
 // never sent), then reads it whole within BodyDeadlineMs(timeout_ms).
 Status RecvControlMessage(int fd, google::protobuf::MessageLite* m,
-                          xfer::internal::Deadline idle_deadline,
-                          int timeout_ms, int keepalive_extension_ms = 0);
+                          net::Deadline idle_deadline, int timeout_ms,
+                          int keepalive_extension_ms = 0);
 
 // The client's side: connect (and prove the secret), then Call() for each
 // request. Not thread-safe: one call at a time (callers serialize).
@@ -70,7 +70,7 @@ class ControlClient {
 
  private:
   Status Authenticate();
-  xfer::internal::UniqueFd fd_;
+  net::UniqueFd fd_;
   std::string address_;
   Options options_;
 };

@@ -6,18 +6,20 @@
 
 #include <system_error>
 
+#include "net/connect.h"
+#include "net/transfer.h"
 #include "protocol/control_channel.h"
 
 namespace ps::server {
 namespace {
 
-using xfer::internal::Deadline;
-using xfer::internal::DeadlineIn;
+using net::Deadline;
+using net::DeadlineIn;
 
 }  // namespace
 
 struct ControlService::Connection {
-  xfer::internal::UniqueFd fd;
+  net::UniqueFd fd;
   ControlPeer peer;
   std::thread thread;
   std::atomic<bool> done{false};
@@ -44,13 +46,13 @@ StatusOr<std::unique_ptr<ControlService>> ControlService::Listen(
   s->options_ = std::move(options);
   s->handler_ = std::move(handler);
   const std::string& host = s->options_.host;
-  auto fd = xfer::internal::ListenTcp(host, s->options_.port);
+  auto fd = net::ListenTcp(host, s->options_.port);
   if (!fd.ok()) {
     return fd.status().WithContext("control listener on " + host + ":" +
                                    std::to_string(s->options_.port));
   }
   s->listen_fd_ = std::move(*fd);
-  PS_ASSIGN_OR_RETURN(s->port_, xfer::internal::LocalPort(s->listen_fd_.get()));
+  PS_ASSIGN_OR_RETURN(s->port_, net::LocalPort(s->listen_fd_.get()));
   s->address_ =
       (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
       std::to_string(s->port_);
@@ -101,7 +103,7 @@ void ControlService::AcceptLoop() {
     std::lock_guard<std::mutex> lock(mu_);
     ReapFinished();        // also while idle: finished threads do not linger
     if (n <= 0) continue;  // timeout or EINTR: look at the flag again
-    auto fd = xfer::internal::Accept(listen_fd_.get());
+    auto fd = net::Accept(listen_fd_.get());
     if (!fd.ok()) {
       LOG(WARNING) << "control listener " << address_
                    << ": accept failed: " << fd.status();
@@ -110,7 +112,7 @@ void ControlService::AcceptLoop() {
     if (stop_.load(std::memory_order_acquire)) break;
     auto c = std::make_unique<Connection>();
     c->fd = std::move(*fd);
-    c->peer.address = xfer::internal::PeerAddress(c->fd.get());
+    c->peer.address = net::PeerAddress(c->fd.get());
     if (connections_.size() >= options_.max_connections) {
       // Told why and closed now, not at some later accept.
       proto::ControlReply refusal;
@@ -159,11 +161,11 @@ void ControlService::KeepaliveLoop() {
       }
       // Never blocks: a client that does not read loses keepalives, not us.
       const uint32_t frame = protocol::kKeepaliveFrame;
-      const ssize_t n = ::send(c->fd.get(), &frame, sizeof(frame),
-                               MSG_NOSIGNAL | MSG_DONTWAIT);
+      const StatusOr<size_t> n =
+          net::SendSome(c->fd.get(), &frame, sizeof(frame));
       // Part of a frame would garble the stream: such a client (its
       // buffer full) is cut off.
-      if (n > 0 && n < static_cast<ssize_t>(sizeof(frame))) {
+      if (n.ok() && *n > 0 && *n < sizeof(frame)) {
         shutdown(c->fd.get(), SHUT_RDWR);
       }
     }

@@ -36,7 +36,7 @@
 #include "base/status.h"
 #include "base/status_or.h"
 #include "core/auth.h"
-#include "core/socket.h"
+#include "net/unique_fd.h"
 #include "protocol/ps.pb.h"
 
 namespace ps::server {
@@ -88,7 +88,7 @@ class ControlService {
 
   Options options_;
   ControlHandler handler_;
-  xfer::internal::UniqueFd listen_fd_;
+  net::UniqueFd listen_fd_;
   std::string address_;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "core/socket.h"
+#include "net/unique_fd.h"
 
 namespace ps::xfer::internal {
 
@@ -31,7 +31,7 @@ struct RemoteMapping {
   // test can try what a hostile peer would do with it. Off in production:
   // a descriptor per mapped region would count against the fd limit.
   bool keep_owner_fd = false;
-  UniqueFd owner_fd;
+  net::UniqueFd owner_fd;
 };
 
 }  // namespace ps::xfer::internal

@@ -24,7 +24,7 @@ Status Seal(SealedMemfd* m, const std::string& name, bool peers_may_write) {
   // A memfd has no path to reopen but its /proc link; the new open file
   // description is read-only whatever the owner's is.
   const std::string link = "/proc/self/fd/" + std::to_string(m->fd.get());
-  m->read_only = UniqueFd(open(link.c_str(), O_RDONLY | O_CLOEXEC));
+  m->read_only = net::UniqueFd(open(link.c_str(), O_RDONLY | O_CLOEXEC));
   if (!m->read_only.valid()) {
     return ErrnoStatus(StatusCode::kIOError,
                        "reopening memfd " + name + " read-only through " +
@@ -39,7 +39,8 @@ Status Seal(SealedMemfd* m, const std::string& name, bool peers_may_write) {
 StatusOr<SealedMemfd> SealedMemfd::Create(const std::string& name, size_t bytes,
                                           bool peers_may_write) {
   SealedMemfd m;
-  m.fd = UniqueFd(memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  m.fd = net::UniqueFd(
+      memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!m.fd.valid()) {
     return ErrnoStatus(StatusCode::kResourceExhausted, "memfd_create " + name,
                        errno);

@@ -28,7 +28,7 @@
 
 #include "base/status_or.h"
 #include "core/access.h"
-#include "core/socket.h"
+#include "net/unique_fd.h"
 
 namespace ps::xfer::internal {
 
@@ -39,9 +39,9 @@ inline bool PeersMayWrite(uint32_t access) {
 }
 
 struct SealedMemfd {
-  UniqueFd fd;           // O_RDWR, the owner's
-  UniqueFd read_only;    // O_RDONLY, for peers; invalid when they may write
-  void* data = nullptr;  // the owner's writable mapping of `bytes`
+  net::UniqueFd fd;         // O_RDWR, the owner's
+  net::UniqueFd read_only;  // O_RDONLY, for peers; invalid when they may write
+  void* data = nullptr;     // the owner's writable mapping of `bytes`
   size_t bytes = 0;
 
   // The descriptor a same-host peer receives.

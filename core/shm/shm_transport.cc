@@ -29,7 +29,7 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(
     std::unique_ptr<StreamTransport> stream, std::string peer_name,
     uint64_t peer_instance) {
   wire::MapReply reply{};
-  UniqueFd fd;
+  net::UniqueFd fd;
   PS_RETURN_IF_ERROR(stream->MapRegion(0, 0, peer_instance, &reply, &fd));
   if (reply.size != LivenessPage::kBytes) {
     return Internal("liveness page of " + peer_name + " has size " +
@@ -58,7 +58,7 @@ StatusOr<RemoteMapping*> ShmTransport::Mapped(const RemoteRegion& region) {
   std::lock_guard<std::mutex> lock(m->mu);
   if (m->ready.load(std::memory_order_relaxed)) return m;
   wire::MapReply reply{};
-  UniqueFd fd;
+  net::UniqueFd fd;
   PS_RETURN_IF_ERROR(stream_->MapRegion(region.id(), region.key(),
                                         region.instance(), &reply, &fd));
   void* p = mmap(nullptr, reply.size, Protection(reply.access), MAP_SHARED,

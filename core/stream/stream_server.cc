@@ -4,13 +4,18 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <limits>
 #include <vector>
 
+#include "net/transfer.h"
+
 namespace ps::xfer::internal {
 namespace {
+
+using net::RecvAll;
+using net::RecvAllV;
+using net::SendAllV;
+using net::UniqueFd;
 
 using wire::WireOp;
 
@@ -38,39 +43,6 @@ std::string OpName(uint16_t op) {
       return "map-region";
   }
   return "op " + std::to_string(op);
-}
-
-// recvmsg into an iovec array until every byte arrived (the array is
-// modified). A closed peer gives kPeerLost.
-Status RecvAllV(int fd, iovec* iov, size_t iovcnt) {
-  while (iovcnt > 0 && iov->iov_len == 0) {
-    ++iov;
-    --iovcnt;
-  }
-  while (iovcnt > 0) {
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = std::min<size_t>(iovcnt, IOV_MAX);
-    ssize_t n = recvmsg(fd, &msg, MSG_WAITALL);
-    if (n == 0) return PeerLost("connection closed by peer");
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(
-          errno == ECONNRESET ? StatusCode::kPeerLost : StatusCode::kNetwork,
-          "recvmsg", errno);
-    }
-    auto got = static_cast<size_t>(n);
-    while (iovcnt > 0 && got >= iov->iov_len) {
-      got -= iov->iov_len;
-      ++iov;
-      --iovcnt;
-    }
-    if (iovcnt > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + got;
-      iov->iov_len -= got;
-    }
-  }
-  return Status::OK();
 }
 
 }  // namespace
@@ -187,7 +159,7 @@ class StreamServer::Connection {
     iov.reserve(payload_count + 1);
     iov.push_back({&r, sizeof(r)});
     iov.insert(iov.end(), payload, payload + payload_count);
-    return SendAllV(fd_, iov.data(), static_cast<int>(iov.size()));
+    return SendAllV(fd_, iov.data(), iov.size());
   }
 
   // Answers a rejected request, then throws away the `payload` bytes that
@@ -200,7 +172,7 @@ class StreamServer::Connection {
                              "-byte payload of a rejected request (" +
                              why.ToString() + ")");
     }
-    return Skip(fd_, payload);
+    return net::Skip(fd_, payload);
   }
 
   Status ServePut(const wire::RequestHeader& h) {
@@ -350,7 +322,7 @@ class StreamServer::Connection {
     reply.map = map;
     static_assert(sizeof(reply) ==
                   sizeof(wire::ReplyHeader) + sizeof(wire::MapReply));
-    return SendWithFd(fd_, &reply, sizeof(reply), memfd);
+    return net::SendWithFd(fd_, &reply, sizeof(reply), memfd);
   }
 
   const int fd_;

@@ -13,8 +13,8 @@
 
 #include "base/status.h"
 #include "core/region_table.h"
-#include "core/socket.h"
 #include "core/stream/wire.h"
+#include "net/unique_fd.h"
 
 namespace ps::xfer::internal {
 
@@ -28,8 +28,8 @@ class StreamServer {
  public:
   // Starts serving `fd` (the hello is already done) on a new thread.
   // `map_region` is empty on connections that cannot pass descriptors.
-  StreamServer(UniqueFd fd, const RegionTable* regions, std::string peer_name,
-               MapRegionHandler map_region);
+  StreamServer(net::UniqueFd fd, const RegionTable* regions,
+               std::string peer_name, MapRegionHandler map_region);
   // Stops (shuts the socket down) and joins the thread.
   ~StreamServer();
   StreamServer(const StreamServer&) = delete;
@@ -43,7 +43,7 @@ class StreamServer {
   class Connection;
   void Run();
 
-  UniqueFd fd_;
+  net::UniqueFd fd_;
   const RegionTable* regions_;
   const std::string peer_name_;
   MapRegionHandler map_region_;

@@ -11,16 +11,16 @@
 #include <memory>
 #include <string>
 
-#include "core/socket.h"
 #include "core/stream/wire.h"
 #include "core/transport.h"
+#include "net/unique_fd.h"
 
 namespace ps::xfer::internal {
 
 class StreamTransport : public Transport {
  public:
   // `fd` is connected and past the hello.
-  StreamTransport(UniqueFd fd, std::string peer_name,
+  StreamTransport(net::UniqueFd fd, std::string peer_name,
                   std::chrono::milliseconds peer_timeout);
   ~StreamTransport() override;
 
@@ -33,7 +33,7 @@ class StreamTransport : public Transport {
   // `region_id` (0: the target's liveness page), checked against key and
   // instance. Blocking.
   Status MapRegion(uint64_t region_id, uint64_t key, uint64_t instance,
-                   wire::MapReply* reply, UniqueFd* memfd);
+                   wire::MapReply* reply, net::UniqueFd* memfd);
 
  private:
   class Impl;

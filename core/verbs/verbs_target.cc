@@ -36,7 +36,7 @@ VerbsTarget::~VerbsTarget() {
 
 proto::QueuePairInfo VerbsTarget::Info() const { return qp_->Info(); }
 
-void VerbsTarget::Start(UniqueFd fd) {
+void VerbsTarget::Start(net::UniqueFd fd) {
   fd_ = std::move(fd);
   thread_ = std::thread([this] { Run(); });
 }

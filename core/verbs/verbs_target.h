@@ -14,9 +14,9 @@
 
 #include "core/descriptor.pb.h"
 #include "core/region_table.h"
-#include "core/socket.h"
 #include "core/verbs/queue_pair.h"
 #include "core/verbs/verbs_device.h"
+#include "net/unique_fd.h"
 
 namespace ps::xfer::internal {
 
@@ -34,7 +34,7 @@ class VerbsTarget {
   // This side's queue pair, for the hello reply.
   proto::QueuePairInfo Info() const;
   // Serves control requests on `fd` (past the hello) on a new thread.
-  void Start(UniqueFd fd);
+  void Start(net::UniqueFd fd);
   bool finished() const { return finished_.load(); }
 
  private:
@@ -50,7 +50,7 @@ class VerbsTarget {
   const RegionTable* const regions_;
   const std::string peer_name_;
   std::unique_ptr<QueuePair> qp_;  // replaced only by the serving thread
-  UniqueFd fd_;
+  net::UniqueFd fd_;
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };

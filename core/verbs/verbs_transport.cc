@@ -119,7 +119,7 @@ QueuePairOptions OriginQueuePairOptions() {
 class VerbsTransport::Impl {
  public:
   Impl(std::shared_ptr<VerbsDevice> device, std::unique_ptr<QueuePair> qp,
-       UniqueFd fd, std::string peer_name,
+       net::UniqueFd fd, std::string peer_name,
        std::chrono::milliseconds peer_timeout)
       : device_(std::move(device)),
         qp_(std::move(qp)),
@@ -165,8 +165,8 @@ class VerbsTransport::Impl {
 
   const std::shared_ptr<VerbsDevice> device_;
   std::unique_ptr<QueuePair> qp_;  // replaced by Recover under mu_
-  UniqueFd fd_;
-  UniqueFd wake_;
+  net::UniqueFd fd_;
+  net::UniqueFd wake_;
   const std::string peer_;
   const long long timeout_ns_;
   const long long timeout_ms_;
@@ -208,7 +208,7 @@ Status VerbsTransport::Impl::Start(const proto::QueuePairInfo& peer_qp) {
   PS_ASSIGN_OR_RETURN(pool_mr_, device_->Register(pool_, bytes, 0, false));
   for (int i = kSlots - 1; i >= 0; --i) free_slots_.push_back(i);
   for (int i = kWords - 1; i >= 0; --i) free_words_.push_back(i);
-  wake_ = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  wake_ = net::UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_.valid())
     return ErrnoStatus(StatusCode::kIOError, "eventfd", errno);
   // Control replies come within the peer timeout, or the peer is lost.
@@ -813,8 +813,8 @@ Status VerbsTransport::Impl::Flush() {
 
 StatusOr<std::unique_ptr<VerbsTransport>> VerbsTransport::Create(
     std::shared_ptr<VerbsDevice> device, std::unique_ptr<QueuePair> qp,
-    const proto::QueuePairInfo& peer_qp, UniqueFd fd, std::string peer_name,
-    std::chrono::milliseconds peer_timeout) {
+    const proto::QueuePairInfo& peer_qp, net::UniqueFd fd,
+    std::string peer_name, std::chrono::milliseconds peer_timeout) {
   auto impl =
       std::make_unique<Impl>(std::move(device), std::move(qp), std::move(fd),
                              std::move(peer_name), peer_timeout);

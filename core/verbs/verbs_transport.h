@@ -53,10 +53,10 @@
 #include <string>
 
 #include "core/descriptor.pb.h"
-#include "core/socket.h"
 #include "core/transport.h"
 #include "core/verbs/queue_pair.h"
 #include "core/verbs/verbs_device.h"
+#include "net/unique_fd.h"
 
 namespace ps::xfer::internal {
 
@@ -66,8 +66,8 @@ class VerbsTransport : public Transport {
   // `peer_qp`.
   static StatusOr<std::unique_ptr<VerbsTransport>> Create(
       std::shared_ptr<VerbsDevice> device, std::unique_ptr<QueuePair> qp,
-      const proto::QueuePairInfo& peer_qp, UniqueFd fd, std::string peer_name,
-      std::chrono::milliseconds peer_timeout);
+      const proto::QueuePairInfo& peer_qp, net::UniqueFd fd,
+      std::string peer_name, std::chrono::milliseconds peer_timeout);
   ~VerbsTransport() override;
 
   Request Post(const Op& op) override;

@@ -24,13 +24,22 @@
 #include "core/region_table.h"
 #include "core/remote_region.h"
 #include "core/request.h"
-#include "core/socket.h"
 #include "core/stream/stream_server.h"
 #include "core/stream/wire.h"
+#include "net/connect.h"
+#include "net/transfer.h"
 
 namespace ps::xfer::internal {
 namespace {
 
+using net::Accept;
+using net::ConnectTcp;
+using net::ListenTcp;
+using net::LocalPort;
+using net::RecvAll;
+using net::SendAll;
+using net::Skip;
+using net::UniqueFd;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 

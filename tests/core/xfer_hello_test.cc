@@ -23,19 +23,21 @@
 #include "core/auth.h"
 #include "core/context.h"
 #include "core/hello.h"
-#include "core/socket.h"
 #include "core/stream/wire.h"
+#include "net/connect.h"
+#include "net/message_frame.h"
+#include "net/transfer.h"
 #include "tests/fixed_time_zone.h"
 
 namespace ps::testing {
 namespace {
 
+using net::ConnectTcp;
+using net::DeadlineIn;
+using net::UniqueFd;
 using xfer::ClusterSecret;
 using xfer::Context;
 using xfer::ContextOptions;
-using xfer::internal::ConnectTcp;
-using xfer::internal::DeadlineIn;
-using xfer::internal::UniqueFd;
 using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t) {
@@ -112,8 +114,8 @@ TEST(XferHelloTest, ADrippedHelloHasOneDeadlineAndBlocksNobody) {
 // A listener that accepts and never answers: Connect must give up at its
 // own deadline.
 TEST(XferHelloTest, ConnectGivesUpOnASilentListener) {
-  UniqueFd listener = xfer::internal::ListenTcp("127.0.0.1", 0).value();
-  const uint16_t port = xfer::internal::LocalPort(listener.get()).value();
+  UniqueFd listener = net::ListenTcp("127.0.0.1", 0).value();
+  const uint16_t port = net::LocalPort(listener.get()).value();
   auto origin = Context::Create(Options("origin", /*timeout_ms=*/500)).value();
   auto result = std::async(std::launch::async, [&] {
     return origin->Connect("127.0.0.1:" + std::to_string(port)).status();
@@ -123,7 +125,7 @@ TEST(XferHelloTest, ConnectGivesUpOnASilentListener) {
       result.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
   if (!done) {
     // Unblock the stuck Connect so that the test can end.
-    UniqueFd peer = xfer::internal::Accept(listener.get()).value();
+    UniqueFd peer = net::Accept(listener.get()).value();
     peer.Reset();
     result.wait();
     FAIL() << "Connect to a silent listener still waited after 5 s";
@@ -175,8 +177,7 @@ TEST(XferHelloTest, NoKeyBeforeTheProof) {
   UniqueFd fd = ConnectTcp(target->address(), 2000).value();
   xfer::proto::Hello hello;
   hello.set_name("raw");
-  ASSERT_TRUE(
-      xfer::internal::SendMessage(fd.get(), hello, DeadlineIn(2000)).ok());
+  ASSERT_TRUE(net::SendMessage(fd.get(), hello, DeadlineIn(2000)).ok());
   xfer::proto::HelloReply reply;
   ASSERT_TRUE(
       xfer::internal::RecvMessage(fd.get(), &reply, DeadlineIn(2000)).ok());
@@ -203,8 +204,7 @@ TEST(XferHelloTest, AnUnknownOpIsAnsweredBeforeTheConnectionCloses) {
   xfer::proto::Hello hello;
   hello.set_name("raw");
   hello.set_transport("tcp");
-  ASSERT_TRUE(
-      xfer::internal::SendMessage(fd.get(), hello, DeadlineIn(2000)).ok());
+  ASSERT_TRUE(net::SendMessage(fd.get(), hello, DeadlineIn(2000)).ok());
   xfer::proto::HelloReply reply;
   ASSERT_TRUE(
       xfer::internal::RecvMessage(fd.get(), &reply, DeadlineIn(2000)).ok());
@@ -214,19 +214,18 @@ TEST(XferHelloTest, AnUnknownOpIsAnsweredBeforeTheConnectionCloses) {
   h.magic = wire::kRequestMagic;
   h.op = 99;
   h.request_id = 7;
-  ASSERT_TRUE(xfer::internal::SendAllBefore(fd.get(), &h, sizeof(h),
-                                            DeadlineIn(2000), "request")
-                  .ok());
+  ASSERT_TRUE(
+      net::SendAllBefore(fd.get(), &h, sizeof(h), DeadlineIn(2000), "request")
+          .ok());
   wire::ReplyHeader r{};
-  ASSERT_TRUE(xfer::internal::RecvAllBefore(fd.get(), &r, sizeof(r),
-                                            DeadlineIn(2000), "reply")
-                  .ok());
+  ASSERT_TRUE(
+      net::RecvAllBefore(fd.get(), &r, sizeof(r), DeadlineIn(2000), "reply")
+          .ok());
   EXPECT_EQ(r.request_id, 7u);
   EXPECT_EQ(r.status_code, static_cast<uint16_t>(StatusCode::kInvalidArgument));
   std::string message(r.message_length, '\0');
-  ASSERT_TRUE(xfer::internal::RecvAllBefore(fd.get(), message.data(),
-                                            message.size(), DeadlineIn(2000),
-                                            "message")
+  ASSERT_TRUE(net::RecvAllBefore(fd.get(), message.data(), message.size(),
+                                 DeadlineIn(2000), "message")
                   .ok());
   EXPECT_NE(message.find("unknown op 99"), std::string::npos) << message;
   char byte;

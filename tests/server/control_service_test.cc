@@ -15,17 +15,18 @@
 #include <thread>
 #include <vector>
 
+#include "net/connect.h"
 #include "protocol/control_channel.h"
 #include "tests/fixed_time_zone.h"
 
 namespace ps::server {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+using net::ConnectTcp;
+using net::UniqueFd;
 using protocol::ControlClient;
 using xfer::ClusterSecret;
-using xfer::internal::ConnectTcp;
-using xfer::internal::UniqueFd;
-using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -101,8 +102,8 @@ TEST(ControlServiceTest, ASlowRequestIsKeptAlive) {
 }
 
 TEST(ControlServiceTest, ACallToASilentServerTimesOut) {
-  UniqueFd listener = xfer::internal::ListenTcp("127.0.0.1", 0).value();
-  const uint16_t port = xfer::internal::LocalPort(listener.get()).value();
+  UniqueFd listener = net::ListenTcp("127.0.0.1", 0).value();
+  const uint16_t port = net::LocalPort(listener.get()).value();
   auto client =
       ControlClient::Connect("127.0.0.1:" + std::to_string(port), Client(300));
   ASSERT_TRUE(client.ok()) << client.status();

@@ -1,4 +1,4 @@
-#include "core/socket.h"
+#include "net/connect.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -12,17 +12,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
-#include <vector>
+#include <memory>
 
-namespace ps::xfer::internal {
+#include "net/socket_error.h"
+
+namespace ps::net {
 namespace {
 
 Status NetErr(const std::string& what, int err) {
-  if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) {
-    return ErrnoStatus(StatusCode::kPeerLost, what, err);
-  }
-  return ErrnoStatus(StatusCode::kNetwork, what, err);
+  return SocketError(what, err);
 }
 
 void SetNoDelay(int fd) {
@@ -61,11 +61,6 @@ StatusOr<std::unique_ptr<addrinfo, AddrInfoDeleter>> Resolve(
 }
 
 }  // namespace
-
-void UniqueFd::Reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
 
 StatusOr<std::pair<std::string, uint16_t>> SplitHostPort(
     const std::string& address) {
@@ -194,153 +189,6 @@ StatusOr<UniqueFd> Accept(int listen_fd) {
   }
 }
 
-Status SendAll(int fd, const void* data, size_t len) {
-  const char* p = static_cast<const char*>(data);
-  while (len > 0) {
-    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return NetErr("send", errno);
-    }
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return Status::OK();
-}
-
-Status RecvAll(int fd, void* data, size_t len) {
-  char* p = static_cast<char*>(data);
-  while (len > 0) {
-    ssize_t n = recv(fd, p, len, MSG_WAITALL);
-    if (n == 0) return PeerLost("connection closed by peer");
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return NetErr("recv", errno);
-    }
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return Status::OK();
-}
-
-Status SendAllV(int fd, struct iovec* iov, int iovcnt) {
-  while (iovcnt > 0) {
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(std::min(iovcnt, IOV_MAX));
-    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return NetErr("sendmsg", errno);
-    }
-    auto sent = static_cast<size_t>(n);
-    while (iovcnt > 0 && sent >= iov->iov_len) {
-      sent -= iov->iov_len;
-      ++iov;
-      --iovcnt;
-    }
-    if (iovcnt > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + sent;
-      iov->iov_len -= sent;
-    }
-  }
-  return Status::OK();
-}
-
-Status Skip(int fd, uint64_t len) {
-  char scratch[64 * 1024];
-  while (len > 0) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(len, sizeof(scratch)));
-    PS_RETURN_IF_ERROR(RecvAll(fd, scratch, n));
-    len -= n;
-  }
-  return Status::OK();
-}
-
-Deadline DeadlineIn(int64_t ms) {
-  return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-}
-
-namespace {
-
-// Milliseconds left until `deadline` for poll(2): 0 when it passed, and
-// rounded up so that poll never returns a hair early and spins.
-int PollMsUntil(Deadline deadline) {
-  auto left = deadline - std::chrono::steady_clock::now();
-  if (left <= std::chrono::steady_clock::duration::zero()) return 0;
-  auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
-  return static_cast<int>(std::min<int64_t>(ms, 1 << 30));
-}
-
-// Waits for `events` on fd until the deadline: true when ready (or the
-// socket has an error or hang-up to report), false at the deadline.
-StatusOr<bool> WaitFor(int fd, short events, Deadline deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    int rc = poll(&p, 1, PollMsUntil(deadline));
-    if (rc > 0) return true;
-    if (rc == 0) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      continue;
-    }
-    if (errno != EINTR) return NetErr("poll", errno);
-  }
-}
-
-}  // namespace
-
-StatusOr<bool> WaitReadable(int fd, Deadline deadline) {
-  return WaitFor(fd, POLLIN, deadline);
-}
-
-Status SendAllBefore(int fd, const void* data, size_t len, Deadline deadline,
-                     std::string_view what) {
-  const char* p = static_cast<const char*>(data);
-  while (len > 0) {
-    // Try first: poll(2) only when the socket would block.
-    ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n >= 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-      continue;
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      return NetErr(std::string(what) + ": send", errno);
-    }
-    PS_ASSIGN_OR_RETURN(bool ready, WaitFor(fd, POLLOUT, deadline));
-    if (!ready) {
-      return Timeout(std::string(what) + ": the peer did not take " +
-                     std::to_string(len) + " more bytes in time");
-    }
-  }
-  return Status::OK();
-}
-
-Status RecvAllBefore(int fd, void* data, size_t len, Deadline deadline,
-                     std::string_view what) {
-  char* p = static_cast<char*>(data);
-  while (len > 0) {
-    ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-      continue;
-    }
-    if (n == 0) return PeerLost(std::string(what) + ": connection closed");
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      return NetErr(std::string(what) + ": recv", errno);
-    }
-    PS_ASSIGN_OR_RETURN(bool ready, WaitFor(fd, POLLIN, deadline));
-    if (!ready) {
-      return Timeout(std::string(what) + ": " + std::to_string(len) +
-                     " bytes still missing at the deadline");
-    }
-  }
-  return Status::OK();
-}
-
 std::string PeerAddress(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
@@ -369,52 +217,4 @@ std::string PeerAddress(int fd) {
   return "unknown peer";
 }
 
-Status SendWithFd(int fd, const void* data, size_t len, int fd_to_send) {
-  iovec iov{const_cast<void*>(data), len};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd_to_send, sizeof(int));
-  for (;;) {
-    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return NetErr("sendmsg(SCM_RIGHTS)", errno);
-    // The descriptor went with the first byte; send any rest plainly.
-    return SendAll(fd, static_cast<const char*>(data) + n,
-                   len - static_cast<size_t>(n));
-  }
-}
-
-Status RecvWithFd(int fd, void* data, size_t len, int* received_fd) {
-  *received_fd = -1;
-  iovec iov{data, len};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n;
-  do {
-    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n == 0) return PeerLost("connection closed by peer");
-  if (n < 0) return NetErr("recvmsg", errno);
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
-       c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      std::memcpy(received_fd, CMSG_DATA(c), sizeof(int));
-    }
-  }
-  return RecvAll(fd, static_cast<char*>(data) + n,
-                 len - static_cast<size_t>(n));
-}
-
-}  // namespace ps::xfer::internal
+}  // namespace ps::net

@@ -1,0 +1,43 @@
+// Setting up sockets: listening and connected TCP sockets, listening and
+// connected Unix sockets in the abstract namespace (nothing on disk), and the
+// addresses at either end. Every function returns a Status (never throws or
+// aborts) and retries on EINTR. Moving bytes over the sockets is
+// net/transfer.h's job.
+//
+// Thread safety: the functions share no state; call them from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "base/status.h"
+#include "base/status_or.h"
+#include "net/unique_fd.h"
+
+namespace ps::net {
+
+// "host:port" -> listening TCP socket (port 0: any free port).
+StatusOr<UniqueFd> ListenTcp(const std::string& host, uint16_t port);
+// The port a listening socket is bound to.
+StatusOr<uint16_t> LocalPort(int fd);
+// Listening Unix socket in the abstract namespace.
+StatusOr<UniqueFd> ListenUnix(const std::string& abstract_name);
+// Connected sockets (blocking, TCP_NODELAY on TCP). An unreachable TCP host
+// costs at most `timeout_ms`; a Unix listener whose backlog stays full gives
+// kTimeout at `deadline`.
+StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms);
+StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name,
+                               Deadline deadline);
+// accept4 with CLOEXEC; TCP_NODELAY on TCP.
+StatusOr<UniqueFd> Accept(int listen_fd);
+
+// "203.0.113.7:53422", "[::1]:4000", or "local peer pid 42" for a Unix
+// socket: who is at the other end, for log lines.
+std::string PeerAddress(int fd);
+
+// "host:port" or "[v6]:port" -> (host, port); kInvalidArgument otherwise.
+StatusOr<std::pair<std::string, uint16_t>> SplitHostPort(
+    const std::string& address);
+
+}  // namespace ps::net
