@@ -1,5 +1,7 @@
 #include "base/status.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ostream>
 
@@ -122,5 +124,16 @@ Status ErrnoStatus(StatusCode code, std::string_view what, int err) {
 std::ostream& operator<<(std::ostream& os, const Status& s) {
   return os << s.ToString();
 }
+
+namespace internal {
+
+void DieOnError(std::string_view what, const Status& status) {
+  std::fprintf(stderr, "%.*s on an error: %s\n", static_cast<int>(what.size()),
+               what.data(), status.ToString().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace internal
 
 }  // namespace ps

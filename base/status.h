@@ -5,6 +5,10 @@
 //
 // A Status is one pointer wide; the OK status allocates nothing, so returning
 // Status on hot paths costs a register.
+//
+// Thread safety: a Status is an immutable value (its state is owned, never
+// shared); distinct copies may be used from any threads, one object from
+// several threads only for reading.
 #pragma once
 
 #include <memory>
@@ -99,6 +103,12 @@ Status Cancelled(std::string message);
 Status ErrnoStatus(StatusCode code, std::string_view what, int err);
 
 std::ostream& operator<<(std::ostream& os, const Status& s);
+
+namespace internal {
+// Prints "`what` on an error: <status>" to stderr and aborts: for our own
+// programming errors only (a StatusOr's value read without checking ok()).
+[[noreturn]] void DieOnError(std::string_view what, const Status& status);
+}  // namespace internal
 
 }  // namespace ps
 

@@ -1,4 +1,12 @@
 // StatusOr<T>: a T, or the Status that explains why there is none.
+//
+// Reading the value (value(), operator*, operator->) of an error is a
+// programming error, checked: the process aborts with the status message on
+// stderr rather than touch an empty value. Check ok() first, or use
+// PS_ASSIGN_OR_RETURN.
+//
+// Thread safety: a value type, like T; one object may be read from several
+// threads at once, written by one at a time.
 #pragma once
 
 #include <optional>
@@ -19,16 +27,29 @@ class [[nodiscard]] StatusOr {
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
 
-  // Precondition: ok(). Accessing the value of an error is a programming bug.
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
+  // Precondition: ok(); checked (aborts with the status otherwise).
+  T& value() & { return CheckedValue(); }
+  const T& value() const& { return CheckedValue(); }
+  T&& value() && { return std::move(CheckedValue()); }
+  T& operator*() & { return CheckedValue(); }
+  const T& operator*() const& { return CheckedValue(); }
+  T* operator->() { return &CheckedValue(); }
+  const T* operator->() const { return &CheckedValue(); }
 
  private:
+  T& CheckedValue() {
+    if (!status_.ok()) [[unlikely]] {
+      internal::DieOnError("StatusOr::value()", status_);
+    }
+    return *value_;
+  }
+  const T& CheckedValue() const {
+    if (!status_.ok()) [[unlikely]] {
+      internal::DieOnError("StatusOr::value()", status_);
+    }
+    return *value_;
+  }
+
   Status status_;
   std::optional<T> value_;
 };

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "base/status_or.h"
 
 namespace ps {
@@ -51,6 +53,14 @@ TEST(StatusOrTest, ValueOrStatus) {
   EXPECT_EQ(out, 4);
   EXPECT_FALSE(UseHalf(3, &out).ok());
   EXPECT_FALSE(StatusOr<int>(Status::OK()).ok());
+}
+
+TEST(StatusOrDeathTest, ReadingTheValueOfAnErrorAbortsWithTheStatus) {
+  StatusOr<std::string> bad = NotFound("checkpoint 7");
+  EXPECT_DEATH((void)bad.value(),
+               "StatusOr::value\\(\\) on an error: not found: checkpoint 7");
+  EXPECT_DEATH((void)bad->size(), "checkpoint 7");
+  EXPECT_DEATH((void)*bad, "checkpoint 7");
 }
 
 }  // namespace
