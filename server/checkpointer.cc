@@ -48,14 +48,6 @@ std::string Seconds(std::chrono::nanoseconds d) {
   return buf;
 }
 
-int StateArraysOf(const std::vector<float>* state) {
-  int n = 0;
-  for (int k = 0; k < kernels::kMaxOptimizerStates; ++k) {
-    if (!state[k].empty()) n = k + 1;
-  }
-  return n;
-}
-
 // Rows of `now` whose values or optimizer state differ from `before` (same
 // table, same layout, both full copies): the incremental checkpoint's rows.
 ck::TableSnapshot ChangedRows(const ck::TableSnapshot& now,
@@ -186,12 +178,12 @@ StatusOr<ck::RestoreResult> Checkpointer::RestoreFrom(const std::string& path) {
     if (t->exact()) {
       tt.state_arrays = t->exact_table()->state_arrays_;
     } else {
-      tt.state_arrays = StateArraysOf(t->state_);
-      tt.first_row = t->first_row();
-      tt.rows = t->rows();
-      tt.values = t->data();
-      for (int k = 0; k < tt.state_arrays; ++k)
-        tt.state[k] = t->state_[k].data();
+      table::ParamTable* p = t->params();
+      tt.state_arrays = p->state_arrays();
+      tt.first_row = p->first_row();
+      tt.rows = p->num_rows();
+      tt.values = p->data();
+      for (int k = 0; k < tt.state_arrays; ++k) tt.state[k] = p->state(k);
     }
     target.tables.push_back(std::move(tt));
   }
@@ -200,8 +192,7 @@ StatusOr<ck::RestoreResult> Checkpointer::RestoreFrom(const std::string& path) {
     TableShard* t = shard_->tables()[i].get();
     ck::TableTarget& tt = target.tables[i];
     if (!t->exact()) {
-      std::lock_guard<std::mutex> lock(t->optimizer_mu_);
-      t->optimizer_steps_ = tt.optimizer_steps;
+      t->params()->set_optimizer_steps(tt.optimizer_steps);
       continue;
     }
     ExactTable* e = t->exact_table();
@@ -453,18 +444,16 @@ ck::ShardSnapshot Checkpointer::Copy() const {
         s.last_update.push_back(e->last_update_[row]);
       }
     } else {
-      s.first_row = t->first_row();
-      s.rows = t->rows();
-      s.state_arrays = StateArraysOf(t->state_);
+      const table::ParamTable* p = t->params();
+      s.first_row = p->first_row();
+      s.rows = p->num_rows();
+      s.state_arrays = p->state_arrays();
       // Nothing is applied during the cut (the workers wait in a barrier
       // after WaitApplied), but that order runs through the workers and
-      // shared memory; holding the lock the apply threads of a stateful
-      // optimizer take makes it visible here (and to TSan). SGD applies
-      // without a lock and relies on the protocol alone.
-      std::lock_guard<std::mutex> lock(t->optimizer_mu_);
-      s.values.assign(t->data(), t->data() + t->rows() * t->dim());
-      for (int k = 0; k < s.state_arrays; ++k) s.state[k] = t->state_[k];
-      s.optimizer_steps = t->optimizer_steps_;
+      // shared memory; CopyTo takes the lock the apply threads of a
+      // stateful optimizer take, which makes it visible here (and to TSan).
+      // SGD applies without a lock and relies on the protocol alone.
+      p->CopyTo(&s.values, s.state, &s.optimizer_steps);
     }
     snap.tables.push_back(std::move(s));
   }
