@@ -18,10 +18,10 @@
 //
 // Thread-safety: Apply may run on any number of threads at once when every
 // caller passes kAtomic (kExclusive: the caller guarantees it is alone).
-// CopyTo and set_optimizer_steps take the optimizer mutex. Reading rows
-// while applies run (one-sided pulls) sees each float whole, not whole rows.
-// Writing through data()/state() (a restore) is for a table nobody applies
-// to yet.
+// CopyTo and set_optimizer_steps take the optimizer mutex. Rows read while
+// applies run (the server's one-sided pulls) may be part-way through an
+// update; the local store orders its reads with its own lock. Writing
+// through data()/state() (a restore) is for a table nobody applies to yet.
 #pragma once
 
 #include <cstdint>
