@@ -7,7 +7,8 @@
 #include <string>
 
 #include "protocol/table_config.h"
-#include "server/initializer.h"
+#include "table/initializer.h"
+#include "table/param_table.h"
 
 namespace ps::server {
 namespace {
@@ -25,7 +26,7 @@ StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
     return InvalidArgument("table '" + spec.name() + "' is not an EXACT table");
   }
   PS_RETURN_IF_ERROR(protocol::ValidateTableSpec(spec));
-  PS_RETURN_IF_ERROR(ValidateInitializer(spec.initializer()));
+  PS_RETURN_IF_ERROR(table::ValidateInitializer(spec.initializer()));
   if (spec.capacity() >= kNoRow) {
     return InvalidArgument(Where(spec) + ": capacity " +
                            std::to_string(spec.capacity()) +
@@ -71,17 +72,10 @@ uint32_t ExactTable::AllocateRow(uint64_t key) {
   }
   key_of_row_[row] = key;
   float* v = values_.data() + uint64_t{row} * dim_;
-  InitializeRow(spec_.initializer(), key, std::span<float>(v, dim_));
-  // Optimizer state starts at zero, except Adagrad's accumulator.
-  float state0 = 0.0f;
-  if (optimizer_) {
-    if (auto* a = std::get_if<kernels::AdagradConfig>(&*optimizer_)) {
-      state0 = a->initial_accumulator;
-    }
-  }
+  table::InitializeRow(spec_.initializer(), key, std::span<float>(v, dim_));
   for (int k = 0; k < state_arrays_; ++k) {
     std::fill_n(state_[k].data() + uint64_t{row} * dim_, dim_,
-                k == 0 ? state0 : 0.0f);
+                table::InitialStateValue(*optimizer_, k));
   }
   row_of_key_.emplace(key, row);
   ++counters_.rows;

@@ -6,20 +6,18 @@
 // the server touches, stays in local memory. EXACT tables keep their own key
 // index (server/exact_table.h) and are reached through the server.
 //
-// Applying a decoded packet to a table (ApplyRows):
-//   "sum"  rows += g          atomic float adds: any number of apply threads
-//   "sgd"  rows += -lr * g    the same atomic adds, so SGD is lock-free too
-//   others (momentum, adagrad, adam, ftrl): per-table mutex around the
-//          kernels' optimizer, since state and parameters change together.
-// With a single apply thread the adds need no atomicity: kExclusive mode
-// (plain SIMD adds) is chosen by the caller then.
+// Applying a decoded packet to a table (ApplyRows) is the table's
+// table::ParamTable apply: lock-free atomic adds for "sum" and "sgd", a
+// per-table mutex around the stateful optimizers. With a single apply thread
+// the adds need no atomicity: kExclusive mode (plain SIMD adds) is chosen by
+// the caller then.
+//
+// Thread-safety: ApplyRows as table::ParamTable::Apply says; the rest is
+// fixed once Create returns.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,10 +25,10 @@
 #include "base/status.h"
 #include "base/status_or.h"
 #include "core/context.h"
-#include "kernels/optimizers.h"
 #include "kernels/sparse_accumulate.h"
 #include "protocol/ps.pb.h"
 #include "server/exact_table.h"
+#include "table/param_table.h"
 
 namespace ps::server {
 
@@ -41,13 +39,15 @@ class TableShard {
   uint32_t dim() const { return spec_.dim(); }
   bool exact() const { return spec_.kind() == proto::EXACT; }
   // HASHED/DENSE: the global rows this shard owns.
-  uint64_t first_row() const { return first_row_; }
-  uint64_t rows() const { return rows_; }
+  uint64_t first_row() const { return params_ ? params_->first_row() : 0; }
+  uint64_t rows() const { return params_ ? params_->num_rows() : 0; }
   // HASHED/DENSE: rows() * dim() floats, remote-readable; null for EXACT.
   const std::shared_ptr<xfer::MemoryRegion>& rows_region() const {
     return rows_region_;
   }
-  float* data() const { return data_; }
+  float* data() const { return params_ ? params_->data() : nullptr; }
+  // HASHED/DENSE: the rows with their optimizer; null for EXACT.
+  table::ParamTable* params() const { return params_.get(); }
   // EXACT tables only; null otherwise.
   ExactTable* exact_table() const { return exact_.get(); }
 
@@ -56,7 +56,9 @@ class TableShard {
   // place. `mode` kAtomic when other threads may apply to this table at the
   // same time. kOutOfRange for a bad row (nothing applied then).
   Status ApplyRows(std::span<const uint32_t> rows, std::span<float> grads,
-                   kernels::AccumulateMode mode);
+                   kernels::AccumulateMode mode) {
+    return params_->Apply(rows, grads, mode);
+  }
 
   // "table emb (id 1, hashed, dim 16): rows [0, 500000) of 1000000, sgd lr
   // 0.1, 32 MB".
@@ -64,19 +66,11 @@ class TableShard {
 
  private:
   friend class Shard;
-  friend class Checkpointer;  // copies and restores rows and state
   TableShard() = default;
 
   proto::TableSpec spec_;
-  uint64_t first_row_ = 0;
-  uint64_t rows_ = 0;
-  std::shared_ptr<xfer::MemoryRegion> rows_region_;
-  float* data_ = nullptr;
-  std::optional<kernels::OptimizerConfig> optimizer_;  // none: "sum"
-  float sgd_scale_ = 0.0f;  // -lr for sgd, 1 for sum; 0: stateful optimizer
-  std::vector<float> state_[kernels::kMaxOptimizerStates];
-  std::mutex optimizer_mu_;       // stateful optimizers only
-  uint64_t optimizer_steps_ = 0;  // guarded by optimizer_mu_
+  std::shared_ptr<xfer::MemoryRegion> rows_region_;  // params_'s rows
+  std::unique_ptr<table::ParamTable> params_;
   std::unique_ptr<ExactTable> exact_;
 };
 

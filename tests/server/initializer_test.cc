@@ -1,6 +1,6 @@
 // Initializers: a row's starting values depend on (seed, row) only, so the
 // same table starts identically however it is sharded.
-#include "server/initializer.h"
+#include "table/initializer.h"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +12,10 @@
 
 namespace ps::server {
 namespace {
+
+using table::InitializeRow;
+using table::InitializeRows;
+using table::ValidateInitializer;
 
 xfer::ContextOptions Named(const char* name) {
   xfer::ContextOptions o;

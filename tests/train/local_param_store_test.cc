@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "protocol/table_config.h"
-#include "server/initializer.h"
+#include "table/initializer.h"
 
 namespace ps::train {
 namespace {
@@ -31,7 +31,7 @@ TEST(LocalParamStoreTest, RowsStartLikeTheServersRows) {
   protocol::ShardMap map = protocol::ShardMap::ForTable(*spec, 1);
   for (uint64_t key : {1ull, 42ull, 1ull << 40}) {
     std::vector<float> want(4);
-    server::InitializeRow(spec->initializer(), map.GlobalRow(key), want);
+    table::InitializeRow(spec->initializer(), map.GlobalRow(key), want);
     std::vector<float> got(4);
     ASSERT_TRUE(store->Pull(3, std::vector<uint64_t>{key}, got).ok());
     EXPECT_EQ(got, want);
@@ -81,7 +81,7 @@ TEST(LocalParamStoreTest, DenseTableIsWhole) {
   ASSERT_TRUE(store->PullDense(2, before).ok());
   for (int r = 0; r < 3; ++r) {
     std::vector<float> want(2);
-    server::InitializeRow(store->table("mlp")->initializer(), r, want);
+    table::InitializeRow(store->table("mlp")->initializer(), r, want);
     EXPECT_EQ(before[2 * r], want[0]);
     EXPECT_EQ(before[2 * r + 1], want[1]);
   }

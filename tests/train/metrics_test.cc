@@ -1,7 +1,7 @@
 // AUC and logloss: the usual values, and total on any input: NaN and
 // infinite scores return NaN at once (they used to spin forever in Auc's
 // tie loop, after a std::sort that NaN made undefined).
-#include "worker/train/metrics.h"
+#include "worker/eval/metrics.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "tests/train/watchdog.h"
 
-namespace ps::train {
+namespace ps::eval {
 namespace {
 
 using ps::testing::Watchdog;
@@ -74,4 +74,4 @@ TEST(MetricsTest, LogLossClipsFiniteProbabilities) {
 }
 
 }  // namespace
-}  // namespace ps::train
+}  // namespace ps::eval

@@ -15,7 +15,7 @@
 #include "cli/guarded_main.h"
 #include "worker/datagen/criteo_synth.h"
 #include "worker/datagen/planted_model.h"
-#include "worker/train/metrics.h"
+#include "worker/eval/metrics.h"
 
 DEFINE_uint64(rows, 1000000,
               "Training rows to write, in [1, 100000000] (the planted "
@@ -125,8 +125,8 @@ ps::Status WriteRows(ps::datagen::CriteoSynth* synth, uint64_t rows,
   file.close();
   if (!file) return ps::IOError("write to " + path + " failed");
   out->rows = rows;
-  out->auc = ps::train::Auc(p, labels);
-  out->logloss = ps::train::LogLoss(p, labels);
+  out->auc = ps::eval::Auc(p, labels);
+  out->logloss = ps::eval::LogLoss(p, labels);
   // Auc is NaN when a probability is not finite; the flag bounds keep the
   // planted logits finite, so this is a bug, not a usage error.
   if (std::isnan(out->auc) || std::isnan(out->logloss)) {

@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "protocol/table_config.h"
-#include "server/initializer.h"
+#include "table/initializer.h"
 
 namespace ps::train {
 
@@ -16,7 +16,7 @@ StatusOr<std::unique_ptr<LocalParamStore>> LocalParamStore::Create(
   for (const proto::TableSpec& spec : config.table()) {
     const std::string where = "table " + spec.name();
     PS_RETURN_IF_ERROR(protocol::ValidateTableSpec(spec));
-    PS_RETURN_IF_ERROR(server::ValidateInitializer(spec.initializer()));
+    PS_RETURN_IF_ERROR(table::ValidateInitializer(spec.initializer()));
     if (spec.kind() == proto::EXACT) {
       return NotSupported(where + ": EXACT tables need a server (not --local)");
     }
@@ -24,28 +24,9 @@ StatusOr<std::unique_ptr<LocalParamStore>> LocalParamStore::Create(
       return InvalidArgument(where + ": capacity above 2^32 rows");
     }
     auto t = std::make_unique<Table>(spec);
-    try {
-      t->rows.assign(spec.capacity() * spec.dim(), 0.0f);
-    } catch (const std::bad_alloc&) {
-      return ResourceExhausted(where + ": cannot allocate rows");
-    }
-    server::InitializeRows(spec.initializer(), 0, spec.capacity(), spec.dim(),
-                           t->rows.data());
-    auto opt = protocol::OptimizerFromSpec(spec.optimizer());
-    if (!opt.ok()) {
-      t->add_scale = 1.0f;  // "sum"
-    } else if (auto* sgd = std::get_if<kernels::SgdConfig>(&*opt)) {
-      t->add_scale = -sgd->learning_rate;
-    } else {
-      t->optimizer = *opt;
-      float state0 = 0.0f;
-      if (auto* a = std::get_if<kernels::AdagradConfig>(&*opt)) {
-        state0 = a->initial_accumulator;
-      }
-      for (int k = 0; k < kernels::StateFloatsPerParameter(*opt); ++k) {
-        t->state[k].assign(t->rows.size(), k == 0 ? state0 : 0.0f);
-      }
-    }
+    auto params = table::ParamTable::Create(spec, 0, spec.capacity());
+    if (!params.ok()) return params.status().WithContext(where);
+    t->params = std::move(*params);
     store->tables_.push_back(std::move(t));
   }
   return store;
@@ -81,7 +62,7 @@ Status LocalParamStore::Pull(uint32_t table_id, std::span<const uint64_t> keys,
     if (dense && keys[i] >= t->spec.capacity()) {
       return OutOfRange("pull: dense row " + std::to_string(keys[i]));
     }
-    const float* row = t->rows.data() + t->map.GlobalRow(keys[i]) * dim;
+    const float* row = t->params->data() + t->map.GlobalRow(keys[i]) * dim;
     std::copy(row, row + dim, out.data() + i * dim);
   }
   return Status::OK();
@@ -119,29 +100,7 @@ Status LocalParamStore::Push(uint32_t table_id, std::span<const uint64_t> keys,
     }
   }
   std::unique_lock lock(t->mu);
-  return ApplyRows(t, rows, summed);
-}
-
-Status LocalParamStore::ApplyRows(Table* t, std::span<const uint32_t> rows,
-                                  std::span<const float> grads) {
-  const uint32_t dim = t->spec.dim();
-  if (!t->optimizer) {
-    for (size_t i = 0; i < rows.size(); ++i) {
-      float* row = t->rows.data() + size_t{rows[i]} * dim;
-      const float* g = grads.data() + i * dim;
-      for (uint32_t j = 0; j < dim; ++j) row[j] += t->add_scale * g[j];
-    }
-    return Status::OK();
-  }
-  kernels::OptimizerTable table;
-  table.params = t->rows.data();
-  for (int k = 0; k < kernels::kMaxOptimizerStates; ++k) {
-    table.state[k] = t->state[k].empty() ? nullptr : t->state[k].data();
-  }
-  table.num_rows = t->spec.capacity();
-  table.dim = dim;
-  return kernels::ApplyOptimizerToRows(*t->optimizer, ++t->steps, table, rows,
-                                       grads);
+  return t->params->Apply(rows, summed, kernels::AccumulateMode::kExclusive);
 }
 
 Status LocalParamStore::PullDense(uint32_t table_id, std::span<float> out) {
@@ -149,12 +108,13 @@ Status LocalParamStore::PullDense(uint32_t table_id, std::span<float> out) {
   if (t->spec.kind() != proto::DENSE) {
     return InvalidArgument("table " + t->spec.name() + " is not DENSE");
   }
-  if (out.size() != t->rows.size()) {
-    return InvalidArgument("pull dense: want " +
-                           std::to_string(t->rows.size()) + " floats");
+  const size_t floats = t->params->num_rows() * t->params->dim();
+  if (out.size() != floats) {
+    return InvalidArgument("pull dense: want " + std::to_string(floats) +
+                           " floats");
   }
   std::shared_lock lock(t->mu);
-  std::copy(t->rows.begin(), t->rows.end(), out.begin());
+  std::copy_n(t->params->data(), floats, out.begin());
   return Status::OK();
 }
 
@@ -164,15 +124,18 @@ Status LocalParamStore::PushDense(uint32_t table_id,
   if (t->spec.kind() != proto::DENSE) {
     return InvalidArgument("table " + t->spec.name() + " is not DENSE");
   }
-  if (grads.size() != t->rows.size()) {
-    return InvalidArgument("push dense: want " +
-                           std::to_string(t->rows.size()) + " floats");
+  const size_t floats = t->params->num_rows() * t->params->dim();
+  if (grads.size() != floats) {
+    return InvalidArgument("push dense: want " + std::to_string(floats) +
+                           " floats");
   }
-  // A whole-table push is every row once, in order.
+  // A whole-table push is every row once, in order; the apply may scale
+  // its gradients in place, so it gets a copy.
   std::vector<uint32_t> rows(t->spec.capacity());
   for (uint32_t r = 0; r < rows.size(); ++r) rows[r] = r;
+  std::vector<float> scratch(grads.begin(), grads.end());
   std::unique_lock lock(t->mu);
-  return ApplyRows(t, rows, grads);
+  return t->params->Apply(rows, scratch, kernels::AccumulateMode::kExclusive);
 }
 
 StatusOr<std::vector<float>> LocalParamStore::Row(uint32_t table_id,
@@ -180,7 +143,7 @@ StatusOr<std::vector<float>> LocalParamStore::Row(uint32_t table_id,
   PS_ASSIGN_OR_RETURN(Table * t, Find(table_id));
   const uint32_t dim = t->spec.dim();
   std::shared_lock lock(t->mu);
-  const float* row = t->rows.data() + t->map.GlobalRow(key) * dim;
+  const float* row = t->params->data() + t->map.GlobalRow(key) * dim;
   return std::vector<float>(row, row + dim);
 }
 

@@ -3,24 +3,23 @@
 // distributed run is compared with:
 //   - HASHED: key -> global row by protocol::ShardMap (1 shard); DENSE: the
 //     key is the row. EXACT tables are not supported locally (kNotSupported).
-//   - Rows start as server::InitializeRows makes them: a row's values depend
-//     only on (initializer seed, global row).
-//   - A push sums duplicate keys, then applies the table's optimizer: "sum"
-//     adds, "sgd" adds -lr * g, the others run kernels::ApplyOptimizerToRows
-//     with a per-table step count that grows by one per push, as the server's
-//     does per packet.
-// Pull takes a table's lock shared and Push exclusive, so concurrent threads
-// see whole updates.
+//   - Each table is a table::ParamTable of all its rows, the server shard's
+//     own type: rows start as table/initializer.h makes them (a row's values
+//     depend only on (initializer seed, global row)), and a push sums
+//     duplicate keys, then runs the same apply ("sum" adds, "sgd" adds
+//     -lr * g, the others the kernels' optimizer with a per-table step count
+//     that grows by one per push, as the server's does per packet).
+// Thread-safe: Pull takes a table's lock shared and Push exclusive, so
+// concurrent threads see whole updates.
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <shared_mutex>
 #include <vector>
 
 #include "base/status_or.h"
-#include "kernels/optimizers.h"
 #include "protocol/shard_map.h"
+#include "table/param_table.h"
 #include "worker/train/param_store.h"
 
 namespace ps::train {
@@ -54,19 +53,12 @@ class LocalParamStore : public ParamStore {
     }
     proto::TableSpec spec;
     protocol::ShardMap map;
-    std::vector<float> rows;                            // capacity x dim
-    std::optional<kernels::OptimizerConfig> optimizer;  // none: sum / sgd
-    float add_scale = 0.0f;  // 1 for sum, -lr for sgd, 0: stateful
-    std::vector<float> state[kernels::kMaxOptimizerStates];
-    uint64_t steps = 0;
+    std::unique_ptr<table::ParamTable> params;  // capacity rows
     mutable std::shared_mutex mu;
   };
 
   LocalParamStore() = default;
   StatusOr<Table*> Find(uint32_t table_id) const;
-  // Applies summed gradients of distinct rows; caller holds t->mu.
-  Status ApplyRows(Table* t, std::span<const uint32_t> rows,
-                   std::span<const float> grads);
 
   std::vector<std::unique_ptr<Table>> tables_;
 };

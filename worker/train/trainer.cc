@@ -10,8 +10,8 @@
 #include <sstream>
 #include <thread>
 
+#include "worker/eval/metrics.h"
 #include "worker/train/example_source.h"
-#include "worker/train/metrics.h"
 
 namespace ps::train {
 namespace {
@@ -72,7 +72,7 @@ class PredictionWindow {
   }
   double Auc() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return train::Auc(probs_, labels_);
+    return eval::Auc(probs_, labels_);
   }
 
  private:
@@ -138,7 +138,7 @@ std::string Number(double x) {
 // means anything.
 std::string NonFinite(double loss, std::span<const float> probs) {
   if (!std::isfinite(loss)) return "loss is " + Number(loss);
-  const size_t i = FirstNonFinite(probs);
+  const size_t i = eval::FirstNonFinite(probs);
   if (i < probs.size()) {
     return "prediction " + std::to_string(i + 1) + " of " +
            std::to_string(probs.size()) + " is " + Number(probs[i]);
@@ -188,7 +188,7 @@ StatusOr<EvalPoint> Trainer::Evaluate(uint32_t threads) {
     so.holdout = true;
   }
   PS_ASSIGN_OR_RETURN(auto source, ExampleSource::Open(path, so));
-  std::vector<MetricAccumulator> acc(threads);
+  std::vector<eval::MetricAccumulator> acc(threads);
   std::vector<Status> errors(threads);
   auto work = [&](uint32_t index) {
     ThreadState st;

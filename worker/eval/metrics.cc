@@ -1,11 +1,11 @@
-#include "worker/train/metrics.h"
+#include "worker/eval/metrics.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
-namespace ps::train {
+namespace ps::eval {
 
 size_t FirstNonFinite(std::span<const float> values) {
   for (size_t i = 0; i < values.size(); ++i) {
@@ -75,4 +75,4 @@ size_t MetricAccumulator::non_finite() const {
                     [](float p) { return !std::isfinite(p); }));
 }
 
-}  // namespace ps::train
+}  // namespace ps::eval

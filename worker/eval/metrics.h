@@ -9,13 +9,16 @@
 // number that looks meaningful; callers check with std::isnan and report
 // the divergence. A label counts as a click when it is > 0.5 (so a NaN label
 // is a non-click).
+//
+// Thread-safety: the functions are pure; a MetricAccumulator belongs to one
+// thread at a time (each thread fills its own, then they are merged).
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
-namespace ps::train {
+namespace ps::eval {
 
 // AUC of `scores` against 0/1 `labels`; 0.5 when only one class (or
 // nothing) is present; NaN when any score is not finite.
@@ -50,4 +53,4 @@ class MetricAccumulator {
   std::vector<float> labels_;
 };
 
-}  // namespace ps::train
+}  // namespace ps::eval

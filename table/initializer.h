@@ -3,6 +3,8 @@
 // shard holds the row or in which order rows are created, so the same table
 // starts the same on 1 or 8 servers and after a restart. The identity is the
 // global row for HASHED and DENSE tables and the key for EXACT tables.
+//
+// Thread-safety: pure functions (the caller owns the rows it passes).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 #include "base/status.h"
 #include "protocol/ps.pb.h"
 
-namespace ps::server {
+namespace ps::table {
 
 // Checks the spec: name "" / "zeros", "uniform" (values in [-scale, scale])
 // or "normal" (mean 0, standard deviation scale); scale finite and >= 0.
@@ -27,4 +29,4 @@ void InitializeRow(const proto::InitializerSpec& spec, uint64_t identity,
 void InitializeRows(const proto::InitializerSpec& spec, uint64_t first_identity,
                     uint64_t count, uint32_t dim, float* rows);
 
-}  // namespace ps::server
+}  // namespace ps::table

@@ -1,15 +1,23 @@
-#include "server/initializer.h"
+#include "table/initializer.h"
 
 #include <cmath>
 #include <numbers>
 
 #include "protocol/shard_map.h"
+#include "table/choice_names.h"
 
-namespace ps::server {
+namespace ps::table {
 namespace {
 
-bool IsZeros(const proto::InitializerSpec& spec) {
-  return spec.name().empty() || spec.name() == "zeros" || spec.scale() == 0.0f;
+// What the spec draws from; an unknown name (refused by
+// ValidateInitializer) draws uniformly, as it always has.
+InitializerKind KindOf(const proto::InitializerSpec& spec) {
+  auto kind = InitializerKindOf(spec.name());
+  return kind.ok() ? *kind : InitializerKind::kUniform;
+}
+
+bool IsZeros(const proto::InitializerSpec& spec, InitializerKind kind) {
+  return kind == InitializerKind::kZeros || spec.scale() == 0.0f;
 }
 
 // A uniform double in (0, 1) from 53 well-mixed bits; never 0, so log() in
@@ -29,29 +37,14 @@ uint64_t Draw(uint64_t seed, uint64_t identity, uint64_t column,
                (column * 2 + stream));
 }
 
-}  // namespace
-
-Status ValidateInitializer(const proto::InitializerSpec& spec) {
-  const std::string& n = spec.name();
-  if (!n.empty() && n != "zeros" && n != "uniform" && n != "normal") {
-    return InvalidArgument("unknown initializer '" + n +
-                           "' (zeros, uniform, normal)");
-  }
-  if (!std::isfinite(spec.scale()) || spec.scale() < 0.0f) {
-    return InvalidArgument("initializer scale must be finite and >= 0, not " +
-                           std::to_string(spec.scale()));
-  }
-  return Status::OK();
-}
-
-void InitializeRow(const proto::InitializerSpec& spec, uint64_t identity,
-                   std::span<float> row) {
-  if (IsZeros(spec)) {
+void FillRow(const proto::InitializerSpec& spec, InitializerKind kind,
+             uint64_t identity, std::span<float> row) {
+  if (IsZeros(spec, kind)) {
     for (float& v : row) v = 0.0f;
     return;
   }
   const float scale = spec.scale();
-  if (spec.name() != "normal") {
+  if (kind != InitializerKind::kNormal) {
     for (size_t j = 0; j < row.size(); ++j) {
       double u = Unit(Draw(spec.seed(), identity, j, 0));
       row[j] = scale * static_cast<float>(2.0 * u - 1.0);
@@ -72,13 +65,30 @@ void InitializeRow(const proto::InitializerSpec& spec, uint64_t identity,
   }
 }
 
+}  // namespace
+
+Status ValidateInitializer(const proto::InitializerSpec& spec) {
+  PS_RETURN_IF_ERROR(InitializerKindOf(spec.name()).status());
+  if (!std::isfinite(spec.scale()) || spec.scale() < 0.0f) {
+    return InvalidArgument("initializer scale must be finite and >= 0, not " +
+                           std::to_string(spec.scale()));
+  }
+  return Status::OK();
+}
+
+void InitializeRow(const proto::InitializerSpec& spec, uint64_t identity,
+                   std::span<float> row) {
+  FillRow(spec, KindOf(spec), identity, row);
+}
+
 void InitializeRows(const proto::InitializerSpec& spec, uint64_t first_identity,
                     uint64_t count, uint32_t dim, float* rows) {
-  if (IsZeros(spec)) return;
+  const InitializerKind kind = KindOf(spec);
+  if (IsZeros(spec, kind)) return;
   for (uint64_t i = 0; i < count; ++i) {
-    InitializeRow(spec, first_identity + i,
-                  std::span<float>(rows + i * dim, dim));
+    FillRow(spec, kind, first_identity + i,
+            std::span<float>(rows + i * dim, dim));
   }
 }
 
-}  // namespace ps::server
+}  // namespace ps::table
