@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "core/context.h"
-#include "kernels/sparse_packet.h"
 #include "kernels/thread_pool.h"
 #include "protocol/control_channel.h"
 #include "protocol/ps.pb.h"
+#include "protocol/sparse_packet.h"
 #include "protocol/status_words.h"
 #include "worker/dense_accumulator.h"
 #include "worker/huge_array.h"
@@ -53,7 +53,7 @@ struct ShardPushState {
   std::vector<uint32_t> rows;
   std::vector<float> values;
   std::vector<uint8_t> encoded;
-  std::vector<kernels::EncodedPacket> packets;
+  std::vector<protocol::EncodedPacket> packets;
 };
 
 // Buffers of one pull (reused through TableState::pull_pool).
