@@ -184,14 +184,14 @@ Status SendSparsified(ClientContext& ctx, TableState& table, uint32_t s) {
   o.rows = rows;
   o.row_dim = dim;
   o.value_type = PushType(table);
-  const auto& sp = table.spec.sparsify();
-  if (sp.method() == "topk") {
+  const protocol::TableRuntimeConfig& c = table.config;
+  if (c.sparsify == proto::SPARSIFY_TOPK) {
     o.selection = kernels::ErrorFeedbackOptions::Selection::kTopK;
     o.k = static_cast<size_t>(
-        std::ceil(static_cast<double>(sp.topk_fraction()) * touched));
+        std::ceil(static_cast<double>(c.topk_fraction) * touched));
   } else {
     o.selection = kernels::ErrorFeedbackOptions::Selection::kThreshold;
-    o.epsilon = sp.epsilon();
+    o.epsilon = c.sparsify_epsilon;
   }
   kernels::ErrorFeedback ef(o);
   PS_RETURN_IF_ERROR(ef.Validate());
