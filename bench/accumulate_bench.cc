@@ -32,10 +32,18 @@
 
 #include "kernels/optimizers.h"
 #include "kernels/sparse_accumulate.h"
-#include "kernels/sparse_packet.h"
+#include "protocol/sparse_packet.h"
 
 namespace ps::kernels {
 namespace {
+
+using protocol::DecodeSparsePacket;
+using protocol::EncodedPacket;
+using protocol::EncodeSparsePackets;
+using protocol::MaxSparsePacketBytes;
+using protocol::SparsePacketExpectations;
+using protocol::SparsePacketHeader;
+using protocol::SparsePacketMeta;
 
 constexpr uint64_t kTableRows = 10'000'000;
 constexpr uint32_t kPacketRows = 100'000;  // 1% of the table

@@ -11,10 +11,16 @@
 #include <set>
 #include <vector>
 
-#include "kernels/sparse_packet.h"
+#include "protocol/sparse_packet.h"
 
 namespace ps::kernels {
 namespace {
+
+using protocol::DecodeSparsePacket;
+using protocol::EncodedPacket;
+using protocol::EncodeSparsePackets;
+using protocol::SparsePacketExpectations;
+using protocol::SparsePacketMeta;
 
 constexpr uint32_t kTableRows = 4u << 20;
 constexpr size_t kNnz = kTableRows / 100;

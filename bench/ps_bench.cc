@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/transport_name.h"
 #include "worker/ps_client.h"
 
 DEFINE_string(servers, "127.0.0.1:7000",
@@ -73,14 +74,13 @@ int main(int argc, char** argv) {
   for (std::string a; std::getline(ss, a, ',');) {
     if (!a.empty()) o.servers.push_back(a);
   }
-  if (FLAGS_transport == "shm") {
-    o.transport = ps::xfer::TransportChoice::kShm;
-  } else if (FLAGS_transport == "tcp") {
-    o.transport = ps::xfer::TransportChoice::kTcp;
-  } else if (FLAGS_transport != "auto") {
-    std::fprintf(stderr, "ps_bench: --transport must be auto, shm or tcp\n");
+  auto transport = ps::protocol::TransportChoiceFromName(FLAGS_transport);
+  if (!transport.ok()) {
+    std::fprintf(stderr, "ps_bench: --transport %s\n",
+                 transport.status().message().c_str());
     return 2;
   }
+  o.transport = *transport;
   if (FLAGS_mode != "push" && FLAGS_mode != "pull" && FLAGS_mode != "both") {
     std::fprintf(stderr, "ps_bench: --mode must be push, pull or both\n");
     return 2;

@@ -31,6 +31,7 @@
 
 #include "core/context.h"
 #include "core/endpoint.h"
+#include "protocol/transport_name.h"
 
 DEFINE_string(transports, "shm,tcp",
               "transports to measure, comma-separated (shm, tcp, verbs)");
@@ -367,15 +368,11 @@ int Main() {
   std::vector<Figure> figures;
   std::stringstream list(FLAGS_transports);
   for (std::string name; std::getline(list, name, ',');) {
-    if (name == "shm") {
-      MeasureTransport(TransportChoice::kShm, name, &figures);
-    } else if (name == "tcp") {
-      MeasureTransport(TransportChoice::kTcp, name, &figures);
-    } else if (name == "verbs") {
-      MeasureTransport(TransportChoice::kVerbs, name, &figures);
-    } else {
-      Die("unknown transport '" + name + "' (shm, tcp, verbs)");
-    }
+    auto choice = ps::protocol::TransportChoiceFromName(
+        name, {TransportChoice::kShm, TransportChoice::kTcp,
+               TransportChoice::kVerbs});
+    if (!choice.ok()) Die("--transports: " + choice.status().message());
+    MeasureTransport(*choice, name, &figures);
   }
 
   std::printf("%-5s %-14s %9s %12s %12s %12s %5s\n", "tport", "test", "size",

@@ -16,6 +16,7 @@
 #include "checkpoint/restorer.h"
 #include "cli/flags.h"
 #include "cli/guarded_main.h"
+#include "protocol/spec_choices.h"
 
 DEFINE_string(dir, "", "Checkpoint root (the servers' --checkpoint_dir).");
 DEFINE_string(checkpoint, "",
@@ -92,11 +93,16 @@ int Inspect() {
               m->parent().empty() ? "" : (" of " + m->parent()).c_str(),
               m->num_shards(), Mb(m->total_bytes()).c_str(), when);
   for (const auto& t : m->tables()) {
+    // Manifests before the enums carry the optimizer's name only.
+    auto optimizer = ps::protocol::OptimizerKindOf(t.optimizer());
+    const std::string optimizer_name =
+        optimizer.ok()
+            ? std::string(ps::protocol::OptimizerKindName(*optimizer))
+            : t.optimizer().name();
     std::printf(
         "  table %s (id %u, %s, dim %u, capacity %llu, %s)\n", t.name().c_str(),
         t.id(), ps::proto::TableKind_Name(t.kind()).c_str(), t.dim(),
-        static_cast<unsigned long long>(t.capacity()),
-        t.optimizer().name().empty() ? "sum" : t.optimizer().name().c_str());
+        static_cast<unsigned long long>(t.capacity()), optimizer_name.c_str());
   }
   for (const auto& s : m->shards()) {
     std::printf(

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/sparse_packet.h"
+#include "protocol/sparse_packet.h"
 
 namespace {
 
@@ -22,7 +22,7 @@ void Check(bool ok) {
 
 void DecodeOne(const std::vector<uint8_t>& packet, uint64_t table_rows,
                uint32_t row_dim) {
-  using namespace ps::kernels;
+  using namespace ps::protocol;
   SparsePacketExpectations ex{
       .table_rows = table_rows, .row_dim = row_dim, .max_row_count = 1024};
   std::vector<uint32_t> rows(1024);

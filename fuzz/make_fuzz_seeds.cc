@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/sparse_packet.h"
+#include "protocol/sparse_packet.h"
 
 int main(int argc, char** argv) {
-  using namespace ps::kernels;
+  using namespace ps::protocol;
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
     return 2;

@@ -2,13 +2,10 @@
 // taking part in the transfer.
 //
 // Each server gives each worker one inbox: `slots` slots of `slot_bytes`
-// (a multiple of 64) in a region the worker may write. Slot layout:
-//
-//   [0, 8)    sequence  u64: packet number n (1, 2, 3, ...) of this inbox;
-//                       written LAST, by PutWithNotify, after the bytes below
-//   [8, 12)   length    u32: bytes of the packet that follows
-//   [12, 16)  reserved  0
-//   [16, 16 + length)   one sparse packet (kernels/sparse_packet.h)
+// (a multiple of 64) in a region the worker may write. Each slot holds an
+// InboxSlotHeader (inbox_slot.h: the sequence word, packet number n = 1, 2,
+// 3, ... of this inbox, written last; the length) and one sparse packet
+// (sparse_packet.h).
 //
 // Packet n goes into slot (n - 1) mod slots. The server keeps a head h (the
 // packets of this inbox it has consumed) and waits for slot h mod slots to
@@ -27,18 +24,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "protocol/inbox_slot.h"
+
 namespace ps::protocol {
 
-inline constexpr size_t kSlotHeaderBytes = 16;
+inline constexpr size_t kSlotHeaderBytes = InboxSlotHeader::kBytes;
 inline constexpr uint32_t kDefaultInboxSlots = 64;
 inline constexpr uint32_t kDefaultSlotBytes = 256 * 1024;
-
-struct SlotHeader {
-  uint64_t sequence;
-  uint32_t length;
-  uint32_t reserved;
-};
-static_assert(sizeof(SlotHeader) == kSlotHeaderBytes);
 
 inline uint64_t SlotOffset(uint64_t packet_number, uint32_t slots,
                            uint32_t slot_bytes) {
@@ -47,7 +39,7 @@ inline uint64_t SlotOffset(uint64_t packet_number, uint32_t slots,
 
 // Largest packet a slot takes.
 inline size_t MaxPacketBytes(uint32_t slot_bytes) {
-  return slot_bytes - kSlotHeaderBytes;
+  return InboxSlotHeader::MaxPacketBytes(slot_bytes);
 }
 
 }  // namespace ps::protocol

@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "protocol/spec_choices.h"
+
 namespace ps::protocol {
 namespace {
 
@@ -41,8 +43,9 @@ StatusOr<proto::TableConfig> ParseTableConfig(const std::string& text) {
   }
   std::set<uint32_t> ids;
   std::set<std::string> names;
-  for (const auto& t : config.table()) {
+  for (auto& t : *config.mutable_table()) {
     PS_RETURN_IF_ERROR(ValidateTableSpec(t));
+    PS_RETURN_IF_ERROR(NormalizeTableSpec(&t));
     if (!ids.insert(t.id()).second) {
       return InvalidArgument("table id " + std::to_string(t.id()) +
                              " is used twice");
@@ -67,31 +70,34 @@ StatusOr<proto::TableConfig> LoadTableConfig(const std::string& path) {
 
 StatusOr<kernels::OptimizerConfig> OptimizerFromSpec(
     const proto::OptimizerSpec& s) {
-  const std::string& n = s.name();
+  PS_ASSIGN_OR_RETURN(proto::OptimizerKind kind, OptimizerKindOf(s));
   auto or_default = [](float v, float d) { return v != 0.0f ? v : d; };
   kernels::OptimizerConfig config;
-  if (n == "sgd") {
-    config = kernels::SgdConfig{or_default(s.learning_rate(), 0.01f)};
-  } else if (n == "momentum") {
-    config = kernels::MomentumConfig{or_default(s.learning_rate(), 0.01f),
-                                     or_default(s.momentum(), 0.9f)};
-  } else if (n == "adagrad") {
-    config = kernels::AdagradConfig{or_default(s.learning_rate(), 0.01f),
-                                    or_default(s.epsilon(), 1e-8f),
-                                    or_default(s.initial_accumulator(), 0.1f)};
-  } else if (n == "adam") {
-    config = kernels::AdamConfig{
-        or_default(s.learning_rate(), 0.001f), or_default(s.beta1(), 0.9f),
-        or_default(s.beta2(), 0.999f), or_default(s.epsilon(), 1e-8f)};
-  } else if (n == "ftrl") {
-    config = kernels::FtrlConfig{or_default(s.ftrl_alpha(), 0.05f),
-                                 or_default(s.ftrl_beta(), 1.0f), s.ftrl_l1(),
-                                 s.ftrl_l2()};
-  } else if (n == "sum" || n.empty()) {
-    return NotFound("optimizer 'sum' accumulates gradients as they are");
-  } else {
-    return InvalidArgument("unknown optimizer '" + n +
-                           "' (sum, sgd, momentum, adagrad, adam, ftrl)");
+  switch (kind) {
+    case proto::OPTIMIZER_SGD:
+      config = kernels::SgdConfig{or_default(s.learning_rate(), 0.01f)};
+      break;
+    case proto::OPTIMIZER_MOMENTUM:
+      config = kernels::MomentumConfig{or_default(s.learning_rate(), 0.01f),
+                                       or_default(s.momentum(), 0.9f)};
+      break;
+    case proto::OPTIMIZER_ADAGRAD:
+      config = kernels::AdagradConfig{
+          or_default(s.learning_rate(), 0.01f), or_default(s.epsilon(), 1e-8f),
+          or_default(s.initial_accumulator(), 0.1f)};
+      break;
+    case proto::OPTIMIZER_ADAM:
+      config = kernels::AdamConfig{
+          or_default(s.learning_rate(), 0.001f), or_default(s.beta1(), 0.9f),
+          or_default(s.beta2(), 0.999f), or_default(s.epsilon(), 1e-8f)};
+      break;
+    case proto::OPTIMIZER_FTRL:
+      config = kernels::FtrlConfig{or_default(s.ftrl_alpha(), 0.05f),
+                                   or_default(s.ftrl_beta(), 1.0f), s.ftrl_l1(),
+                                   s.ftrl_l2()};
+      break;
+    default:  // OptimizerKindOf resolves UNSET to SUM
+      return NotFound("optimizer 'sum' accumulates gradients as they are");
   }
   PS_RETURN_IF_ERROR(kernels::ValidateOptimizerConfig(config));
   return config;
@@ -118,24 +124,19 @@ Status ValidateTableSpec(const proto::TableSpec& t) {
     return opt.status().WithContext(where);
   }
   const auto& sp = t.sparsify();
-  if (sp.method() == "threshold") {
+  auto method = SparsifyMethodOf(sp);
+  if (!method.ok()) return method.status().WithContext(where);
+  if (*method == proto::SPARSIFY_THRESHOLD) {
     if (!(sp.epsilon() >= 0.0f) || !std::isfinite(sp.epsilon())) {
       return InvalidArgument(where + ": sparsify epsilon must be >= 0");
     }
-  } else if (sp.method() == "topk") {
+  } else if (*method == proto::SPARSIFY_TOPK) {
     if (!(sp.topk_fraction() > 0.0f && sp.topk_fraction() <= 1.0f)) {
       return InvalidArgument(where + ": topk_fraction must be in (0, 1]");
     }
-  } else if (!sp.method().empty() && sp.method() != "none") {
-    return InvalidArgument(where + ": unknown sparsify method '" + sp.method() +
-                           "' (none, threshold, topk)");
   }
-  const std::string& init = t.initializer().name();
-  if (!init.empty() && init != "zeros" && init != "uniform" &&
-      init != "normal") {
-    return InvalidArgument(where + ": unknown initializer '" + init +
-                           "' (zeros, uniform, normal)");
-  }
+  auto init = InitializerKindOf(t.initializer());
+  if (!init.ok()) return init.status().WithContext(where);
   if (t.kind() == proto::EXACT && t.admit_after_pushes() == 0) {
     return InvalidArgument(where + ": admit_after_pushes must be >= 1");
   }

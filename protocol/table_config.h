@@ -13,7 +13,8 @@
 
 namespace ps::protocol {
 
-// Reads and validates a text-format TableConfig. kNotFound / kIOError for the
+// Reads and validates a text-format TableConfig, and normalises each spec
+// (NormalizeTableSpec in spec_choices.h: string and enum choices agree). kNotFound / kIOError for the
 // file, kInvalidArgument for its content (with line and column from the
 // parser, or the table and field at fault).
 StatusOr<proto::TableConfig> LoadTableConfig(const std::string& path);
@@ -21,10 +22,12 @@ StatusOr<proto::TableConfig> LoadTableConfig(const std::string& path);
 StatusOr<proto::TableConfig> ParseTableConfig(const std::string& text);
 
 // Checks one table: dim >= 1, capacity >= 1, known optimizer with valid
-// hyper-parameters, known sparsify method, EXACT settings.
+// hyper-parameters, known sparsify method and initializer (by string or
+// enum, and the two agreeing), EXACT settings.
 Status ValidateTableSpec(const proto::TableSpec& spec);
 
-// The kernels' optimizer for a spec ("sum" has none: returns kNotFound).
+// The kernels' optimizer for a spec (OPTIMIZER_SUM has none: returns
+// kNotFound).
 StatusOr<kernels::OptimizerConfig> OptimizerFromSpec(
     const proto::OptimizerSpec& spec);
 

@@ -7,8 +7,9 @@
 #include <chrono>
 #include <string>
 
-#include "kernels/sparse_packet.h"
 #include "protocol/inbox_ring.h"
+#include "protocol/inbox_slot.h"
+#include "protocol/sparse_packet.h"
 
 namespace ps::server {
 namespace {
@@ -111,9 +112,11 @@ uint32_t ApplyLoop::Consume(uint32_t worker, uint32_t budget,
   uint32_t consumed = 0;
   while (consumed < budget) {
     const uint8_t* slot = inboxes_->Slot(worker, head + 1);
-    if (Inboxes::Sequence(slot) != head + 1) break;
+    const protocol::InboxSlotHeader slot_header =
+        protocol::InboxSlotHeader::Read(slot);
+    if (slot_header.sequence != head + 1) break;
     uint64_t rows = 0;
-    Status s = ApplyPacket(slot, scratch, &rows);
+    Status s = ApplyPacket(slot, slot_header, scratch, &rows);
     if (s.ok()) {
       stats_->PacketApplied(rows);
     } else if (stats_->PacketRejected(worker)) {
@@ -129,21 +132,16 @@ uint32_t ApplyLoop::Consume(uint32_t worker, uint32_t budget,
   return consumed;
 }
 
-Status ApplyLoop::ApplyPacket(const uint8_t* slot, Scratch* scratch,
-                              uint64_t* rows_applied) {
-  const uint32_t length = Inboxes::Length(slot);
-  const size_t max_packet = protocol::MaxPacketBytes(inboxes_->slot_bytes());
-  if (length > max_packet) {
-    return OutOfRange("length field " + std::to_string(length) +
-                      " exceeds the slot's packet capacity of " +
-                      std::to_string(max_packet) + " bytes");
-  }
-  std::span<const uint8_t> packet(slot + protocol::kSlotHeaderBytes, length);
+Status ApplyLoop::ApplyPacket(const uint8_t* slot,
+                              const protocol::InboxSlotHeader& slot_header,
+                              Scratch* scratch, uint64_t* rows_applied) {
+  PS_RETURN_IF_ERROR(slot_header.Validate(inboxes_->slot_bytes()));
+  const std::span<const uint8_t> packet = slot_header.Packet(slot);
 
-  kernels::SparsePacketExpectations expect;
+  protocol::SparsePacketExpectations expect;
   expect.table_rows = uint64_t{UINT32_MAX} + 1;
   expect.shard_id = shard_->shard_id();
-  auto header = kernels::ParseSparsePacketHeader(packet, expect);
+  auto header = protocol::ParseSparsePacketHeader(packet, expect);
   if (!header.ok()) return header.status();
   const uint32_t table_id = header->meta.table_id;
   TableShard* table = shard_->Find(table_id);
@@ -160,10 +158,10 @@ Status ApplyLoop::ApplyPacket(const uint8_t* slot, Scratch* scratch,
   expect.row_dim = table->dim();
   expect.table_id = table_id;
   expect.max_row_count = static_cast<uint32_t>(scratch->rows.size());
-  kernels::SparsePacketHeader h;
-  PS_RETURN_IF_ERROR(kernels::DecodeSparsePacket(packet, expect, scratch->rows,
-                                                 scratch->values, &h));
-  const size_t n = h.row_count;
+  // The header parsed above, checked against the table, not parsed again.
+  PS_RETURN_IF_ERROR(protocol::DecodeSparsePacket(
+      packet, *header, expect, scratch->rows, scratch->values));
+  const size_t n = header->row_count;
   Status s = table->ApplyRows(
       std::span<const uint32_t>(scratch->rows.data(), n),
       std::span<float>(scratch->values.data(), n * table->dim()), mode_);

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "protocol/inbox_slot.h"
 #include "server/inboxes.h"
 #include "server/server_stats.h"
 #include "server/shard.h"
@@ -85,9 +86,11 @@ class ApplyLoop {
   void Run(uint32_t thread_index);
   // Consumes up to `budget` complete packets of one inbox; returns how many.
   uint32_t Consume(uint32_t worker, uint32_t budget, Scratch* scratch);
-  // Validates and applies one packet; returns why it was refused.
-  Status ApplyPacket(const uint8_t* slot, Scratch* scratch,
-                     uint64_t* rows_applied);
+  // Validates and applies the packet of `slot`, whose header the caller read
+  // once (its sequence showed the packet); returns why it was refused.
+  Status ApplyPacket(const uint8_t* slot,
+                     const protocol::InboxSlotHeader& slot_header,
+                     Scratch* scratch, uint64_t* rows_applied);
 
   Shard* const shard_;
   Inboxes* const inboxes_;

@@ -8,10 +8,10 @@
 //
 // Memory ordering: a worker's PutWithNotify stores the slot's sequence word
 // with release semantics after the data (shm: a CPU store from the worker's
-// process; tcp: our progress thread after receiving the bytes), so Sequence()
-// loads it with acquire and everything before it in the slot is then
-// visible. Heads are published with release stores so a worker that sees a
-// head may reuse the slots below it.
+// process; tcp: our progress thread after receiving the bytes), so
+// protocol::InboxSlotHeader::Read loads it with acquire and everything before
+// it in the slot is then visible. Heads are published with release stores so a
+// worker that sees a head may reuse the slots below it.
 #pragma once
 
 #include <cstdint>
@@ -53,16 +53,7 @@ class Inboxes {
     return static_cast<uint8_t*>(inbox_regions_[worker]->data()) +
            protocol::SlotOffset(packet_number, slots_, slot_bytes_);
   }
-  // The slot's sequence word (acquire).
-  static uint64_t Sequence(const uint8_t* slot) {
-    return __atomic_load_n(reinterpret_cast<const uint64_t*>(slot),
-                           __ATOMIC_ACQUIRE);
-  }
-  // The slot's length word (read after Sequence() showed the packet).
-  static uint32_t Length(const uint8_t* slot) {
-    return __atomic_load_n(reinterpret_cast<const uint32_t*>(slot + 8),
-                           __ATOMIC_RELAXED);
-  }
+  // Its header is read through protocol::InboxSlotHeader::Read.
 
   void PublishHead(uint32_t worker, uint64_t head) {
     __atomic_store_n(Word(words_.InboxHeadOffset(worker)), head,

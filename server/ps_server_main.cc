@@ -21,7 +21,9 @@
 #include <thread>
 
 #include "cli/flags.h"
+#include "protocol/spec_choices.h"
 #include "protocol/table_config.h"
+#include "protocol/transport_name.h"
 #include "server/server.h"
 
 DEFINE_uint32(shard_id, 0, "This server's shard, in [0, --num_shards).");
@@ -161,18 +163,17 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   o.apply.idle.spin_us = FLAGS_idle_spin_us;
   o.apply.idle.sleep_min_us = FLAGS_idle_sleep_min_us;
   o.apply.idle.sleep_max_us = FLAGS_idle_sleep_max_us;
-  o.consistency = FLAGS_consistency;
-  o.staleness = FLAGS_staleness;
-  if (FLAGS_transport == "auto") {
-    o.transport = ps::xfer::TransportChoice::kAuto;
-  } else if (FLAGS_transport == "shm") {
-    o.transport = ps::xfer::TransportChoice::kShm;
-  } else if (FLAGS_transport == "tcp") {
-    o.transport = ps::xfer::TransportChoice::kTcp;
-  } else {
-    return ps::InvalidArgument("--transport must be auto, shm or tcp, not '" +
-                               FLAGS_transport + "'");
+  auto consistency = ps::protocol::ConsistencyFromName(FLAGS_consistency);
+  if (!consistency.ok() || *consistency == ps::proto::CONSISTENCY_UNSET) {
+    return ps::InvalidArgument(
+        "--consistency must be async, bsp or ssp, not '" + FLAGS_consistency +
+        "'");
   }
+  o.consistency = *consistency;
+  o.staleness = FLAGS_staleness;
+  auto transport = ps::protocol::TransportChoiceFromName(FLAGS_transport);
+  if (!transport.ok()) return transport.status().WithContext("--transport");
+  o.transport = *transport;
   o.inbox_slots = FLAGS_inbox_slots;
   o.slot_bytes = FLAGS_slot_bytes;
   o.checkpoint.dir = FLAGS_checkpoint_dir;

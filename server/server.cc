@@ -8,6 +8,7 @@
 #include "checkpoint/checkpoint_root.h"
 #include "protocol/control_channel.h"
 #include "protocol/shard_map.h"
+#include "protocol/spec_choices.h"
 
 namespace ps::server {
 namespace {
@@ -31,10 +32,9 @@ Status ValidateServerOptions(const ServerOptions& o) {
     return InvalidArgument("--num_workers must be in [1, 65536], not " +
                            std::to_string(o.num_workers));
   }
-  if (o.consistency != "async" && o.consistency != "bsp" &&
-      o.consistency != "ssp") {
-    return InvalidArgument("--consistency must be async, bsp or ssp, not '" +
-                           o.consistency + "'");
+  if (protocol::ConsistencyName(o.consistency).empty()) {
+    return InvalidArgument("--consistency must be async, bsp or ssp, not " +
+                           std::to_string(static_cast<int>(o.consistency)));
   }
   if (o.apply.threads == 0 || o.apply.threads > 256) {
     return InvalidArgument("--apply_threads must be in [1, 256], not " +
@@ -139,8 +139,8 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
             << o.num_workers << " workers x " << o.inbox_slots
             << " inbox slots of " << o.slot_bytes << " bytes, "
             << s->apply_->threads() << " apply thread(s), consistency "
-            << o.consistency
-            << (o.consistency == "ssp"
+            << protocol::ConsistencyName(o.consistency)
+            << (o.consistency == proto::CONSISTENCY_SSP
                     ? " (staleness " + std::to_string(o.staleness) + ")"
                     : std::string())
             << "; control " << s->control_->address() << ", xfer "
@@ -338,7 +338,11 @@ proto::ControlReply Server::Hello(const proto::WorkerHello& hello,
   info->set_inbox_slots(inboxes_->slots());
   info->set_slot_bytes(inboxes_->slot_bytes());
   info->set_status_region(inboxes_->status_region()->descriptor());
-  info->set_consistency(options_.consistency);
+  // Both spellings: workers of this build read the enum, workers and tools
+  // built before it the string.
+  info->set_consistency_mode(options_.consistency);
+  info->set_consistency(
+      std::string(protocol::ConsistencyName(options_.consistency)));
   info->set_staleness(options_.staleness);
   return reply;
 }

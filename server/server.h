@@ -56,8 +56,8 @@ struct ServerOptions {
   uint16_t xfer_port = 0;  // xfer Context listener; 0: any free port
   proto::TableConfig tables;
   ApplyOptions apply;
-  std::string consistency = "async";  // "async", "bsp" or "ssp"
-  uint32_t staleness = 2;             // ssp only
+  proto::Consistency consistency = proto::CONSISTENCY_ASYNC;
+  uint32_t staleness = 2;  // ssp only
   xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
   // Shared by every process of the cluster (core/auth.h); required when
   // listen_host is not a loopback address.

@@ -15,11 +15,12 @@
 #include <vector>
 
 #include "core/context.h"
-#include "kernels/sparse_packet.h"
 #include "kernels/thread_pool.h"
 #include "protocol/control_channel.h"
 #include "protocol/ps.pb.h"
+#include "protocol/sparse_packet.h"
 #include "protocol/status_words.h"
+#include "protocol/table_runtime_config.h"
 #include "worker/dense_accumulator.h"
 #include "worker/huge_array.h"
 #include "worker/inbox_writer.h"
@@ -53,7 +54,7 @@ struct ShardPushState {
   std::vector<uint32_t> rows;
   std::vector<float> values;
   std::vector<uint8_t> encoded;
-  std::vector<kernels::EncodedPacket> packets;
+  std::vector<protocol::EncodedPacket> packets;
 };
 
 // Buffers of one pull (reused through TableState::pull_pool).
@@ -73,6 +74,7 @@ struct TableState {
   TableState(const proto::TableSpec& s, uint32_t shards)
       : spec(s), locator(s, shards) {}
   proto::TableSpec spec;
+  protocol::TableRuntimeConfig config;  // `spec` parsed once
   KeyLocator locator;
 
   // Push: one push of a table at a time (the sums are per table shard).
@@ -108,7 +110,7 @@ struct ClientContext {
   std::unique_ptr<xfer::Context> xfer;
   std::vector<std::unique_ptr<ServerLink>> servers;  // by shard
   std::map<uint32_t, std::unique_ptr<TableState>> tables;
-  std::string consistency = "async";
+  proto::Consistency consistency = proto::CONSISTENCY_ASYNC;
   uint32_t staleness = 0;
   protocol::StatusWords words{1};
   // Threads for hashing and scattering; one user at a time (try_lock: a

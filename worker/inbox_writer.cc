@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "protocol/inbox_ring.h"
+#include "protocol/inbox_slot.h"
 #include "worker/backoff.h"
 
 namespace ps::worker {
@@ -69,17 +70,15 @@ Status InboxWriter::WaitForCredit(uint64_t n) {
 Status InboxWriter::WriteOne(uint8_t* with_header, size_t packet_bytes) {
   const uint64_t n = next_;
   PS_RETURN_IF_ERROR(WaitForCredit(n));
-  const uint32_t length = static_cast<uint32_t>(packet_bytes);
-  const uint32_t zero = 0;
-  std::memcpy(with_header, &length, 4);
-  std::memcpy(with_header + 4, &zero, 4);
+  using Header = protocol::InboxSlotHeader;
+  Header::WritePrefix(static_cast<uint32_t>(packet_bytes), with_header);
   const uint64_t slot =
       protocol::SlotOffset(n, options_.slots, options_.slot_bytes);
   // Non-blocking: on tcp the packets stream without a round trip each; the
   // source may be reused once the call returns. Errors surface at Flush.
   xfer::Request r = options_.endpoint->PostPutWithNotify(
-      with_header, packet_bytes + 8, options_.inbox, slot + 8, options_.inbox,
-      slot, n);
+      with_header, Header::kPrefixBytes + packet_bytes, options_.inbox,
+      slot + Header::kLengthOffset, options_.inbox, slot, n);
   Status s;
   if (r.Test(&s) && !s.ok()) {
     return s.WithContext(options_.server + ": inbox packet " +
@@ -91,18 +90,19 @@ Status InboxWriter::WriteOne(uint8_t* with_header, size_t packet_bytes) {
 
 Status InboxWriter::WritePackets(
     std::span<uint8_t> buffer,
-    std::span<const kernels::EncodedPacket> packets) {
+    std::span<const protocol::EncodedPacket> packets) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const kernels::EncodedPacket& p : packets) {
+  for (const protocol::EncodedPacket& p : packets) {
     if (p.size > max_packet_bytes()) {
       return Internal("packet of " + std::to_string(p.size) +
                       " bytes exceeds the slot of " +
                       std::to_string(options_.slot_bytes));
     }
-    if (p.offset >= 8) {
-      PS_RETURN_IF_ERROR(WriteOne(buffer.data() + p.offset - 8, p.size));
+    constexpr size_t kPrefix = protocol::InboxSlotHeader::kPrefixBytes;
+    if (p.offset >= kPrefix) {
+      PS_RETURN_IF_ERROR(WriteOne(buffer.data() + p.offset - kPrefix, p.size));
     } else {
-      std::memcpy(staging_.data() + 8, buffer.data() + p.offset, p.size);
+      std::memcpy(staging_.data() + kPrefix, buffer.data() + p.offset, p.size);
       PS_RETURN_IF_ERROR(WriteOne(staging_.data(), p.size));
     }
   }

@@ -1,13 +1,13 @@
 // InboxWriter: puts packets into this worker's inbox on one server (the ring
 // of protocol/inbox_ring.h) with credit-based flow control. Packet n goes
 // into slot (n - 1) % slots with one PutWithNotify of
-// [u32 length, u32 0, packet] at slot + 8 whose notify word is the slot's
-// sequence word (value n), so the server sees the packet only once it is
-// complete. Packet n may be written only while n - head <= slots; the head
-// word is read one-sidedly from the server's status region when the cached
-// one gives no credit, and a server that stops consuming for `timeout_ms`
-// fails the write with kTimeout (or kPeerLost when its endpoint is lost or
-// it announced shutdown).
+// [header prefix, packet] at the slot's length field (protocol/inbox_slot.h)
+// whose notify word is the slot's sequence word (value n), so the server sees
+// the packet only once it is complete. Packet n may be written only while n -
+// head <= slots; the head word is read one-sidedly from the server's status
+// region when the cached one gives no credit, and a server that stops consuming
+// for `timeout_ms` fails the write with kTimeout (or kPeerLost when its
+// endpoint is lost or it announced shutdown).
 //
 // Thread-safe: writes are serialized per inbox (one mutex), so packets of
 // concurrent pushes interleave whole.
@@ -24,7 +24,7 @@
 #include "base/status.h"
 #include "base/status_or.h"
 #include "core/endpoint.h"
-#include "kernels/sparse_packet.h"
+#include "protocol/sparse_packet.h"
 #include "protocol/status_words.h"
 
 namespace ps::worker {
@@ -50,11 +50,11 @@ class InboxWriter {
   Status Start();
 
   // Writes the packets `packets` of `buffer` (EncodeSparsePackets output),
-  // in order. Uses the 8 bytes before each packet (the previous packet's
-  // tail, already sent) for the slot header, so `buffer` is clobbered;
-  // the first packet of the buffer goes through a staging copy.
+  // in order. Uses the InboxSlotHeader::kPrefixBytes before each packet (the
+  // previous packet's tail, already sent) for the slot header, so `buffer` is
+  // clobbered; the first packet of the buffer goes through a staging copy.
   Status WritePackets(std::span<uint8_t> buffer,
-                      std::span<const kernels::EncodedPacket> packets);
+                      std::span<const protocol::EncodedPacket> packets);
 
   // Waits until every packet posted so far completed at the server's side
   // (written and visible, not yet applied).

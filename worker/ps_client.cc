@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "protocol/inbox_ring.h"
+#include "protocol/spec_choices.h"
 #include "worker/client_context.h"
 #include "worker/clock.h"
 #include "worker/exact_path.h"
@@ -47,6 +48,8 @@ Status ConnectServer(ClientContext& ctx, const PsClient::Options& options,
     return Corruption(link->name + " answered hello without cluster info");
   }
   link->info = reply.cluster();
+  PS_RETURN_IF_ERROR(protocol::NormalizeClusterInfo(&link->info)
+                         .WithContext(link->name + ": cluster info"));
   const proto::ClusterInfo& info = link->info;
   if (info.shard_id() != shard || info.num_shards() != options.servers.size()) {
     return InvalidArgument(
@@ -152,13 +155,16 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const Options& options) {
         ConnectServer(ctx, options, s, ctx.servers.back().get()));
   }
   const proto::ClusterInfo& info0 = ctx.servers[0]->info;
-  ctx.consistency = info0.consistency().empty() ? "async" : info0.consistency();
+  PS_ASSIGN_OR_RETURN(ctx.consistency, protocol::ConsistencyOf(info0));
   ctx.staleness = info0.staleness();
   for (const proto::TableSpec& spec : info0.tables()) {
     if (spec.dim() == 0 || spec.capacity() == 0) {
       return InvalidArgument("table " + spec.name() + " has dim or capacity 0");
     }
+    PS_ASSIGN_OR_RETURN(protocol::TableRuntimeConfig config,
+                        protocol::TableRuntimeConfig::FromSpec(spec));
     ctx.tables[spec.id()] = std::make_unique<TableState>(spec, ctx.shards());
+    ctx.tables[spec.id()]->config = std::move(config);
   }
   for (uint32_t s = 0; s < ctx.shards(); ++s) {
     PS_RETURN_IF_ERROR(CheckShardTables(ctx, s));
@@ -257,12 +263,13 @@ Status PsClient::WaitApplied() { return WaitAllApplied(impl_->ctx); }
 StatusOr<uint64_t> PsClient::Clock() {
   ClientContext& ctx = impl_->ctx;
   const uint64_t next = ctx.clock.load() + 1;
-  if (ctx.consistency == "bsp") PS_RETURN_IF_ERROR(WaitAllApplied(ctx));
+  const bool bsp = ctx.consistency == proto::CONSISTENCY_BSP;
+  if (bsp) PS_RETURN_IF_ERROR(WaitAllApplied(ctx));
   PS_RETURN_IF_ERROR(PublishClock(ctx, next));
   ctx.clock.store(next);
-  if (ctx.consistency == "bsp") {
+  if (bsp) {
     PS_RETURN_IF_ERROR(WaitMinClock(ctx, next));
-  } else if (ctx.consistency == "ssp") {
+  } else if (ctx.consistency == proto::CONSISTENCY_SSP) {
     if (next > ctx.staleness) {
       PS_RETURN_IF_ERROR(WaitMinClock(ctx, next - ctx.staleness));
     }

@@ -19,6 +19,7 @@
 #include "cli/flags.h"
 #include "cli/guarded_main.h"
 #include "protocol/table_config.h"
+#include "protocol/transport_name.h"
 #include "worker/checkpoint_sync.h"
 #include "worker/ps_client.h"
 #include "worker/train/local_param_store.h"
@@ -349,16 +350,11 @@ int Main(int argc, char** argv) {
     auto secret = ps::xfer::ClusterSecret::Resolve(FLAGS_cluster_secret_file);
     if (!secret.ok()) return Fail(kExitUsage, secret.status().ToString());
     co.secret = std::move(*secret);
-    if (FLAGS_transport == "auto") {
-      co.transport = ps::xfer::TransportChoice::kAuto;
-    } else if (FLAGS_transport == "shm") {
-      co.transport = ps::xfer::TransportChoice::kShm;
-    } else if (FLAGS_transport == "tcp") {
-      co.transport = ps::xfer::TransportChoice::kTcp;
-    } else {
-      return Fail(2, "--transport must be auto, shm or tcp, not '" +
-                         FLAGS_transport + "'");
+    auto transport = ps::protocol::TransportChoiceFromName(FLAGS_transport);
+    if (!transport.ok()) {
+      return Fail(2, "--transport " + transport.status().message());
     }
+    co.transport = *transport;
     auto client = ps::worker::PsClient::Connect(co);
     if (!client.ok()) {
       return Fail(1, "cannot reach the servers (" + FLAGS_servers +

@@ -10,17 +10,17 @@
 namespace ps::worker {
 namespace {
 
-kernels::SparsePacketMeta MetaFor(const ClientContext& ctx,
-                                  const TableState& table, uint32_t shard,
-                                  kernels::ValueType type) {
-  kernels::SparsePacketMeta meta;
+protocol::SparsePacketMeta MetaFor(const ClientContext& ctx,
+                                   const TableState& table, uint32_t shard,
+                                   kernels::ValueType type) {
+  protocol::SparsePacketMeta meta;
   meta.table_id = table.spec.id();
   meta.shard_id = shard;
   meta.sender_id = ctx.worker_id;
   meta.step = ctx.clock.load(std::memory_order_relaxed);
   meta.row_dim = table.spec.dim();
   meta.value_type = type;
-  meta.index_encoding = kernels::IndexEncoding::kDeltaVarint;
+  meta.index_encoding = protocol::IndexEncoding::kDeltaVarint;
   return meta;
 }
 
@@ -39,7 +39,7 @@ Status SendRows(ClientContext& ctx, TableState& table, uint32_t shard,
                 std::span<const float> values, ShardPushState& st) {
   if (rows.empty()) return Status::OK();
   ServerLink& link = *ctx.servers[shard];
-  PS_RETURN_IF_ERROR(kernels::EncodeSparsePackets(
+  PS_RETURN_IF_ERROR(protocol::EncodeSparsePackets(
       MetaFor(ctx, table, shard, type), rows, values,
       link.inbox->max_packet_bytes(), &st.encoded, &st.packets));
   return link.inbox->WritePackets(st.encoded, st.packets);
@@ -184,14 +184,14 @@ Status SendSparsified(ClientContext& ctx, TableState& table, uint32_t s) {
   o.rows = rows;
   o.row_dim = dim;
   o.value_type = PushType(table);
-  const auto& sp = table.spec.sparsify();
-  if (sp.method() == "topk") {
+  const protocol::TableRuntimeConfig& c = table.config;
+  if (c.sparsify == proto::SPARSIFY_TOPK) {
     o.selection = kernels::ErrorFeedbackOptions::Selection::kTopK;
     o.k = static_cast<size_t>(
-        std::ceil(static_cast<double>(sp.topk_fraction()) * touched));
+        std::ceil(static_cast<double>(c.topk_fraction) * touched));
   } else {
     o.selection = kernels::ErrorFeedbackOptions::Selection::kThreshold;
-    o.epsilon = sp.epsilon();
+    o.epsilon = c.sparsify_epsilon;
   }
   kernels::ErrorFeedback ef(o);
   PS_RETURN_IF_ERROR(ef.Validate());

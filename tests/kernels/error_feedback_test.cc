@@ -10,10 +10,15 @@
 #include <random>
 #include <vector>
 
-#include "kernels/sparse_packet.h"
+#include "protocol/sparse_packet.h"
 
 namespace ps::kernels {
 namespace {
+
+using protocol::DecodeSparsePacket;
+using protocol::EncodedPacket;
+using protocol::EncodeSparsePackets;
+using protocol::SparsePacketMeta;
 
 constexpr ValueType kTypes[] = {ValueType::kFp32, ValueType::kFp16,
                                 ValueType::kBf16, ValueType::kInt8};

@@ -32,9 +32,9 @@
 #include <vector>
 
 #include "core/context.h"
-#include "kernels/sparse_packet.h"
 #include "protocol/control_channel.h"
 #include "protocol/inbox_ring.h"
+#include "protocol/sparse_packet.h"
 #include "protocol/status_words.h"
 #include "tests/core/process_harness.h"
 #include "tests/ps/ps_cluster.h"
@@ -110,14 +110,14 @@ Status WriteSlot(xfer::Endpoint& ep, const xfer::RemoteRegion& inbox,
 StatusOr<std::vector<uint8_t>> Encode(const proto::ClusterInfo& info,
                                       std::vector<uint32_t> rows,
                                       std::span<const float> values) {
-  kernels::SparsePacketMeta meta;
+  protocol::SparsePacketMeta meta;
   meta.table_id = kTable;
   meta.shard_id = info.shard_id();
   meta.sender_id = 2;
   meta.row_dim = 2;
   std::vector<uint8_t> out;
-  std::vector<kernels::EncodedPacket> packets;
-  PS_RETURN_IF_ERROR(kernels::EncodeSparsePackets(
+  std::vector<protocol::EncodedPacket> packets;
+  PS_RETURN_IF_ERROR(protocol::EncodeSparsePackets(
       meta, rows, values, protocol::MaxPacketBytes(info.slot_bytes()), &out,
       &packets));
   if (packets.size() != 1) return Internal("expected one packet");
@@ -166,7 +166,7 @@ int Intruder(LineChannel& ch, const TestCluster& cluster) {
     // 2: a valid packet with one payload byte flipped: checksum mismatch.
     PS_CHILD_ASSIGN(std::vector<uint8_t> flipped,
                     Encode(info, {0, 1}, kIntruderValues));
-    flipped[kernels::kSparsePacketHeaderBytes + 1] ^= 0x40;
+    flipped[protocol::kSparsePacketHeaderBytes + 1] ^= 0x40;
     PS_CHILD_OK(WriteSlot(*ep, inbox, info, 2,
                           static_cast<uint32_t>(flipped.size()), flipped));
     // 3: a length word larger than the slot can hold.

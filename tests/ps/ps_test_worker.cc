@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "protocol/transport_name.h"
 #include "worker/ps_client.h"
 
 DEFINE_uint32(worker_id, 0, "This worker's id, in [0, --num_workers).");
@@ -87,17 +88,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.secret = std::move(*secret);
-  if (FLAGS_transport == "shm") {
-    options.transport = ps::xfer::TransportChoice::kShm;
-  } else if (FLAGS_transport == "tcp") {
-    options.transport = ps::xfer::TransportChoice::kTcp;
-  } else if (FLAGS_transport != "auto") {
-    std::fprintf(stderr,
-                 "ps_test_worker: --transport must be auto, shm or "
-                 "tcp, not '%s'\n",
-                 FLAGS_transport.c_str());
+  auto transport = ps::protocol::TransportChoiceFromName(FLAGS_transport);
+  if (!transport.ok()) {
+    std::fprintf(stderr, "ps_test_worker: --transport %s\n",
+                 transport.status().message().c_str());
     return 2;
   }
+  options.transport = *transport;
   if (options.servers.empty() || FLAGS_worker_id >= FLAGS_num_workers ||
       FLAGS_batch_keys == 0 || FLAGS_key_space == 0) {
     std::fprintf(stderr,

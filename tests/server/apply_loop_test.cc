@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/sparse_packet.h"
+#include "protocol/sparse_packet.h"
 #include "protocol/table_config.h"
 
 namespace ps::server {
@@ -62,14 +62,14 @@ class ApplyLoopTest : public ::testing::Test {
                                      std::vector<uint32_t> rows,
                                      std::vector<float> values,
                                      uint32_t sender = 0, uint32_t shard = 0) {
-    kernels::SparsePacketMeta meta;
+    protocol::SparsePacketMeta meta;
     meta.table_id = table;
     meta.shard_id = shard;
     meta.sender_id = sender;
     meta.row_dim = dim;
     std::vector<uint8_t> out;
-    std::vector<kernels::EncodedPacket> packets;
-    Status s = kernels::EncodeSparsePackets(
+    std::vector<protocol::EncodedPacket> packets;
+    Status s = protocol::EncodeSparsePackets(
         meta, rows, values, protocol::MaxPacketBytes(kSlotBytes), &out,
         &packets);
     EXPECT_TRUE(s.ok()) << s;

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "core/context.h"
-#include "kernels/sparse_packet.h"
 #include "protocol/control_channel.h"
 #include "protocol/inbox_ring.h"
+#include "protocol/sparse_packet.h"
 #include "protocol/status_words.h"
 
 #ifndef PS_SERVER_BIN
@@ -237,14 +237,14 @@ TEST(ServerProcessTest, OneSidedPushAppliesAndGarbageIsCounted) {
   };
   std::vector<uint8_t> garbage(500, 0xab);
   ASSERT_TRUE(put_packet(1, garbage).ok());
-  kernels::SparsePacketMeta meta;
+  protocol::SparsePacketMeta meta;
   meta.table_id = 1;
   meta.row_dim = 1;
   std::vector<uint8_t> packet;
-  std::vector<kernels::EncodedPacket> packets;
-  ASSERT_TRUE(kernels::EncodeSparsePackets(meta, std::vector<uint32_t>{4, 9},
-                                           std::vector<float>{2.0f, 3.0f},
-                                           1 << 16, &packet, &packets)
+  std::vector<protocol::EncodedPacket> packets;
+  ASSERT_TRUE(protocol::EncodeSparsePackets(meta, std::vector<uint32_t>{4, 9},
+                                            std::vector<float>{2.0f, 3.0f},
+                                            1 << 16, &packet, &packets)
                   .ok());
   ASSERT_TRUE(put_packet(2, packet).ok());
 

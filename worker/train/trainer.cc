@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "protocol/spec_choices.h"
 #include "worker/eval/metrics.h"
 #include "worker/train/example_source.h"
 
@@ -239,15 +240,16 @@ std::string Trainer::DivergenceHint() const {
     const proto::TableSpec* t = store_->table(name);
     if (t == nullptr) return name;
     const proto::OptimizerSpec& o = t->optimizer();
-    if (o.name().empty() || o.name() == "sum") {
+    auto kind = protocol::OptimizerKindOf(o);  // the store validated it
+    if (!kind.ok() || *kind == proto::OPTIMIZER_SUM) {
       return name + " (sum: gradients are added as they are; give it sgd or " +
              "adagrad with a learning rate)";
     }
-    if (o.name() == "ftrl") {
+    if (*kind == proto::OPTIMIZER_FTRL) {
       return name + " (ftrl, ftrl_alpha " + Number(o.ftrl_alpha()) + ")";
     }
-    return name + " (" + o.name() + ", learning_rate " +
-           Number(o.learning_rate()) + ")";
+    return name + " (" + std::string(protocol::OptimizerKindName(*kind)) +
+           ", learning_rate " + Number(o.learning_rate()) + ")";
   };
   std::string tables = "table " + describe(options_.sparse_table);
   if (model_->dense_size() > 0) {

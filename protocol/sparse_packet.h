@@ -41,6 +41,11 @@
 //
 // At 1% density with fp16 values a row costs about 1.3 index bytes + 2 value
 // bytes, against 6 for a plain uint32 + fp16 pair.
+//
+// This file is the format and its validation; the arithmetic (varints,
+// quantization) is in kernels/varint_index.h and kernels/value_section.h.
+// All functions are pure over caller memory: thread-safe, and they allocate
+// only where a comment says so.
 #pragma once
 
 #include <cstddef>
@@ -53,7 +58,10 @@
 #include "base/status_or.h"
 #include "kernels/quantize.h"
 
-namespace ps::kernels {
+namespace ps::protocol {
+
+using kernels::kDefaultInt8Block;
+using kernels::ValueType;
 
 inline constexpr uint32_t kSparsePacketMagic = 0x50475350;  // "PSGP"
 inline constexpr uint8_t kSparsePacketVersion = 1;
@@ -131,6 +139,13 @@ struct SparsePacketExpectations {
 StatusOr<SparsePacketHeader> ParseSparsePacketHeader(
     std::span<const uint8_t> packet, const SparsePacketExpectations& expect);
 
+// The table fields of `expect` (row_dim, table_id, shard_id, max_row_count)
+// checked against a header ParseSparsePacketHeader returned, with the same
+// statuses it gives: for a caller that parsed with loose expectations to
+// find the table and now knows what to expect.
+Status CheckSparsePacketExpectations(const SparsePacketHeader& header,
+                                     const SparsePacketExpectations& expect);
+
 // Validates everything and decodes into caller buffers: `rows_out` needs
 // row_count entries, `values_out` row_count * row_dim floats (dequantized).
 // packet.size() must be the packet's exact length. Nothing is allocated. On
@@ -156,9 +171,19 @@ Status DecodeSparsePacket(std::span<const uint8_t> packet,
 // in increasing row order (values: row_dim floats, valid during the call).
 // No row is reported unless the whole packet is valid. Allocates nothing for
 // row_dim <= 2048; beyond that one buffer of row_dim floats.
+// The same for a packet whose header the caller has already parsed (with
+// ParseSparsePacketHeader, from these very bytes): checks `header` against
+// `expect` (CheckSparsePacketExpectations) instead of parsing it again, then
+// verifies checksum and payload and decodes as above.
+Status DecodeSparsePacket(std::span<const uint8_t> packet,
+                          const SparsePacketHeader& header,
+                          const SparsePacketExpectations& expect,
+                          std::span<uint32_t> rows_out,
+                          std::span<float> values_out);
+
 Status DecodeSparsePacketRows(
     std::span<const uint8_t> packet, const SparsePacketExpectations& expect,
     const std::function<void(uint32_t row, const float* values)>& fn,
     SparsePacketHeader* header_out);
 
-}  // namespace ps::kernels
+}  // namespace ps::protocol

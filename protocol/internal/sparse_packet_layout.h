@@ -1,0 +1,77 @@
+// Internal to protocol/sparse_packet_*.cc: the header's field offsets and the
+// size arithmetic the encoder and the decoder share (the layout itself is
+// documented in protocol/sparse_packet.h). Pure functions: thread-safe.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "base/status.h"
+#include "protocol/sparse_packet.h"
+
+namespace ps::protocol::internal {
+
+static_assert(std::endian::native == std::endian::little,
+              "the packet format is little-endian and read in place");
+
+// Header field offsets (see the layout in sparse_packet.h).
+inline constexpr size_t kOffMagic = 0, kOffVersion = 4, kOffValueType = 5,
+                        kOffIndexEncoding = 6, kOffFlags = 7, kOffChecksum = 8,
+                        kOffTable = 16, kOffShard = 20, kOffSender = 24,
+                        kOffRowDim = 28, kOffStep = 32, kOffRowCount = 40,
+                        kOffIndexBytes = 44, kOffPayloadBytes = 48,
+                        kOffInt8Block = 52;
+inline constexpr size_t kChecksummedFrom = 16;
+// The largest int8 block a packet may declare: keeps per-block work bounded.
+inline constexpr uint32_t kMaxInt8Block = 1u << 20;
+
+inline uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint64_t LoadU64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+inline void StoreU32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+inline void StoreU64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
+
+constexpr uint64_t Align4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
+
+inline std::string Num(uint64_t v) { return std::to_string(v); }
+
+inline uint64_t ScaleCount(const SparsePacketMeta& meta, uint64_t values) {
+  return meta.value_type == ValueType::kInt8
+             ? kernels::Int8BlockCount(values, meta.int8_block)
+             : 0;
+}
+
+// Bytes after the header for a packet with these index bytes and values.
+inline uint64_t PayloadBytes(const SparsePacketMeta& meta, uint64_t index_bytes,
+                             uint64_t values) {
+  return Align4(index_bytes) + 4 * ScaleCount(meta, values) +
+         Align4(values * kernels::ValueTypeBytes(meta.value_type));
+}
+
+// XXH3-64 of bytes [16, size) seeded with the u64 at [0, 8).
+uint64_t ChecksumOf(const uint8_t* packet, size_t size);
+
+// Checks an encoder's meta (InvalidArgument naming the field).
+Status CheckMeta(const SparsePacketMeta& meta);
+
+// Writes the header of a packet of `packet_bytes` whose payload is already
+// in place, checksum last.
+void WriteHeader(const SparsePacketMeta& meta, uint32_t row_count,
+                 uint32_t index_bytes, size_t packet_bytes, uint8_t* p);
+
+// After a successful header parse: the checksum, and zero padding after the
+// index section and after the values.
+Status CheckChecksumAndPadding(std::span<const uint8_t> packet,
+                               const SparsePacketHeader& h);
+
+}  // namespace ps::protocol::internal

@@ -1,0 +1,106 @@
+// The sparse packet encoder: cuts a push into packets that fit a slot and
+// writes each one (indices, values, header).
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/value_section.h"
+#include "kernels/varint_index.h"
+#include "protocol/internal/sparse_packet_layout.h"
+#include "protocol/sparse_packet.h"
+
+namespace ps::protocol {
+
+using namespace internal;  // NOLINT: this file implements the layout
+
+Status EncodeSparsePackets(const SparsePacketMeta& meta,
+                           std::span<const uint32_t> rows,
+                           std::span<const float> values,
+                           size_t max_packet_bytes, std::vector<uint8_t>* out,
+                           std::vector<EncodedPacket>* packets) {
+  out->clear();
+  packets->clear();
+  PS_RETURN_IF_ERROR(CheckMeta(meta));
+  const uint64_t dim = meta.row_dim;
+  const size_t n = rows.size();
+  if (values.size() != n * dim)
+    return InvalidArgument("values has " + Num(values.size()) + " floats, " +
+                           Num(n) + " rows of dimension " + Num(dim) +
+                           " need " + Num(n * dim));
+  if (n == 0) return Status::OK();
+  for (size_t i = 1; i < n; ++i) {
+    if (rows[i] <= rows[i - 1])
+      return InvalidArgument("rows are not strictly increasing at position " +
+                             Num(i) + ": " + Num(rows[i - 1]) + " then " +
+                             Num(rows[i]));
+  }
+  const bool varint = meta.index_encoding == IndexEncoding::kDeltaVarint;
+  const bool int8 = meta.value_type == ValueType::kInt8;
+  const uint64_t limit = std::min<uint64_t>(
+      max_packet_bytes, kSparsePacketHeaderBytes + uint64_t{UINT32_MAX} - 3);
+
+  // Pass 1: cut. Greedy: grow a packet row by row while it fits; for int8
+  // only cut where the values so far fill whole blocks.
+  size_t total = 0;
+  for (size_t start = 0; start < n;) {
+    uint64_t index_bytes = 0;
+    size_t end = start, good_end = start;
+    uint64_t good_size = 0;
+    while (end < n && end - start < UINT32_MAX) {
+      uint32_t delta = end == start ? rows[end] : rows[end] - rows[end - 1];
+      uint64_t next_index =
+          index_bytes + (varint ? kernels::VarintBytes(delta) : 4);
+      uint64_t size = kSparsePacketHeaderBytes +
+                      PayloadBytes(meta, next_index, (end + 1 - start) * dim);
+      if (size > limit) break;
+      index_bytes = next_index;
+      ++end;
+      if (!int8 || end == n || (end * dim) % meta.int8_block == 0) {
+        good_end = end;
+        good_size = size;
+      }
+    }
+    if (good_end == start) {
+      return InvalidArgument(
+          "max_packet_bytes " + Num(max_packet_bytes) +
+          " cannot hold one row of dimension " + Num(dim) +
+          (int8 ? " (whole int8 blocks of " + Num(meta.int8_block) + ")" : ""));
+    }
+    packets->push_back(EncodedPacket{total, static_cast<size_t>(good_size),
+                                     start,
+                                     static_cast<uint32_t>(good_end - start)});
+    total += good_size;
+    start = good_end;
+  }
+
+  // Pass 2: write. Packet sizes are multiples of 4, so every packet, and
+  // the value section inside it, stays 4-byte aligned in the buffer.
+  out->resize(total);
+  for (const EncodedPacket& pk : *packets) {
+    uint8_t* p = out->data() + pk.offset;
+    uint8_t* idx = p + kSparsePacketHeaderBytes;
+    uint8_t* w = idx;
+    const uint32_t* r = rows.data() + pk.first_row;
+    if (varint) {
+      w = kernels::PutVarint(w, r[0]);
+      for (uint32_t i = 1; i < pk.row_count; ++i)
+        w = kernels::PutVarint(w, r[i] - r[i - 1]);
+    } else {
+      std::memcpy(w, r, 4 * size_t{pk.row_count});
+      w += 4 * size_t{pk.row_count};
+    }
+    const uint32_t index_bytes = static_cast<uint32_t>(w - idx);
+    uint8_t* vals = idx + Align4(index_bytes);
+    std::memset(w, 0, vals - w);
+    const size_t count = size_t{pk.row_count} * dim;
+    kernels::WriteValueSection(meta.value_type, meta.int8_block,
+                               values.data() + pk.first_row * dim, count, vals);
+    uint8_t* end = p + pk.size;
+    uint8_t* vend = vals + 4 * ScaleCount(meta, count) +
+                    count * kernels::ValueTypeBytes(meta.value_type);
+    std::memset(vend, 0, end - vend);
+    WriteHeader(meta, pk.row_count, index_bytes, pk.size, p);
+  }
+  return Status::OK();
+}
+
+}  // namespace ps::protocol

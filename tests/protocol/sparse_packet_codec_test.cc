@@ -1,0 +1,212 @@
+// The sparse packet codec: round trips per value type and index encoding,
+// cutting into packets that fit a slot, and the encoder's refusals.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "protocol/sparse_packet.h"
+#include "tests/protocol/sparse_packet_test_util.h"
+
+namespace ps::protocol {
+namespace {
+
+using namespace ::ps::protocol::testing;  // NOLINT: test helpers
+using kernels::RoundTrip;
+using kernels::ValueTypeBytes;
+using kernels::ValueTypeName;
+
+TEST(SparsePacketTest, RoundTripsEveryTypeEncodingDimAndSize) {
+  std::mt19937 rng(7);
+  for (ValueType type : kTypes) {
+    for (IndexEncoding enc :
+         {IndexEncoding::kDeltaVarint, IndexEncoding::kRawU32}) {
+      for (uint32_t dim : {1u, 3u, 8u, 17u}) {
+        for (size_t n : {0u, 1u, 2u, 7u, 9u, 100u, 1001u}) {
+          SparsePacketMeta meta{.table_id = 3,
+                                .shard_id = 1,
+                                .sender_id = 9,
+                                .step = 12345678901ull,
+                                .row_dim = dim,
+                                .value_type = type,
+                                .index_encoding = enc,
+                                .int8_block = 16};
+          const uint64_t table_rows = 1u << 20;
+          Push push = RandomPush(n, dim, table_rows, rng);
+          std::vector<uint8_t> out;
+          std::vector<EncodedPacket> packets;
+          for (size_t max_bytes : {size_t{1} << 20, size_t{600}}) {
+            ASSERT_TRUE(EncodeSparsePackets(meta, push.rows, push.values,
+                                            max_bytes, &out, &packets)
+                            .ok());
+            if (n == 0) {
+              EXPECT_TRUE(packets.empty());
+              EXPECT_TRUE(out.empty());
+              continue;
+            }
+            std::vector<float> want = Expected(meta, push, packets);
+            size_t next_row = 0;
+            for (const EncodedPacket& pk : packets) {
+              ASSERT_LE(pk.size, max_bytes);
+              ASSERT_EQ(pk.first_row, next_row);
+              ASSERT_EQ(pk.size % 4, 0u);
+              next_row += pk.row_count;
+              std::vector<uint8_t> bytes(out.begin() + pk.offset,
+                                         out.begin() + pk.offset + pk.size);
+              std::vector<uint32_t> rows(pk.row_count);
+              std::vector<float> vals(size_t{pk.row_count} * dim);
+              SparsePacketHeader h;
+              SparsePacketExpectations ex{.table_rows = table_rows,
+                                          .row_dim = dim,
+                                          .table_id = 3,
+                                          .shard_id = 1};
+              Status s = DecodeSparsePacket(bytes, ex, rows, vals, &h);
+              ASSERT_TRUE(s.ok()) << s;
+              EXPECT_EQ(h.meta.step, meta.step);
+              EXPECT_EQ(h.meta.sender_id, 9u);
+              EXPECT_EQ(h.row_count, pk.row_count);
+              for (uint32_t i = 0; i < pk.row_count; ++i)
+                ASSERT_EQ(rows[i], push.rows[pk.first_row + i]);
+              ASSERT_EQ(
+                  0, std::memcmp(vals.data(), want.data() + pk.first_row * dim,
+                                 4 * vals.size()))
+                  << ValueTypeName(type) << " dim " << dim << " n " << n;
+              // The callback form reports the same rows and values.
+              size_t k = 0;
+              ASSERT_TRUE(
+                  DecodeSparsePacketRows(
+                      bytes, ex,
+                      [&](uint32_t row, const float* v) {
+                        ASSERT_EQ(row, rows[k]);
+                        ASSERT_EQ(
+                            0, std::memcmp(v, vals.data() + k * dim, 4 * dim));
+                        ++k;
+                      },
+                      nullptr)
+                      .ok());
+              EXPECT_EQ(k, pk.row_count);
+              // An unaligned copy decodes the same.
+              std::vector<uint8_t> shifted(bytes.size() + 1);
+              std::memcpy(shifted.data() + 1, bytes.data(), bytes.size());
+              std::vector<float> vals2(vals.size());
+              ASSERT_TRUE(DecodeSparsePacket(std::span(shifted).subspan(1), ex,
+                                             rows, vals2, nullptr)
+                              .ok());
+              ASSERT_EQ(vals, vals2);
+            }
+            ASSERT_EQ(next_row, n);
+            if (max_bytes == 600 && dim * ValueTypeBytes(type) * n > 2000) {
+              ASSERT_GT(packets.size(), 1u);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SparsePacketTest, Fp32IsExactAndFp16WithinBound) {
+  std::mt19937 rng(8);
+  Push push = RandomPush(5000, 4, 1u << 24, rng);
+  for (ValueType type :
+       {ValueType::kFp32, ValueType::kFp16, ValueType::kBf16}) {
+    SparsePacketMeta meta{.row_dim = 4, .value_type = type};
+    std::vector<uint8_t> out;
+    std::vector<EncodedPacket> packets;
+    ASSERT_TRUE(EncodeSparsePackets(meta, push.rows, push.values, 1 << 30, &out,
+                                    &packets)
+                    .ok());
+    ASSERT_EQ(packets.size(), 1u);
+    std::vector<uint32_t> rows(5000);
+    std::vector<float> vals(20000);
+    ASSERT_TRUE(
+        DecodeSparsePacket(out, {.table_rows = 1u << 24}, rows, vals, nullptr)
+            .ok());
+    float rel = type == ValueType::kFp32   ? 0.0f
+                : type == ValueType::kFp16 ? 0x1p-11f
+                                           : 0x1p-8f;
+    for (size_t i = 0; i < vals.size(); ++i) {
+      float a = std::fabs(push.values[i]);
+      float bound =
+          type == ValueType::kFp16 && a < 0x1p-14f ? 0x1p-25f : rel * a;
+      ASSERT_LE(std::fabs(vals[i] - push.values[i]), bound) << i;
+    }
+  }
+}
+
+TEST(SparsePacketTest, WireBytesPerNonzeroAtOnePercentFp16) {
+  std::mt19937 rng(9);
+  const uint32_t table_rows = 1u << 22;
+  Push push = RandomPush(table_rows / 100, 1, table_rows, rng);
+  SparsePacketMeta meta{.value_type = ValueType::kFp16};
+  std::vector<uint8_t> out;
+  std::vector<EncodedPacket> packets;
+  ASSERT_TRUE(EncodeSparsePackets(meta, push.rows, push.values, 64 << 10, &out,
+                                  &packets)
+                  .ok());
+  double per_nnz = static_cast<double>(out.size()) / push.rows.size();
+  EXPECT_LT(per_nnz, 4.0);
+  EXPECT_GT(per_nnz, 3.0);  // 2 value bytes + a varint of >= 1 byte, mostly 2
+}
+
+TEST(SparsePacketTest, Int8PacketsAreCutOnBlockBoundaries) {
+  std::mt19937 rng(10);
+  Push push = RandomPush(3000, 3, 1u << 20, rng);
+  SparsePacketMeta meta{
+      .row_dim = 3, .value_type = ValueType::kInt8, .int8_block = 64};
+  std::vector<uint8_t> out;
+  std::vector<EncodedPacket> packets;
+  ASSERT_TRUE(
+      EncodeSparsePackets(meta, push.rows, push.values, 1000, &out, &packets)
+          .ok());
+  ASSERT_GT(packets.size(), 5u);
+  std::vector<float> whole(push.values.size());
+  RoundTrip(ValueType::kInt8, push.values.data(), whole.size(), 64,
+            whole.data());
+  for (const EncodedPacket& pk : packets) {
+    if (pk.first_row + pk.row_count < push.rows.size()) {
+      ASSERT_EQ((pk.first_row + pk.row_count) * 3 % 64, 0u);
+    }
+    std::vector<uint32_t> rows(pk.row_count);
+    std::vector<float> vals(pk.row_count * 3);
+    ASSERT_TRUE(DecodeSparsePacket(std::span(out).subspan(pk.offset, pk.size),
+                                   {.table_rows = 1u << 20}, rows, vals,
+                                   nullptr)
+                    .ok());
+    // The whole push quantized at once equals what each packet carries.
+    ASSERT_EQ(0, std::memcmp(vals.data(), whole.data() + pk.first_row * 3,
+                             4 * vals.size()));
+  }
+  // A slot too small for one block of rows is an error, not a partial push.
+  EXPECT_TRUE(
+      EncodeSparsePackets(meta, push.rows, push.values, 100, &out, &packets)
+          .Is(StatusCode::kInvalidArgument));
+}
+
+TEST(SparsePacketTest, EncoderRejectsBadInput) {
+  std::vector<uint8_t> out;
+  std::vector<EncodedPacket> packets;
+  std::vector<uint32_t> rows = {1, 5, 5};
+  std::vector<float> vals = {1, 2, 3};
+  SparsePacketMeta meta;
+  EXPECT_TRUE(EncodeSparsePackets(meta, rows, vals, 4096, &out, &packets)
+                  .Is(StatusCode::kInvalidArgument));
+  rows = {1, 5, 6};
+  EXPECT_TRUE(EncodeSparsePackets(meta, rows, std::span(vals).first(2), 4096,
+                                  &out, &packets)
+                  .Is(StatusCode::kInvalidArgument));
+  meta.row_dim = 0;
+  EXPECT_TRUE(EncodeSparsePackets(meta, rows, vals, 4096, &out, &packets)
+                  .Is(StatusCode::kInvalidArgument));
+  meta.row_dim = 1;
+  EXPECT_TRUE(EncodeSparsePackets(meta, rows, vals, 60, &out, &packets)
+                  .Is(StatusCode::kInvalidArgument));
+  EXPECT_TRUE(EncodeSparsePackets(meta, rows, vals, 4096, &out, &packets).ok());
+}
+
+}  // namespace
+}  // namespace ps::protocol
