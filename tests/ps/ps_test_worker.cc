@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "worker/ps_client.h"
+#include "worker/client/ps_client.h"
 
 DEFINE_uint32(worker_id, 0, "This worker's id, in [0, --num_workers).");
 DEFINE_uint32(num_workers, 1, "Number of workers in the cluster.");

@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "worker/huge_array.h"
+#include "worker/client/huge_array.h"
 
 namespace ps::worker {
 
@@ -53,6 +53,8 @@ class DenseAccumulator {
     return {sums_.data(), size_t{rows_} * dim_};
   }
   void ClearTouched();
+  // How many rows were touched since the last Drain or ClearTouched.
+  size_t CountTouched() const;
 
  private:
   uint64_t rows_ = 0;
