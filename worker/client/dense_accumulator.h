@@ -4,6 +4,9 @@
 // bitmap afterwards yields the distinct rows already sorted, which is what
 // the packet encoder wants. Draining zeroes what it read, so the buffer is
 // all zeros between pushes and costs nothing to reuse.
+//
+// Not thread-safe: its PushPipeline holds a lock while it adds and drains
+// (threads that add at once must touch disjoint 64-row blocks).
 #pragma once
 
 #include <cstddef>
