@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "protocol/transport_name.h"
-#include "worker/ps_client.h"
+#include "worker/client/ps_client.h"
 
 DEFINE_string(servers, "127.0.0.1:7000",
               "Comma-separated control addresses of the servers, in shard "

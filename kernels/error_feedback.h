@@ -72,6 +72,10 @@ class ErrorFeedback {
   // the residual is all zeros afterwards.
   Status Flush(ThreadPool* pool, SparseSelection* out);
 
+  // kTopK: the k of the steps that follow (for a caller whose k follows
+  // how many rows each step touched); the residual is kept.
+  void set_k(size_t k) { options_.k = k; }
+
   std::span<const float> residual() const { return residual_; }
   const ErrorFeedbackOptions& options() const { return options_; }
 

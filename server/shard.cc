@@ -5,7 +5,7 @@
 
 #include "protocol/shard_map.h"
 #include "protocol/table_config.h"
-#include "table/choice_names.h"
+#include "protocol/spec_choices.h"
 #include "table/initializer.h"
 
 namespace ps::server {
@@ -36,9 +36,10 @@ std::string TableShard::Describe() const {
   std::string s = "table " + spec_.name() + " (id " +
                   std::to_string(spec_.id()) + ", " + KindName(spec_.kind()) +
                   ", dim " + std::to_string(spec_.dim()) + "): ";
-  const table::OptimizerName opt_name =
-      table::OptimizerNameOf(spec_.optimizer());
-  const std::string& opt = opt_name.shown;
+  auto kind = protocol::OptimizerKindOf(spec_.optimizer());  // validated
+  const bool sum = !kind.ok() || *kind == proto::OPTIMIZER_SUM;
+  const std::string opt(
+      protocol::OptimizerKindName(sum ? proto::OPTIMIZER_SUM : *kind));
   if (exact()) {
     s += "up to " + std::to_string(spec_.capacity()) +
          " keys on this shard, admit after " +
@@ -53,7 +54,7 @@ std::string TableShard::Describe() const {
   s += "rows [" + std::to_string(first_row()) + ", " +
        std::to_string(first_row() + rows()) + ") of " +
        std::to_string(spec_.capacity()) + ", " + opt;
-  if (!opt_name.sum) {
+  if (!sum) {
     char lr[32];
     std::snprintf(lr, sizeof(lr), " lr %g", spec_.optimizer().learning_rate());
     if (spec_.optimizer().learning_rate() != 0.0f) s += lr;

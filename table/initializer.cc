@@ -4,20 +4,20 @@
 #include <numbers>
 
 #include "protocol/shard_map.h"
-#include "table/choice_names.h"
+#include "protocol/spec_choices.h"
 
 namespace ps::table {
 namespace {
 
 // What the spec draws from; an unknown name (refused by
 // ValidateInitializer) draws uniformly, as it always has.
-InitializerKind KindOf(const proto::InitializerSpec& spec) {
-  auto kind = InitializerKindOf(spec.name());
-  return kind.ok() ? *kind : InitializerKind::kUniform;
+proto::InitializerKind KindOf(const proto::InitializerSpec& spec) {
+  auto kind = protocol::InitializerKindOf(spec);
+  return kind.ok() ? *kind : proto::INITIALIZER_UNIFORM;
 }
 
-bool IsZeros(const proto::InitializerSpec& spec, InitializerKind kind) {
-  return kind == InitializerKind::kZeros || spec.scale() == 0.0f;
+bool IsZeros(const proto::InitializerSpec& spec, proto::InitializerKind kind) {
+  return kind == proto::INITIALIZER_ZEROS || spec.scale() == 0.0f;
 }
 
 // A uniform double in (0, 1) from 53 well-mixed bits; never 0, so log() in
@@ -37,14 +37,14 @@ uint64_t Draw(uint64_t seed, uint64_t identity, uint64_t column,
                (column * 2 + stream));
 }
 
-void FillRow(const proto::InitializerSpec& spec, InitializerKind kind,
+void FillRow(const proto::InitializerSpec& spec, proto::InitializerKind kind,
              uint64_t identity, std::span<float> row) {
   if (IsZeros(spec, kind)) {
     for (float& v : row) v = 0.0f;
     return;
   }
   const float scale = spec.scale();
-  if (kind != InitializerKind::kNormal) {
+  if (kind != proto::INITIALIZER_NORMAL) {
     for (size_t j = 0; j < row.size(); ++j) {
       double u = Unit(Draw(spec.seed(), identity, j, 0));
       row[j] = scale * static_cast<float>(2.0 * u - 1.0);
@@ -68,7 +68,7 @@ void FillRow(const proto::InitializerSpec& spec, InitializerKind kind,
 }  // namespace
 
 Status ValidateInitializer(const proto::InitializerSpec& spec) {
-  PS_RETURN_IF_ERROR(InitializerKindOf(spec.name()).status());
+  PS_RETURN_IF_ERROR(protocol::InitializerKindOf(spec).status());
   if (!std::isfinite(spec.scale()) || spec.scale() < 0.0f) {
     return InvalidArgument("initializer scale must be finite and >= 0, not " +
                            std::to_string(spec.scale()));
@@ -83,7 +83,7 @@ void InitializeRow(const proto::InitializerSpec& spec, uint64_t identity,
 
 void InitializeRows(const proto::InitializerSpec& spec, uint64_t first_identity,
                     uint64_t count, uint32_t dim, float* rows) {
-  const InitializerKind kind = KindOf(spec);
+  const proto::InitializerKind kind = KindOf(spec);
   if (IsZeros(spec, kind)) return;
   for (uint64_t i = 0; i < count; ++i) {
     FillRow(spec, kind, first_identity + i,

@@ -17,7 +17,7 @@
 #include "protocol/spec_choices.h"
 #include "protocol/table_config.h"
 #include "protocol/table_runtime_config.h"
-#include "server/initializer.h"
+#include "table/initializer.h"
 
 namespace ps::checkpoint {
 namespace {
@@ -99,7 +99,7 @@ TEST_F(CheckpointCompatTest, RowsAndStateRestore) {
   EXPECT_EQ(target.tables[0].optimizer_steps, 3u);  // three pushes
 
   std::vector<float> want(bias.capacity() * bias.dim());
-  server::InitializeRows(bias.initializer(), 0, bias.capacity(), bias.dim(),
+  table::InitializeRows(bias.initializer(), 0, bias.capacity(), bias.dim(),
                          want.data());
   EXPECT_EQ(bias_rows, want);  // never pushed: its initial values, exactly
 
@@ -107,7 +107,7 @@ TEST_F(CheckpointCompatTest, RowsAndStateRestore) {
   int pushed = 0, untouched = 0;
   for (uint64_t r = 0; r < emb.capacity(); ++r) {
     std::vector<float> init(dim);
-    server::InitializeRow(emb.initializer(), r, init);
+    table::InitializeRow(emb.initializer(), r, init);
     bool touched = false;
     for (uint32_t c = 0; c < dim; ++c) {
       const float acc = emb_acc[r * dim + c];

@@ -31,8 +31,8 @@
 #include "checkpoint/layout.h"
 #include "protocol/control_channel.h"
 #include "tests/ps/server_process.h"
-#include "worker/checkpoint_sync.h"
-#include "worker/ps_client.h"
+#include "worker/client/checkpoint_sync.h"
+#include "worker/client/ps_client.h"
 
 namespace ps::testing {
 namespace {

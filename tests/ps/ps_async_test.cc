@@ -66,8 +66,9 @@ int AsyncWorker(LineChannel& ch, const TestCluster& cluster, uint32_t w,
         for (uint32_t j = 0; j < kDim; ++j)
           grads.push_back(static_cast<float>(c * (j + 1)));
       }
-      Status s = pushes % 2 == 0 ? client->Push(kTable, keys, grads)
-                                 : client->PushAsync(kTable, keys, grads).get();
+      Status s = pushes % 2 == 0
+                     ? client->Push(kTable, keys, grads)
+                     : client->PushAsync(kTable, keys, grads).Wait();
       if (!s.ok()) {
         pusher_error = s.ToString();
         failed = true;
@@ -83,7 +84,7 @@ int AsyncWorker(LineChannel& ch, const TestCluster& cluster, uint32_t w,
     while (!stop.load(std::memory_order_relaxed)) {
       for (auto& k : keys) k = KeyOf(rng() % kKeys);
       Status s = pulls % 2 == 0 ? client->Pull(kTable, keys, out)
-                                : client->PullAsync(kTable, keys, out).get();
+                                : client->PullAsync(kTable, keys, out).Wait();
       if (!s.ok()) {
         puller_error = s.ToString();
         failed = true;

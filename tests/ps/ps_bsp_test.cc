@@ -107,11 +107,11 @@ int BspWorker(LineChannel& ch, const TestCluster& cluster, uint32_t w,
     std::vector<uint64_t> keys = WorkerKeys(w, t);
     std::vector<float> g = Gradients(w, t, keys, mode);
     if (t % 2 == 1) {
-      PS_CHILD_OK(client->PushAsync(table, keys, g).get());
+      PS_CHILD_OK(client->PushAsync(table, keys, g).Wait());
     } else {
       PS_CHILD_OK(client->Push(table, keys, g));
     }
-    // Barrier() counts as a clock step too (worker/clock.h).
+    // Barrier() counts as a clock step too (worker/client/worker_clock.h).
     const uint64_t before = client->clock();
     PS_CHILD_ASSIGN(uint64_t clock, client->Clock());
     PS_CHILD_CHECK(clock == before + 1, "clock " + std::to_string(clock));

@@ -1,6 +1,6 @@
 // The dense accumulator sums duplicates, yields sorted rows, and is all
 // zeros again after a drain.
-#include "worker/dense_accumulator.h"
+#include "worker/client/dense_accumulator.h"
 
 #include <gtest/gtest.h>
 

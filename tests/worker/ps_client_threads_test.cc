@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "worker/key_locator.h"
-#include "worker/ps_client.h"
+#include "worker/client/ps_client.h"
+#include "worker/client/shard_router.h"
 
 namespace ps::worker {
 namespace {
@@ -124,7 +124,7 @@ TEST_P(PsClientThreadsTest, ConcurrentPushAndPullLoseNothing) {
   for (int i = 0; i < 500; ++i) keys[i] = i;
   for (uint32_t id : {1u, 2u}) {
     const proto::TableSpec& spec = *client->table(id);
-    KeyLocator loc(spec, 1);
+    ShardRouter loc(spec, 1);
     std::map<uint64_t, int> keys_per_row;
     for (uint64_t k : keys) ++keys_per_row[loc.GlobalRow(k)];
     std::vector<float> out(500 * spec.dim());
@@ -144,7 +144,7 @@ TEST_P(PsClientThreadsTest, ConcurrentPushAndPullLoseNothing) {
     std::vector<float> ones(many.size(), 1.0f);
     ASSERT_TRUE(client->Push(3, many, ones).ok());
     ASSERT_TRUE(client->WaitApplied().ok());
-    KeyLocator loc(*client->table(3), 1);
+    ShardRouter loc(*client->table(3), 1);
     std::map<uint64_t, int> keys_per_row;
     for (uint64_t k = 0; k < 1024; ++k) ++keys_per_row[loc.GlobalRow(k)];
     std::vector<uint64_t> k1024(1024);

@@ -1,5 +1,5 @@
 // Deduplication and read planning of the pull and push paths.
-#include "worker/row_plan.h"
+#include "worker/client/row_plan.h"
 
 #include <gtest/gtest.h>
 

@@ -13,6 +13,11 @@
 // Progress (samples/s, mean training loss, AUC over recent training
 // predictions, ETA) goes to stderr every progress_secs: rewritten in place
 // with '\r' on a terminal, as plain lines otherwise.
+//
+// The parts, by job: trainer.cc runs the epochs (and TrainResultJson),
+// step_loop.h the training threads' loop, checkpoint_gate.h the step order
+// around checkpoints, progress_log.h the report on stderr, batch_runner.h
+// one batch through the model, trainer_eval.cc Evaluate.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,8 @@
 // packed as (row << 32 | index) and sorted by row with a radix sort (no
 // comparison sort over millions of keys); a pull then reads each unique row
 // once and a push sums the duplicates of each row before sending it.
+//
+// Pure functions over the caller's buffers: thread-safe for distinct buffers.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
-// KeyLocator must give exactly ShardMap's answers: workers and servers agree
+// ShardRouter must give exactly ShardMap's answers: workers and servers agree
 // on row addresses only if the fast path and the reference never differ.
-#include "worker/key_locator.h"
+#include "worker/client/shard_router.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@ proto::TableSpec Spec(proto::TableKind kind, uint64_t capacity, uint32_t id) {
   return s;
 }
 
-TEST(KeyLocatorTest, MatchesShardMapForManyCapacitiesAndShardCounts) {
+TEST(ShardRouterTest, MatchesShardMapForManyCapacitiesAndShardCounts) {
   std::mt19937_64 rng(7);
   // Realistic capacities (ShardMap's capacity * shard products must not
   // overflow).
@@ -28,7 +28,7 @@ TEST(KeyLocatorTest, MatchesShardMapForManyCapacitiesAndShardCounts) {
     for (uint32_t shards : {1u, 2u, 3u, 5u, 16u, 17u}) {
       if (shards > cap) continue;
       proto::TableSpec spec = Spec(proto::HASHED, cap, 3);
-      KeyLocator loc(spec, shards);
+      ShardRouter loc(spec, shards);
       protocol::ShardMap ref = protocol::ShardMap::ForTable(spec, shards);
       for (int i = 0; i < 20000; ++i) {
         const uint64_t key = i < 100 ? static_cast<uint64_t>(i) : rng();
@@ -41,10 +41,10 @@ TEST(KeyLocatorTest, MatchesShardMapForManyCapacitiesAndShardCounts) {
   }
 }
 
-TEST(KeyLocatorTest, FastModIsExactAtTheEdges) {
+TEST(ShardRouterTest, FastModIsExactAtTheEdges) {
   for (uint64_t cap : std::initializer_list<uint64_t>{
            1ull, 3ull, 1000003ull, (1ull << 63) + 1, UINT64_MAX}) {
-    KeyLocator loc(Spec(proto::HASHED, cap, 0), 1);
+    ShardRouter loc(Spec(proto::HASHED, cap, 0), 1);
     for (uint64_t x : std::initializer_list<uint64_t>{
              0ull, 1ull, cap - 1, cap, cap + 1, UINT64_MAX, UINT64_MAX - 1,
              UINT64_MAX / 2}) {
@@ -53,8 +53,8 @@ TEST(KeyLocatorTest, FastModIsExactAtTheEdges) {
   }
 }
 
-TEST(KeyLocatorTest, DenseTablesUseTheKeyAsRow) {
-  KeyLocator loc(Spec(proto::DENSE, 100, 1), 3);
+TEST(ShardRouterTest, DenseTablesUseTheKeyAsRow) {
+  ShardRouter loc(Spec(proto::DENSE, 100, 1), 3);
   protocol::ShardMap ref(100, 3, proto::DENSE, 1);
   for (uint64_t k = 0; k < 100; ++k) {
     EXPECT_EQ(loc.GlobalRow(k), k);

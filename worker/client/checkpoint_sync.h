@@ -27,7 +27,7 @@
 
 #include "base/status_or.h"
 #include "protocol/ps.pb.h"
-#include "worker/ps_client.h"
+#include "worker/client/ps_client.h"
 
 namespace ps::worker {
 

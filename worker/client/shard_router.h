@@ -1,21 +1,26 @@
-// KeyLocator: ShardMap's key -> (shard, local row) mapping, made fast for hot
-// loops over millions of keys. It gives exactly ShardMap's answers (tested
-// against it) but replaces the 64-bit division of `hash % capacity` by a
-// multiply with a precomputed reciprocal and at most two corrections, and
-// finds the shard of a row by comparing with the (few) shard borders.
+// ShardRouter: which shard, and which row of it, a key of one table goes to.
+// It is ShardMap's key -> (shard, local row) mapping made fast for hot loops
+// over millions of keys: it gives exactly ShardMap's answers (tested against
+// it) but replaces the 64-bit division of `hash % capacity` by a multiply
+// with a precomputed reciprocal and at most two corrections, and finds the
+// shard of a row by comparing with the (few) shard borders.
+//
+// Immutable after construction: any number of threads may use it.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "protocol/ps.pb.h"
 #include "protocol/shard_map.h"
+#include "worker/client/row_plan.h"
 
 namespace ps::worker {
 
-class KeyLocator {
+class ShardRouter {
  public:
-  KeyLocator(const proto::TableSpec& spec, uint32_t shards)
+  ShardRouter(const proto::TableSpec& spec, uint32_t shards)
       : map_(protocol::ShardMap::ForTable(spec, shards)),
         dense_(spec.kind() == proto::DENSE),
         capacity_(spec.capacity()),
@@ -50,6 +55,21 @@ class KeyLocator {
       return s;
     }
     return map_.ShardOfRow(global_row);
+  }
+
+  // Clears `pairs` (one vector per shard) and appends, for key i, the packed
+  // (local row, i) pair (row_plan.h) to its shard's vector, in key order.
+  void SplitByShard(std::span<const uint64_t> keys,
+                    std::vector<std::vector<uint64_t>>* pairs) const {
+    pairs->resize(shards());
+    for (auto& p : *pairs) p.clear();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const uint64_t row = GlobalRow(keys[i]);
+      const uint32_t s = ShardOfRow(row);
+      (*pairs)[s].push_back(
+          PackRowIndex(static_cast<uint32_t>(row - first_row_[s]),
+                       static_cast<uint32_t>(i)));
+    }
   }
 
   // x mod capacity. q = floor(x * floor((2^64 - 1) / c) / 2^64) falls short

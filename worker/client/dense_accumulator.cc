@@ -1,4 +1,4 @@
-#include "worker/dense_accumulator.h"
+#include "worker/client/dense_accumulator.h"
 
 #include <bit>
 #include <cstring>
@@ -56,6 +56,12 @@ void DenseAccumulator::ClearTouched() {
       std::memset(sums_.data() + row * dim_, 0, sizeof(float) * dim_);
     }
   }
+}
+
+size_t DenseAccumulator::CountTouched() const {
+  size_t n = 0;
+  for (size_t w = 0; w < touched_.size(); ++w) n += std::popcount(touched_[w]);
+  return n;
 }
 
 }  // namespace ps::worker

@@ -2,6 +2,9 @@
 // pages where the kernel allows them. The push sums and the whole-table pull
 // copy are hit at random by millions of keys; with 4 KiB pages nearly every
 // access also misses the TLB, which costs more than the cache miss itself.
+//
+// Not thread-safe, like std::vector: Resize needs exclusive use; elements
+// may be written by several threads at different indices.
 #pragma once
 
 #include <sys/mman.h>

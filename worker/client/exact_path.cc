@@ -1,29 +1,29 @@
-#include "worker/exact_path.h"
+#include "worker/client/exact_path.h"
 
 #include <cstring>
 #include <unordered_map>
 
 namespace ps::worker {
 
-Status ExactPush(ClientContext& ctx, TableState& table,
-                 std::span<const uint64_t> keys, std::span<const float> grads) {
-  const uint32_t dim = table.spec.dim();
+Status ExactPath::Push(std::span<const uint64_t> keys,
+                       std::span<const float> grads) {
+  const uint32_t dim = spec_.dim();
   if (grads.size() != keys.size() * dim) {
-    return InvalidArgument("push to table " + table.spec.name() + ": " +
+    return InvalidArgument("push to table " + spec_.name() + ": " +
                            std::to_string(grads.size()) + " values for " +
                            std::to_string(keys.size()) + " keys of dim " +
                            std::to_string(dim));
   }
-  const uint32_t shards = ctx.shards();
+  const uint32_t shards = servers_.size();
   std::vector<proto::ControlRequest> requests(shards);
   std::vector<std::unordered_map<uint64_t, uint32_t>> position(shards);
   for (uint32_t s = 0; s < shards; ++s) {
     auto* p = requests[s].mutable_exact_push();
-    p->set_table_id(table.spec.id());
-    p->set_step(ctx.clock.load(std::memory_order_relaxed));
+    p->set_table_id(spec_.id());
+    p->set_step(clock_.current());
   }
   for (size_t i = 0; i < keys.size(); ++i) {
-    const uint32_t s = table.locator.map().ShardOfKey(keys[i]);
+    const uint32_t s = router_.map().ShardOfKey(keys[i]);
     auto* p = requests[s].mutable_exact_push();
     auto [it, fresh] =
         position[s].try_emplace(keys[i], static_cast<uint32_t>(p->keys_size()));
@@ -38,38 +38,36 @@ Status ExactPush(ClientContext& ctx, TableState& table,
   }
   for (uint32_t s = 0; s < shards; ++s) {
     if (requests[s].exact_push().keys_size() == 0) continue;
-    PS_RETURN_IF_ERROR(ctx.servers[s]->Call(requests[s]).status());
+    PS_RETURN_IF_ERROR(servers_[s].Call(requests[s]).status());
   }
   return Status::OK();
 }
 
-Status ExactPull(ClientContext& ctx, TableState& table,
-                 std::span<const uint64_t> keys, std::span<float> out) {
-  const uint32_t dim = table.spec.dim();
+Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
+  const uint32_t dim = spec_.dim();
   if (out.size() != keys.size() * dim) {
-    return InvalidArgument("pull from table " + table.spec.name() +
-                           ": room for " + std::to_string(out.size()) +
-                           " values, need " +
+    return InvalidArgument("pull from table " + spec_.name() + ": room for " +
+                           std::to_string(out.size()) + " values, need " +
                            std::to_string(keys.size() * dim));
   }
-  const uint32_t shards = ctx.shards();
+  const uint32_t shards = servers_.size();
   std::vector<proto::ControlRequest> requests(shards);
   std::vector<std::vector<size_t>> origin(shards);
   for (uint32_t s = 0; s < shards; ++s) {
-    requests[s].mutable_exact_pull()->set_table_id(table.spec.id());
+    requests[s].mutable_exact_pull()->set_table_id(spec_.id());
   }
   for (size_t i = 0; i < keys.size(); ++i) {
-    const uint32_t s = table.locator.map().ShardOfKey(keys[i]);
+    const uint32_t s = router_.map().ShardOfKey(keys[i]);
     requests[s].mutable_exact_pull()->add_keys(keys[i]);
     origin[s].push_back(i);
   }
   for (uint32_t s = 0; s < shards; ++s) {
     if (origin[s].empty()) continue;
     PS_ASSIGN_OR_RETURN(proto::ControlReply reply,
-                        ctx.servers[s]->Call(requests[s]));
+                        servers_[s].Call(requests[s]));
     const auto& values = reply.exact_pull().values();
     if (static_cast<size_t>(values.size()) != origin[s].size() * dim) {
-      return Corruption(ctx.servers[s]->name + " answered an exact pull of " +
+      return Corruption(servers_[s].name() + " answered an exact pull of " +
                         std::to_string(origin[s].size()) + " keys with " +
                         std::to_string(values.size()) + " values");
     }

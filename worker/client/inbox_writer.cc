@@ -1,10 +1,10 @@
-#include "worker/inbox_writer.h"
+#include "worker/client/inbox_writer.h"
 
 #include <cstring>
 
 #include "protocol/inbox_ring.h"
 #include "protocol/inbox_slot.h"
-#include "worker/backoff.h"
+#include "worker/client/backoff.h"
 
 namespace ps::worker {
 

@@ -1,4 +1,4 @@
-#include "worker/checkpoint_sync.h"
+#include "worker/client/checkpoint_sync.h"
 
 #include <algorithm>
 

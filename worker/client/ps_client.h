@@ -15,17 +15,23 @@
 // inbox makes Push wait). Pulls of HASHED and DENSE tables read rows straight
 // out of server memory; EXACT tables go through the server.
 //
+// When calls complete: a Push of a HASHED or DENSE table returns once its
+// packets are in the servers' inboxes, not once they are applied (a Pull
+// right after it may not see it yet); WaitApplied, a bsp Clock or a Barrier
+// waits for that. A Push of an EXACT table returns once applied. A Pull
+// returns once the rows are in `out`. Each call below says its own.
+//
 // Consistency (the servers' --consistency): Clock() ends a step. async: it
 // returns at once. bsp: it returns once every worker finished the step and
 // every push of it is applied. ssp (staleness s): it returns once the slowest
 // worker is at most s steps behind.
 //
-// Thread-safe: a trainer's threads may Push and Pull concurrently; Clock and
-// Barrier are called by one thread per worker.
+// Thread-safe: a trainer's threads may Push and Pull concurrently (pushes of
+// one table take turns); Clock and Barrier are called by one thread per
+// worker.
 #pragma once
 
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <span>
 #include <string>
@@ -35,6 +41,7 @@
 #include "base/status_or.h"
 #include "core/context.h"
 #include "protocol/ps.pb.h"
+#include "worker/client/pending_op.h"
 
 namespace ps::worker {
 
@@ -53,7 +60,11 @@ class PsClient {
     xfer::ClusterSecret secret;
   };
 
+  // Says hello to every server, connects xfer and imports the regions;
+  // returns once every server was checked against the shard map and this
+  // worker's clock was read back (a reconnect continues from it).
   static StatusOr<std::unique_ptr<PsClient>> Connect(const Options& options);
+  // Waits for nothing: wait for pending handles first.
   ~PsClient();
 
   // The tables the servers serve; nullptr for an unknown id/name.
@@ -65,44 +76,51 @@ class PsClient {
 
   // Adds grads (keys.size() x dim floats, row-major) to the keys' rows
   // through the table's optimizer. Duplicate keys are summed first.
+  // Returns once the packets are in the servers' inboxes (see above).
   Status Push(uint32_t table_id, std::span<const uint64_t> keys,
               std::span<const float> grads);
-  // Reads the keys' rows into out (keys.size() x dim floats). EXACT keys
-  // without a row read as zeros.
+  // Reads the keys' rows into out (keys.size() x dim floats); returns once
+  // they are there. EXACT keys without a row read as zeros.
   Status Pull(uint32_t table_id, std::span<const uint64_t> keys,
               std::span<float> out);
-  // DENSE tables: the whole table (capacity x dim floats).
+  // DENSE tables: the whole table (capacity x dim floats); complete as Push
+  // and Pull.
   Status PushDense(uint32_t table_id, std::span<const float> grads);
   Status PullDense(uint32_t table_id, std::span<float> out);
 
-  // Asynchronous forms; the spans must stay valid until the future is ready.
-  std::future<Status> PushAsync(uint32_t table_id,
-                                std::span<const uint64_t> keys,
-                                std::span<const float> grads);
-  std::future<Status> PullAsync(uint32_t table_id,
-                                std::span<const uint64_t> keys,
-                                std::span<float> out);
+  // Asynchronous forms, on the core's non-blocking requests (no thread per
+  // call): they return once the call's transfers are posted (a push may
+  // wait for inbox credit first; EXACT tables complete before returning),
+  // and the handle's Wait() returns when Push / Pull would have, with their
+  // Status. The spans must stay valid until then.
+  PendingOp PushAsync(uint32_t table_id, std::span<const uint64_t> keys,
+                      std::span<const float> grads);
+  PendingOp PullAsync(uint32_t table_id, std::span<const uint64_t> keys,
+                      std::span<float> out);
 
-  // Sends what sparsification held back for the table (its residual).
+  // Sends what sparsification held back for the table (its residual);
+  // returns once those packets are in the inboxes.
   Status FlushResiduals(uint32_t table_id);
   // Returns once every packet this worker pushed has been applied.
   Status WaitApplied();
 
   // Ends this worker's step (see consistency above); returns the new clock.
   StatusOr<uint64_t> Clock();
+  // This worker's clock (its Clock and Barrier calls so far); no wait.
   uint64_t clock() const;
-  // The smallest clock of all workers, as last read.
+  // The smallest clock of all workers, read now (one Get from shard 0).
   StatusOr<uint64_t> MinClock();
-  // Returns once every worker has called Barrier as often as this one.
+  // Returns once every push of this worker is applied and every worker has
+  // called Barrier as often as this one (a Barrier counts as a clock step).
   Status Barrier();
 
-  // Counters of server `shard`.
+  // Counters of server `shard`; returns once the server answered.
   StatusOr<proto::StatsReply> Stats(uint32_t shard);
 
   // Sends one control request to server `shard` on this worker's own
   // connection (which said hello as this worker) and returns the reply:
   // for worker-side protocols built on the control channel, such as
-  // checkpoint sync (worker/checkpoint_sync.h). Completes when the reply
+  // checkpoint sync (worker/client/checkpoint_sync.h). Completes when the reply
   // arrives; kTimeout when the server sent nothing, not even a keepalive,
   // for timeout_ms.
   StatusOr<proto::ControlReply> CallServer(uint32_t shard,

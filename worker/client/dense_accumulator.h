@@ -4,6 +4,9 @@
 // bitmap afterwards yields the distinct rows already sorted, which is what
 // the packet encoder wants. Draining zeroes what it read, so the buffer is
 // all zeros between pushes and costs nothing to reuse.
+//
+// Not thread-safe: its PushPipeline holds a lock while it adds and drains
+// (threads that add at once must touch disjoint 64-row blocks).
 #pragma once
 
 #include <cstddef>
@@ -11,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "worker/huge_array.h"
+#include "worker/client/huge_array.h"
 
 namespace ps::worker {
 
@@ -53,6 +56,8 @@ class DenseAccumulator {
     return {sums_.data(), size_t{rows_} * dim_};
   }
   void ClearTouched();
+  // How many rows were touched since the last Drain or ClearTouched.
+  size_t CountTouched() const;
 
  private:
   uint64_t rows_ = 0;

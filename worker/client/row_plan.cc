@@ -1,4 +1,4 @@
-#include "worker/row_plan.h"
+#include "worker/client/row_plan.h"
 
 #include <algorithm>
 #include <bit>

@@ -3,6 +3,8 @@
 // sleeps growing to 1 ms, so a waiting worker leaves the CPU to the server
 // it waits for. It also keeps the deadline: a wait that sees no progress for
 // `timeout_ms` gives up.
+//
+// Not thread-safe: one waiting thread owns a Backoff.
 #pragma once
 
 #include <algorithm>
