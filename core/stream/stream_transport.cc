@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/request_state.h"
+#include "core/internal/request_state.h"
 
 namespace ps::xfer::internal {
 namespace {

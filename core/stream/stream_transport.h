@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
+#include "core/internal/transport.h"
 #include "core/socket.h"
 #include "core/stream/wire.h"
-#include "core/transport.h"
 
 namespace ps::xfer::internal {
 

@@ -12,10 +12,10 @@
 #include <string>
 #include <thread>
 
-#include "core/descriptor.pb.h"
-#include "core/region_table.h"
+#include "core/internal/region_table.h"
 #include "core/socket.h"
 #include "core/verbs/queue_pair.h"
+#include "core/verbs/verbs.pb.h"
 #include "core/verbs/verbs_device.h"
 
 namespace ps::xfer::internal {

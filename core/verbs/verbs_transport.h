@@ -52,10 +52,10 @@
 #include <memory>
 #include <string>
 
-#include "core/descriptor.pb.h"
+#include "core/internal/transport.h"
 #include "core/socket.h"
-#include "core/transport.h"
 #include "core/verbs/queue_pair.h"
+#include "core/verbs/verbs.pb.h"
 #include "core/verbs/verbs_device.h"
 
 namespace ps::xfer::internal {

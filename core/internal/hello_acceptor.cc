@@ -1,4 +1,4 @@
-#include "core/hello_acceptor.h"
+#include "core/internal/hello_acceptor.h"
 
 #include <fcntl.h>
 #include <glog/logging.h>

@@ -1,0 +1,169 @@
+#include "core/shm/shm_provider.h"
+
+#include <glog/logging.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include "core/shm/remote_mapping.h"
+#include "core/shm/shm_transport.h"
+#include "core/stream/stream_transport.h"
+
+namespace ps::xfer::internal {
+namespace {
+
+// An allocated region's word in the liveness page: its key while peers may
+// reach it, zero from Deregister on.
+class ShmRegionState : public LocalRegionState {
+ public:
+  explicit ShmRegionState(std::shared_ptr<LivenessPage> page)
+      : page_(std::move(page)) {}
+  ~ShmRegionState() override { Withdraw(); }
+
+  StatusOr<std::optional<std::string>> Publish(uint64_t key) override {
+    PS_ASSIGN_OR_RETURN(slot_, page_->Acquire(key));
+    published_.store(true);
+    return std::optional<std::string>(std::string());  // mappable
+  }
+  void Withdraw() override {
+    if (published_.exchange(false)) page_->Release(slot_);
+  }
+  uint32_t slot() const { return slot_; }
+
+ private:
+  const std::shared_ptr<LivenessPage> page_;
+  uint32_t slot_ = 0;  // set by Publish, before peers can ask
+  std::atomic<bool> published_{false};
+};
+
+}  // namespace
+
+Status ShmProvider::Start(const ProviderEnv& env,
+                          std::vector<HelloAcceptor::Listener>* listeners) {
+  env_ = env;
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<LivenessPage> page,
+                      LivenessPage::Create());
+  liveness_ = std::move(page);
+  char unix_name[64];
+  std::snprintf(unix_name, sizeof(unix_name), "xfer-%016llx",
+                static_cast<unsigned long long>(env_.instance));
+  unix_name_ = unix_name;
+  HelloAcceptor::Listener listener;
+  PS_ASSIGN_OR_RETURN(listener.fd, ListenUnix(unix_name_));
+  listener.same_host = true;
+  listeners->push_back(std::move(listener));
+  return Status::OK();
+}
+
+void ShmProvider::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  servers_.clear();  // each stops and joins its thread
+}
+
+StatusOr<std::unique_ptr<LocalRegionState>> ShmProvider::Register(
+    const MemoryRegion& region) {
+  if (!region.memfd_backed()) return std::unique_ptr<LocalRegionState>();
+  return std::unique_ptr<LocalRegionState>(
+      std::make_unique<ShmRegionState>(liveness_));
+}
+
+StatusOr<std::shared_ptr<RemoteRegionState>> ShmProvider::Unpack(
+    std::string_view key, bool present) const {
+  (void)key;  // mapped on first use: the owner hands over the truth then
+  return std::shared_ptr<RemoteRegionState>(
+      std::make_shared<RemoteMapping>(present));
+}
+
+StatusOr<std::unique_ptr<Transport>> ShmProvider::Connect(
+    const Selection& selection, Dial& dial, std::unique_ptr<PendingOffer> offer,
+    const proto::TransportAnswer* answer) {
+  (void)offer;
+  const proto::HelloReply& reply = *dial.reply;
+  if (!selection.allowed) return std::unique_ptr<Transport>();
+  if (!dial.same_host) {
+    if (!selection.forced) return std::unique_ptr<Transport>();
+    return InvalidArgument("transport shm was forced, but " + reply.name() +
+                           " at " + dial.address + " runs on another host");
+  }
+  if (answer == nullptr || answer->answer().empty()) {
+    return NetworkError(reply.name() + " at " + dial.address +
+                        " named no same-host socket");
+  }
+  // Same host: switch to the peer's Unix socket, which can carry memfds.
+  PS_ASSIGN_OR_RETURN(UniqueFd ufd,
+                      ConnectUnix(answer->answer(), dial.deadline));
+  PS_ASSIGN_OR_RETURN(proto::HelloReply again, dial.hello_again(ufd.get()));
+  if (again.instance() != reply.instance()) {
+    return PeerLost(reply.name() + " restarted during the connection");
+  }
+  dial.fd->Reset();
+  auto stream = std::make_unique<StreamTransport>(std::move(ufd), reply.name(),
+                                                  dial.peer_timeout);
+  PS_ASSIGN_OR_RETURN(
+      std::unique_ptr<ShmTransport> shm,
+      ShmTransport::Create(std::move(stream), reply.name(), reply.instance()));
+  return std::unique_ptr<Transport>(std::move(shm));
+}
+
+std::function<void(UniqueFd)> ShmProvider::Answer(
+    const Greeting& greeting, const proto::TransportOffer* offer,
+    proto::TransportAnswer* answer) {
+  (void)offer;
+  {
+    // Forget servers whose peers are gone.
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(servers_, [](const auto& s) { return s->finished(); });
+  }
+  if (!greeting.same_host_socket) {
+    answer->set_answer(unix_name_);  // where a same-host connector switches
+    return {};
+  }
+  return [this, name = greeting.hello->name()](UniqueFd fd) {
+    VLOG(1) << env_.options->name << ": serving " << name
+            << " over unix socket";
+    MapRegionHandler map = [this](const wire::RequestHeader& r,
+                                  wire::MapReply* out, int* memfd) {
+      return MapRegion(r, out, memfd);
+    };
+    auto server = std::make_unique<StreamServer>(std::move(fd), env_.regions,
+                                                 name, std::move(map));
+    std::lock_guard<std::mutex> lock(mu_);
+    servers_.push_back(std::move(server));
+  };
+}
+
+Status ShmProvider::MapRegion(const wire::RequestHeader& request,
+                              wire::MapReply* reply, int* memfd) {
+  const std::string& owner = env_.options->name;
+  if (request.region_id == 0) {  // the liveness page
+    if (request.instance != env_.instance) {
+      return StaleDescriptor("liveness page of another instance of " + owner);
+    }
+    *reply = wire::MapReply{LivenessPage::kBytes, kRemoteRead, 0};
+    *memfd = liveness_->peer_fd();  // read-only
+    return Status::OK();
+  }
+  PS_ASSIGN_OR_RETURN(
+      auto region,
+      env_.regions->Check(request.region_id, request.key, request.instance, 0,
+                          0, 0, "a local peer"));
+  const ShmRegionState* state =
+      MemoryRegionAccess::Find<ShmRegionState>(*region);
+  if (!region->memfd_backed() || state == nullptr) {
+    return NotSupported("region " + std::to_string(region->id()) + " on " +
+                        owner +
+                        " is application memory; it cannot "
+                        "be mapped");
+  }
+  *reply = wire::MapReply{MemoryRegionAccess::mapped_size(*region),
+                          region->access(), state->slot()};
+  // The mapping may be as large as the pages, but bounds checks use the
+  // region's size.
+  reply->size = region->size();
+  // Read-only unless peers may write: the owner's O_RDWR memfd would let a
+  // peer map a read-only region writable (the seals refuse that too).
+  *memfd = MemoryRegionAccess::peer_memfd(*region);
+  return Status::OK();
+}
+
+}  // namespace ps::xfer::internal
