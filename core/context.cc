@@ -44,9 +44,10 @@ Status ContextImpl::Start() {
   env.instance = instance_;
   env.host_id = host_id_;
   env.regions = &regions_;
+  env.listeners = &listeners;
   std::string described;
   for (const auto& p : providers_) {
-    PS_RETURN_IF_ERROR(p->Start(env, &listeners));
+    PS_RETURN_IF_ERROR(p->Start(env));
     const std::string d = p->Describe();
     if (!d.empty()) described += ", " + d;
   }

@@ -20,18 +20,18 @@ HelloAcceptor::Answer ContextImpl::AnswerHello(const proto::Hello& hello,
     a->set_provider(offer.provider());
     a->set_declined(options_.name + " was built without " + offer.name());
   }
-  Greeting greeting;
-  greeting.hello = &hello;
-  greeting.same_host_socket = same_host_socket;
-  greeting.same_host = hello.host_id() == host_id_;
   for (const auto& p : providers_) {
-    const proto::TransportOffer* offer = nullptr;
+    Greeting greeting;
+    greeting.hello = &hello;
+    greeting.same_host_socket = same_host_socket;
+    greeting.same_host = hello.host_id() == host_id_;
     for (const proto::TransportOffer& o : hello.offers()) {
-      if (o.provider() == p->id()) offer = &o;
+      if (o.provider() == p->id()) greeting.offer = &o;
     }
     proto::TransportAnswer a;
     a.set_provider(p->id());
-    answer.adopt = p->Answer(greeting, offer, &a);
+    greeting.answer = &a;
+    answer.adopt = p->Answer(greeting);
     if (!a.answer().empty() || !a.declined().empty()) {
       *reply.add_answers() = std::move(a);
     }

@@ -103,23 +103,19 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
                         " was built without it");
   }
   proto::Hello hello = MakeHello();
-  std::vector<Selection> selections;
-  std::vector<std::unique_ptr<PendingOffer>> offers;
-  for (const auto& p : providers_) {
-    Selection s;
-    s.forced = forced == p->kind();
-    s.allowed = !forced.has_value() || s.forced;
-    proto::TransportOffer offer;
-    PS_ASSIGN_OR_RETURN(std::unique_ptr<PendingOffer> pending,
-                        p->Offer(s, &offer));
-    if (pending != nullptr) {
-      offer.set_provider(p->id());
-      offer.set_name(std::string(TransportName(p->kind())));
-      offer.set_forced(s.forced);
-      *hello.add_offers() = std::move(offer);
+  std::vector<Dial> dials(providers_.size());
+  for (size_t i = 0; i < providers_.size(); ++i) {
+    const auto& p = providers_[i];
+    Dial& dial = dials[i];
+    dial.selection.forced = forced == p->kind();
+    dial.selection.allowed = !forced.has_value() || dial.selection.forced;
+    PS_RETURN_IF_ERROR(p->Offer(dial));
+    if (dial.pending != nullptr) {
+      dial.offer.set_provider(p->id());
+      dial.offer.set_name(std::string(TransportName(p->kind())));
+      dial.offer.set_forced(dial.selection.forced);
+      *hello.add_offers() = dial.offer;
     }
-    selections.push_back(s);
-    offers.push_back(std::move(pending));
   }
   // One deadline for connecting and every step of the hello, also on a
   // provider's own connection (hello_again): a silent or slow listener
@@ -129,23 +125,23 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
                       ConnectTcp(address, options_.peer_timeout_ms));
   PS_ASSIGN_OR_RETURN(proto::HelloReply reply,
                       Handshake(fd.get(), hello, address, deadline));
-  Dial dial;
-  dial.address = address;
-  dial.reply = &reply;
-  dial.same_host = reply.host_id() == host_id_;
-  dial.fd = &fd;
-  dial.deadline = deadline;
-  dial.peer_timeout = std::chrono::milliseconds(options_.peer_timeout_ms);
-  dial.hello_again = [this, &address, deadline](int other) {
+  DialedPeer peer;
+  peer.address = address;
+  peer.reply = &reply;
+  peer.same_host = reply.host_id() == host_id_;
+  peer.fd = &fd;
+  peer.deadline = deadline;
+  peer.peer_timeout = std::chrono::milliseconds(options_.peer_timeout_ms);
+  peer.hello_again = [this, &address, deadline](int other) {
     return Handshake(other, MakeHello(), address, deadline);
   };
   std::unique_ptr<Transport> transport;
   std::shared_ptr<TransportProvider> carrier;
   for (size_t i = 0; i < providers_.size() && transport == nullptr; ++i) {
     const auto& p = providers_[i];
-    PS_ASSIGN_OR_RETURN(transport,
-                        p->Connect(selections[i], dial, std::move(offers[i]),
-                                   FindAnswer(reply, p->id())));
+    dials[i].peer = &peer;
+    dials[i].answer = FindAnswer(reply, p->id());
+    PS_ASSIGN_OR_RETURN(transport, p->Connect(dials[i]));
     if (transport != nullptr) carrier = p;
   }
   if (transport == nullptr) {

@@ -50,6 +50,8 @@ struct ProviderEnv {
   uint64_t instance = 0;
   std::string host_id;
   const RegionTable* regions = nullptr;  // valid until Stop
+  // Start may add listeners for the hello acceptor (a same-host socket).
+  std::vector<HelloAcceptor::Listener>* listeners = nullptr;
 };
 
 // What the Connect asked of one provider: whether it may carry the
@@ -65,8 +67,8 @@ class PendingOffer {
   virtual ~PendingOffer() = default;
 };
 
-// One Connect past the hello, as a provider sees it.
-struct Dial {
+// The listener as the hello found it, the same for every provider.
+struct DialedPeer {
   std::string address;
   const proto::HelloReply* reply = nullptr;
   bool same_host = false;  // the listener runs on this host
@@ -78,11 +80,24 @@ struct Dial {
   std::function<StatusOr<proto::HelloReply>(int fd)> hello_again;
 };
 
-// One hello at the listener, as a provider sees it.
+// One provider's part of one Connect.
+struct Dial {
+  Selection selection;
+  // Offer: the bytes for the hello, and what it keeps (null: no offer).
+  proto::TransportOffer offer;
+  std::unique_ptr<PendingOffer> pending;
+  // Set past the hello: the listener, and its provider's answer (or null).
+  const DialedPeer* peer = nullptr;
+  const proto::TransportAnswer* answer = nullptr;
+};
+
+// One hello at the listener, as one provider sees it.
 struct Greeting {
   const proto::Hello* hello = nullptr;
   bool same_host_socket = false;  // it came on a provider's local listener
   bool same_host = false;         // the connector runs on this host
+  const proto::TransportOffer* offer = nullptr;  // this provider's, or null
+  proto::TransportAnswer* answer = nullptr;      // what the reply says
 };
 
 class TransportProvider {
@@ -92,11 +107,9 @@ class TransportProvider {
   virtual TransportKind kind() const = 0;
   uint32_t id() const { return ProviderId(kind()); }
 
-  // Starts serving; may add listeners for the hello acceptor (a same-host
-  // socket). A provider whose hardware is missing starts, and offers and
-  // accepts nothing (a missing device is not an error).
-  virtual Status Start(const ProviderEnv& env,
-                       std::vector<HelloAcceptor::Listener>* listeners) = 0;
+  // Starts serving. A provider whose hardware is missing starts, and
+  // offers and accepts nothing (a missing device is not an error).
+  virtual Status Start(const ProviderEnv& env) = 0;
   // For the Context's "listening" log line ("verbs on rxe0 ..."); empty:
   // nothing to say.
   virtual std::string Describe() const { return ""; }
@@ -120,29 +133,20 @@ class TransportProvider {
     return std::shared_ptr<RemoteRegionState>();
   }
 
-  // Connector: fills `offer` (its bytes) for the hello and returns what it
-  // keeps, or null for no offer. An error fails Connect (e.g. forced
-  // without the hardware).
-  virtual StatusOr<std::unique_ptr<PendingOffer>> Offer(
-      const Selection& selection, proto::TransportOffer* offer) {
-    (void)selection;
-    (void)offer;
-    return std::unique_ptr<PendingOffer>();
+  // Connector, before the hello: fills dial.offer and dial.pending to offer
+  // something. An error fails Connect (e.g. forced without the hardware).
+  virtual Status Offer(Dial& dial) {
+    (void)dial;
+    return Status::OK();
   }
   // Connector, past the hello: the transport for the connection, or null
-  // when this provider does not carry it (the next one is asked). `offer`
-  // is what Offer returned, `answer` the listener's (null: none).
-  virtual StatusOr<std::unique_ptr<Transport>> Connect(
-      const Selection& selection, Dial& dial,
-      std::unique_ptr<PendingOffer> offer,
-      const proto::TransportAnswer* answer) = 0;
+  // when this provider does not carry it (the next one is asked).
+  virtual StatusOr<std::unique_ptr<Transport>> Connect(Dial& dial) = 0;
 
-  // Listener: answers a hello (`offer`: this provider's, null if none) in
-  // `answer` and returns what takes the connection once the reply went
-  // out, or an empty function to leave it to the next provider.
-  virtual std::function<void(UniqueFd)> Answer(
-      const Greeting& greeting, const proto::TransportOffer* offer,
-      proto::TransportAnswer* answer) = 0;
+  // Listener: answers a hello (greeting.answer) and returns what takes the
+  // connection once the reply went out, or an empty function to leave it
+  // to the next provider.
+  virtual std::function<void(UniqueFd)> Answer(const Greeting& greeting) = 0;
 };
 
 }  // namespace ps::xfer::internal

@@ -13,17 +13,17 @@
 
 namespace ps::xfer::internal {
 
-// A new transport: its folder, an enumerator in core/transport_kind.h, and
-// one line here (where it ranks: the first provider that carries a
-// connection wins).
+// A new transport: its folder (a Make...Provider() beside its transport),
+// an enumerator in core/transport_kind.h, and one line here, where it ranks:
+// the first provider that carries a connection wins.
 std::vector<std::shared_ptr<TransportProvider>> MakeTransportProviders() {
-  return {
+  std::vector<std::shared_ptr<TransportProvider>> providers;
 #if PS_HAVE_VERBS
-    std::make_shared<VerbsProvider>(),  // other hosts, both with a device
+  providers.push_back(MakeVerbsProvider());  // other hosts, with a device
 #endif
-        std::make_shared<ShmProvider>(),     // the same host
-        std::make_shared<StreamProvider>(),  // tcp: everyone else
-  };
+  providers.push_back(MakeShmProvider());     // the same host
+  providers.push_back(MakeStreamProvider());  // tcp: everyone else
+  return providers;
 }
 
 TransportChoice EffectiveChoice(TransportChoice option) {

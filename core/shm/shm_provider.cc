@@ -4,9 +4,14 @@
 
 #include <atomic>
 #include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
 
+#include "core/shm/liveness_page.h"
 #include "core/shm/remote_mapping.h"
 #include "core/shm/shm_transport.h"
+#include "core/stream/stream_server.h"
 #include "core/stream/stream_transport.h"
 
 namespace ps::xfer::internal {
@@ -36,10 +41,35 @@ class ShmRegionState : public LocalRegionState {
   std::atomic<bool> published_{false};
 };
 
-}  // namespace
+class ShmProvider : public TransportProvider {
+ public:
+  TransportKind kind() const override { return TransportKind::kShm; }
+  // Also listens on the Unix socket.
+  Status Start(const ProviderEnv& env) override;
+  // Publishes an allocated region in the liveness page.
+  StatusOr<std::unique_ptr<LocalRegionState>> Register(
+      const MemoryRegion& region) override;
+  StatusOr<std::shared_ptr<RemoteRegionState>> Unpack(
+      std::string_view key, bool present) const override;
+  StatusOr<std::unique_ptr<Transport>> Connect(Dial& dial) override;
+  std::function<void(UniqueFd)> Answer(const Greeting& greeting) override;
+  void Stop() override;
 
-Status ShmProvider::Start(const ProviderEnv& env,
-                          std::vector<HelloAcceptor::Listener>* listeners) {
+ private:
+  // Answers a same-host peer's kMapRegion: the region's memfd (read-only
+  // unless peers may write) and the owner's truth about it.
+  Status MapRegion(const wire::RequestHeader& request, wire::MapReply* reply,
+                   int* memfd);
+
+  ProviderEnv env_;
+  std::string unix_name_;
+  // Shared with the regions' states, which may outlive the Context.
+  std::shared_ptr<LivenessPage> liveness_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<StreamServer>> servers_;  // guarded by mu_
+};
+
+Status ShmProvider::Start(const ProviderEnv& env) {
   env_ = env;
   PS_ASSIGN_OR_RETURN(std::unique_ptr<LivenessPage> page,
                       LivenessPage::Create());
@@ -51,7 +81,7 @@ Status ShmProvider::Start(const ProviderEnv& env,
   HelloAcceptor::Listener listener;
   PS_ASSIGN_OR_RETURN(listener.fd, ListenUnix(unix_name_));
   listener.same_host = true;
-  listeners->push_back(std::move(listener));
+  env_.listeners->push_back(std::move(listener));
   return Status::OK();
 }
 
@@ -74,48 +104,44 @@ StatusOr<std::shared_ptr<RemoteRegionState>> ShmProvider::Unpack(
       std::make_shared<RemoteMapping>(present));
 }
 
-StatusOr<std::unique_ptr<Transport>> ShmProvider::Connect(
-    const Selection& selection, Dial& dial, std::unique_ptr<PendingOffer> offer,
-    const proto::TransportAnswer* answer) {
-  (void)offer;
-  const proto::HelloReply& reply = *dial.reply;
-  if (!selection.allowed) return std::unique_ptr<Transport>();
-  if (!dial.same_host) {
-    if (!selection.forced) return std::unique_ptr<Transport>();
+StatusOr<std::unique_ptr<Transport>> ShmProvider::Connect(Dial& dial) {
+  const DialedPeer& peer = *dial.peer;
+  const proto::HelloReply& reply = *peer.reply;
+  if (!dial.selection.allowed) return std::unique_ptr<Transport>();
+  if (!peer.same_host) {
+    if (!dial.selection.forced) return std::unique_ptr<Transport>();
     return InvalidArgument("transport shm was forced, but " + reply.name() +
-                           " at " + dial.address + " runs on another host");
+                           " at " + peer.address + " runs on another host");
   }
-  if (answer == nullptr || answer->answer().empty()) {
-    return NetworkError(reply.name() + " at " + dial.address +
+  if (dial.answer == nullptr || dial.answer->answer().empty()) {
+    return NetworkError(reply.name() + " at " + peer.address +
                         " named no same-host socket");
   }
   // Same host: switch to the peer's Unix socket, which can carry memfds.
   PS_ASSIGN_OR_RETURN(UniqueFd ufd,
-                      ConnectUnix(answer->answer(), dial.deadline));
-  PS_ASSIGN_OR_RETURN(proto::HelloReply again, dial.hello_again(ufd.get()));
+                      ConnectUnix(dial.answer->answer(), peer.deadline));
+  PS_ASSIGN_OR_RETURN(proto::HelloReply again, peer.hello_again(ufd.get()));
   if (again.instance() != reply.instance()) {
     return PeerLost(reply.name() + " restarted during the connection");
   }
-  dial.fd->Reset();
+  peer.fd->Reset();
   auto stream = std::make_unique<StreamTransport>(std::move(ufd), reply.name(),
-                                                  dial.peer_timeout);
+                                                  peer.peer_timeout);
   PS_ASSIGN_OR_RETURN(
       std::unique_ptr<ShmTransport> shm,
       ShmTransport::Create(std::move(stream), reply.name(), reply.instance()));
   return std::unique_ptr<Transport>(std::move(shm));
 }
 
-std::function<void(UniqueFd)> ShmProvider::Answer(
-    const Greeting& greeting, const proto::TransportOffer* offer,
-    proto::TransportAnswer* answer) {
-  (void)offer;
+std::function<void(UniqueFd)> ShmProvider::Answer(const Greeting& greeting) {
   {
     // Forget servers whose peers are gone.
     std::lock_guard<std::mutex> lock(mu_);
     std::erase_if(servers_, [](const auto& s) { return s->finished(); });
   }
   if (!greeting.same_host_socket) {
-    answer->set_answer(unix_name_);  // where a same-host connector switches
+    // Where a same-host connector switches.
+    greeting.answer->set_answer(unix_name_);
     return {};
   }
   return [this, name = greeting.hello->name()](UniqueFd fd) {
@@ -164,6 +190,12 @@ Status ShmProvider::MapRegion(const wire::RequestHeader& request,
   // peer map a read-only region writable (the seals refuse that too).
   *memfd = MemoryRegionAccess::peer_memfd(*region);
   return Status::OK();
+}
+
+}  // namespace
+
+std::shared_ptr<TransportProvider> MakeShmProvider() {
+  return std::make_shared<ShmProvider>();
 }
 
 }  // namespace ps::xfer::internal

@@ -2,8 +2,13 @@
 
 #include <glog/logging.h>
 
+#include <mutex>
+#include <vector>
+
 #include "core/verbs/verbs.pb.h"
+#include "core/verbs/verbs_device.h"
 #include "core/verbs/verbs_remote_key.h"
+#include "core/verbs/verbs_target.h"
 #include "core/verbs/verbs_transport.h"
 
 namespace ps::xfer::internal {
@@ -40,11 +45,34 @@ struct VerbsOffer : PendingOffer {
   std::unique_ptr<QueuePair> qp;
 };
 
-}  // namespace
+class VerbsProvider : public TransportProvider {
+ public:
+  TransportKind kind() const override { return TransportKind::kVerbs; }
+  // Opens the device, if there is one; the bootstrap socket of a
+  // connection is the hello's TCP connection.
+  Status Start(const ProviderEnv& env) override;
+  std::string Describe() const override {
+    return device_ != nullptr ? "verbs on " + device_->Describe() : "";
+  }
+  void Stop() override;
+  StatusOr<std::unique_ptr<LocalRegionState>> Register(
+      const MemoryRegion& region) override;
+  StatusOr<std::shared_ptr<RemoteRegionState>> Unpack(
+      std::string_view key, bool present) const override;
+  // A queue pair per connection, offered in the hello.
+  Status Offer(Dial& dial) override;
+  StatusOr<std::unique_ptr<Transport>> Connect(Dial& dial) override;
+  std::function<void(UniqueFd)> Answer(const Greeting& greeting) override;
 
-Status VerbsProvider::Start(const ProviderEnv& env,
-                            std::vector<HelloAcceptor::Listener>* listeners) {
-  (void)listeners;  // the bootstrap socket is the hello's TCP connection
+ private:
+  ProviderEnv env_;
+  // This process's RDMA device; null when it has none.
+  std::shared_ptr<VerbsDevice> device_;
+  std::mutex mu_;
+  std::vector<std::shared_ptr<VerbsTarget>> targets_;  // guarded by mu_
+};
+
+Status VerbsProvider::Start(const ProviderEnv& env) {
   env_ = env;
   const ContextOptions& o = *env_.options;
   auto device = VerbsDevice::Open(
@@ -58,10 +86,6 @@ Status VerbsProvider::Start(const ProviderEnv& env,
     return device.status().WithContext("RDMA device");
   }
   return Status::OK();
-}
-
-std::string VerbsProvider::Describe() const {
-  return device_ != nullptr ? "verbs on " + device_->Describe() : "";
 }
 
 void VerbsProvider::Stop() {
@@ -89,11 +113,10 @@ StatusOr<std::shared_ptr<RemoteRegionState>> VerbsProvider::Unpack(
       std::make_shared<VerbsRemoteKey>(k.address()));
 }
 
-StatusOr<std::unique_ptr<PendingOffer>> VerbsProvider::Offer(
-    const Selection& selection, proto::TransportOffer* offer) {
-  if (!selection.allowed) return std::unique_ptr<PendingOffer>();
+Status VerbsProvider::Offer(Dial& dial) {
+  if (!dial.selection.allowed) return Status::OK();
   if (device_ == nullptr) {
-    if (!selection.forced) return std::unique_ptr<PendingOffer>();
+    if (!dial.selection.forced) return Status::OK();
     return NotSupported("transport verbs was forced, but " +
                         env_.options->name +
                         " has no usable RDMA device (see the log line of its "
@@ -104,37 +127,38 @@ StatusOr<std::unique_ptr<PendingOffer>> VerbsProvider::Offer(
   auto pending = std::make_unique<VerbsOffer>();
   PS_ASSIGN_OR_RETURN(pending->qp,
                       QueuePair::Create(device_, OriginQueuePairOptions()));
-  offer->set_offer(pending->qp->Info().SerializeAsString());
-  return std::unique_ptr<PendingOffer>(std::move(pending));
+  dial.offer.set_offer(pending->qp->Info().SerializeAsString());
+  dial.pending = std::move(pending);
+  return Status::OK();
 }
 
-StatusOr<std::unique_ptr<Transport>> VerbsProvider::Connect(
-    const Selection& selection, Dial& dial, std::unique_ptr<PendingOffer> offer,
-    const proto::TransportAnswer* answer) {
-  if (offer == nullptr) return std::unique_ptr<Transport>();
-  const proto::HelloReply& reply = *dial.reply;
+StatusOr<std::unique_ptr<Transport>> VerbsProvider::Connect(Dial& dial) {
+  if (dial.pending == nullptr) return std::unique_ptr<Transport>();
+  const DialedPeer& peer = *dial.peer;
+  const proto::HelloReply& reply = *peer.reply;
+  const proto::TransportAnswer* answer = dial.answer;
   if (answer == nullptr || answer->answer().empty()) {
-    if (!selection.forced) return std::unique_ptr<Transport>();
+    if (!dial.selection.forced) return std::unique_ptr<Transport>();
     return NotSupported("transport verbs was forced, but " + reply.name() +
-                        " at " + dial.address + " declined: " +
+                        " at " + peer.address + " declined: " +
                         (answer != nullptr ? answer->declined() : ""));
   }
   proto::QueuePairInfo peer_qp;
   if (!peer_qp.ParseFromString(answer->answer())) {
     return NetworkError("malformed verbs answer from " + reply.name() + " at " +
-                        dial.address);
+                        peer.address);
   }
   PS_ASSIGN_OR_RETURN(
       std::unique_ptr<VerbsTransport> transport,
       VerbsTransport::Create(
-          device_, std::move(static_cast<VerbsOffer&>(*offer).qp), peer_qp,
-          std::move(*dial.fd), reply.name(), dial.peer_timeout));
+          device_, std::move(static_cast<VerbsOffer&>(*dial.pending).qp),
+          peer_qp, std::move(*peer.fd), reply.name(), peer.peer_timeout));
   return std::unique_ptr<Transport>(std::move(transport));
 }
 
-std::function<void(UniqueFd)> VerbsProvider::Answer(
-    const Greeting& greeting, const proto::TransportOffer* offer,
-    proto::TransportAnswer* answer) {
+std::function<void(UniqueFd)> VerbsProvider::Answer(const Greeting& greeting) {
+  const proto::TransportOffer* offer = greeting.offer;
+  proto::TransportAnswer* answer = greeting.answer;
   {
     // Forget targets whose peers are gone.
     std::lock_guard<std::mutex> lock(mu_);
@@ -167,6 +191,12 @@ std::function<void(UniqueFd)> VerbsProvider::Answer(
     std::lock_guard<std::mutex> lock(mu_);
     targets_.push_back(target);
   };
+}
+
+}  // namespace
+
+std::shared_ptr<TransportProvider> MakeVerbsProvider() {
+  return std::make_shared<VerbsProvider>();
 }
 
 }  // namespace ps::xfer::internal
