@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/op.h"
+#include "core/internal/op.h"
 
 namespace ps::xfer {
 

@@ -2,34 +2,23 @@
 
 #include "core/batch.h"
 #include "core/descriptor.pb.h"
-#include "core/op.h"
-#include "core/region_table.h"
-#include "core/shm/remote_mapping.h"
-#include "core/transport.h"
+#include "core/internal/op.h"
+#include "core/internal/region_table.h"
+#include "core/internal/transport.h"
+#include "core/internal/transport_provider.h"
 
 namespace ps::xfer {
 
 using internal::Op;
 using internal::OpType;
 
-std::string_view TransportName(TransportKind kind) {
-  switch (kind) {
-    case TransportKind::kShm:
-      return "shm";
-    case TransportKind::kTcp:
-      return "tcp";
-    case TransportKind::kVerbs:
-      return "verbs";
-  }
-  return "unknown";
-}
-
 Endpoint::Endpoint(std::string peer_name, uint64_t peer_instance,
-                   TransportKind kind,
+                   std::shared_ptr<internal::TransportProvider> provider,
                    std::unique_ptr<internal::Transport> transport)
     : peer_name_(std::move(peer_name)),
       peer_instance_(peer_instance),
-      kind_(kind),
+      kind_(provider->kind()),
+      provider_(std::move(provider)),
       transport_(std::move(transport)) {}
 
 Endpoint::~Endpoint() = default;
@@ -54,17 +43,24 @@ StatusOr<RemoteRegion> Endpoint::Import(std::string_view descriptor) {
     return StaleDescriptor(what + " comes from an earlier instance of " +
                            peer_name_ + "; ask the peer for a fresh one");
   }
+  // The key this endpoint's provider reads, made into its per-region state
+  // (absent when the owner's provider has nothing to say about the region).
+  const proto::TransportKey* key = nullptr;
+  for (const proto::TransportKey& k : d.transports()) {
+    if (k.provider() == provider_->id()) key = &k;
+  }
   RemoteRegion r;
+  PS_ASSIGN_OR_RETURN(
+      r.state_,
+      provider_->Unpack(key != nullptr ? std::string_view(key->key()) : "",
+                        key != nullptr));
   r.endpoint_ = this;
   r.id_ = d.region_id();
   r.key_ = d.key();
   r.size_ = d.size();
   r.access_ = d.access();
   r.instance_ = d.instance();
-  r.memfd_backed_ = d.memfd_backed();
-  r.verbs_address_ = d.verbs_address();
   r.owner_ = d.owner();
-  r.mapping_ = std::make_shared<internal::RemoteMapping>();
   return r;
 }
 

@@ -35,23 +35,15 @@
 #include "base/status_or.h"
 #include "core/remote_region.h"
 #include "core/request.h"
+#include "core/segment.h"
+#include "core/transport_kind.h"
 
 namespace ps::xfer {
-
-enum class TransportKind { kShm, kTcp, kVerbs };
-std::string_view TransportName(TransportKind kind);
-
-// One piece of a scatter-gather list: `length` bytes at local address
-// `local` and at `remote_offset` inside the remote region.
-struct Segment {
-  void* local;
-  uint64_t remote_offset;
-  size_t length;
-};
 
 namespace internal {
 class ContextImpl;
 class Transport;
+class TransportProvider;
 struct Op;
 }  // namespace internal
 class Batch;
@@ -121,13 +113,16 @@ class Endpoint {
 
  private:
   friend class internal::ContextImpl;
-  Endpoint(std::string peer_name, uint64_t peer_instance, TransportKind kind,
+  Endpoint(std::string peer_name, uint64_t peer_instance,
+           std::shared_ptr<internal::TransportProvider> provider,
            std::unique_ptr<internal::Transport> transport);
   Request PostOp(const internal::Op& op);
 
   const std::string peer_name_;
   const uint64_t peer_instance_;
   const TransportKind kind_;
+  // Unpacks imported regions' keys; kept alive past the Context.
+  const std::shared_ptr<internal::TransportProvider> provider_;
   const std::unique_ptr<internal::Transport> transport_;
 };
 

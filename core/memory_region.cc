@@ -3,9 +3,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/internal/region_state.h"
+
 namespace ps::xfer {
 
+MemoryRegion::MemoryRegion() = default;
+
 MemoryRegion::~MemoryRegion() {
+  transport_states_.clear();  // withdrawn before the memory goes
   if (memfd_ >= 0) {
     if (data_ != nullptr) munmap(data_, mapped_size_);
     close(memfd_);

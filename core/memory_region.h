@@ -6,8 +6,8 @@
 // map them and copy without any help from this process; regions made by
 // Context::Register wrap memory the application owns and are served by this
 // process's progress threads. A memfd is sealed to its size, and against
-// writes when peers may not write the region (core/shm/sealed_memfd.h): the
-// access flags hold for same-host peers that map it, not only for the ones
+// writes when peers may not write the region (core/internal/sealed_memfd.h):
+// the access flags hold for same-host peers that map it, not only for the ones
 // that ask.
 //
 // Regions are handed out as shared_ptr: Context::Deregister makes a region
@@ -19,18 +19,18 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/access.h"
-
-namespace ps::xfer::internal {
-class RegionTable;
-}
 
 namespace ps::xfer {
 
 namespace internal {
 class ContextImpl;
-}
+class LocalRegionState;
+class RegionTable;
+struct MemoryRegionAccess;
+}  // namespace internal
 
 class MemoryRegion {
  public:
@@ -54,7 +54,8 @@ class MemoryRegion {
   friend class Context;
   friend class internal::ContextImpl;
   friend class internal::RegionTable;
-  MemoryRegion() = default;
+  friend struct internal::MemoryRegionAccess;
+  MemoryRegion();
 
   uint64_t id_ = 0;
   uint64_t key_ = 0;
@@ -65,14 +66,12 @@ class MemoryRegion {
   int memfd_ = -1;
   // What same-host peers receive instead of memfd_ when they may not write
   // (a read-only descriptor of the same memfd); -1: memfd_ itself. The
-  // memfd's seals do the enforcing (core/shm/sealed_memfd.h).
+  // memfd's seals do the enforcing (core/internal/sealed_memfd.h).
   int peer_memfd_ = -1;
   int peer_memfd() const { return peer_memfd_ >= 0 ? peer_memfd_ : memfd_; }
-  uint32_t state_slot_ = 0;  // liveness slot for same-host peers
-  // The registration with this process's RDMA device, if it has one
-  // (type-erased so this header does not depend on libibverbs); dropped at
-  // Deregister, which makes the NIC refuse the region's rkey.
-  std::shared_ptr<void> verbs_registration_;
+  // Each transport provider's part of the region (internal/region_state.h),
+  // withdrawn at Deregister; fixed once the region is registered.
+  std::vector<std::unique_ptr<internal::LocalRegionState>> transport_states_;
   std::string descriptor_;
 };
 

@@ -1,15 +1,15 @@
 #include "core/remote_region.h"
 
-#include "core/shm/remote_mapping.h"
+#include "core/internal/region_state.h"
 
 namespace ps::xfer {
 
-// Test copies get a fresh (unmapped) state so the owner checks their claims
-// again instead of reusing a mapping made with the true key.
+// Test copies get a fresh state (e.g. unmapped) so the owner checks their
+// claims again instead of reusing what was learned with the true key.
 RemoteRegion RemoteRegion::WithKeyForTesting(uint64_t key) const {
   RemoteRegion r = *this;
   r.key_ = key;
-  r.mapping_ = std::make_shared<internal::RemoteMapping>();
+  if (state_ != nullptr) r.state_ = state_->Fresh();
   return r;
 }
 

@@ -11,7 +11,7 @@ namespace ps::xfer {
 
 class Endpoint;
 namespace internal {
-struct RemoteMapping;
+class RemoteRegionState;
 struct RemoteRegionAccess;
 }  // namespace internal
 
@@ -27,7 +27,6 @@ class RemoteRegion {
   // A descriptor from an earlier instance of the peer is stale.
   uint64_t instance() const { return instance_; }
   const std::string& owner() const { return owner_; }
-  bool memfd_backed() const { return memfd_backed_; }
 
   // Builds a copy with another key, for tests of the target's key check.
   RemoteRegion WithKeyForTesting(uint64_t key) const;
@@ -59,12 +58,10 @@ class RemoteRegion {
   uint64_t size_ = 0;
   uint32_t access_ = 0;
   uint64_t instance_ = 0;
-  bool memfd_backed_ = false;
-  // The region's address at its owner's RDMA device; 0 when not registered.
-  uint64_t verbs_address_ = 0;
   std::string owner_;
-  // Transport state (e.g. the same-host mapping), shared by copies.
-  std::shared_ptr<internal::RemoteMapping> mapping_;
+  // What the endpoint's transport provider made of the region's key
+  // (internal/region_state.h), shared by copies.
+  std::shared_ptr<internal::RemoteRegionState> state_;
 };
 
 }  // namespace ps::xfer

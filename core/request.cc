@@ -1,6 +1,6 @@
 #include "core/request.h"
 
-#include "core/request_state.h"
+#include "core/internal/request_state.h"
 
 namespace ps::xfer {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "base/status_or.h"
-#include "core/shm/sealed_memfd.h"
+#include "core/internal/sealed_memfd.h"
 
 namespace ps::xfer::internal {
 

@@ -1,7 +1,8 @@
 // internal::RemoteMapping: a same-host peer's region mapped into this
-// process. Made empty by Endpoint::Import and filled by the shm transport on
-// first use (one round trip to the owner, which checks the key and hands over
-// the memfd); shared by every copy of the RemoteRegion. Mapped PROT_READ
+// process: the shm provider's RemoteRegionState. Made empty by
+// ShmProvider::Unpack (at Endpoint::Import) and filled by the shm transport
+// on first use (one round trip to the owner, which checks the key and hands
+// over the memfd); shared by every copy of the RemoteRegion. Mapped PROT_READ
 // only when the region does not let peers write (its memfd, read-only and
 // sealed against writes, would refuse more anyway).
 #pragma once
@@ -11,12 +12,21 @@
 #include <cstdint>
 #include <mutex>
 
+#include "core/internal/region_state.h"
 #include "net/unique_fd.h"
 
 namespace ps::xfer::internal {
 
-struct RemoteMapping {
-  ~RemoteMapping();
+struct RemoteMapping : RemoteRegionState {
+  explicit RemoteMapping(bool mappable) : mappable(mappable) {}
+  ~RemoteMapping() override;
+  std::shared_ptr<RemoteRegionState> Fresh() const override {
+    return std::make_shared<RemoteMapping>(mappable);
+  }
+
+  // The owner allocated the region (memfd-backed): it can be mapped. The
+  // others are reached through the stream transport.
+  const bool mappable;
 
   std::mutex mu;  // serializes the first mapping
   std::atomic<bool> ready{false};
@@ -34,21 +44,9 @@ struct RemoteMapping {
   net::UniqueFd owner_fd;
 };
 
-}  // namespace ps::xfer::internal
-
-#include "core/remote_region.h"
-
-namespace ps::xfer::internal {
-
-// Lets transports reach a RemoteRegion's per-transport state.
-struct RemoteRegionAccess {
-  static RemoteMapping* Mapping(const RemoteRegion& r) {
-    return r.mapping_.get();
-  }
-  // Verbs: the region's address at the owner's device (0: not registered).
-  static uint64_t VerbsAddress(const RemoteRegion& r) {
-    return r.verbs_address_;
-  }
-};
+// The mapping state of a region imported by a shm endpoint.
+inline RemoteMapping* MappingOf(const RemoteRegion& r) {
+  return static_cast<RemoteMapping*>(RemoteRegionAccess::State(r));
+}
 
 }  // namespace ps::xfer::internal

@@ -6,9 +6,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/region_table.h"
+#include "core/internal/region_table.h"
+#include "core/internal/sealed_memfd.h"
 #include "core/shm/liveness_page.h"
-#include "core/shm/sealed_memfd.h"
 
 namespace ps::xfer::internal {
 namespace {
@@ -53,7 +53,7 @@ ShmTransport::~ShmTransport() {
 }
 
 StatusOr<RemoteMapping*> ShmTransport::Mapped(const RemoteRegion& region) {
-  RemoteMapping* m = RemoteRegionAccess::Mapping(region);
+  RemoteMapping* m = MappingOf(region);
   if (m->ready.load(std::memory_order_acquire)) return m;
   std::lock_guard<std::mutex> lock(m->mu);
   if (m->ready.load(std::memory_order_relaxed)) return m;
@@ -156,8 +156,9 @@ Status ShmTransport::Execute(const Op& op) {
 }
 
 Request ShmTransport::Post(const Op& op) {
-  if (!op.remote->memfd_backed() ||
-      (op.notify_remote != nullptr && !op.notify_remote->memfd_backed())) {
+  if (!MappingOf(*op.remote)->mappable ||
+      (op.notify_remote != nullptr &&
+       !MappingOf(*op.notify_remote)->mappable)) {
     return stream_->Post(op);
   }
   return Request(Execute(op));
@@ -167,7 +168,7 @@ Request ShmTransport::PostBatch(std::span<const Op> ops) {
   std::vector<Op> streamed;
   Status first_error;
   for (const Op& op : ops) {
-    if (!op.remote->memfd_backed()) {
+    if (!MappingOf(*op.remote)->mappable) {
       streamed.push_back(op);
       continue;
     }

@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
+#include "core/internal/transport.h"
 #include "core/shm/remote_mapping.h"
 #include "core/stream/stream_transport.h"
-#include "core/transport.h"
 
 namespace ps::xfer::internal {
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "core/op.h"
-#include "core/request_state.h"
+#include "core/internal/op.h"
+#include "core/internal/request_state.h"
 #include "core/stream/wire.h"
 #include "net/unique_fd.h"
 

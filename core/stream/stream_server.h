@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "base/status.h"
-#include "core/region_table.h"
+#include "core/internal/region_table.h"
 #include "core/stream/wire.h"
 #include "net/unique_fd.h"
 

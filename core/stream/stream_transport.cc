@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/request_state.h"
+#include "core/internal/request_state.h"
 #include "core/stream/request_encoder.h"
 #include "net/transfer.h"
 

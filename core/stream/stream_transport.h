@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "core/internal/transport.h"
 #include "core/stream/wire.h"
-#include "core/transport.h"
 #include "net/unique_fd.h"
 
 namespace ps::xfer::internal {

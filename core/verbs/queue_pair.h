@@ -13,7 +13,7 @@
 
 #include "base/status.h"
 #include "base/status_or.h"
-#include "core/descriptor.pb.h"
+#include "core/verbs/verbs.pb.h"
 #include "core/verbs/verbs_device.h"
 
 namespace ps::xfer::internal {

@@ -25,7 +25,6 @@
 
 #include "base/status.h"
 #include "base/status_or.h"
-#include "core/descriptor.pb.h"
 
 namespace ps::xfer::internal {
 

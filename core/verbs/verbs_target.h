@@ -13,8 +13,9 @@
 #include <thread>
 
 #include "core/descriptor.pb.h"
-#include "core/region_table.h"
+#include "core/internal/region_table.h"
 #include "core/verbs/queue_pair.h"
+#include "core/verbs/verbs.pb.h"
 #include "core/verbs/verbs_device.h"
 #include "net/unique_fd.h"
 

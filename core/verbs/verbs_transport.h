@@ -53,8 +53,9 @@
 #include <string>
 
 #include "core/descriptor.pb.h"
-#include "core/transport.h"
+#include "core/internal/transport.h"
 #include "core/verbs/queue_pair.h"
+#include "core/verbs/verbs.pb.h"
 #include "core/verbs/verbs_device.h"
 #include "net/unique_fd.h"
 

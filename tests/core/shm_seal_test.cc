@@ -34,7 +34,6 @@ using xfer::Context;
 using xfer::RemoteRegion;
 using xfer::TransportChoice;
 using xfer::internal::RemoteMapping;
-using xfer::internal::RemoteRegionAccess;
 
 std::string Errno() { return std::strerror(errno); }
 
@@ -122,7 +121,7 @@ class ShmSealTest : public ::testing::Test {
 
   // Maps `region` through a first Get, keeping the memfd the target sent.
   RemoteMapping* MapKeepingFd(const RemoteRegion& region) {
-    RemoteMapping* m = RemoteRegionAccess::Mapping(region);
+    RemoteMapping* m = xfer::internal::MappingOf(region);
     m->keep_owner_fd = true;
     uint64_t word = 0;
     Status s = target_.ep->Get(&word, sizeof(word), region, 0);

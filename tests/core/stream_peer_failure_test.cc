@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/op.h"
-#include "core/region_table.h"
+#include "core/internal/op.h"
+#include "core/internal/region_table.h"
 #include "core/remote_region.h"
 #include "core/request.h"
 #include "core/stream/stream_server.h"

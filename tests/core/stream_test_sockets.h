@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "core/op.h"
+#include "core/internal/op.h"
 #include "core/remote_region.h"
 #include "net/connect.h"
 #include "net/unique_fd.h"

@@ -1,10 +1,16 @@
-// internal::Transport: the narrow interface beneath Endpoint. One instance per
-// endpoint moves bytes to and from one peer. Adding a transport means adding
-// a folder that implements this and a line in Context::Connect.
+// internal::Transport: the narrow data-path interface beneath Endpoint. One
+// instance per endpoint moves bytes to and from one peer; its provider
+// (internal/transport_provider.h) made it at Connect, and unpacked the
+// per-region state (RemoteRegionAccess::State) that its operations read.
+// Adding a transport means adding a folder that implements both and a line
+// in internal/transport_registry.cc.
+//
+// Thread-safety: Post, PostBatch, Flush and lost are called from any number
+// of threads at once.
 #pragma once
 
 #include "base/status.h"
-#include "core/op.h"
+#include "core/internal/op.h"
 #include "core/request.h"
 
 namespace ps::xfer::internal {
@@ -24,8 +30,6 @@ class Transport {
   virtual Status Flush() = 0;
   // True once the peer was declared lost.
   virtual bool lost() const = 0;
-  // Maps or otherwise prepares a freshly imported region (may do nothing).
-  virtual void Prepare(RemoteRegion& region) { (void)region; }
 };
 
 }  // namespace ps::xfer::internal

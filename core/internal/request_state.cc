@@ -1,4 +1,4 @@
-#include "core/request_state.h"
+#include "core/internal/request_state.h"
 
 #include <sched.h>
 #include <time.h>

@@ -1,4 +1,4 @@
-#include "core/shm/sealed_memfd.h"
+#include "core/internal/sealed_memfd.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

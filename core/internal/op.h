@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <span>
 
-#include "core/endpoint.h"
+#include "core/remote_region.h"
+#include "core/segment.h"
 
 namespace ps::xfer::internal {
 

@@ -1,4 +1,4 @@
-#include "core/hello_acceptor.h"
+#include "core/internal/hello_acceptor.h"
 
 #include <fcntl.h>
 #include <glog/logging.h>
@@ -39,10 +39,10 @@ void SetNonBlocking(int fd, bool on) {
 
 struct HelloAcceptor::Pending {
   enum class Stage { kHello, kProof };
-  UniqueFd fd;
+  net::UniqueFd fd;
   bool same_host = false;
   std::string address;  // the peer's, for log lines
-  Deadline deadline;
+  net::Deadline deadline;
   Stage stage = Stage::kHello;
   FrameReader reader;
   proto::Hello hello;
@@ -53,7 +53,7 @@ StatusOr<std::unique_ptr<HelloAcceptor>> HelloAcceptor::Start(
     Options options, std::vector<Listener> listeners, OnHello on_hello) {
   std::unique_ptr<HelloAcceptor> a(new HelloAcceptor(
       std::move(options), std::move(listeners), std::move(on_hello)));
-  a->wake_ = UniqueFd(eventfd(0, EFD_CLOEXEC));
+  a->wake_ = net::UniqueFd(eventfd(0, EFD_CLOEXEC));
   if (!a->wake_.valid()) {
     return ErrnoStatus(StatusCode::kIOError, "eventfd", errno);
   }
@@ -144,9 +144,9 @@ void HelloAcceptor::AcceptAll(const Listener& listener) {
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     auto p = std::make_unique<Pending>();
-    p->fd = UniqueFd(fd);
+    p->fd = net::UniqueFd(fd);
     p->same_host = listener.same_host;
-    p->address = PeerAddress(fd);
+    p->address = net::PeerAddress(fd);
     if (pending_.size() >= options_.max_pending) {
       LOG_EVERY_N(WARNING, 100)
           << options_.name << ": closed a connection from " << p->address
@@ -154,7 +154,7 @@ void HelloAcceptor::AcceptAll(const Listener& listener) {
           << " hellos are pending already (the limit)";
       continue;
     }
-    p->deadline = DeadlineIn(options_.hello_timeout_ms);
+    p->deadline = net::DeadlineIn(options_.hello_timeout_ms);
     pending_.push_back(std::move(p));
   }
 }
@@ -171,7 +171,7 @@ bool HelloAcceptor::Refuse(Pending& p, const Status& why, bool tell_peer) {
     reply.set_name(options_.name);
     reply.set_error(why.message());
     reply.set_error_code(static_cast<uint32_t>(why.code()));
-    (void)SendMessage(p.fd.get(), reply, DeadlineIn(kReplySendMs));
+    (void)SendMessage(p.fd.get(), reply, net::DeadlineIn(kReplySendMs));
   }
   return false;
 }
@@ -216,7 +216,7 @@ bool HelloAcceptor::Advance(Pending& p) {
       challenge.set_auth_proof(
           options_.secret.Prove(kXferAuthProtocol, AuthRole::kAcceptor, p.nonce,
                                 p.hello.auth_nonce()));
-      s = SendMessage(p.fd.get(), challenge, DeadlineIn(kReplySendMs));
+      s = SendMessage(p.fd.get(), challenge, net::DeadlineIn(kReplySendMs));
       if (!s.ok()) return Refuse(p, s.WithContext("challenge"), false);
       p.stage = Pending::Stage::kProof;
       continue;  // the proof may be here already
@@ -238,7 +238,7 @@ bool HelloAcceptor::Advance(Pending& p) {
 
 void HelloAcceptor::Finish(Pending& p) {
   Answer answer = on_hello_(p.hello, p.same_host);
-  Status s = SendMessage(p.fd.get(), answer.reply, DeadlineIn(kReplySendMs));
+  Status s = SendMessage(p.fd.get(), answer.reply, net::DeadlineIn(kReplySendMs));
   if (!s.ok()) {
     LOG(WARNING) << options_.name << ": hello reply to " << p.hello.name()
                  << " (" << p.address << ") failed: " << s;

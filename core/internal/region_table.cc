@@ -1,4 +1,4 @@
-#include "core/region_table.h"
+#include "core/internal/region_table.h"
 
 #include <mutex>
 

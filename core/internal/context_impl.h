@@ -1,0 +1,80 @@
+// internal::ContextImpl: what a Context is made of. It owns the region table
+// and the listener, and runs the parts of memory registration and of the
+// hello that are the same for every transport; each transport provider
+// (transport_registry.cc) does its own part. context.cc holds the life cycle
+// and the memory, context_connect.cc the connector's hello, context_accept.cc
+// the listener's.
+//
+// Thread-safety: as Context (any thread); AnswerHello runs on the hello
+// acceptor's thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/status_or.h"
+#include "core/context.h"
+#include "core/descriptor.pb.h"
+#include "core/internal/hello_acceptor.h"
+#include "core/internal/region_table.h"
+#include "core/internal/transport_provider.h"
+#include "net/connect.h"
+#include "net/transfer.h"
+#include "net/unique_fd.h"
+
+namespace ps::xfer::internal {
+
+// A random non-zero 64-bit number (keys and instance numbers must never be
+// 0: 0 marks a free liveness slot and "no instance").
+uint64_t RandomNonZero();
+
+class ContextImpl {
+ public:
+  explicit ContextImpl(ContextOptions options);
+  ~ContextImpl();
+
+  // Starts the providers and the listener.
+  Status Start();
+
+  // Gives `region` (data, size, access set) its id and key, registers it
+  // with every provider and publishes it.
+  StatusOr<std::shared_ptr<MemoryRegion>> AddRegion(
+      std::unique_ptr<MemoryRegion> region);
+  Status RemoveRegion(uint64_t id);
+  StatusOr<std::shared_ptr<Endpoint>> Connect(const std::string& address);
+  Status Fence();
+
+  const ContextOptions options_;
+  const uint64_t instance_;
+  const std::string host_id_;
+  std::string address_;
+
+ private:
+  // The reply to a peer's completed (and authenticated) hello, and what
+  // serves its connection afterwards.
+  HelloAcceptor::Answer AnswerHello(const proto::Hello& hello,
+                                    bool same_host_socket);
+  // Sends our hello on `fd`, runs the challenge-response when either side
+  // has a secret, and returns the peer's real reply; all of it before
+  // `deadline`.
+  StatusOr<proto::HelloReply> Handshake(int fd, const proto::Hello& hello,
+                                        const std::string& address,
+                                        net::Deadline deadline) const;
+  proto::Hello MakeHello() const;
+  TransportProvider* FindProvider(uint32_t id) const;
+
+  RegionTable regions_;
+  std::atomic<uint64_t> next_region_id_{1};
+  // In order of preference (transport_registry.cc).
+  std::vector<std::shared_ptr<TransportProvider>> providers_;
+  std::unique_ptr<HelloAcceptor> acceptor_;
+  std::mutex endpoints_mu_;
+  std::vector<std::weak_ptr<Endpoint>> endpoints_;  // for Fence
+};
+
+}  // namespace ps::xfer::internal

@@ -1,0 +1,176 @@
+// internal::VerbsTransport::Impl: the state of a verbs connection's origin
+// side, shared by the posting half (verbs_transport.cc: plans operations into
+// work requests, gives them bounce slots, posts them) and the completion
+// half (verbs_completion.cc: the progress thread, error diagnosis, queue pair
+// recovery, Flush). See verbs_transport.h for the design. Thread-safety:
+// callers post from any thread; the progress thread completes; mu_ guards
+// what both touch.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/internal/request_state.h"
+#include "core/verbs/verbs.pb.h"
+#include "core/verbs/verbs_transport.h"
+
+namespace ps::xfer::internal {
+
+// Bounce slots for local buffers outside registered regions, and words for
+// atomic results: registered once per endpoint (2 MiB + 8 KiB).
+constexpr size_t kSlotBytes = 64 << 10;
+constexpr int kSlots = 32;
+constexpr int kWords = 1024;
+// Writes up to this size travel inline in the work request.
+constexpr size_t kInlineBytes = 128;
+// Work requests handed to the NIC per ibv_post_send call at most.
+constexpr size_t kPostChunk = 64;
+// How long the progress thread polls the CQ before it sleeps on the
+// completion channel while work is outstanding.
+constexpr long long kSpinNanos = 20'000;
+// Notify words whose last stored value this endpoint remembers (the guess of
+// a notify store's compare-and-swap); forgotten all at once beyond this.
+constexpr size_t kNotifyGuesses = 1 << 16;
+
+// One Post call: its request and whether it already failed (work requests
+// of a failed operation that were flushed are not posted again: a
+// PutWithNotify whose data write failed must not write its flag).
+struct OpState {
+  explicit OpState(int pending)
+      : state(std::make_shared<RequestState>(pending)) {}
+  void Finish(const Status& s) {
+    if (!s.ok()) {
+      std::lock_guard lock(mu);
+      if (!failed.load()) {
+        failure = s;
+        failed.store(true);
+      }
+    }
+    state->Complete(s);
+  }
+  Status Failure() {
+    std::lock_guard lock(mu);
+    return failure;
+  }
+  std::shared_ptr<RequestState> state;
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Status failure;
+};
+
+// One work request, from planning to its completion.
+struct WorkRequest {
+  std::shared_ptr<OpState> op;
+  ibv_send_wr wr{};
+  ibv_sge sge{};
+  bool needs_slot = false;
+  bool needs_word = false;
+  int slot = -1;
+  int word = -1;
+  const void* copy_in = nullptr;  // Put through a slot: source
+  void* copy_out = nullptr;       // Get through a slot: destination
+  size_t bytes = 0;
+  uint64_t* result = nullptr;  // atomics
+  // A PutWithNotify's flag: a compare-and-swap that is posted again with
+  // the value it found until it finds the one it expected.
+  bool notify_store = false;
+  // What the request touches at the target, to ask why it was refused.
+  uint64_t region_id = 0, key = 0, instance = 0, offset = 0, length = 0;
+  uint32_t access = 0;
+  uint8_t inline_data[kInlineBytes];
+};
+
+class VerbsTransport::Impl {
+ public:
+  Impl(std::shared_ptr<VerbsDevice> device, std::unique_ptr<QueuePair> qp,
+       net::UniqueFd fd, std::string peer_name,
+       std::chrono::milliseconds peer_timeout)
+      : device_(std::move(device)),
+        qp_(std::move(qp)),
+        fd_(std::move(fd)),
+        peer_(std::move(peer_name)),
+        timeout_ns_(static_cast<long long>(peer_timeout.count()) * 1'000'000),
+        timeout_ms_(peer_timeout.count()) {}
+  ~Impl();
+
+  Status Start(const proto::QueuePairInfo& peer_qp);
+  Request PostOps(std::span<const Op> ops);
+  Status Flush();
+  bool lost() const { return lost_.load(std::memory_order_acquire); }
+
+ private:
+  Status Plan(const Op& op, std::vector<std::unique_ptr<WorkRequest>>* plan);
+  // Remembers `value` as the last one stored at the notify word at
+  // `address`; returns the one remembered before (0 if none).
+  uint64_t SwapNotifyGuess(uint64_t address, uint64_t value);
+  // Posts a notify store again after its compare-and-swap found `found`.
+  void RetryNotifyStore(WorkRequest* r, uint64_t found);
+  // Gives `r` its slot or word (posting `pending` first if it must wait);
+  // false once the peer is lost.
+  bool Acquire(WorkRequest* r, std::vector<WorkRequest*>& pending);
+  void Submit(std::vector<WorkRequest*>& pending);
+  // Posts `chain` on the queue pair (mu_ held) and tracks what went out;
+  // returns how many did (all, unless the NIC refused part: then *why says
+  // why).
+  size_t PostLocked(const std::vector<WorkRequest*>& chain, Status* why);
+
+  void Progress();
+  void Handle(const ibv_wc& wc);
+  // Completes `r` with `s` and frees it.
+  void Finish(WorkRequest* r, const Status& s);
+  Status Diagnose(const WorkRequest& r, ibv_wc_status status);
+  void Recover();
+  void DeclareLost(const Status& why);
+  StatusOr<proto::VerbsControlReply> Control(const proto::VerbsControl& req);
+  Status LostStatus() {
+    std::lock_guard lock(mu_);
+    return lost_status_;
+  }
+
+  const std::shared_ptr<VerbsDevice> device_;
+  std::unique_ptr<QueuePair> qp_;  // replaced by Recover under mu_
+  net::UniqueFd fd_;
+  net::UniqueFd wake_;
+  const std::string peer_;
+  const long long timeout_ns_;
+  const long long timeout_ms_;
+
+  // Bounce slots and atomic words.
+  void* pool_ = nullptr;
+  std::unique_ptr<VerbsRegistration> pool_mr_;
+  int inline_max_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable space_cv_;  // slots, words, send queue room
+  std::condition_variable flush_cv_;
+  std::vector<int> free_slots_;        // guarded by mu_
+  std::vector<int> free_words_;        // guarded by mu_
+  std::deque<WorkRequest*> inflight_;  // guarded by mu_, posting order
+  std::deque<WorkRequest*> replay_;    // guarded by mu_
+  size_t outstanding_ = 0;             // inflight_ + replay_
+  uint64_t posted_seq_ = 0;            // guarded by mu_
+  uint64_t completed_seq_ = 0;         // guarded by mu_
+  Status first_error_;                 // guarded by mu_, since Flush
+  bool broken_ = false;                // guarded by mu_: QP in error
+  Status lost_status_;                 // guarded by mu_
+  long long lost_at_ns_ = 0;           // guarded by mu_
+  std::atomic<bool> lost_{false};
+  std::atomic<bool> stop_{false};
+
+  std::mutex guess_mu_;
+  std::unordered_map<uint64_t, uint64_t> notify_guess_;  // by guess_mu_
+  std::thread progress_;
+};
+
+}  // namespace ps::xfer::internal
