@@ -3,6 +3,8 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <set>
+
 #include "bench/report/report.h"
 
 namespace ps::bench {
@@ -20,6 +22,29 @@ StatusOr<Struct> Parse(std::string_view json) {
                            std::string(status.message()));
   }
   return doc;
+}
+
+// "NAME:FIELD VALUE" for each numeric field of one benchmark entry, and
+// NAME:cpu_ms.
+std::string SampleLines(const std::string& name,
+                        const google::protobuf::Map<std::string, Value>& fields,
+                        const std::string& time_unit) {
+  std::string out;
+  for (const auto& [key, value] : fields) {
+    if (value.has_number_value()) {
+      out += name + ":" + key + " " + FormatNumber(value.number_value()) + "\n";
+    }
+  }
+  auto cpu = fields.find("cpu_time");
+  if (cpu != fields.end() && cpu->second.has_number_value()) {
+    double to_ms = time_unit == "us"   ? 1e-3
+                   : time_unit == "ms" ? 1.0
+                   : time_unit == "s"  ? 1e3
+                                       : 1e-6;
+    out += name + ":cpu_ms " +
+           FormatNumber(cpu->second.number_value() * to_ms) + "\n";
+  }
+  return out;
 }
 
 }  // namespace
@@ -57,33 +82,27 @@ StatusOr<std::string> GbenchMedians(std::string_view json) {
     return InvalidArgument(
         "no \"benchmarks\" list: not a Google Benchmark report");
   }
+  // Medians first; a benchmark run once (--benchmark_repetitions=1) has no
+  // aggregates, and its one run stands for its median.
   std::string out;
-  for (const Value& b : list->second.list_value().values()) {
-    if (!b.has_struct_value()) continue;
-    const auto& f = b.struct_value().fields();
-    auto str = [&](const char* key) {
-      auto it = f.find(key);
-      return it != f.end() && it->second.has_string_value()
-                 ? it->second.string_value()
-                 : std::string();
-    };
-    if (str("aggregate_name") != "median") continue;
-    const std::string name = str("run_name");
-    for (const auto& [key, value] : f) {
-      if (value.has_number_value()) {
-        out +=
-            name + ":" + key + " " + FormatNumber(value.number_value()) + "\n";
+  std::set<std::string> with_median;
+  for (bool medians : {true, false}) {
+    for (const Value& b : list->second.list_value().values()) {
+      if (!b.has_struct_value()) continue;
+      const auto& f = b.struct_value().fields();
+      auto str = [&](const char* key) {
+        auto it = f.find(key);
+        return it != f.end() && it->second.has_string_value()
+                   ? it->second.string_value()
+                   : std::string();
+      };
+      const std::string name = str("run_name");
+      if (medians ? str("aggregate_name") != "median"
+                  : str("run_type") != "iteration" || with_median.count(name)) {
+        continue;
       }
-    }
-    auto cpu = f.find("cpu_time");
-    if (cpu != f.end() && cpu->second.has_number_value()) {
-      const std::string unit = str("time_unit");
-      double to_ms = unit == "us"   ? 1e-3
-                     : unit == "ms" ? 1.0
-                     : unit == "s"  ? 1e3
-                                    : 1e-6;
-      out += name + ":cpu_ms " +
-             FormatNumber(cpu->second.number_value() * to_ms) + "\n";
+      if (medians) with_median.insert(name);
+      out += SampleLines(name, f, str("time_unit"));
     }
   }
   return out;

@@ -17,8 +17,9 @@ namespace ps::bench {
 StatusOr<double> JsonNumber(std::string_view json, std::string_view path);
 
 // One sample line "RUN_NAME:FIELD VALUE" for every numeric field of every
-// median aggregate of a Google Benchmark JSON report, plus
-// "RUN_NAME:cpu_ms" (cpu_time in milliseconds, whatever its time_unit).
+// median aggregate of a Google Benchmark JSON report (of its one run for a
+// benchmark run once), plus "RUN_NAME:cpu_ms" (cpu_time in milliseconds,
+// whatever its time_unit).
 StatusOr<std::string> GbenchMedians(std::string_view json);
 
 }  // namespace ps::bench

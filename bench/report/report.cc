@@ -68,7 +68,8 @@ std::string JsonString(const std::string& s) {
 std::string Short(std::optional<double> v) {
   if (!v) return "-";
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.4g", *v);
+  // Four digits; large values whole (141224, not 1.412e+05).
+  std::snprintf(buf, sizeof(buf), std::abs(*v) >= 1e4 ? "%.0f" : "%.4g", *v);
   return buf;
 }
 

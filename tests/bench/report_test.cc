@@ -70,6 +70,11 @@ TEST(JsonInputTest, NumbersAndGbenchMedians) {
   EXPECT_NE(lines->find("BM_X/1:cpu_ms 2\n"), std::string::npos) << *lines;
   EXPECT_NE(lines->find("BM_X/1:bytes_per_second 5\n"), std::string::npos);
   EXPECT_EQ(lines->find("9"), std::string::npos) << "only medians";
+  // Run once: no aggregates, the run itself counts.
+  lines = GbenchMedians(R"({"benchmarks": [{"run_name": "BM_Y",
+    "run_type": "iteration", "cpu_time": 3, "time_unit": "ms"}]})");
+  ASSERT_TRUE(lines.ok());
+  EXPECT_EQ(*lines, "BM_Y:cpu_time 3\nBM_Y:cpu_ms 3\n");
 }
 
 }  // namespace
