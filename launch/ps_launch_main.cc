@@ -116,8 +116,8 @@ DEFINE_bool(stop, false,
 
 namespace {
 
-constexpr int kExitUsage = 2;
-constexpr int kExitStartFailed = 1;
+// The exit codes of ps_launch itself; the others come from the cluster.
+enum ExitCode : int { kExitStartFailed = 1, kExitUsage = 2 };
 
 // The one piece of process-wide state: a signal handler can only reach a
 // global. It holds the last SIGINT/SIGTERM that arrived (0: none).
@@ -236,13 +236,8 @@ int Main(int argc, char** argv) {
       "not start; else the first failure's code (a worker's exit code, a "
       "server that ended early or did not stop cleanly), 128 + signal when "
       "stopped by SIGINT/SIGTERM.");
-  if (ps::Status s = ps::cli::PrecheckFlags(argc, argv); !s.ok()) {
+  if (ps::Status s = ps::cli::ParseFlags(&argc, &argv); !s.ok()) {
     return Fail(kExitUsage, s.message());
-  }
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  if (argc > 1) {
-    return Fail(kExitUsage, "unexpected argument '" + std::string(argv[1]) +
-                                "' (flags are --name=value; see --help)");
   }
   if (FLAGS_stop) return StopMode();
 
