@@ -251,6 +251,8 @@ void Cluster::Reaped(Member& m, int code) {
 }
 
 int Cluster::StopGroup(std::vector<Member>& group, int sig) {
+  // One signal each: a second SIGTERM tells a ps_server to give up its
+  // final checkpoint.
   for (auto& m : group) {
     if (!m.done) m.process->Signal(sig);
   }
@@ -258,10 +260,13 @@ int Cluster::StopGroup(std::vector<Member>& group, int sig) {
   const int64_t deadline = MonotonicMillis() + spec_.stop_timeout_ms;
   for (auto& m : group) {
     if (m.done) continue;
-    int64_t left = std::max<int64_t>(0, deadline - MonotonicMillis());
-    StatusOr<int> code = m.process->Stop(sig, static_cast<int>(left));
-    if (!code.ok()) {
-      log_(code.status().message());
+    const int64_t left = std::max<int64_t>(0, deadline - MonotonicMillis());
+    std::optional<int> code = m.process->WaitExit(static_cast<int>(left));
+    if (!code) {
+      log_(m.process->name() + " (pid " + std::to_string(m.process->pid()) +
+           ") ignored " + SignalName(sig) + " for " +
+           std::to_string(spec_.stop_timeout_ms / 1000) + " s: SIGKILL");
+      (void)m.process->Stop(SIGKILL, spec_.stop_timeout_ms);
       m.done = true;
       ::unlink(m.pid_file.c_str());
       if (first_failure == 0) first_failure = 1;

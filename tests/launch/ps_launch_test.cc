@@ -98,6 +98,18 @@ class PsLaunchTest : public ::testing::Test {
     return false;
   }
 
+  // Each server was signalled once: a second SIGTERM makes a ps_server give
+  // up its final checkpoint's waits.
+  void ExpectServersStoppedOnce(int servers) const {
+    for (int i = 0; i < servers; ++i) {
+      std::string log =
+          ReadWholeFile(run_dir_ + "/server-" + std::to_string(i) + ".log")
+              .value_or("");
+      EXPECT_NE(log.find("stopping"), std::string::npos) << log;
+      EXPECT_EQ(log.find("stop requested again"), std::string::npos) << log;
+    }
+  }
+
   std::unique_ptr<ScratchDir> dir_;
   std::string run_dir_;
 };
@@ -151,6 +163,7 @@ TEST_F(PsLaunchTest, SmallClusterTrainsAndLeavesNothingBehind) {
   for (pid_t pid : pids)
     EXPECT_FALSE(Alive(pid)) << "pid " << pid << "\n" << log;
   EXPECT_NE(log.find("every worker is done"), std::string::npos) << log;
+  ExpectServersStoppedOnce(2);
 }
 
 TEST_F(PsLaunchTest, SigtermIsForwardedAndStopsEveryServer) {
@@ -169,6 +182,7 @@ TEST_F(PsLaunchTest, SigtermIsForwardedAndStopsEveryServer) {
   // Each server exited 0 on the forwarded SIGTERM.
   EXPECT_NE(LaunchLog().find("server-1 exited with code 0"), std::string::npos)
       << LaunchLog();
+  ExpectServersStoppedOnce(2);
 }
 
 TEST_F(PsLaunchTest, FailingWorkerEndsTheClusterWithItsExitCode) {
