@@ -74,18 +74,21 @@ cluster() {
     for log in "$work/$name"/*.log; do echo "== $log" >&2; tail -n 20 "$log" >&2; done
     exit 1
   }
-  echo "   servers at $(sed -n 's/^SERVERS=//p' "$work/$name/cluster.env")"
 }
+servers_of() { echo "   servers at $(sed -n 's/^SERVERS=//p' "$work/$1/cluster.env")"; }
 
 echo "== training $model with 2 workers on 2 servers (a checkpoint every 500 steps, and on stop)"
 t_train=$(date +%s)
-# Worker 0 shows its progress here (its log, followed while it runs).
-tail -n +1 -F "$work/train/worker-0.log" >&2 2>/dev/null &
+# Worker 0 shows its progress here: its log, followed while it runs, less
+# glog's INFO and WARNING lines (as on a terminal without GLOG_logtostderr).
+tail -n +1 -F --pid=$$ "$work/train/worker-0.log" 2>/dev/null |
+  grep --line-buffered -v '^[IW][0-9]\{8\} ' >&2 &
 follower=$!
 cluster train 2 --checkpoint_every_steps=500 "--metrics_json=$work/worker{i}.json"
 sleep 1  # the last lines of the log
 kill "$follower" 2>/dev/null || true
 follower=""
+servers_of train
 t_done=$(date +%s)
 
 echo "== restarting the servers from the final checkpoint"
@@ -93,6 +96,7 @@ echo "== restarting the servers from the final checkpoint"
 "$bd/checkpoint/ps_ckpt" verify --dir="$work/ckpt" >"$work/verify.log" ||
   { echo "demo: checkpoint verification failed:" >&2; cat "$work/verify.log" >&2; exit 1; }
 cluster restore 1 --restore_from=latest "--eval_only --progress_secs=0"
+servers_of restore
 grep -h "restor" "$work/restore/server-0.log" | tail -n 1
 restored=$(grep '^eval AUC' "$work/restore/worker-0.log")
 echo "   restored model: $restored"
