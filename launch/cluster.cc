@@ -330,8 +330,8 @@ int Cluster::Supervise(const std::function<int()>& pending_signal) {
 }
 
 void Cluster::Release() {
-  for (auto& m : workers_) (void)m.process.release();
-  for (auto& m : servers_) (void)m.process.release();
+  for (auto& m : workers_) m.process->Release();
+  for (auto& m : servers_) m.process->Release();
   workers_.clear();
   servers_.clear();
 }

@@ -65,6 +65,9 @@ class Process {
   // Waits up to `timeout_ms` for an exit without signalling; its code, or
   // nullopt if it still runs.
   std::optional<int> WaitExit(int timeout_ms);
+  // Forgets the process without stopping it: it is meant to outlive this
+  // object (ps_launch --detach). pid() is -1 afterwards.
+  void Release() { pid_ = -1; }
 
  private:
   Process() = default;
