@@ -185,6 +185,42 @@ TEST_F(PsLaunchTest, SigtermIsForwardedAndStopsEveryServer) {
   ExpectServersStoppedOnce(2);
 }
 
+TEST_F(PsLaunchTest, PrefixAndBindAddressPerServer) {
+  std::vector<std::string> flags = ServersOnly();
+  // env execs the command, as ip netns exec does: the pid is the server's.
+  flags.push_back("--server_prefix=env PS_LAUNCH_PREFIX=ns{i}");
+  flags.push_back("--server_listen_host=127.0.0.1,127.0.0.1");
+  auto launcher = Launch(flags);
+  ASSERT_TRUE(launcher);
+  ASSERT_TRUE(WaitReady(*launcher)) << LaunchLog();
+  std::vector<pid_t> pids = LoggedPids(LaunchLog());
+  ASSERT_EQ(pids.size(), 2u) << LaunchLog();
+  for (int i = 0; i < 2; ++i) {
+    std::string env =
+        ReadWholeFile("/proc/" + std::to_string(pids[i]) + "/environ")
+            .value_or("");
+    EXPECT_NE(
+        env.find(std::string("PS_LAUNCH_PREFIX=ns") + char('0' + i) + '\0'),
+        std::string::npos);
+    std::string cmdline =
+        ReadWholeFile("/proc/" + std::to_string(pids[i]) + "/cmdline")
+            .value_or("");
+    EXPECT_NE(cmdline.find("--listen_host=127.0.0.1"), std::string::npos);
+  }
+  kill(launcher->pid(), SIGINT);
+  EXPECT_EQ(launcher->WaitExit(60000 * SlowdownFactor()), 128 + SIGINT)
+      << LaunchLog();
+  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << pid;
+  // A list of the wrong length is a usage error.
+  flags = ServersOnly();
+  flags[3] = "--run_dir=" + dir_->path() + "/run2";
+  flags.push_back("--server_listen_host=127.0.0.1,127.0.0.1,127.0.0.1");
+  EXPECT_EQ(Run(flags), 2);
+  EXPECT_NE(LaunchLog().find("--server_listen_host has 3 entries"),
+            std::string::npos)
+      << LaunchLog();
+}
+
 TEST_F(PsLaunchTest, FailingWorkerEndsTheClusterWithItsExitCode) {
   const std::string worker = dir_->path() + "/fail.sh";
   { std::ofstream(worker) << "#!/bin/sh\nexit 3\n"; }
