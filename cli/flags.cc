@@ -212,4 +212,14 @@ Status CheckRealFlag(std::string_view name, double value, double lo, double hi,
                      Real(value), why);
 }
 
+Status ParseFlags(int* argc, char*** argv) {
+  PS_RETURN_IF_ERROR(PrecheckFlags(*argc, *argv));
+  gflags::ParseCommandLineFlags(argc, argv, true);
+  if (*argc > 1) {
+    return InvalidArgument("unexpected argument '" + std::string((*argv)[1]) +
+                           "' (flags are --name=value; see --help)");
+  }
+  return Status::OK();
+}
+
 }  // namespace ps::cli

@@ -31,6 +31,11 @@ namespace ps::cli {
 // gflags while checking; ParseCommandLineFlags sets them again afterwards.
 Status PrecheckFlags(int argc, char** argv);
 
+// What a ps program's main() does with its command line: PrecheckFlags, then
+// gflags::ParseCommandLineFlags (which removes the flags), then
+// kInvalidArgument for an argument that is not a flag. Exit 2 on an error.
+Status ParseFlags(int* argc, char*** argv);
+
 // kInvalidArgument "--name must be in [lo, hi], not value" (then "; " and
 // why, when given) unless lo <= value <= hi.
 Status CheckUintFlag(std::string_view name, uint64_t value, uint64_t lo,

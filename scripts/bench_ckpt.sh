@@ -13,27 +13,21 @@
 #   {"results": [{"name", "value", "unit", "peer", "peer_value", "ratio"}]}
 # with names ckpt_write_1GiB and ckpt_restore_1GiB (ratio = ours / dd).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build_dir="$root/build" json="" reps=3 scratch="${TMPDIR:-/tmp}/bench_ckpt.$$"
-while [ $# -gt 0 ]; do
+source "$(dirname "$0")/bench_lib.sh"  # sets $root
+reps=3 scratch="${TMPDIR:-/tmp}/bench_ckpt.$$"
+bench_option() {
   case "$1" in
-    --json) json=$2; shift ;;
-    --json=*) json=${1#*=} ;;
-    --build-dir=*) build_dir=${1#*=} ;;
     --dir=*) scratch=${1#*=} ;;
     --repetitions=*) reps=${1#*=} ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    *) echo "bench_ckpt: unknown argument '$1'" >&2; exit 2 ;;
+    *) return 1 ;;
   esac
-  shift
+}
+bench_parse bench_ckpt 2,13 "$@"
+[ -n "$build_dir" ] || build_dir="$root/build"
+bench_tools ckpt_bench bench_report
+for b in bench/ckpt_bench bench/report/bench_report; do
+  [ -x "$build_dir/$b" ] || { echo "bench_ckpt: could not build $b" >&2; exit 1; }
 done
-command -v python3 >/dev/null || { echo "bench_ckpt: needs python3" >&2; exit 1; }
-if [ ! -f "$build_dir/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
-jobs=$(( $(nproc) < 2 ? $(nproc) : 2 ))
-cmake --build "$build_dir" -j "$jobs" --target ckpt_bench >/dev/null ||
-  { echo "bench_ckpt: could not build ckpt_bench" >&2; exit 1; }
 bin="$build_dir/bench/ckpt_bench"
 
 mkdir -p "$scratch"
@@ -41,45 +35,23 @@ results=$(mktemp)
 trap 'rm -rf "$scratch" "$results"' EXIT
 for i in $(seq "$reps"); do
   echo "== run $i/$reps: dd" >&2
-  # dd prints "... bytes (...) copied, S s, R MB/s" on stderr; take bytes/s.
   dd_line=$(dd if=/dev/zero of="$scratch/dd.out" bs=1M count=1024 \
               conv=fdatasync 2>&1 | tail -1)
   rm -f "$scratch/dd.out"
   echo "   $dd_line" >&2
-  echo "dd $dd_line" >>"$results"
+  # dd prints "N bytes (...) copied, S s, R MB/s" on stderr: N / S in MB/s.
+  awk '/bytes.*copied/ { for (i = 1; i < NF; i++) if ($(i + 1) == "s,") s = $i;
+                          printf "dd %.6g MB/s\n", $1 / s / 1e6 }' <<<"$dd_line" >>"$results"
   echo "== run $i/$reps: ckpt_bench" >&2
   line=$("$bin" --dir="$scratch/ckpt" --bytes=1073741824 --dim=64)
   echo "   $line" >&2
-  echo "ck $line" >>"$results"
+  for field in write_mb_s restore_mb_s; do
+    echo "$field $(bench_report --json_number=$field <<<"$line") MB/s" >>"$results"
+  done
 done
 
-python3 - "$results" "$json" <<'PY'
-import json, re, statistics, sys
-path, json_path = sys.argv[1], sys.argv[2]
-dd, write, restore = [], [], []
-for line in open(path):
-    kind, rest = line.split(" ", 1)
-    if kind == "dd":
-        m = re.match(r"(\d+) bytes.*copied, ([\d.]+) s", rest)
-        if m:
-            dd.append(int(m.group(1)) / float(m.group(2)) / 1e6)
-    else:
-        r = json.loads(rest)
-        write.append(r["write_mb_s"])
-        restore.append(r["restore_mb_s"])
-def med(v):
-    return statistics.median(v) if v else None
-peer = med(dd)
-rows = []
-for name, v in (("ckpt_write_1GiB", med(write)), ("ckpt_restore_1GiB", med(restore))):
-    ratio = (v / peer) if (v and peer) else None
-    rows.append({"name": name, "value": v, "unit": "MB/s", "peer": "dd",
-                 "peer_value": peer, "ratio": ratio})
-    print(f"{name:20s} {v if v is None else round(v, 1)} MB/s   "
-          f"dd {peer if peer is None else round(peer, 1)} MB/s   "
-          f"ratio {ratio if ratio is None else round(ratio, 2)}")
-if json_path:
-    with open(json_path, "w") as f:
-        json.dump({"results": rows}, f, indent=2)
-        f.write("\n")
-PY
+{
+  cat "$results"
+  echo "row ckpt_write_1GiB MB/s write_mb_s dd higher dd"
+  echo "row ckpt_restore_1GiB MB/s restore_mb_s dd higher dd"
+} | bench_report ${json:+--json="$json"}

@@ -19,20 +19,16 @@
 #                verbs_put_bw_64KiB, verbs_get_bw_64KiB
 # UCX reports MB/s with MB = 2^20 bytes; this script converts to GB/s = 1e9 B/s.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-json="" quick=0 build_dir="" verbs_vm=0
-while [ $# -gt 0 ]; do
+source "$(dirname "$0")/bench_lib.sh"  # sets $root
+quick=0 verbs_vm=0
+bench_option() {
   case "$1" in
-    --json) json=$2; shift ;;
-    --json=*) json=${1#*=} ;;
     --quick) quick=1 ;;
-    --build-dir=*) build_dir=${1#*=} ;;
     --verbs-vm) verbs_vm=1 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
-    *) echo "bench_core: unknown argument '$1'" >&2; exit 2 ;;
+    *) return 1 ;;
   esac
-  shift
-done
+}
+bench_parse bench_core 2,21 "$@"
 for tool in ucx_perftest iperf3 python3; do
   command -v "$tool" >/dev/null ||
     { echo "bench_core: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
@@ -50,6 +46,7 @@ trap cleanup EXIT INT TERM
 if [ -z "$build_dir" ]; then
   build_dir=$("$root/scripts/build.sh" | tail -n 1)
 fi
+bench_tools xfer_perf bench_report
 perf="$build_dir/bench/xfer_perf"
 [ -x "$perf" ] || { echo "bench_core: $perf was not built" >&2; exit 1; }
 
@@ -132,11 +129,7 @@ for _ in 1 2 3 4 5 6 7 8 9 10; do
   fi
 done
 if [ $iperf_ok = 1 ]; then
-  python3 - "$work/iperf.json" >>"$results" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-print("iperf3_bw %.4f GB/s" % (d["end"]["sum_received"]["bits_per_second"] / 8e9))
-EOF
+  echo "iperf3_bw $(bench_report --json_number=end.sum_received.bits_per_second "$work/iperf.json") bits/s" >>"$results"
   echo "== iperf3 -c 127.0.0.1 -t $iperf_seconds: $(grep iperf3_bw "$results")" >&2
 else
   echo "bench_core: iperf3 failed:" >&2
@@ -148,52 +141,28 @@ if [ $verbs_vm = 1 ]; then
     echo "bench_core: the verbs guest run failed (see above)" >&2
 fi
 
-python3 - "$results" "$json" <<'EOF'
-import json, sys
-values = {}
-for line in open(sys.argv[1]):
-    name, value, unit = line.split()
-    values[name] = (float(value), unit)
-# figure, our result, peer label, peer result
-rows = [
-    ("shm_put_bw_1MiB", "ours_shm_put_bw_1MiB", "ucx_perftest ucp_put_bw (shm)", "ucx_shm_put_bw_1MiB"),
-    ("shm_get_bw_1MiB", "ours_shm_get_bw_1MiB", "ucx_perftest ucp_get (shm)", "ucx_shm_get_bw_1MiB"),
-    ("shm_put_lat_8B", "ours_shm_put_lat_8B", "ucx_perftest ucp_put_lat (shm)", "ucx_shm_put_lat_8B"),
-    ("shm_fetch_add_lat", "ours_shm_fetch_add_lat", "ucx_perftest ucp_fadd (shm)", "ucx_shm_fadd_lat"),
-    ("tcp_put_bw_1MiB", "ours_tcp_put_bw_1MiB", "iperf3 (1 stream)", "iperf3_bw"),
-    ("tcp_get_bw_1MiB", "ours_tcp_get_bw_1MiB", "iperf3 (1 stream)", "iperf3_bw"),
-    ("tcp_put_lat_8B", "ours_tcp_put_lat_8B", "ucx_perftest ucp_put_lat (tcp)", "ucx_tcp_put_lat_8B"),
-]
-if "ours_verbs_put_bw_64KiB" in values:  # --verbs-vm
-    rows += [
-        ("verbs_put_bw_64KiB", "ours_verbs_put_bw_64KiB", "ib_write_bw (rxe guest)", "ib_write_bw_64KiB"),
-        ("verbs_get_bw_64KiB", "ours_verbs_get_bw_64KiB", "ib_read_bw (rxe guest)", "ib_read_bw_64KiB"),
-    ]
-extra = [  # shown for context, not part of --json
-    ("tcp_put_bw_1MiB", "ours_tcp_put_bw_1MiB", "ucx_perftest ucp_put_bw (tcp)", "ucx_tcp_put_bw_1MiB"),
-    ("tcp_get_bw_1MiB", "ours_tcp_get_bw_1MiB", "ucx_perftest ucp_get (tcp)", "ucx_tcp_get_bw_1MiB"),
-    ("tcp_fetch_add_lat", "ours_tcp_fetch_add_lat", "-", None),
-]
-def row(figure, ours_key, peer, peer_key):
-    ours = values.get(ours_key)
-    theirs = values.get(peer_key) if peer_key else None
-    value, unit = ours if ours else (None, "GB/s" if "_bw_" in figure else "us")
-    ratio = None
-    if ours and theirs and ours[0] > 0 and theirs[0] > 0:
-        ratio = ours[0] / theirs[0] if unit == "GB/s" else theirs[0] / ours[0]
-    return {"name": figure, "value": value, "unit": unit, "peer": peer,
-            "peer_value": theirs[0] if theirs else None, "ratio": ratio}
-main = [row(*r) for r in rows]
-fmt = lambda v: "-" if v is None else "%.4g" % v
-print()
-print("%-18s %10s %5s  %-31s %10s %7s" % ("figure", "ours", "unit", "peer", "peer", "ratio"))
-for r in main + [row(*r) for r in extra]:
-    print("%-18s %10s %5s  %-31s %10s %7s" % (r["name"], fmt(r["value"]), r["unit"],
-          r["peer"], fmt(r["peer_value"]), fmt(r["ratio"])))
-print("ratio: ours/peer for bandwidth, peer/ours for latency; above 1.0 = we are ahead")
-if sys.argv[2]:
-    with open(sys.argv[2], "w") as f:
-        json.dump({"results": main}, f, indent=2)
-        f.write("\n")
-    print("wrote " + sys.argv[2])
-EOF
+# The figures (bench/report/report.h): ratio ours/peer for bandwidth
+# ("higher"), peer/ours for latency ("lower").
+{
+  cat "$results"
+  cat <<'ROWS'
+row shm_put_bw_1MiB GB/s ours_shm_put_bw_1MiB ucx_shm_put_bw_1MiB higher ucx_perftest ucp_put_bw (shm)
+row shm_get_bw_1MiB GB/s ours_shm_get_bw_1MiB ucx_shm_get_bw_1MiB higher ucx_perftest ucp_get (shm)
+row shm_put_lat_8B us ours_shm_put_lat_8B ucx_shm_put_lat_8B lower ucx_perftest ucp_put_lat (shm)
+row shm_fetch_add_lat us ours_shm_fetch_add_lat ucx_shm_fadd_lat lower ucx_perftest ucp_fadd (shm)
+row tcp_put_bw_1MiB GB/s ours_tcp_put_bw_1MiB iperf3_bw*1.25e-10 higher iperf3 (1 stream)
+row tcp_get_bw_1MiB GB/s ours_tcp_get_bw_1MiB iperf3_bw*1.25e-10 higher iperf3 (1 stream)
+row tcp_put_lat_8B us ours_tcp_put_lat_8B ucx_tcp_put_lat_8B lower ucx_perftest ucp_put_lat (tcp)
+ROWS
+  if grep -q '^ours_verbs_put_bw_64KiB ' "$results"; then  # --verbs-vm
+    echo "row verbs_put_bw_64KiB GB/s ours_verbs_put_bw_64KiB ib_write_bw_64KiB higher ib_write_bw (rxe guest)"
+    echo "row verbs_get_bw_64KiB GB/s ours_verbs_get_bw_64KiB ib_read_bw_64KiB higher ib_read_bw (rxe guest)"
+  fi
+  # Shown for context, not part of --json.
+  cat <<'ROWS'
+extra tcp_put_bw_1MiB GB/s ours_tcp_put_bw_1MiB ucx_tcp_put_bw_1MiB higher ucx_perftest ucp_put_bw (tcp)
+extra tcp_get_bw_1MiB GB/s ours_tcp_get_bw_1MiB ucx_tcp_get_bw_1MiB higher ucx_perftest ucp_get (tcp)
+extra tcp_fetch_add_lat us ours_tcp_fetch_add_lat - - -
+ROWS
+} | bench_report ${json:+--json="$json"}
+echo "ratio: ours/peer for bandwidth, peer/ours for latency; above 1.0 = we are ahead"

@@ -27,11 +27,10 @@ case "$model" in lr|fm|deepfm) ;; *) echo "demo: --model is lr, fm or deepfm" >&
 planted=$model; [ "$model" = deepfm ] && planted=fm
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ps-demo.XXXXXX")
-pids=()
+follower=""
 cleanup() {
   local rc=$?
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  [ -z "$follower" ] || kill "$follower" 2>/dev/null || true
   if [ $keep = 1 ] || [ $rc != 0 ]; then
     echo "demo: data and logs are in $work" >&2
   else
@@ -45,7 +44,7 @@ trap 'exit 130' INT TERM
 t0=$(date +%s)
 "$root/scripts/setup.sh"
 bd=$("$root/scripts/build.sh" ${PS_BUILD_DIR:+--build-dir="$PS_BUILD_DIR"} --target=ps_server --target=ps_worker \
-  --target=ps_datagen --target=ps_ckpt | tail -n 1)
+  --target=ps_datagen --target=ps_ckpt --target=ps_launch | tail -n 1)
 t_built=$(date +%s)
 echo "== built in $((t_built - t0)) s ($bd)"
 
@@ -55,82 +54,51 @@ echo "== generating $rows training rows from a planted $planted model"
   --eval_output="$work/eval.tsv" | tee "$work/datagen.log"
 optimum=$(sed -n 's/^planted optimum AUC \([0-9.]*\).*/\1/p' "$work/datagen.log")
 
-# start_servers [EXTRA FLAGS]: 2 servers in the background, their addresses
-# in $servers.
-start_servers() {
-  pids=()
-  for s in 0 1; do
-    rm -f "$work/server$s.addr"
-    # bsp: each step's pushes are applied before the next step reads. Async
-    # lets the servers' apply lag (hence how stale the workers' reads are)
-    # follow the machine's load; on 2 busy cores it cost FM up to 0.015 AUC.
-    "$bd/server/ps_server" --shard_id=$s --num_shards=2 --num_workers=2 \
-      --consistency=bsp --port=0 --port_file="$work/server$s.addr" \
-      --tables="$root/configs/$model.tables" \
-      --checkpoint_dir="$work/ckpt" "$@" >>"$work/server$s.log" 2>&1 &
-    pids+=($!)
-  done
-  for s in 0 1; do
-    for _ in $(seq 300); do
-      [ -s "$work/server$s.addr" ] && break
-      kill -0 "${pids[$s]}" 2>/dev/null ||
-        { echo "demo: server $s exited:" >&2; cat "$work/server$s.log" >&2; exit 1; }
-      sleep 0.1
-    done
-    [ -s "$work/server$s.addr" ] || { echo "demo: server $s did not start" >&2; exit 1; }
-  done
-  servers="$(cat "$work/server0.addr"),$(cat "$work/server1.addr")"
-  echo "   servers at $servers"
+# cluster NAME WORKERS SERVER_FLAGS WORKER_FLAGS: 2 servers (bsp: each
+# step's pushes are applied before the next step reads; async lets the
+# servers' apply lag, hence how stale the workers' reads are, follow the
+# machine's load: on 2 busy cores it cost FM up to 0.015 AUC) and WORKERS
+# ps_workers (the servers expect 2) under ps_launch, which stops the
+# servers once the workers are done (SIGTERM: each writes a final
+# checkpoint) and fails if any process does. Logs in $work/NAME.
+cluster() {
+  local name=$1 workers=$2 server_flags=$3 worker_flags=$4
+  "$bd/launch/ps_launch" --servers=2 --workers="$workers" --expected_workers=2 \
+    --consistency=bsp \
+    --tables="$root/configs/$model.tables" --build_dir="$bd" \
+    --server_args="--checkpoint_dir=$work/ckpt $server_flags" \
+    --worker_args="--flagfile=$root/configs/$model.flags --train_data=$work/train.tsv --eval_data=$work/eval.tsv $worker_flags" \
+    --run_dir="$work/$name" >"$work/$name.out" 2>"$work/$name.launch.log" || {
+    echo "demo: the $name cluster failed:" >&2
+    cat "$work/$name.launch.log" >&2
+    for log in "$work/$name"/*.log; do echo "== $log" >&2; tail -n 20 "$log" >&2; done
+    exit 1
+  }
 }
+servers_of() { echo "   servers at $(sed -n 's/^SERVERS=//p' "$work/$1/cluster.env")"; }
 
-# stop_servers: SIGTERM, on which each server writes a final checkpoint.
-stop_servers() {
-  for p in "${pids[@]}"; do kill -TERM "$p"; done
-  for s in 0 1; do
-    wait "${pids[$s]}" ||
-      { echo "demo: server $s failed on stop:" >&2; tail "$work/server$s.log" >&2; exit 1; }
-  done
-  pids=()
-}
-
-echo "== starting 2 servers (a checkpoint every 500 steps, and on stop)"
-start_servers --checkpoint_every_steps=500
-echo "== training $model with 2 workers"
+echo "== training $model with 2 workers on 2 servers (a checkpoint every 500 steps, and on stop)"
 t_train=$(date +%s)
-worker_pids=()
-for w in 0 1; do
-  # Worker 0 shows its progress here; worker 1 logs to a file.
-  # (Through fd 3, not a reopened /dev/stderr, which would truncate a log
-  # file the demo's own stderr goes to.)
-  if [ $w = 0 ]; then exec 3>&2; else exec 3>"$work/worker$w.log"; fi
-  "$bd/worker/train/ps_worker" --flagfile="$root/configs/$model.flags" \
-    --train_data="$work/train.tsv" --eval_data="$work/eval.tsv" \
-    --servers="$servers" --worker_id=$w --num_workers=2 \
-    --metrics_json="$work/worker$w.json" >"$work/worker$w.out" 2>&3 3>&- &
-  exec 3>&-
-  worker_pids+=($!)
-done
-for w in 0 1; do
-  wait "${worker_pids[$w]}" ||
-    { echo "demo: worker $w failed:" >&2; cat "$work/worker$w.out" >&2;
-      [ $w = 1 ] && cat "$work/worker1.log" >&2; exit 1; }
-done
+# Worker 0 shows its progress here: its log, followed while it runs, less
+# glog's INFO and WARNING lines (as on a terminal without GLOG_logtostderr).
+tail -n +1 -F --pid=$$ "$work/train/worker-0.log" 2>/dev/null |
+  grep --line-buffered -v '^[IW][0-9]\{8\} ' >&2 &
+follower=$!
+cluster train 2 --checkpoint_every_steps=500 "--metrics_json=$work/worker{i}.json"
+sleep 1  # the last lines of the log
+kill "$follower" 2>/dev/null || true
+follower=""
+servers_of train
 t_done=$(date +%s)
 
-echo "== stopping the servers (final checkpoint), restarting them from it"
-stop_servers
+echo "== restarting the servers from the final checkpoint"
 "$bd/checkpoint/ps_ckpt" list --dir="$work/ckpt"
 "$bd/checkpoint/ps_ckpt" verify --dir="$work/ckpt" >"$work/verify.log" ||
   { echo "demo: checkpoint verification failed:" >&2; cat "$work/verify.log" >&2; exit 1; }
-start_servers --restore_from=latest
-grep -h "restor" "$work/server0.log" | tail -n 1
-"$bd/worker/train/ps_worker" --flagfile="$root/configs/$model.flags" \
-  --train_data="$work/train.tsv" --eval_data="$work/eval.tsv" \
-  --servers="$servers" --num_workers=2 --eval_only --progress_secs=0 \
-  >"$work/restored.out" 2>"$work/restored.log" ||
-  { echo "demo: evaluating the restored model failed:" >&2; cat "$work/restored.log" >&2; exit 1; }
-stop_servers
-restored=$(grep '^eval AUC' "$work/restored.out")
+cluster restore 1 --restore_from=latest "--eval_only --progress_secs=0"
+servers_of restore
+grep -h "restor" "$work/restore/server-0.log" | tail -n 1
+restored=$(grep '^eval AUC' "$work/restore/worker-0.log")
 echo "   restored model: $restored"
 
 throughput=$(python3 - "$work/worker0.json" "$work/worker1.json" <<'PY'
@@ -138,7 +106,7 @@ import json, sys
 print(round(sum(json.load(open(f))["samples_per_sec"] for f in sys.argv[1:])))
 PY
 )
-line=$(grep '^eval AUC' "$work/worker0.out")
+line=$(grep '^eval AUC' "$work/train/worker-0.log")
 echo "== done: setup+build $((t_built - t0)) s, training $((t_done - t_train)) s, total $(($(date +%s) - t0)) s (with the restore)"
 trained=$(sed 's/^eval AUC \([0-9.]*\) logloss \([0-9.]*\).*/\1 \2/' <<<"$line")
 if [ "$trained" != "$(sed 's/^eval AUC \([0-9.]*\) logloss \([0-9.]*\).*/\1 \2/' <<<"$restored")" ]; then

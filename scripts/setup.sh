@@ -17,7 +17,7 @@ PACKAGES=(
   clang-format
   ucx-utils iperf3            # peers the benchmarks compare against
   perftest                    # ib_write_bw / ib_read_bw: the verbs bench's peers
-  python3                     # scripts/bench_kernels.sh reads benchmark JSON
+  python3                     # free ports (bench_core.sh), the demo's throughput sum
 )
 
 missing=()

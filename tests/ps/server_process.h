@@ -10,6 +10,9 @@
 //
 // Every server writes its stdout and stderr (glog, GLOG_logtostderr=1) to
 // <dir>/server-<shard>.log, which tests read to check what the server logged.
+//
+// The process handling itself (fork + exec, reaping, stopping, the port
+// file) is launch/'s, which ps_launch uses too.
 #pragma once
 
 #include <sys/types.h>
@@ -23,6 +26,8 @@
 #include "base/status.h"
 #include "base/status_or.h"
 #include "core/context.h"
+#include "launch/process.h"
+#include "launch/text_file.h"
 
 namespace ps::testing {
 
@@ -91,8 +96,8 @@ class ServerProcess {
 
   // "host:port" of the control listener.
   const std::string& address() const { return address_; }
-  const std::string& log_path() const { return log_path_; }
-  pid_t pid() const { return pid_; }
+  const std::string& log_path() const { return process_->log_path(); }
+  pid_t pid() const { return process_->pid(); }
 
   // SIGTERM, then wait up to `timeout_ms` for the exit; SIGKILL if it did
   // not exit by then. Returns the exit code (128 + signal when a signal ended
@@ -105,15 +110,12 @@ class ServerProcess {
 
  private:
   ServerProcess() = default;
-  pid_t pid_ = -1;
+  std::unique_ptr<launch::Process> process_;
   std::string address_;
-  std::string log_path_;
   std::string port_file_;
-  std::string tag_;
-  std::optional<StatusOr<int>> stop_result_;
 };
 
 // The last `max_bytes` of a file ("" if it cannot be read).
-std::string FileTail(const std::string& path, size_t max_bytes);
+using launch::FileTail;
 
 }  // namespace ps::testing

@@ -1,0 +1,280 @@
+// ps_launch as a real process: a small cluster of real ps_servers and
+// ps_workers runs to the end and leaves nothing behind; a signal, a failing
+// worker and --detach/--stop stop everything; a bad flagfile is a usage
+// error (exit 2) that says what is wrong.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "launch/process.h"
+#include "launch/text_file.h"
+#include "tests/ps/server_process.h"
+
+#ifndef PS_LAUNCH_BIN
+#error "PS_LAUNCH_BIN, PS_DATAGEN_BIN and PS_SOURCE_DIR are set by CMake"
+#endif
+
+namespace {
+
+using ps::launch::Process;
+using ps::launch::ProcessSpec;
+using ps::launch::ReadWholeFile;
+using ps::testing::ScratchDir;
+using ps::testing::SlowdownFactor;
+
+// Running and not a zombie (a detached server's reaper is init).
+bool Alive(pid_t pid) {
+  if (kill(pid, 0) != 0) return false;
+  auto stat = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  size_t paren = stat->rfind(')');
+  return paren + 2 < stat->size() && (*stat)[paren + 2] != 'Z';
+}
+
+// Every "server-<i> (pid N)" / "worker-<j> (pid N)" ps_launch logged for
+// the processes it started. (No std::regex: GCC 12 warns inside it in
+// sanitizer builds.)
+std::vector<pid_t> LoggedPids(const std::string& log) {
+  std::vector<pid_t> pids;
+  const std::string marker = " (pid ";
+  for (size_t at = log.find(marker); at != std::string::npos;
+       at = log.find(marker, at + 1)) {
+    size_t line = log.rfind('\n', at);
+    line = line == std::string::npos ? 0 : line + 1;
+    const std::string who = log.substr(line, at - line);
+    if (who.find("ps_launch: server-") != 0 &&
+        who.find("ps_launch: worker-") != 0) {
+      continue;
+    }
+    pids.push_back(static_cast<pid_t>(
+        std::strtol(log.c_str() + at + marker.size(), nullptr, 10)));
+  }
+  return pids;
+}
+
+class PsLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto dir = ScratchDir::Create("ps-launch");
+    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    dir_ = std::move(dir).value();
+    run_dir_ = dir_->path() + "/run";
+  }
+
+  std::unique_ptr<Process> Launch(std::vector<std::string> flags,
+                                  const std::string& log_name = "launch.log") {
+    ProcessSpec spec;
+    spec.argv = {PS_LAUNCH_BIN};
+    for (auto& f : flags) spec.argv.push_back(std::move(f));
+    spec.log_path = dir_->path() + "/" + log_name;
+    spec.name = "ps_launch";
+    auto p = Process::Spawn(spec);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return p.ok() ? std::move(p).value() : nullptr;
+  }
+
+  // Exit code of a ps_launch run to its end (-1 on a timeout).
+  int Run(std::vector<std::string> flags, int timeout_s = 120) {
+    auto p = Launch(std::move(flags));
+    if (!p) return -1;
+    auto code = p->WaitExit(timeout_s * 1000 * SlowdownFactor());
+    return code ? *code : -1;
+  }
+
+  std::string LaunchLog() const {
+    return ReadWholeFile(dir_->path() + "/launch.log").value_or("");
+  }
+
+  std::vector<std::string> ServersOnly() const {
+    return {"--servers=2", "--workers=0", "--tables=configs/lr.tables",
+            "--run_dir=" + run_dir_};
+  }
+
+  // Waits for cluster.env (the servers are ready).
+  bool WaitReady(Process& launcher) {
+    const int64_t deadline =
+        ps::launch::MonotonicMillis() + 60000LL * SlowdownFactor();
+    while (ps::launch::MonotonicMillis() < deadline) {
+      if (access((run_dir_ + "/cluster.env").c_str(), R_OK) == 0) return true;
+      if (launcher.Exited()) return false;
+      usleep(20000);
+    }
+    return false;
+  }
+
+  // Each server was signalled once: a second SIGTERM makes a ps_server give
+  // up its final checkpoint's waits.
+  void ExpectServersStoppedOnce(int servers) const {
+    for (int i = 0; i < servers; ++i) {
+      std::string log =
+          ReadWholeFile(run_dir_ + "/server-" + std::to_string(i) + ".log")
+              .value_or("");
+      EXPECT_NE(log.find("stopping"), std::string::npos) << log;
+      EXPECT_EQ(log.find("stop requested again"), std::string::npos) << log;
+    }
+  }
+
+  std::unique_ptr<ScratchDir> dir_;
+  std::string run_dir_;
+};
+
+TEST_F(PsLaunchTest, SmallClusterTrainsAndLeavesNothingBehind) {
+  const std::string train = dir_->path() + "/train.tsv";
+  const std::string eval = dir_->path() + "/eval.tsv";
+  ProcessSpec gen;
+  gen.argv = {PS_DATAGEN_BIN,         "--model=lr", "--rows=4000",
+              "--eval_rows=1000",     "--seed=3",   "--output=" + train,
+              "--eval_output=" + eval};
+  gen.log_path = dir_->path() + "/datagen.log";
+  gen.name = "ps_datagen";
+  auto datagen = Process::Spawn(gen);
+  ASSERT_TRUE(datagen.ok()) << datagen.status().ToString();
+  ASSERT_EQ((*datagen)->WaitExit(120000 * SlowdownFactor()), 0)
+      << ps::launch::FileTail(gen.log_path, 2000);
+
+  int code = Run({"--servers=2", "--workers=2", "--consistency=bsp",
+                  "--tables=configs/lr.tables", "--run_dir=" + run_dir_,
+                  "--worker_args=--flagfile=" PS_SOURCE_DIR
+                  "/configs/lr.flags --epochs=1 --progress_secs=0"
+                  " --train_data=" +
+                      train + " --eval_data=" + eval +
+                      " --metrics_json=" + dir_->path() + "/m{i}.json"});
+  const std::string log = LaunchLog();
+  ASSERT_EQ(code, 0) << log;
+  for (int j = 0; j < 2; ++j) {
+    std::string wlog =
+        ReadWholeFile(run_dir_ + "/worker-" + std::to_string(j) + ".log")
+            .value_or("");
+    // Every worker trains; worker 0 evaluates.
+    EXPECT_NE(wlog.find(j == 0 ? "eval AUC" : "training done"),
+              std::string::npos)
+        << wlog;
+    EXPECT_EQ(
+        access((dir_->path() + "/m" + std::to_string(j) + ".json").c_str(),
+               R_OK),
+        0)
+        << "{i} in --worker_args names each worker's file";
+    EXPECT_NE(
+        access((run_dir_ + "/worker-" + std::to_string(j) + ".pid").c_str(),
+               F_OK),
+        0);
+  }
+  auto env = ReadWholeFile(run_dir_ + "/cluster.env");
+  ASSERT_TRUE(env.has_value());
+  EXPECT_EQ(env->rfind("SERVERS=127.0.0.1:", 0), 0u) << *env;
+  std::vector<pid_t> pids = LoggedPids(log);
+  EXPECT_EQ(pids.size(), 4u) << log;
+  for (pid_t pid : pids)
+    EXPECT_FALSE(Alive(pid)) << "pid " << pid << "\n" << log;
+  EXPECT_NE(log.find("every worker is done"), std::string::npos) << log;
+  ExpectServersStoppedOnce(2);
+}
+
+TEST_F(PsLaunchTest, SigtermIsForwardedAndStopsEveryServer) {
+  auto launcher = Launch(ServersOnly());
+  ASSERT_TRUE(launcher);
+  ASSERT_TRUE(WaitReady(*launcher)) << LaunchLog();
+  usleep(100000);  // the pid log lines follow cluster.env
+  std::vector<pid_t> pids = LoggedPids(LaunchLog());
+  ASSERT_EQ(pids.size(), 2u) << LaunchLog();
+  for (pid_t pid : pids) EXPECT_TRUE(Alive(pid));
+  kill(launcher->pid(), SIGTERM);
+  auto code = launcher->WaitExit(60000 * SlowdownFactor());
+  ASSERT_TRUE(code.has_value()) << LaunchLog();
+  EXPECT_EQ(*code, 128 + SIGTERM) << LaunchLog();
+  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << pid;
+  // Each server exited 0 on the forwarded SIGTERM.
+  EXPECT_NE(LaunchLog().find("server-1 exited with code 0"), std::string::npos)
+      << LaunchLog();
+  ExpectServersStoppedOnce(2);
+}
+
+TEST_F(PsLaunchTest, PrefixAndBindAddressPerServer) {
+  std::vector<std::string> flags = ServersOnly();
+  // env execs the command, as ip netns exec does: the pid is the server's.
+  flags.push_back("--server_prefix=env PS_LAUNCH_PREFIX=ns{i}");
+  flags.push_back("--server_listen_host=127.0.0.1,127.0.0.1");
+  auto launcher = Launch(flags);
+  ASSERT_TRUE(launcher);
+  ASSERT_TRUE(WaitReady(*launcher)) << LaunchLog();
+  std::vector<pid_t> pids = LoggedPids(LaunchLog());
+  ASSERT_EQ(pids.size(), 2u) << LaunchLog();
+  for (int i = 0; i < 2; ++i) {
+    std::string env =
+        ReadWholeFile("/proc/" + std::to_string(pids[i]) + "/environ")
+            .value_or("");
+    EXPECT_NE(
+        env.find(std::string("PS_LAUNCH_PREFIX=ns") + char('0' + i) + '\0'),
+        std::string::npos);
+    std::string cmdline =
+        ReadWholeFile("/proc/" + std::to_string(pids[i]) + "/cmdline")
+            .value_or("");
+    EXPECT_NE(cmdline.find("--listen_host=127.0.0.1"), std::string::npos);
+  }
+  kill(launcher->pid(), SIGINT);
+  EXPECT_EQ(launcher->WaitExit(60000 * SlowdownFactor()), 128 + SIGINT)
+      << LaunchLog();
+  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << pid;
+  // A list of the wrong length is a usage error.
+  flags = ServersOnly();
+  flags[3] = "--run_dir=" + dir_->path() + "/run2";
+  flags.push_back("--server_listen_host=127.0.0.1,127.0.0.1,127.0.0.1");
+  EXPECT_EQ(Run(flags), 2);
+  EXPECT_NE(LaunchLog().find("--server_listen_host has 3 entries"),
+            std::string::npos)
+      << LaunchLog();
+}
+
+TEST_F(PsLaunchTest, FailingWorkerEndsTheClusterWithItsExitCode) {
+  const std::string worker = dir_->path() + "/fail.sh";
+  { std::ofstream(worker) << "#!/bin/sh\nexit 3\n"; }
+  ASSERT_EQ(chmod(worker.c_str(), 0755), 0);
+  std::vector<std::string> flags = ServersOnly();
+  flags[1] = "--workers=1";
+  flags.push_back("--worker_bin=" + worker);
+  EXPECT_EQ(Run(flags), 3) << LaunchLog();
+  std::vector<pid_t> pids = LoggedPids(LaunchLog());
+  EXPECT_EQ(pids.size(), 3u) << LaunchLog();
+  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << pid;
+}
+
+TEST_F(PsLaunchTest, DetachLeavesTheClusterForStop) {
+  std::vector<std::string> flags = ServersOnly();
+  flags.push_back("--detach");
+  ASSERT_EQ(Run(flags), 0) << LaunchLog();
+  std::string out = LaunchLog();
+  EXPECT_NE(out.find(run_dir_ + "\n"), std::string::npos) << out;
+  std::vector<pid_t> pids = LoggedPids(out);
+  ASSERT_EQ(pids.size(), 2u) << out;
+  for (pid_t pid : pids) EXPECT_TRUE(Alive(pid)) << pid;
+  auto stopper = Launch({"--stop", "--run_dir=" + run_dir_}, "stop.log");
+  ASSERT_TRUE(stopper);
+  EXPECT_EQ(stopper->WaitExit(60000 * SlowdownFactor()), 0)
+      << ReadWholeFile(dir_->path() + "/stop.log").value_or("");
+  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << pid;
+  EXPECT_NE(access((run_dir_ + "/server-0.pid").c_str(), F_OK), 0);
+}
+
+TEST_F(PsLaunchTest, BadFlagfileIsAUsageError) {
+  auto file = dir_->WriteFile("bad.flags", "--servers=two\n--workers=0\n");
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(Run({"--flagfile=" + *file, "--run_dir=" + run_dir_}), 2);
+  std::string log = LaunchLog();
+  EXPECT_NE(log.find("'two'"), std::string::npos) << log;
+  EXPECT_NE(log.find("--servers"), std::string::npos) << log;
+  EXPECT_NE(access(run_dir_.c_str(), F_OK), 0) << "nothing was started";
+
+  EXPECT_EQ(Run({"--flagfile=" + dir_->path() + "/missing.flags"}), 2);
+  log = LaunchLog();
+  EXPECT_NE(log.find("cannot read " + dir_->path() + "/missing.flags"),
+            std::string::npos)
+      << log;
+}
+
+}  // namespace
