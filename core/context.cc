@@ -33,8 +33,8 @@ Status ContextImpl::Start() {
   PS_RETURN_IF_ERROR(RequireSecretFor(options_.listen_host, options_.secret,
                                       "the xfer listener of " + options_.name));
   std::vector<HelloAcceptor::Listener> listeners(1);
-  PS_ASSIGN_OR_RETURN(listeners[0].fd,
-                      net::ListenTcp(options_.listen_host, options_.listen_port));
+  PS_ASSIGN_OR_RETURN(listeners[0].fd, net::ListenTcp(options_.listen_host,
+                                                      options_.listen_port));
   PS_ASSIGN_OR_RETURN(uint16_t port, net::LocalPort(listeners[0].fd.get()));
   const std::string& host = options_.listen_host;
   address_ = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +

@@ -14,9 +14,9 @@
 namespace ps::protocol {
 
 // Reads and validates a text-format TableConfig, and normalises each spec
-// (NormalizeTableSpec in spec_choices.h: string and enum choices agree). kNotFound / kIOError for the
-// file, kInvalidArgument for its content (with line and column from the
-// parser, or the table and field at fault).
+// (NormalizeTableSpec in spec_choices.h: string and enum choices agree).
+// kNotFound / kIOError for the file, kInvalidArgument for its content (with
+// line and column from the parser, or the table and field at fault).
 StatusOr<proto::TableConfig> LoadTableConfig(const std::string& path);
 // Parses text-format content (for tests and flags that carry it inline).
 StatusOr<proto::TableConfig> ParseTableConfig(const std::string& text);

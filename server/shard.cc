@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "protocol/shard_map.h"
-#include "protocol/table_config.h"
 #include "protocol/spec_choices.h"
+#include "protocol/table_config.h"
 #include "table/initializer.h"
 
 namespace ps::server {

@@ -23,10 +23,9 @@ proto::Hello ContextImpl::MakeHello() const {
   return hello;
 }
 
-StatusOr<proto::HelloReply> ContextImpl::Handshake(int fd,
-                                                   const proto::Hello& hello,
-                                                   const std::string& address,
-                                                   net::Deadline deadline) const {
+StatusOr<proto::HelloReply> ContextImpl::Handshake(
+    int fd, const proto::Hello& hello, const std::string& address,
+    net::Deadline deadline) const {
   auto fail = [&address](const Status& s) {
     return s.WithContext("hello with " + address);
   };

@@ -238,7 +238,8 @@ bool HelloAcceptor::Advance(Pending& p) {
 
 void HelloAcceptor::Finish(Pending& p) {
   Answer answer = on_hello_(p.hello, p.same_host);
-  Status s = SendMessage(p.fd.get(), answer.reply, net::DeadlineIn(kReplySendMs));
+  Status s =
+      SendMessage(p.fd.get(), answer.reply, net::DeadlineIn(kReplySendMs));
   if (!s.ok()) {
     LOG(WARNING) << options_.name << ": hello reply to " << p.hello.name()
                  << " (" << p.address << ") failed: " << s;

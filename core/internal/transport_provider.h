@@ -34,10 +34,10 @@
 #include "core/internal/region_state.h"
 #include "core/internal/region_table.h"
 #include "core/internal/transport.h"
+#include "core/transport_kind.h"
 #include "net/connect.h"
 #include "net/transfer.h"
 #include "net/unique_fd.h"
-#include "core/transport_kind.h"
 
 namespace ps::xfer::internal {
 
@@ -74,8 +74,9 @@ struct DialedPeer {
   std::string address;
   const proto::HelloReply* reply = nullptr;
   bool same_host = false;  // the listener runs on this host
-  net::UniqueFd* fd = nullptr;  // the hello's connection; a provider may take it
-  net::Deadline deadline;       // of the whole Connect
+  net::UniqueFd* fd =
+      nullptr;             // the hello's connection; a provider may take it
+  net::Deadline deadline;  // of the whole Connect
   std::chrono::milliseconds peer_timeout{0};
   // The hello again (without offers) on another connection to the same
   // listener, before the deadline: the listener's real reply.
@@ -148,7 +149,8 @@ class TransportProvider {
   // Listener: answers a hello (greeting.answer) and returns what takes the
   // connection once the reply went out, or an empty function to leave it
   // to the next provider.
-  virtual std::function<void(net::UniqueFd)> Answer(const Greeting& greeting) = 0;
+  virtual std::function<void(net::UniqueFd)> Answer(
+      const Greeting& greeting) = 0;
 };
 
 }  // namespace ps::xfer::internal

@@ -133,7 +133,8 @@ StatusOr<std::unique_ptr<Transport>> ShmProvider::Connect(Dial& dial) {
   return std::unique_ptr<Transport>(std::move(shm));
 }
 
-std::function<void(net::UniqueFd)> ShmProvider::Answer(const Greeting& greeting) {
+std::function<void(net::UniqueFd)> ShmProvider::Answer(
+    const Greeting& greeting) {
   {
     // Forget servers whose peers are gone.
     std::lock_guard<std::mutex> lock(mu_);

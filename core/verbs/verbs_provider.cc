@@ -156,7 +156,8 @@ StatusOr<std::unique_ptr<Transport>> VerbsProvider::Connect(Dial& dial) {
   return std::unique_ptr<Transport>(std::move(transport));
 }
 
-std::function<void(net::UniqueFd)> VerbsProvider::Answer(const Greeting& greeting) {
+std::function<void(net::UniqueFd)> VerbsProvider::Answer(
+    const Greeting& greeting) {
   const proto::TransportOffer* offer = greeting.offer;
   proto::TransportAnswer* answer = greeting.answer;
   {

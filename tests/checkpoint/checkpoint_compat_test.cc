@@ -100,7 +100,7 @@ TEST_F(CheckpointCompatTest, RowsAndStateRestore) {
 
   std::vector<float> want(bias.capacity() * bias.dim());
   table::InitializeRows(bias.initializer(), 0, bias.capacity(), bias.dim(),
-                         want.data());
+                        want.data());
   EXPECT_EQ(bias_rows, want);  // never pushed: its initial values, exactly
 
   const uint32_t dim = emb.dim();

@@ -8,8 +8,8 @@
 
 namespace ps::worker {
 
-protocol::SparsePacketMeta PushPipeline::MetaFor(uint32_t shard,
-                                                kernels::ValueType type) const {
+protocol::SparsePacketMeta PushPipeline::MetaFor(
+    uint32_t shard, kernels::ValueType type) const {
   protocol::SparsePacketMeta meta;
   meta.table_id = spec_.id();
   meta.shard_id = shard;
@@ -178,8 +178,9 @@ Status PushPipeline::SendSparsified(uint32_t s) {
   Status status = EnsureFeedback(st);
   if (status.ok()) {
     if (config_.sparsify == proto::SPARSIFY_TOPK) {
-      st.feedback->set_k(static_cast<size_t>(std::ceil(
-          static_cast<double>(config_.topk_fraction) * st.sums.CountTouched())));
+      st.feedback->set_k(static_cast<size_t>(
+          std::ceil(static_cast<double>(config_.topk_fraction) *
+                    st.sums.CountTouched())));
     }
     status = st.feedback->Step(st.sums.dense(), nullptr, &st.selection);
   }

@@ -78,7 +78,7 @@ class PushPipeline {
   };
 
   protocol::SparsePacketMeta MetaFor(uint32_t shard,
-                                    kernels::ValueType type) const;
+                                     kernels::ValueType type) const;
   kernels::ValueType PushType() const;
   bool Sparsifies() const;
   size_t ChunkRows(uint32_t shard, kernels::ValueType type) const;

@@ -4,9 +4,9 @@
 #include <thread>
 #include <vector>
 
+#include "worker/eval/metrics.h"
 #include "worker/train/batch_runner.h"
 #include "worker/train/example_source.h"
-#include "worker/eval/metrics.h"
 #include "worker/train/trainer.h"  // Trainer::Evaluate is declared there
 
 namespace ps::train {
