@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "protocol/transport_name.h"
+#include "core/transport_name.h"
 #include "worker/client/ps_client.h"
 
 DEFINE_string(servers, "127.0.0.1:7000",
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   for (std::string a; std::getline(ss, a, ',');) {
     if (!a.empty()) o.servers.push_back(a);
   }
-  auto transport = ps::protocol::TransportChoiceFromName(FLAGS_transport);
+  auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);
   if (!transport.ok()) {
     std::fprintf(stderr, "ps_bench: --transport %s\n",
                  transport.status().message().c_str());

@@ -31,7 +31,7 @@
 
 #include "core/context.h"
 #include "core/endpoint.h"
-#include "protocol/transport_name.h"
+#include "core/transport_name.h"
 
 DEFINE_string(transports, "shm,tcp",
               "transports to measure, comma-separated (shm, tcp, verbs)");
@@ -368,7 +368,7 @@ int Main() {
   std::vector<Figure> figures;
   std::stringstream list(FLAGS_transports);
   for (std::string name; std::getline(list, name, ',');) {
-    auto choice = ps::protocol::TransportChoiceFromName(
+    auto choice = ps::xfer::TransportChoiceFromName(
         name, {TransportChoice::kShm, TransportChoice::kTcp,
                TransportChoice::kVerbs});
     if (!choice.ok()) Die("--transports: " + choice.status().message());

@@ -23,7 +23,7 @@
 #include "cli/flags.h"
 #include "protocol/spec_choices.h"
 #include "protocol/table_config.h"
-#include "protocol/transport_name.h"
+#include "core/transport_name.h"
 #include "server/server.h"
 
 DEFINE_uint32(shard_id, 0, "This server's shard, in [0, --num_shards).");
@@ -171,7 +171,7 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   }
   o.consistency = *consistency;
   o.staleness = FLAGS_staleness;
-  auto transport = ps::protocol::TransportChoiceFromName(FLAGS_transport);
+  auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);
   if (!transport.ok()) return transport.status().WithContext("--transport");
   o.transport = *transport;
   o.inbox_slots = FLAGS_inbox_slots;

@@ -19,7 +19,7 @@
 #include "cli/flags.h"
 #include "cli/guarded_main.h"
 #include "protocol/table_config.h"
-#include "protocol/transport_name.h"
+#include "core/transport_name.h"
 #include "worker/client/checkpoint_sync.h"
 #include "worker/client/ps_client.h"
 #include "worker/train/local_param_store.h"
@@ -350,7 +350,7 @@ int Main(int argc, char** argv) {
     auto secret = ps::xfer::ClusterSecret::Resolve(FLAGS_cluster_secret_file);
     if (!secret.ok()) return Fail(kExitUsage, secret.status().ToString());
     co.secret = std::move(*secret);
-    auto transport = ps::protocol::TransportChoiceFromName(FLAGS_transport);
+    auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);
     if (!transport.ok()) {
       return Fail(2, "--transport " + transport.status().message());
     }

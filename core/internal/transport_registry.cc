@@ -3,10 +3,10 @@
 #include <glog/logging.h>
 
 #include <cstdlib>
-#include <cstring>
 
 #include "core/shm/shm_provider.h"
 #include "core/stream/stream_provider.h"
+#include "core/transport_name.h"
 #if PS_HAVE_VERBS
 #include "core/verbs/verbs_provider.h"
 #endif
@@ -30,14 +30,16 @@ TransportChoice EffectiveChoice(TransportChoice option) {
   if (option != TransportChoice::kAuto) return option;
   const char* env = std::getenv("XFER_TRANSPORT");
   if (env == nullptr) return option;
-  if (std::strcmp(env, "tcp") == 0) return TransportChoice::kTcp;
-  if (std::strcmp(env, "shm") == 0) return TransportChoice::kShm;
-  if (std::strcmp(env, "verbs") == 0) return TransportChoice::kVerbs;
-  if (std::strcmp(env, "auto") != 0 && env[0] != '\0') {
-    LOG(WARNING) << "XFER_TRANSPORT=" << env
-                 << " is not tcp, shm, verbs or auto; choosing automatically";
+  if (env[0] == '\0') return option;
+  auto choice = TransportChoiceFromName(
+      env, {TransportChoice::kAuto, TransportChoice::kShm,
+            TransportChoice::kTcp, TransportChoice::kVerbs});
+  if (!choice.ok()) {
+    LOG(WARNING) << "XFER_TRANSPORT " << choice.status().message()
+                 << "; choosing automatically";
+    return TransportChoice::kAuto;
   }
-  return TransportChoice::kAuto;
+  return *choice;
 }
 
 std::optional<TransportKind> ForcedKind(TransportChoice choice) {

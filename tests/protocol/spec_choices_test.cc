@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <string>
 
+#include "core/transport_name.h"
 #include "protocol/table_config.h"
 #include "protocol/table_runtime_config.h"
-#include "protocol/transport_name.h"
 
 namespace ps::protocol {
 namespace {
@@ -144,18 +144,20 @@ TEST(TableRuntimeConfigTest, SpecParsedOnceIntoTypedChoices) {
 }
 
 TEST(TransportNameTest, OneParserForEveryFlag) {
-  EXPECT_EQ(*TransportChoiceFromName("auto"), xfer::TransportChoice::kAuto);
-  EXPECT_EQ(*TransportChoiceFromName("shm"), xfer::TransportChoice::kShm);
-  EXPECT_EQ(*TransportChoiceFromName("tcp"), xfer::TransportChoice::kTcp);
-  auto verbs = TransportChoiceFromName("verbs");
+  EXPECT_EQ(*xfer::TransportChoiceFromName("auto"),
+            xfer::TransportChoice::kAuto);
+  EXPECT_EQ(*xfer::TransportChoiceFromName("shm"), xfer::TransportChoice::kShm);
+  EXPECT_EQ(*xfer::TransportChoiceFromName("tcp"), xfer::TransportChoice::kTcp);
+  auto verbs = xfer::TransportChoiceFromName("verbs");
   ASSERT_FALSE(verbs.ok());  // not a process flag's choice
   EXPECT_EQ(verbs.status().message(), "must be auto, shm or tcp, not 'verbs'");
-  EXPECT_EQ(*TransportChoiceFromName("verbs", {xfer::TransportChoice::kShm,
+  EXPECT_EQ(
+      *xfer::TransportChoiceFromName("verbs", {xfer::TransportChoice::kShm,
                                                xfer::TransportChoice::kVerbs}),
-            xfer::TransportChoice::kVerbs);
+      xfer::TransportChoice::kVerbs);
   for (auto c : {xfer::TransportChoice::kAuto, xfer::TransportChoice::kShm,
                  xfer::TransportChoice::kTcp}) {
-    EXPECT_EQ(*TransportChoiceFromName(TransportChoiceName(c)), c);
+    EXPECT_EQ(*xfer::TransportChoiceFromName(xfer::TransportChoiceName(c)), c);
   }
 }
 

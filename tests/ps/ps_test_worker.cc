@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "protocol/transport_name.h"
+#include "core/transport_name.h"
 #include "worker/client/ps_client.h"
 
 DEFINE_uint32(worker_id, 0, "This worker's id, in [0, --num_workers).");
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.secret = std::move(*secret);
-  auto transport = ps::protocol::TransportChoiceFromName(FLAGS_transport);
+  auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);
   if (!transport.ok()) {
     std::fprintf(stderr, "ps_test_worker: --transport %s\n",
                  transport.status().message().c_str());

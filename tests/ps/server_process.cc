@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/transport_name.h"
 #include "launch/server_command.h"
 #include "launch/server_ready.h"
 
@@ -44,14 +45,9 @@ double TestScale() {
 }
 
 std::string TransportFlag(xfer::TransportChoice transport) {
-  switch (transport) {
-    case xfer::TransportChoice::kShm:
-      return "shm";
-    case xfer::TransportChoice::kTcp:
-      return "tcp";
-    default:
-      return "auto";
-  }
+  // Processes take auto, shm or tcp; verbs comes with auto between hosts.
+  if (transport == xfer::TransportChoice::kVerbs) return "auto";
+  return std::string(xfer::TransportChoiceName(transport));
 }
 
 StatusOr<std::unique_ptr<ScratchDir>> ScratchDir::Create(
