@@ -5,8 +5,8 @@
 
 #include <random>
 
-#include "core/hello.h"
 #include "core/internal/context_impl.h"
+#include "core/internal/hello.h"
 #include "core/internal/region_state.h"
 #include "core/internal/sealed_memfd.h"
 #include "core/internal/transport_registry.h"

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <optional>
 
-#include "core/hello.h"
 #include "core/internal/context_impl.h"
+#include "core/internal/hello.h"
 #include "core/internal/transport_registry.h"
 
 namespace ps::xfer::internal {

@@ -13,7 +13,7 @@
 #include <cerrno>
 #include <chrono>
 
-#include "core/hello.h"
+#include "core/internal/hello.h"
 #include "net/connect.h"
 
 namespace ps::xfer::internal {

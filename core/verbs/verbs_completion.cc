@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/hello.h"
+#include "core/internal/hello.h"
 #include "core/verbs/verbs_transport_impl.h"
 
 namespace ps::xfer::internal {

@@ -3,7 +3,7 @@
 #include <glog/logging.h>
 #include <sys/socket.h>
 
-#include "core/hello.h"
+#include "core/internal/hello.h"
 
 namespace ps::xfer::internal {
 

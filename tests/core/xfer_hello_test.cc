@@ -22,7 +22,7 @@
 
 #include "core/auth.h"
 #include "core/context.h"
-#include "core/hello.h"
+#include "core/internal/hello.h"
 #include "core/stream/wire.h"
 #include "net/connect.h"
 #include "net/message_frame.h"

@@ -1,4 +1,4 @@
-#include "core/hello.h"
+#include "core/internal/hello.h"
 
 #include <unistd.h>
 
