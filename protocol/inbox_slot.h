@@ -47,15 +47,18 @@ struct InboxSlotHeader {
     std::memcpy(dst + 4, &zero, 4);
   }
 
-  // Reader: the header of `slot`, the sequence loaded with acquire and the
-  // length after it (meaningful once the sequence shows the packet).
-  static InboxSlotHeader Read(const uint8_t* slot) {
+  // Reader: the header of `slot`, the sequence loaded with acquire. The
+  // length is loaded only when the sequence is `expected` (the packet is
+  // there): before that the writer may be writing it, and it is left 0.
+  static InboxSlotHeader Read(const uint8_t* slot, uint64_t expected) {
     InboxSlotHeader h;
     h.sequence = __atomic_load_n(reinterpret_cast<const uint64_t*>(slot),
                                  __ATOMIC_ACQUIRE);
-    h.length =
-        __atomic_load_n(reinterpret_cast<const uint32_t*>(slot + kLengthOffset),
-                        __ATOMIC_RELAXED);
+    if (h.sequence == expected) {
+      h.length = __atomic_load_n(
+          reinterpret_cast<const uint32_t*>(slot + kLengthOffset),
+          __ATOMIC_RELAXED);
+    }
     return h;
   }
 

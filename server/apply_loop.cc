@@ -113,7 +113,7 @@ uint32_t ApplyLoop::Consume(uint32_t worker, uint32_t budget,
   while (consumed < budget) {
     const uint8_t* slot = inboxes_->Slot(worker, head + 1);
     const protocol::InboxSlotHeader slot_header =
-        protocol::InboxSlotHeader::Read(slot);
+        protocol::InboxSlotHeader::Read(slot, head + 1);
     if (slot_header.sequence != head + 1) break;
     uint64_t rows = 0;
     Status s = ApplyPacket(slot, slot_header, scratch, &rows);
