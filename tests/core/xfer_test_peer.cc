@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/access.h"
+#include "core/transport_name.h"
 
 namespace ps::testing {
 
@@ -27,16 +28,7 @@ ContextOptions TestOptions(const std::string& name, TransportChoice transport,
 }
 
 std::string TransportLabel(TransportChoice transport) {
-  switch (transport) {
-    case TransportChoice::kShm:
-      return "shm";
-    case TransportChoice::kTcp:
-      return "tcp";
-    case TransportChoice::kVerbs:
-      return "verbs";
-    default:
-      return "other";
-  }
+  return std::string(xfer::TransportChoiceName(transport));
 }
 
 std::vector<TransportChoice> TestedTransports() {

@@ -3,17 +3,14 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "worker/client/push_shape.h"
+
 namespace ps::worker {
 
 Status ExactPath::Push(std::span<const uint64_t> keys,
                        std::span<const float> grads) {
   const uint32_t dim = spec_.dim();
-  if (grads.size() != keys.size() * dim) {
-    return InvalidArgument("push to table " + spec_.name() + ": " +
-                           std::to_string(grads.size()) + " values for " +
-                           std::to_string(keys.size()) + " keys of dim " +
-                           std::to_string(dim));
-  }
+  PS_RETURN_IF_ERROR(CheckPushShape(spec_, keys.size(), grads.size()));
   const uint32_t shards = servers_.size();
   std::vector<proto::ControlRequest> requests(shards);
   std::vector<std::unordered_map<uint64_t, uint32_t>> position(shards);

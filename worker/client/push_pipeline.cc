@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "protocol/table_config.h"
+#include "worker/client/push_shape.h"
 
 namespace ps::worker {
 
@@ -238,13 +239,7 @@ Status PushPipeline::PushSorted(std::span<const uint64_t> keys,
 
 Status PushPipeline::Post(std::span<const uint64_t> keys,
                           std::span<const float> grads) {
-  const uint32_t dim = spec_.dim();
-  if (grads.size() != keys.size() * dim) {
-    return InvalidArgument("push to table " + spec_.name() + ": " +
-                           std::to_string(grads.size()) + " values for " +
-                           std::to_string(keys.size()) + " keys of dim " +
-                           std::to_string(dim));
-  }
+  PS_RETURN_IF_ERROR(CheckPushShape(spec_, keys.size(), grads.size()));
   if (keys.size() > UINT32_MAX) {
     return InvalidArgument("push of more than 2^32 keys");
   }
