@@ -21,9 +21,9 @@
 #include <thread>
 
 #include "cli/flags.h"
+#include "core/transport_name.h"
 #include "protocol/spec_choices.h"
 #include "protocol/table_config.h"
-#include "core/transport_name.h"
 #include "server/server.h"
 
 DEFINE_uint32(shard_id, 0, "This server's shard, in [0, --num_shards).");
