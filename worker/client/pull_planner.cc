@@ -195,14 +195,8 @@ PendingOp PullPlanner::Start(std::span<const uint64_t> keys,
   if (keys.size() > UINT32_MAX) {
     return PendingOp(InvalidArgument("pull of more than 2^32 keys"));
   }
-  if (router_.dense()) {
-    for (uint64_t k : keys) {
-      if (k >= router_.capacity()) {
-        return PendingOp(InvalidArgument(
-            "key " + std::to_string(k) + " of DENSE table " + spec_.name() +
-            " is past its " + std::to_string(router_.capacity()) + " rows"));
-      }
-    }
+  if (Status s = router_.CheckDenseKeys(keys, spec_.name()); !s.ok()) {
+    return PendingOp(s);
   }
   if (keys.empty()) return PendingOp();
   std::unique_ptr<Scratch> sc = TakeScratch();

@@ -60,19 +60,6 @@ void PushPipeline::EnsureState(bool dense) {
   }
 }
 
-Status PushPipeline::CheckDenseKeys(std::span<const uint64_t> keys) const {
-  if (!router_.dense()) return Status::OK();
-  const uint64_t cap = router_.capacity();
-  for (uint64_t k : keys) {
-    if (k >= cap) {
-      return InvalidArgument("key " + std::to_string(k) + " of DENSE table " +
-                             spec_.name() + " is past its " +
-                             std::to_string(cap) + " rows");
-    }
-  }
-  return Status::OK();
-}
-
 // Keys are handled in blocks: the rows of block b are computed and
 // prefetched while block b - 1 is added, so several cache (and TLB) misses
 // are in flight instead of one.
@@ -243,7 +230,7 @@ Status PushPipeline::Post(std::span<const uint64_t> keys,
   if (keys.size() > UINT32_MAX) {
     return InvalidArgument("push of more than 2^32 keys");
   }
-  PS_RETURN_IF_ERROR(CheckDenseKeys(keys));
+  PS_RETURN_IF_ERROR(router_.CheckDenseKeys(keys, spec_.name()));
   std::lock_guard<std::mutex> lock(mu_);
   const bool sparsify = Sparsifies();
   const bool dense = sparsify || keys.size() * 8 >= router_.capacity();

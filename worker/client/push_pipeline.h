@@ -83,7 +83,6 @@ class PushPipeline {
   bool Sparsifies() const;
   size_t ChunkRows(uint32_t shard, kernels::ValueType type) const;
   void EnsureState(bool dense);
-  Status CheckDenseKeys(std::span<const uint64_t> keys) const;
   Status SendRows(uint32_t shard, kernels::ValueType type,
                   std::span<const uint32_t> rows, std::span<const float> values,
                   ShardState& st);

@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "protocol/ps.pb.h"
 #include "protocol/shard_map.h"
 #include "worker/client/row_plan.h"
@@ -34,6 +36,20 @@ class ShardRouter {
   uint32_t shards() const { return map_.shards(); }
   uint64_t capacity() const { return capacity_; }
   bool dense() const { return dense_; }
+  // DENSE tables: kInvalidArgument for a key past the table's rows (named
+  // `table` in the message); other kinds take any key.
+  Status CheckDenseKeys(std::span<const uint64_t> keys,
+                        const std::string& table) const {
+    if (!dense_) return Status::OK();
+    for (uint64_t k : keys) {
+      if (k >= capacity_) {
+        return InvalidArgument("key " + std::to_string(k) + " of DENSE table " +
+                               table + " is past its " +
+                               std::to_string(capacity_) + " rows");
+      }
+    }
+    return Status::OK();
+  }
   uint64_t FirstRow(uint32_t s) const { return first_row_[s]; }
   uint64_t RowsOf(uint32_t s) const {
     return first_row_[s + 1] - first_row_[s];
