@@ -18,8 +18,8 @@
 
 #include "cli/flags.h"
 #include "cli/guarded_main.h"
-#include "protocol/table_config.h"
 #include "core/transport_name.h"
+#include "protocol/table_config.h"
 #include "worker/client/checkpoint_sync.h"
 #include "worker/client/ps_client.h"
 #include "worker/train/local_param_store.h"
