@@ -10,6 +10,7 @@
 #include "core/internal/region_state.h"
 #include "core/internal/sealed_memfd.h"
 #include "core/internal/transport_registry.h"
+#include "net/advertise.h"
 
 namespace ps::xfer {
 
@@ -36,9 +37,10 @@ Status ContextImpl::Start() {
   PS_ASSIGN_OR_RETURN(listeners[0].fd, net::ListenTcp(options_.listen_host,
                                                       options_.listen_port));
   PS_ASSIGN_OR_RETURN(uint16_t port, net::LocalPort(listeners[0].fd.get()));
-  const std::string& host = options_.listen_host;
-  address_ = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
-             ":" + std::to_string(port);
+  PS_ASSIGN_OR_RETURN(
+      const std::string host,
+      net::AdvertisedHost(options_.listen_host, options_.advertise_host));
+  address_ = net::JoinHostPort(host, port);
   ProviderEnv env;
   env.options = &options_;
   env.instance = instance_;
@@ -61,8 +63,10 @@ Status ContextImpl::Start() {
                            [this](const proto::Hello& hello, bool same_host) {
                              return AnswerHello(hello, same_host);
                            }));
-  LOG(INFO) << "xfer context " << options_.name << " listening on " << address_
-            << " (instance " << std::hex << instance_ << std::dec
+  LOG(INFO) << "xfer context " << options_.name << " listening on "
+            << net::JoinHostPort(options_.listen_host, port)
+            << ", advertised as " << address_ << " (instance " << std::hex
+            << instance_ << std::dec
             << (options_.secret.empty() ? ", peers not authenticated"
                                         : ", peers must prove the secret")
             << ")" << described;

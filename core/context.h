@@ -51,8 +51,13 @@ struct ContextOptions {
   // Names this process in logs and error messages ("worker-2").
   std::string name = "xfer";
   // Where peers connect. Port 0 picks a free port; see Context::address().
+  // The address the listener binds: one address, or 0.0.0.0 / :: for all.
   std::string listen_host = "127.0.0.1";
   uint16_t listen_port = 0;
+  // The host peers are told to dial (address()); empty: listen_host, or for
+  // a wildcard listen_host this host's first non-loopback address
+  // (net/advertise.h).
+  std::string advertise_host;
   TransportChoice transport = TransportChoice::kAuto;
   // An operation without an answer for this long declares the peer lost;
   // also the deadline of a whole hello, on either side.
@@ -83,7 +88,8 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   const std::string& name() const;
-  // "host:port" that peers pass to Connect.
+  // "host:port" that peers pass to Connect: the advertised host and the
+  // bound port.
   std::string address() const;
   uint64_t instance() const;
 

@@ -6,6 +6,7 @@
 
 #include <system_error>
 
+#include "net/advertise.h"
 #include "net/connect.h"
 #include "net/transfer.h"
 #include "protocol/control_channel.h"
@@ -53,9 +54,9 @@ StatusOr<std::unique_ptr<ControlService>> ControlService::Listen(
   }
   s->listen_fd_ = std::move(*fd);
   PS_ASSIGN_OR_RETURN(s->port_, net::LocalPort(s->listen_fd_.get()));
-  s->address_ =
-      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-      std::to_string(s->port_);
+  PS_ASSIGN_OR_RETURN(const std::string advertised,
+                      net::AdvertisedHost(host, s->options_.advertise_host));
+  s->address_ = net::JoinHostPort(advertised, s->port_);
   return s;
 }
 

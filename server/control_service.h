@@ -53,8 +53,10 @@ using ControlHandler = std::function<proto::ControlReply(
 class ControlService {
  public:
   struct Options {
-    std::string host = "127.0.0.1";
-    uint16_t port = 0;  // 0: any free port
+    std::string host = "127.0.0.1";  // bound; may be 0.0.0.0 or ::
+    uint16_t port = 0;               // 0: any free port
+    // What address() names; empty: derived from host (net/advertise.h).
+    std::string advertise_host;
     xfer::ClusterSecret secret;
     int timeout_ms = 30000;
     uint32_t max_connections = 64;
@@ -65,7 +67,7 @@ class ControlService {
       Options options, ControlHandler handler);
   ~ControlService();  // Stop()
 
-  // "host:port" of the listener.
+  // "host:port" peers dial: the advertised host and the bound port.
   const std::string& address() const { return address_; }
   uint16_t port() const { return port_; }
 

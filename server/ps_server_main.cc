@@ -37,8 +37,15 @@ DEFINE_int32(xfer_port, 0,
              "TCP port of the one-sided transfer listener; 0 picks a free "
              "port (workers learn it from the control hello).");
 DEFINE_string(listen_host, "127.0.0.1",
-              "Address both listeners bind to. Anything but a loopback address "
-              "needs a cluster secret (--cluster_secret_file).");
+              "Address both listeners bind to: one address, or 0.0.0.0 / :: "
+              "for every interface. Anything but a loopback address needs a "
+              "cluster secret (--cluster_secret_file).");
+DEFINE_string(advertise_host, "",
+              "Address workers and other servers are told to dial (in the "
+              "port file, the checkpoint folder's server records and the "
+              "control hello). Empty: --listen_host, or for 0.0.0.0 / :: the "
+              "first non-loopback address of this host (or container). Set "
+              "it behind NAT or to a name peers resolve.");
 DEFINE_string(
     cluster_secret_file, "",
     "File holding the cluster's shared secret (at least 16 bytes; "
@@ -155,6 +162,7 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   o.num_shards = FLAGS_num_shards;
   o.num_workers = FLAGS_num_workers;
   o.listen_host = FLAGS_listen_host;
+  o.advertise_host = FLAGS_advertise_host;
   PS_ASSIGN_OR_RETURN(
       o.secret, ps::xfer::ClusterSecret::Resolve(FLAGS_cluster_secret_file));
   o.timeout_ms = FLAGS_timeout_ms;

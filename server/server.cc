@@ -80,6 +80,7 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   xfer::ContextOptions co;
   co.name = "server-" + std::to_string(o.shard_id);
   co.listen_host = o.listen_host;
+  co.advertise_host = o.advertise_host;
   co.listen_port = o.xfer_port;
   co.transport = o.transport;
   co.secret = o.secret;
@@ -117,6 +118,7 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   Server* raw = s.get();
   ControlService::Options cs;
   cs.host = o.listen_host;
+  cs.advertise_host = o.advertise_host;
   cs.port = o.port;
   cs.secret = o.secret;
   cs.timeout_ms = o.timeout_ms;

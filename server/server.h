@@ -51,7 +51,10 @@ struct ServerOptions {
   uint32_t shard_id = 0;
   uint32_t num_shards = 1;
   uint32_t num_workers = 1;
+  // Both listeners bind listen_host (one address, or 0.0.0.0 / ::) and tell
+  // peers advertise_host (empty: derived, net/advertise.h).
   std::string listen_host = "127.0.0.1";
+  std::string advertise_host;
   uint16_t port = 0;       // control listener; 0: any free port
   uint16_t xfer_port = 0;  // xfer Context listener; 0: any free port
   proto::TableConfig tables;

@@ -75,8 +75,17 @@ DEFINE_uint32(worker_id, 0,
 DEFINE_uint32(num_workers, 1,
               "Workers in the job, in [1, 65536] (as ps_server allows).");
 DEFINE_string(transport, "auto",
-              "Data path to the servers: 'auto' (shared memory on the same "
-              "host, else tcp), 'shm' or 'tcp'.");
+              "Data path to the servers: 'auto' (shared memory when the "
+              "server shares this kernel and its network and IPC namespaces "
+              "and the memory hand-over works, else tcp), 'shm' or 'tcp'.");
+DEFINE_string(listen_host, "127.0.0.1",
+              "Address this worker's own transfer listener binds (servers "
+              "never dial it; it is there for tools): one address, or "
+              "0.0.0.0 / ::. Anything but loopback needs the cluster secret.");
+DEFINE_string(advertise_host, "",
+              "Address the worker's listener names to peers; empty: "
+              "--listen_host, or for a wildcard this host's first "
+              "non-loopback address.");
 DEFINE_int32(timeout_ms, 30000,
              "A server silent this long counts as lost (the run fails); also "
              "the deadline of every control call (a server working on a long "
@@ -347,6 +356,8 @@ int Main(int argc, char** argv) {
     co.worker_id = to.worker_id;
     co.num_workers = to.num_workers;
     co.timeout_ms = FLAGS_timeout_ms;
+    co.listen_host = FLAGS_listen_host;
+    co.advertise_host = FLAGS_advertise_host;
     auto secret = ps::xfer::ClusterSecret::Resolve(FLAGS_cluster_secret_file);
     if (!secret.ok()) return Fail(kExitUsage, secret.status().ToString());
     co.secret = std::move(*secret);

@@ -97,6 +97,8 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const Options& options) {
   xfer::ContextOptions xo;
   xo.name = "worker-" + std::to_string(options.worker_id);
   xo.transport = options.transport;
+  xo.listen_host = options.listen_host;
+  xo.advertise_host = options.advertise_host;
   xo.peer_timeout_ms = options.timeout_ms;
   xo.secret = options.secret;
   PS_ASSIGN_OR_RETURN(impl->xfer, xfer::Context::Create(xo));

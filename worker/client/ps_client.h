@@ -53,6 +53,10 @@ class PsClient {
     // Control addresses of the servers, in shard order.
     std::vector<std::string> servers;
     xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
+    // This worker's own xfer listener (servers never dial it today; it
+    // serves tools): the bound address and the one it names.
+    std::string listen_host = "127.0.0.1";
+    std::string advertise_host;
     // A server silent for this long is lost: operations fail with kPeerLost
     // (or kTimeout for a control call without reply or keepalive).
     int timeout_ms = 30000;
