@@ -117,6 +117,13 @@ StatusOr<UniqueFd> ListenUnix(const std::string& abstract_name) {
   return fd;
 }
 
+bool ClosedInOrder(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
+  return info.tcpi_state == TCP_CLOSE_WAIT || info.tcpi_state == TCP_LAST_ACK;
+}
+
 StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms) {
   PS_ASSIGN_OR_RETURN(auto host_port, SplitHostPort(address));
   PS_ASSIGN_OR_RETURN(auto ai,

@@ -32,6 +32,11 @@ StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name,
 // accept4 with CLOEXEC; TCP_NODELAY on TCP.
 StatusOr<UniqueFd> Accept(int listen_fd);
 
+// True when the TCP peer closed the connection in order (its FIN arrived),
+// false after a reset or while it is open (and for non-TCP sockets). A
+// receive reads end-of-stream in both cases once the error is consumed.
+bool ClosedInOrder(int fd);
+
 // "203.0.113.7:53422", "[::1]:4000", or "local peer pid 42" for a Unix
 // socket: who is at the other end, for log lines.
 std::string PeerAddress(int fd);

@@ -20,6 +20,7 @@
 #include "base/status_or.h"
 #include "core/context.h"
 #include "core/descriptor.pb.h"
+#include "core/internal/hello.h"
 #include "core/internal/hello_acceptor.h"
 #include "core/internal/region_table.h"
 #include "core/internal/transport_provider.h"
@@ -59,13 +60,9 @@ class ContextImpl {
   // serves its connection afterwards.
   HelloAcceptor::Answer AnswerHello(const proto::Hello& hello,
                                     bool same_host_socket);
-  // Sends our hello on `fd`, runs the challenge-response when either side
-  // has a secret, and returns the peer's real reply; all of it before
-  // `deadline`.
-  StatusOr<proto::HelloReply> Handshake(int fd, const proto::Hello& hello,
-                                        const std::string& address,
-                                        net::Deadline deadline) const;
-  proto::Hello MakeHello() const;
+  HelloIdentity Identity() const {
+    return {options_.name, instance_, host_id_, options_.secret};
+  }
   TransportProvider* FindProvider(uint32_t id) const;
 
   RegionTable regions_;

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "base/status.h"
+#include "base/status_or.h"
+#include "core/auth.h"
 #include "core/descriptor.pb.h"
 #include "net/message_frame.h"
 #include "net/unique_fd.h"
@@ -49,8 +51,32 @@ class FrameReader {
   size_t body_have_ = 0;
 };
 
-// "boot id/hostname": equal for two processes exactly when they share a
-// kernel, and with it memfds and abstract Unix sockets.
+// Who says hello: a Context's name, instance, host identity and secret,
+// copied so that a transport can say hello again (a reconnect) after the
+// Context is gone.
+struct HelloIdentity {
+  std::string name;
+  uint64_t instance = 0;
+  std::string host_id;
+  ClusterSecret secret;
+};
+
+// The connector's first message (with a fresh nonce when there is a secret);
+// the caller adds its transport offers.
+proto::Hello MakeHello(const HelloIdentity& me);
+
+// Sends `hello` on `fd`, runs the challenge-response when either side has a
+// secret, and returns the listener's real reply (its refusal as a Status);
+// all of it before `deadline`. `address` is for messages.
+StatusOr<proto::HelloReply> Handshake(const HelloIdentity& me, int fd,
+                                      const proto::Hello& hello,
+                                      const std::string& address,
+                                      net::Deadline deadline);
+
+// "boot id/hostname/net namespace/IPC namespace": equal for two processes
+// exactly when they share a kernel and its namespaces, and with them memfds
+// and abstract Unix sockets. Processes in two containers (or network
+// namespaces) on one machine differ.
 std::string HostIdentity();
 
 }  // namespace ps::xfer::internal

@@ -69,6 +69,17 @@ class PendingOffer {
   virtual ~PendingOffer() = default;
 };
 
+// A new connection to a listener dialed before, past its hello.
+struct Redialed {
+  net::UniqueFd fd;
+  proto::HelloReply reply;
+};
+// Dials the same listener again and says hello with only `offer`, before
+// the deadline: how a transport re-establishes a broken connection. It
+// holds copies of all it needs, so it works after the Context is gone.
+using Redial = std::function<StatusOr<Redialed>(
+    const proto::TransportOffer& offer, net::Deadline deadline)>;
+
 // The listener as the hello found it, the same for every provider.
 struct DialedPeer {
   std::string address;
@@ -81,6 +92,7 @@ struct DialedPeer {
   // The hello again (without offers) on another connection to the same
   // listener, before the deadline: the listener's real reply.
   std::function<StatusOr<proto::HelloReply>(int fd)> hello_again;
+  Redial redial;
 };
 
 // One provider's part of one Connect.
@@ -92,6 +104,9 @@ struct Dial {
   // Set past the hello: the listener, and its provider's answer (or null).
   const DialedPeer* peer = nullptr;
   const proto::TransportAnswer* answer = nullptr;
+  // Connect: why this provider did not carry a connection it could have
+  // (e.g. the shm hand-over failed), for the Context's log line.
+  std::string declined;
 };
 
 // One hello at the listener, as one provider sees it.

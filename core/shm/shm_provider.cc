@@ -60,6 +60,10 @@ class ShmProvider : public TransportProvider {
   // unless peers may write) and the owner's truth about it.
   Status MapRegion(const wire::RequestHeader& request, wire::MapReply* reply,
                    int* memfd);
+  // Moves the connection to the peer's Unix socket and maps its liveness
+  // page; the hello's tcp connection stays open unless this succeeds.
+  StatusOr<std::unique_ptr<Transport>> HandOver(
+      const DialedPeer& peer, const proto::TransportAnswer* answer);
 
   ProviderEnv env_;
   std::string unix_name_;
@@ -111,25 +115,40 @@ StatusOr<std::unique_ptr<Transport>> ShmProvider::Connect(Dial& dial) {
   if (!peer.same_host) {
     if (!dial.selection.forced) return std::unique_ptr<Transport>();
     return InvalidArgument("transport shm was forced, but " + reply.name() +
-                           " at " + peer.address + " runs on another host");
+                           " at " + peer.address +
+                           " runs on another host (or in another network or "
+                           "IPC namespace)");
   }
-  if (dial.answer == nullptr || dial.answer->answer().empty()) {
+  StatusOr<std::unique_ptr<Transport>> shm = HandOver(peer, dial.answer);
+  if (shm.ok() || dial.selection.forced) return shm;
+  // Same kernel and namespaces, yet the hand-over failed (a sandbox that
+  // forbids the socket or the mapping): the hello's tcp connection is
+  // still open, so the next provider carries it.
+  dial.declined = "the shm hand-over failed (" + shm.status().ToString() + ")";
+  return std::unique_ptr<Transport>();
+}
+
+StatusOr<std::unique_ptr<Transport>> ShmProvider::HandOver(
+    const DialedPeer& peer, const proto::TransportAnswer* answer) {
+  const proto::HelloReply& reply = *peer.reply;
+  if (answer == nullptr || answer->answer().empty()) {
     return NetworkError(reply.name() + " at " + peer.address +
                         " named no same-host socket");
   }
   // Same host: switch to the peer's Unix socket, which can carry memfds.
   PS_ASSIGN_OR_RETURN(net::UniqueFd ufd,
-                      net::ConnectUnix(dial.answer->answer(), peer.deadline));
+                      net::ConnectUnix(answer->answer(), peer.deadline));
   PS_ASSIGN_OR_RETURN(proto::HelloReply again, peer.hello_again(ufd.get()));
   if (again.instance() != reply.instance()) {
     return PeerLost(reply.name() + " restarted during the connection");
   }
-  peer.fd->Reset();
   auto stream = std::make_unique<StreamTransport>(std::move(ufd), reply.name(),
                                                   peer.peer_timeout);
+  // Maps the peer's liveness page: the memfd hand-over itself.
   PS_ASSIGN_OR_RETURN(
       std::unique_ptr<ShmTransport> shm,
       ShmTransport::Create(std::move(stream), reply.name(), reply.instance()));
+  peer.fd->Reset();  // the hello's tcp connection is not needed any more
   return std::unique_ptr<Transport>(std::move(shm));
 }
 

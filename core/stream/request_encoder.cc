@@ -67,6 +67,7 @@ Status EncodeOp(const Op& op, const std::string& peer,
         h.notify_region_id = op.notify_remote->id();
         h.notify_key = op.notify_remote->key();
       }
+      m->first_iov.push_back(m->iov.size());
       m->headers.push_back(h);
       m->iov.push_back({&m->headers.back(), sizeof(h)});
       if (op.type == OpType::kGet) {
@@ -97,6 +98,7 @@ Status EncodeOp(const Op& op, const std::string& peer,
         table.push_back({s.remote_offset, s.length});
       }
       h.length = segs.size();
+      m->first_iov.push_back(m->iov.size());
       m->headers.push_back(h);
       m->iov.push_back({&m->headers.back(), sizeof(h)});
       m->tables.push_back(std::move(table));
@@ -121,6 +123,7 @@ Status EncodeOp(const Op& op, const std::string& peer,
       h.operand0 = op.operand0;
       h.operand1 = op.operand1;
       p.result = op.result;
+      m->first_iov.push_back(m->iov.size());
       m->headers.push_back(h);
       m->iov.push_back({&m->headers.back(), sizeof(h)});
       break;
@@ -138,6 +141,7 @@ void EncodeMapRegion(uint64_t region_id, uint64_t key, uint64_t instance,
   h.region_id = region_id;
   h.key = key;
   h.instance = instance;
+  m->first_iov.push_back(m->iov.size());
   m->headers.push_back(h);
   m->iov.push_back({&m->headers.back(), sizeof(h)});
   PendingReply p;

@@ -30,6 +30,9 @@ struct PendingReply {
   uint64_t expected_payload = 0;   // reply bytes on success
   std::vector<iovec> destination;  // Get/ReadV: where reply bytes go
   uint64_t* result = nullptr;      // atomics
+  // The request's bytes (header, segment table, payload) when the
+  // connection may have to send it again (StreamTransport).
+  std::string replay;
   wire::MapReply* map_reply = nullptr;
   net::UniqueFd* map_fd = nullptr;
 };
@@ -41,12 +44,14 @@ struct OutgoingMessage {
   std::vector<wire::RequestHeader> headers;
   std::vector<std::vector<wire::SegmentEntry>> tables;
   std::vector<iovec> iov;
+  std::vector<size_t> first_iov;  // per request: its first entry in iov
   std::vector<PendingReply> pending;
 
   void Reserve(size_t ops) {
     headers.reserve(ops);
     tables.reserve(ops);
     pending.reserve(ops);
+    first_iov.reserve(ops);
     iov.reserve(ops * 2);
   }
 };

@@ -45,6 +45,13 @@ std::string OpName(uint16_t op) {
   return "op " + std::to_string(op);
 }
 
+// Reads are served again when an origin repeats them; everything else is
+// answered from the session's record (core/stream/stream_session.h).
+bool IsRead(uint16_t op) {
+  return static_cast<WireOp>(op) == WireOp::kGet ||
+         static_cast<WireOp>(op) == WireOp::kReadV;
+}
+
 }  // namespace
 
 // Serves one connection. Each Serve* method returns OK to go on with the
@@ -53,8 +60,12 @@ std::string OpName(uint16_t op) {
 class StreamServer::Connection {
  public:
   Connection(int fd, const RegionTable* regions, const std::string& peer,
-             const MapRegionHandler& map_region)
-      : fd_(fd), regions_(regions), peer_(peer), map_region_(map_region) {}
+             const MapRegionHandler& map_region, StreamSession* session)
+      : fd_(fd),
+        regions_(regions),
+        peer_(peer),
+        map_region_(map_region),
+        session_(session) {}
 
   void Run() {
     for (;;) {
@@ -73,7 +84,10 @@ class StreamServer::Connection {
                      << ": bad request magic 0x" << std::hex << h.magic;
         return;
       }
-      s = Serve(h);
+      if (session_ != nullptr) session_->Acknowledge(h.acked_through);
+      const bool again = session_ != nullptr &&
+                         session_->Executed(h.request_id) && !IsRead(h.op);
+      s = again ? AnswerAgain(h) : Serve(h);
       if (!s.ok()) {
         if (!s.Is(StatusCode::kPeerLost)) {
           LOG(WARNING) << "xfer: closing stream connection from " << peer_
@@ -132,7 +146,49 @@ class StreamServer::Connection {
     return reinterpret_cast<uint64_t*>(p);
   }
 
-  // Sends the reply: header, error text, then `payload` (may be null).
+  // A write or atomic the session executed on an earlier connection: its
+  // payload is thrown away and the reply it got then goes out again.
+  Status AnswerAgain(const wire::RequestHeader& h) {
+    uint64_t payload = 0;
+    switch (static_cast<WireOp>(h.op)) {
+      case WireOp::kPut:
+      case WireOp::kPutNotify:
+        payload = h.length;
+        break;
+      case WireOp::kWriteV: {
+        if (h.length > wire::kMaxSegments) {
+          return InvalidArgument("repeated writev with too many segments");
+        }
+        std::vector<wire::SegmentEntry> table(h.length);
+        PS_RETURN_IF_ERROR(RecvAll(fd_, table.data(),
+                                   table.size() * sizeof(wire::SegmentEntry)));
+        for (const auto& s : table) payload += s.length;
+        break;
+      }
+      default:
+        break;
+    }
+    const StreamSession::StoredReply* stored = session_->Find(h.request_id);
+    if (stored == nullptr) {
+      return Internal("request " + std::to_string(h.request_id) +
+                      " came again, but its reply is no longer kept");
+    }
+    PS_RETURN_IF_ERROR(net::Skip(fd_, payload));
+    wire::ReplyHeader r;
+    r.request_id = h.request_id;
+    r.status_code = stored->status_code;
+    r.value = stored->value;
+    r.message_length = static_cast<uint16_t>(stored->message.size());
+    iovec iov[2] = {
+        {&r, sizeof(r)},
+        {const_cast<char*>(stored->message.data()), stored->message.size()}};
+    return SendAllV(fd_, iov, stored->message.empty() ? 1 : 2);
+  }
+
+  // Sends the reply: header, error text, then `payload` (may be null). On a
+  // session, first records that the request was executed (and the reply of
+  // a write or atomic), so a connection that breaks from here on cannot
+  // make it run twice.
   Status Reply(const wire::RequestHeader& h, const Status& status,
                uint64_t value = 0, iovec* payload = nullptr,
                size_t payload_count = 0, uint64_t payload_length = 0) {
@@ -149,6 +205,11 @@ class StreamServer::Connection {
       r.message_length = static_cast<uint16_t>(message.size());
     } else {
       r.payload_length = payload_length;
+    }
+    if (session_ != nullptr) {
+      StreamSession::StoredReply stored{h.request_id, r.status_code, value,
+                                        std::string(message)};
+      session_->Record(h.request_id, IsRead(h.op) ? nullptr : &stored);
     }
     if (payload_count == 0) {
       iovec iov[2] = {{&r, sizeof(r)},
@@ -329,14 +390,17 @@ class StreamServer::Connection {
   const RegionTable* const regions_;
   const std::string& peer_;
   const MapRegionHandler& map_region_;
+  StreamSession* const session_;  // null: the connection cannot resume
 };
 
 StreamServer::StreamServer(UniqueFd fd, const RegionTable* regions,
-                           std::string peer_name, MapRegionHandler map_region)
+                           std::string peer_name, MapRegionHandler map_region,
+                           std::shared_ptr<StreamSession> session)
     : fd_(std::move(fd)),
       regions_(regions),
       peer_name_(std::move(peer_name)),
-      map_region_(std::move(map_region)) {
+      map_region_(std::move(map_region)),
+      session_(std::move(session)) {
   int size = kSocketBufferBytes;
   setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
   setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
@@ -349,7 +413,8 @@ StreamServer::~StreamServer() {
 }
 
 void StreamServer::Run() {
-  Connection(fd_.get(), regions_, peer_name_, map_region_).Run();
+  Connection(fd_.get(), regions_, peer_name_, map_region_, session_.get())
+      .Run();
   // Wakes a peer still waiting for replies: the connection is over.
   shutdown(fd_.get(), SHUT_RDWR);
   finished_.store(true);

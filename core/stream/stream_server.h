@@ -8,11 +8,13 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "base/status.h"
 #include "core/internal/region_table.h"
+#include "core/stream/stream_session.h"
 #include "core/stream/wire.h"
 #include "net/unique_fd.h"
 
@@ -27,9 +29,11 @@ using MapRegionHandler = std::function<Status(
 class StreamServer {
  public:
   // Starts serving `fd` (the hello is already done) on a new thread.
-  // `map_region` is empty on connections that cannot pass descriptors.
+  // `map_region` is empty on connections that cannot pass descriptors;
+  // `session` is null on connections that cannot be re-established.
   StreamServer(net::UniqueFd fd, const RegionTable* regions,
-               std::string peer_name, MapRegionHandler map_region);
+               std::string peer_name, MapRegionHandler map_region,
+               std::shared_ptr<StreamSession> session = nullptr);
   // Stops (shuts the socket down) and joins the thread.
   ~StreamServer();
   StreamServer(const StreamServer&) = delete;
@@ -38,6 +42,7 @@ class StreamServer {
   const std::string& peer_name() const { return peer_name_; }
   // True once the peer disconnected or the connection was closed.
   bool finished() const { return finished_.load(); }
+  const std::shared_ptr<StreamSession>& session() const { return session_; }
 
  private:
   class Connection;
@@ -47,6 +52,7 @@ class StreamServer {
   const RegionTable* regions_;
   const std::string peer_name_;
   MapRegionHandler map_region_;
+  const std::shared_ptr<StreamSession> session_;
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };

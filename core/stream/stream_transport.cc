@@ -1,11 +1,13 @@
 #include "core/stream/stream_transport.h"
 
+#include <glog/logging.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -14,6 +16,7 @@
 
 #include "core/internal/request_state.h"
 #include "core/stream/request_encoder.h"
+#include "net/connect.h"
 #include "net/transfer.h"
 
 namespace ps::xfer::internal {
@@ -29,21 +32,14 @@ constexpr int kSocketBufferBytes = 4 << 20;
 class StreamTransport::Impl : private net::TransferWatch {
  public:
   Impl(UniqueFd fd, std::string peer_name,
-       std::chrono::milliseconds peer_timeout)
+       std::chrono::milliseconds peer_timeout, Reconnect reconnect)
       : fd_(std::move(fd)),
         peer_(std::move(peer_name)),
         timeout_ms_(peer_timeout.count()),
         timeout_ns_(static_cast<long long>(peer_timeout.count()) * 1'000'000),
+        reconnect_(std::move(reconnect)),
         last_progress_ns_(MonotonicNanos()) {
-    int size = kSocketBufferBytes;
-    setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-    setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
-    // Blocking calls wake up every tick to check for a stalled peer.
-    long long tick_ms = std::clamp<long long>(timeout_ms_ / 4, 1, 100);
-    timeval tick{static_cast<time_t>(tick_ms / 1000),
-                 static_cast<suseconds_t>(tick_ms % 1000 * 1000)};
-    setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
-    setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tick, sizeof(tick));
+    ConfigureSocket(fd_.get());
     reader_ = std::thread([this] { ReadReplies(); });
   }
 
@@ -60,6 +56,30 @@ class StreamTransport::Impl : private net::TransferWatch {
 
  private:
   Request Send(OutgoingMessage& m, const std::shared_ptr<RequestState>& state);
+
+  void ConfigureSocket(int fd) const {
+    int size = kSocketBufferBytes;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+    // Blocking calls wake up every tick to check for a stalled peer.
+    long long tick_ms = std::clamp<long long>(timeout_ms_ / 4, 1, 100);
+    timeval tick{static_cast<time_t>(tick_ms / 1000),
+                 static_cast<suseconds_t>(tick_ms % 1000 * 1000)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tick, sizeof(tick));
+  }
+  bool resumable() const { return static_cast<bool>(reconnect_); }
+  // A broken connection (not a stall, not a protocol error) that a new
+  // one may replace.
+  static bool Broken(const Status& s) {
+    return s.Is(StatusCode::kPeerLost) || s.Is(StatusCode::kNetwork);
+  }
+  // Keeps a copy of each request's bytes (iovecs [first[i], first[i+1]))
+  // for sending again after a reconnect.
+  static void KeepCopies(OutgoingMessage& m);
+  // Replaces the broken connection and sends every request without a reply
+  // again; an error: the peer is lost. The reader's thread, under send_mu_.
+  Status Resume(const Status& why);
 
   void ReadReplies();
   Status ReadOneReply();
@@ -110,10 +130,11 @@ class StreamTransport::Impl : private net::TransferWatch {
     return RecvV(&iov, 1, received_fd);
   }
 
-  UniqueFd fd_;
+  UniqueFd fd_;  // replaced by Resume under send_mu_ and mu_
   const std::string peer_;
   const long long timeout_ms_;
   const long long timeout_ns_;
+  const Reconnect reconnect_;
   std::atomic<long long> last_progress_ns_;
 
   std::mutex send_mu_;    // serializes whole requests on the socket
@@ -142,9 +163,17 @@ Request StreamTransport::Impl::Send(
     if (lost_.load(std::memory_order_relaxed) || reader_done_) {
       return Request(lost_reason_);
     }
+    const uint64_t acked = completed_id_.load(std::memory_order_relaxed);
     for (size_t i = 0; i < m.pending.size(); ++i) {
-      m.pending[i].id = m.headers[i].request_id = next_id_++;
-      pending_.push_back(std::move(m.pending[i]));
+      PendingReply& p = m.pending[i];
+      p.id = m.headers[i].request_id = next_id_++;
+      m.headers[i].acked_through = acked;
+      if (!p.replay.empty()) {
+        auto* copy = reinterpret_cast<wire::RequestHeader*>(p.replay.data());
+        copy->request_id = p.id;
+        copy->acked_through = acked;
+      }
+      pending_.push_back(std::move(p));
     }
     // Before publishing the new ids, so the reader's stall check measures
     // from now rather than from an idle period.
@@ -153,9 +182,15 @@ Request StreamTransport::Impl::Send(
   }
   Status s = SendV(m.iov.data(), m.iov.size());
   if (!s.ok()) {
-    // The stream may hold half a request: nothing after it can be parsed.
-    // The reader fails every pending request, ours included.
-    DeclareLost(s);
+    if (resumable() && Broken(s)) {
+      // The reader sees the connection end, reconnects and sends our
+      // requests again (they are pending, with their copies).
+      shutdown(fd_.get(), SHUT_RDWR);
+    } else {
+      // The stream may hold half a request: nothing after it can be
+      // parsed. The reader fails every pending request, ours included.
+      DeclareLost(s);
+    }
   }
   return Request(state);
 }
@@ -170,6 +205,7 @@ Request StreamTransport::Impl::Post(std::span<const Op> ops) {
     Status s = EncodeOp(op, peer_, state, &m);
     if (!s.ok()) return Request(std::move(s));
   }
+  if (resumable()) KeepCopies(m);
   return Send(m, state);
 }
 
@@ -222,9 +258,105 @@ void StreamTransport::Impl::DeclareLost(const Status& why) {
   shutdown(fd_.get(), SHUT_RDWR);
 }
 
+void StreamTransport::Impl::KeepCopies(OutgoingMessage& m) {
+  for (size_t i = 0; i < m.pending.size(); ++i) {
+    const size_t end =
+        i + 1 < m.first_iov.size() ? m.first_iov[i + 1] : m.iov.size();
+    size_t bytes = 0;
+    for (size_t k = m.first_iov[i]; k < end; ++k) bytes += m.iov[k].iov_len;
+    std::string& copy = m.pending[i].replay;
+    copy.resize(bytes);
+    char* out = copy.data();
+    for (size_t k = m.first_iov[i]; k < end; ++k) {
+      std::memcpy(out, m.iov[k].iov_base, m.iov[k].iov_len);
+      out += m.iov[k].iov_len;
+    }
+  }
+}
+
+Status StreamTransport::Impl::Resume(const Status& why) {
+  std::lock_guard send_lock(send_mu_);  // senders wait for the new socket
+  const auto started = std::chrono::steady_clock::now();
+  LOG(WARNING) << "xfer: connection to " << peer_ << " broke (" << why
+               << "); re-establishing it";
+  auto sleep = std::chrono::milliseconds(10);
+  Status last = why;
+  int attempts = 0;
+  for (;;) {
+    if (lost()) return LostStatus();
+    // The peer timeout counts from the last byte that moved.
+    const long long left_ns =
+        timeout_ns_ -
+        (MonotonicNanos() - last_progress_ns_.load(std::memory_order_relaxed));
+    if (left_ns <= 0) {
+      return Timeout("could not re-establish the connection within " +
+                     std::to_string(timeout_ms_) + " ms (" +
+                     std::to_string(attempts) +
+                     " attempts; last: " + last.ToString() + ")");
+    }
+    ++attempts;
+    // One attempt waits at most a second, so a close (the destructor) is
+    // not held up for the whole timeout by an unreachable peer.
+    StatusOr<UniqueFd> fd = reconnect_(
+        net::Deadline::clock::now() +
+        std::min<std::chrono::nanoseconds>(std::chrono::nanoseconds(left_ns),
+                                           std::chrono::seconds(1)));
+    if (!fd.ok()) {
+      // A restarted peer, a refused session or a refused proof: final.
+      if (fd.status().Is(StatusCode::kPeerLost) ||
+          fd.status().Is(StatusCode::kUnauthenticated)) {
+        return fd.status();
+      }
+      last = fd.status();
+      std::this_thread::sleep_for(
+          std::min(sleep, std::chrono::milliseconds(left_ns / 1'000'000 + 1)));
+      sleep = std::min(sleep * 2, std::chrono::milliseconds(200));
+      continue;
+    }
+    ConfigureSocket(fd->get());
+    {
+      std::lock_guard lock(mu_);
+      if (lost_.load(std::memory_order_relaxed)) return lost_reason_;
+      fd_ = std::move(*fd);
+    }
+    // Only this thread removes pending entries and senders wait on
+    // send_mu_: the list is stable while we walk it.
+    size_t resent = 0;
+    Status s;
+    for (PendingReply& p : pending_) {
+      auto* h = reinterpret_cast<wire::RequestHeader*>(p.replay.data());
+      h->acked_through = completed_id_.load(std::memory_order_relaxed);
+      iovec iov{p.replay.data(), p.replay.size()};
+      s = SendV(&iov, 1);
+      if (!s.ok()) break;
+      ++resent;
+    }
+    if (!s.ok()) {
+      if (!Broken(s)) return s;
+      last = s;
+      continue;  // broke again: dial again
+    }
+    NoteProgress();
+    LOG(INFO) << "xfer: connection to " << peer_ << " re-established after "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - started)
+                     .count()
+              << " ms (" << attempts << " attempts); " << resent
+              << " requests sent again";
+    return Status::OK();
+  }
+}
+
 void StreamTransport::Impl::ReadReplies() {
   for (;;) {
     Status s = ReadOneReply();
+    if (s.ok()) continue;
+    // An orderly close is how a peer that exits (or crashes with nothing
+    // unread) ends its connections: it is lost at once. A reset may be the
+    // network's doing, and is resumed.
+    if (resumable() && Broken(s) && !lost() && !net::ClosedInOrder(fd_.get())) {
+      s = Resume(s);
+    }
     if (!s.ok()) {
       DeclareLost(s);
       break;
@@ -238,7 +370,7 @@ Status StreamTransport::Impl::ReadOneReply() {
   UniqueFd received;
   PS_RETURN_IF_ERROR(Recv(&h, sizeof(h), &received));
   if (h.magic != wire::kReplyMagic) {
-    return NetworkError("bad reply magic from " + peer_);
+    return Corruption("bad reply magic from " + peer_);
   }
   // Only this thread removes entries, so `p` stays valid while the lock is
   // released (deque::push_back keeps references).
@@ -246,8 +378,8 @@ Status StreamTransport::Impl::ReadOneReply() {
   {
     std::lock_guard lock(mu_);
     if (pending_.empty() || pending_.front().id != h.request_id) {
-      return NetworkError("reply to unexpected request " +
-                          std::to_string(h.request_id) + " from " + peer_);
+      return Corruption("reply to unexpected request " +
+                        std::to_string(h.request_id) + " from " + peer_);
     }
     p = &pending_.front();
   }
@@ -256,17 +388,17 @@ Status StreamTransport::Impl::ReadOneReply() {
     std::string message(h.message_length, '\0');
     PS_RETURN_IF_ERROR(Recv(message.data(), message.size()));
     if (h.status_code > static_cast<uint16_t>(kLastStatusCode)) {
-      return NetworkError("unknown status code " +
-                          std::to_string(h.status_code) + " from " + peer_);
+      return Corruption("unknown status code " + std::to_string(h.status_code) +
+                        " from " + peer_);
     }
     result = Status(static_cast<StatusCode>(h.status_code), std::move(message));
     if (h.payload_length != 0) {
-      return NetworkError("error reply with payload from " + peer_);
+      return Corruption("error reply with payload from " + peer_);
     }
   } else {
     if (h.message_length != 0 || h.payload_length != p->expected_payload) {
-      return NetworkError("malformed reply to request " +
-                          std::to_string(h.request_id) + " from " + peer_);
+      return Corruption("malformed reply to request " +
+                        std::to_string(h.request_id) + " from " + peer_);
     }
     switch (p->op) {
       case WireOp::kGet:
@@ -321,9 +453,10 @@ void StreamTransport::Impl::FailAll() {
 }
 
 StreamTransport::StreamTransport(UniqueFd fd, std::string peer_name,
-                                 std::chrono::milliseconds peer_timeout)
+                                 std::chrono::milliseconds peer_timeout,
+                                 Reconnect reconnect)
     : impl_(std::make_unique<Impl>(std::move(fd), std::move(peer_name),
-                                   peer_timeout)) {}
+                                   peer_timeout, std::move(reconnect))) {}
 
 StreamTransport::~StreamTransport() = default;
 

@@ -2,15 +2,25 @@
 // remote host, or the Unix socket to a same-host peer). Callers' threads send
 // requests under a send lock; a reader thread matches replies to requests in
 // order and completes them, writing Get data straight into the caller's
-// buffer. An operation without a reply within the peer timeout, or a closed
-// connection, declares the peer lost: every pending and later operation
-// fails with kPeerLost.
+// buffer. An operation without a reply within the peer timeout declares the
+// peer lost: every pending and later operation fails with kPeerLost.
+//
+// A tcp connection is a session (core/stream/stream_session.h): when it
+// breaks (reset, closed) while the peer lives, the reader dials again,
+// resumes the session and sends every request without a reply once more
+// (from a copy of its bytes kept until the reply: callers may reuse their
+// source buffers at once); the target executes each exactly once. The peer
+// is lost when the new connection cannot be made within the peer timeout
+// (counted from the last byte that moved), or when it restarted. Without a
+// Reconnect (the same-host socket) a broken connection loses the peer.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "base/status_or.h"
 #include "core/internal/transport.h"
 #include "core/stream/wire.h"
 #include "net/unique_fd.h"
@@ -19,9 +29,17 @@ namespace ps::xfer::internal {
 
 class StreamTransport : public Transport {
  public:
-  // `fd` is connected and past the hello.
+  // A new connection to the same peer, past the hello that resumes the
+  // session, made before the deadline. kPeerLost (the peer restarted or
+  // forgot the session) and kUnauthenticated are final; other errors are
+  // tried again until the peer timeout.
+  using Reconnect = std::function<StatusOr<net::UniqueFd>(net::Deadline)>;
+
+  // `fd` is connected and past the hello; `reconnect` empty: a broken
+  // connection loses the peer.
   StreamTransport(net::UniqueFd fd, std::string peer_name,
-                  std::chrono::milliseconds peer_timeout);
+                  std::chrono::milliseconds peer_timeout,
+                  Reconnect reconnect = nullptr);
   ~StreamTransport() override;
 
   Request Post(const Op& op) override;

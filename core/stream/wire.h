@@ -4,9 +4,10 @@
 // as they are; the magic word rejects anything else.
 //
 // A connection carries, after the hello (see core/hello.h), requests from the
-// origin and one reply per request from the target, in order. The target
-// checks every request against its RegionTable before touching memory, and
-// reads Put payloads straight into the region (no bounce buffer).
+// origin and one reply per request from the target, in order. Request ids
+// count up from 1 on a session, across the connections that carry it. The
+// target checks every request against its RegionTable before touching memory,
+// and reads Put payloads straight into the region (no bounce buffer).
 #pragma once
 
 #include <cstdint>
@@ -48,8 +49,11 @@ struct RequestHeader {
   uint64_t operand1 = 0;  // CompareSwap: desired; PutNotify: notify offset
   uint64_t notify_region_id = 0;
   uint64_t notify_key = 0;
+  // Every reply up to this request id has reached the origin: the target
+  // may forget them (core/stream/stream_session.h).
+  uint64_t acked_through = 0;
 };
-static_assert(sizeof(RequestHeader) == 88);
+static_assert(sizeof(RequestHeader) == 96);
 
 struct SegmentEntry {
   uint64_t offset;

@@ -138,7 +138,10 @@ StatusOr<std::unique_ptr<Transport>> VerbsProvider::Connect(Dial& dial) {
   const proto::HelloReply& reply = *peer.reply;
   const proto::TransportAnswer* answer = dial.answer;
   if (answer == nullptr || answer->answer().empty()) {
-    if (!dial.selection.forced) return std::unique_ptr<Transport>();
+    if (!dial.selection.forced) {
+      if (answer != nullptr) dial.declined = answer->declined();
+      return std::unique_ptr<Transport>();
+    }
     return NotSupported("transport verbs was forced, but " + reply.name() +
                         " at " + peer.address + " declined: " +
                         (answer != nullptr ? answer->declined() : ""));
