@@ -130,7 +130,7 @@ class StreamTransport::Impl : private net::TransferWatch {
     return RecvV(&iov, 1, received_fd);
   }
 
-  UniqueFd fd_;  // replaced by Resume under send_mu_ and mu_
+  UniqueFd fd_;  // replaced by Resume, holding send_mu_ and mu_
   const std::string peer_;
   const long long timeout_ms_;
   const long long timeout_ns_;
@@ -247,12 +247,10 @@ Status StreamTransport::Impl::LostStatus() {
 }
 
 void StreamTransport::Impl::DeclareLost(const Status& why) {
-  {
-    std::lock_guard lock(mu_);
-    if (!lost_.load(std::memory_order_relaxed)) {
-      lost_reason_ = PeerLost("peer " + peer_ + " lost: " + why.message());
-      lost_.store(true, std::memory_order_release);
-    }
+  std::lock_guard lock(mu_);  // also against Resume replacing fd_
+  if (!lost_.load(std::memory_order_relaxed)) {
+    lost_reason_ = PeerLost("peer " + peer_ + " lost: " + why.message());
+    lost_.store(true, std::memory_order_release);
   }
   // Wakes the reader (and any sender) blocked on the socket.
   shutdown(fd_.get(), SHUT_RDWR);
