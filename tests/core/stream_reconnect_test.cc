@@ -18,6 +18,7 @@
 #include "core/context.h"
 #include "core/endpoint.h"
 #include "tests/core/tcp_proxy.h"
+#include "tests/fixed_time_zone.h"
 
 namespace ps::xfer {
 namespace {
