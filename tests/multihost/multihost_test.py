@@ -164,8 +164,11 @@ def can_use_namespaces():
 class Fabric:
     """The hosts of one case: a namespace per host with one veth ("eth0",
     SUBNET.N/24), its other end a port of a bridge in the switch namespace.
-    partition() takes a host's bridge port down (a pulled cable: the host's
-    own stack sees nothing, its packets are lost)."""
+    partition() cuts a host off with `ip link set DEV down`, heal() brings
+    DEV up again: at="switch" takes its bridge port down (a pulled cable:
+    the host's eth0 loses carrier, its routes stay, its packets are lost),
+    at="host" its own eth0 (the route goes too: sends fail at once with
+    "network unreachable")."""
 
     def __init__(self, hosts):
         self.tag = f"{NS_PREFIX}{os.getpid()}-{secrets.token_hex(3)}"
@@ -222,11 +225,16 @@ class Fabric:
     def exec_prefix(self, host):
         return ["ip", "netns", "exec", self.ns[host]]
 
-    def partition(self, host):
-        run(["ip", "-n", self.switch, "link", "set", f"p-{host}", "down"])
+    def _link(self, host, at, state):
+        where = {"switch": [self.switch, f"p-{host}"],
+                 "host": [self.ns[host], "eth0"]}[at]
+        run(["ip", "-n", where[0], "link", "set", where[1], state])
 
-    def heal(self, host):
-        run(["ip", "-n", self.switch, "link", "set", f"p-{host}", "up"])
+    def partition(self, host, at="switch"):
+        self._link(host, at, "down")
+
+    def heal(self, host, at="switch"):
+        self._link(host, at, "up")  # the route returns with the link
 
     def nft(self, host, ruleset):
         run(self.exec_prefix(host) + ["nft", "-f", "-"], stdin=ruleset)
@@ -655,20 +663,21 @@ table inet psmh_loss {
         self.assert_same_rows(r0, ref, "worker 0")
         self.assert_same_rows(r1, ref, "worker 1")
 
-    def partition_for(self, c, fabric, host, seconds, after_step):
-        """Partitions `host` once worker 0 passed `after_step`, heals it
-        `seconds` later; returns (heal time, seconds to the next step line
-        of any worker after the heal)."""
+    def partition_for(self, c, fabric, host, at, seconds, after_step):
+        """Partitions `host` (Fabric.partition `at`) once worker 0 passed
+        `after_step`, heals it `seconds` later; returns (heal time, seconds
+        to the next step line of any worker after the heal)."""
         w0 = c.workers[0]
         w0.wait_line(rf"^worker 0: step {after_step},", 60)
         for w in c.workers:
             self.assertTrue(w.running(), f"{w.name} finished before the "
                             "partition: make the job longer")
-        fabric.partition(host)
+        fabric.partition(host, at)
         down = time.monotonic()
-        log(f"partitioned {host} after step {after_step}")
+        log(f"partitioned {host} ({at} side link down) after step "
+            f"{after_step}")
         time.sleep(seconds)
-        fabric.heal(host)
+        fabric.heal(host, at)
         up = time.monotonic()
         log(f"healed {host} after {up - down:.2f} s")
         nxt = min(w.wait_line(STEP_LINE, 30, after=up)[0] for w in c.workers)
@@ -688,11 +697,13 @@ table inet psmh_loss {
 
         def during(c):
             # 100 ms per step: 60 steps take longer than both partitions.
-            _, resumed["w1"] = self.partition_for(c, fabric, "w1", 5, 8)
+            # The worker's own link goes down, the server's switch port.
+            _, resumed["w1 (its eth0 down)"] = self.partition_for(
+                c, fabric, "w1", "host", 5, 8)
             _, m = c.workers[0].wait_line(STEP_LINE, 30,
                                           after=time.monotonic())
-            _, resumed["s1"] = self.partition_for(c, fabric, "s1", 5,
-                                                  int(m.group(2)) + 3)
+            _, resumed["s1 (its switch port down)"] = self.partition_for(
+                c, fabric, "s1", "switch", 5, int(m.group(2)) + 3)
 
         r0, r1, _, _ = self.rows_job(fabric, NS_TRANSPORT, "partition",
                                      timeout_ms=15000, step_sleep_ms=100,
