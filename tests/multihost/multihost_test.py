@@ -25,7 +25,7 @@ gone). PS_MULTIHOST_KEEP=1 keeps the temporary folder with the logs.
 
 Usage (CTest passes the binaries; -k picks cases as in unittest):
   tests/multihost/multihost_test.py --server=B/server/ps_server \\
-      --worker=B/worker/ps_worker --test_worker=B/tests/ps/ps_test_worker \\
+      --worker=B/worker/train/ps_worker --test_worker=B/tests/ps/ps_test_worker \\
       --datagen=B/worker/datagen/ps_datagen [-k test_b] [-v]
 """
 
@@ -383,7 +383,6 @@ class Cluster:
         self.name = name
         self.transport = transport
         self.timeout_ms = timeout_ms
-        self.procs = []
         self.servers = []
         self.workers = []
         self.addresses = []
@@ -404,7 +403,6 @@ class Cluster:
 
     def _start(self, name, argv):
         p = Proc(name, argv, self.case.path(f"{self.name}-{name}.log"))
-        self.procs.append(p)
         at_cleanup(p.close)
         return p
 
