@@ -4,12 +4,21 @@
 // push a random gradient for them, Clock(). It prints one progress line per
 // --report_every steps and a summary at the end; SIGTERM or SIGINT end the
 // run after the current step (exit code 0).
+//
+// For tests that compare whole runs (tests/multihost): --integer_gradients
+// pushes whole numbers, so on an SGD table every row is an exact fp32 sum
+// whatever order the pushes are applied in; --rows_out writes, once every
+// worker is done, every row of the key space and each server's counters,
+// so two runs of the same job can be compared bit for bit.
 #include <gflags/gflags.h>
 #include <signal.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
@@ -34,6 +43,14 @@ DEFINE_uint64(key_space, 1000000,
               "tables; dense tables push and pull the whole table).");
 DEFINE_double(gradient_scale, 0.01,
               "Gradients are uniform in [-scale, scale].");
+DEFINE_bool(integer_gradients, false,
+            "Gradients are whole numbers in [-scale, scale] (with SGD the "
+            "rows then do not depend on the order the pushes apply in).");
+DEFINE_string(rows_out, "",
+              "If set, at the end wait for every worker (a Barrier: all "
+              "pushes applied), pull every key of [0, key_space) (dense: the "
+              "whole table) and write each server's counters and every row "
+              "(the float bits in hex) to this file.");
 DEFINE_uint32(step_sleep_ms, 0, "Pause after each step (a slower worker).");
 DEFINE_uint32(report_every, 10, "Print progress every this many steps.");
 DEFINE_string(transport, "auto", "xfer transport: auto, shm or tcp.");
@@ -62,6 +79,51 @@ int Fail(const std::string& what, const ps::Status& s) {
   std::fprintf(stderr, "ps_test_worker %u: %s: %s\n", FLAGS_worker_id,
                what.c_str(), s.ToString().c_str());
   return 1;
+}
+
+// One line per server ("shard S: packets_applied A rows_applied R
+// packets_rejected J"), then "row K B0 B1 ..." per row, each value's bits in
+// hex: equal files mean bit-identical rows.
+ps::Status WriteRows(ps::worker::PsClient& client,
+                     const ps::proto::TableSpec& table, size_t num_servers,
+                     const std::string& path) {
+  const uint32_t dim = table.dim();
+  const bool dense = table.kind() == ps::proto::DENSE;
+  const uint64_t rows = dense ? table.capacity() : FLAGS_key_space;
+  std::vector<uint64_t> keys(dense ? 0 : rows);
+  for (uint64_t k = 0; k < keys.size(); ++k) keys[k] = k;
+  std::vector<float> values(rows * dim);
+  PS_RETURN_IF_ERROR(dense ? client.PullDense(table.id(), values)
+                           : client.Pull(table.id(), keys, values));
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    return ps::IOError("cannot write " + path + ": " + std::strerror(errno));
+  }
+  for (uint32_t shard = 0; shard < num_servers; ++shard) {
+    auto stats = client.Stats(shard);
+    if (!stats.ok()) {
+      std::fclose(f);
+      return stats.status();
+    }
+    std::fprintf(f,
+                 "shard %u: packets_applied %llu rows_applied %llu "
+                 "packets_rejected %llu\n",
+                 shard,
+                 static_cast<unsigned long long>(stats->packets_applied()),
+                 static_cast<unsigned long long>(stats->rows_applied()),
+                 static_cast<unsigned long long>(stats->packets_rejected()));
+  }
+  for (uint64_t r = 0; r < rows; ++r) {
+    std::fprintf(f, "row %llu", static_cast<unsigned long long>(r));
+    for (uint32_t j = 0; j < dim; ++j) {
+      uint32_t bits;
+      std::memcpy(&bits, &values[r * dim + j], sizeof(bits));
+      std::fprintf(f, " %08x", bits);
+    }
+    std::fputc('\n', f);
+  }
+  if (std::fclose(f) != 0) return ps::IOError("cannot write " + path);
+  return ps::Status::OK();
 }
 
 }  // namespace
@@ -135,13 +197,18 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(0x5eed + FLAGS_worker_id);
   std::uniform_real_distribution<float> grad(-FLAGS_gradient_scale,
                                              FLAGS_gradient_scale);
+  const int64_t int_scale = std::llround(FLAGS_gradient_scale);
+  std::uniform_int_distribution<int64_t> int_grad(-int_scale, int_scale);
   std::vector<uint64_t> keys(dense ? 0 : rows);
   std::vector<float> weights(rows * dim), grads(rows * dim);
   const auto start = std::chrono::steady_clock::now();
   uint64_t step = 0;
   while (!g_stop && (FLAGS_steps == 0 || step < FLAGS_steps)) {
     for (auto& k : keys) k = rng() % FLAGS_key_space;
-    for (auto& g : grads) g = grad(rng);
+    for (auto& g : grads) {
+      g = FLAGS_integer_gradients ? static_cast<float>(int_grad(rng))
+                                  : grad(rng);
+    }
     ps::Status s = dense ? client->PullDense(table->id(), weights)
                          : client->Pull(table->id(), keys, weights);
     if (!s.ok()) return Fail("pull", s);
@@ -173,5 +240,12 @@ int main(int argc, char** argv) {
               FLAGS_worker_id, static_cast<unsigned long>(step), secs,
               secs > 0 ? static_cast<double>(step * rows) / secs : 0.0,
               g_stop ? ", stopped by signal" : "");
+  std::fflush(stdout);
+  if (!FLAGS_rows_out.empty()) {
+    s = client->Barrier();
+    if (!s.ok()) return Fail("barrier", s);
+    s = WriteRows(*client, *table, options.servers.size(), FLAGS_rows_out);
+    if (!s.ok()) return Fail("rows", s);
+  }
   return 0;
 }
