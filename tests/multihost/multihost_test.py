@@ -45,11 +45,10 @@ import threading
 import time
 import unittest
 
-# The transport between namespaces. "tcp" until --transport=auto stops
-# picking shm for a peer in another network namespace of the same kernel
-# (it fails with "connect unix @xfer-...: Connection refused"); then "auto".
-# PS_MULTIHOST_TRANSPORT=auto tries that without editing this line.
-NS_TRANSPORT = os.environ.get("PS_MULTIHOST_TRANSPORT", "tcp")
+# The transport between namespaces: the default, "auto", which must pick tcp
+# for a peer in another network namespace of the same kernel (shm's abstract
+# socket is per namespace). PS_MULTIHOST_TRANSPORT overrides it.
+NS_TRANSPORT = os.environ.get("PS_MULTIHOST_TRANSPORT", "auto")
 # The loopback reference always runs tcp: the throughput figures compare
 # tcp between namespaces with tcp over loopback.
 REFERENCE_TRANSPORT = "tcp"
@@ -712,10 +711,6 @@ table inet psmh_loss {
         self.assert_same_rows(r0, ref, "worker 0")
         self.assert_same_rows(r1, ref, "worker 1")
 
-    @unittest.skipUnless(
-        os.environ.get("PS_MULTIHOST_RESET") == "1",
-        "case e needs connection re-establishment in the core; "
-        "run with PS_MULTIHOST_RESET=1")
     def test_e_tcp_resets_reconnect(self):
         ref, _ = self.reference_rows()
         fabric = self.fabric()
