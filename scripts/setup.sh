@@ -18,6 +18,7 @@ PACKAGES=(
   ucx-utils iperf3            # peers the benchmarks compare against
   perftest                    # ib_write_bw / ib_read_bw: the verbs bench's peers
   python3                     # free ports (bench_core.sh), the demo's throughput sum
+  slurm-wlm munge             # the Slurm job test runs a one-node Slurm (deploy/slurm)
 )
 
 missing=()

@@ -68,11 +68,14 @@ run_suite() {  # $1: sanitizer list or empty
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
   # The 1M-row training acceptance runs (label acceptance) take minutes per
-  # model on 2 cores: they run only when asked for (--acceptance).
+  # model on 2 cores: they run only when asked for (--acceptance). The Slurm
+  # job test (label slurm; root only, else it reports SKIPPED) runs in the
+  # release suite: it tests the job script and Slurm, not the C++ under a
+  # sanitizer.
   case "$san" in
-    thread) label_args=(-L concurrency -LE acceptance) ;;
+    thread) label_args=(-L concurrency -LE 'acceptance|slurm') ;;
     "") fuzz=1 label_args=(-LE acceptance) ;;
-    *) label_args=(-LE acceptance) ;;
+    *) label_args=(-LE 'acceptance|slurm') ;;
   esac
   if [ $acceptance = 1 ]; then label_args=(-L acceptance) fuzz=0; fi
   # Sanitizer suites build only the test binaries they run (and the programs
