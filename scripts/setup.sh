@@ -19,6 +19,8 @@ PACKAGES=(
   perftest                    # ib_write_bw / ib_read_bw: the verbs bench's peers
   python3                     # free ports (bench_core.sh), the demo's throughput sum
   python3-yaml                # the deploy test reads the Kubernetes manifests
+  nftables iproute2           # the multihost test: network namespaces, injected loss and resets
+  slurm-wlm munge             # the Slurm job test runs a one-node Slurm (deploy/slurm)
 )
 
 missing=()
