@@ -13,16 +13,13 @@ read -r -a server_args <<<"${PS_SERVER_ARGS:-}"
 read -r -a worker_args <<<"${PS_WORKER_ARGS:-}"
 
 if [ "$rank" -lt "$servers" ]; then
-  host=${PS_LISTEN_HOST:-$(hostname -I | awk '{ print $1 }')}
-  if [ -z "$host" ]; then
-    echo "ps_task: server $rank: no address for $(hostname) (set PS_LISTEN_HOST)" >&2
-    exit 2
-  fi
-  # --port_file: the address, written once the server accepts connections.
+  # --port_file: the advertised address, written once the server accepts
+  # connections.
   # No final checkpoint on stop: it would record no data positions, and
   # after a crash the surviving shards would wait for the dead one's part.
   "$PS_SERVER_BIN" --shard_id="$rank" --num_shards="$servers" \
-    --num_workers="$workers" --listen_host="$host" --port=0 \
+    --num_workers="$workers" --listen_host="${PS_LISTEN_HOST:-0.0.0.0}" \
+    ${PS_ADVERTISE_HOST:+--advertise_host="$PS_ADVERTISE_HOST"} --port=0 \
     --port_file="$run/server-$rank.addr" --tables="$PS_TABLES" "${secret[@]}" \
     --checkpoint_dir="$PS_CHECKPOINT_DIR" --checkpoint_on_exit=false \
     ${PS_RESTORE:+--restore_from="$PS_RESTORE"} "${server_args[@]}" \

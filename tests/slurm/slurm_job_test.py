@@ -311,7 +311,7 @@ class SlurmJobTest(unittest.TestCase):
             self.slurm.env,
             PS_SERVER_BIN=ARGS.server, PS_WORKER_BIN=ARGS.worker,
             PS_TABLES=self.tables, PS_CLUSTER_SECRET_FILE=self.secret,
-            PS_SERVERS=str(SERVERS), PS_LISTEN_HOST="127.0.0.1",
+            PS_SERVERS=str(SERVERS), PS_LISTEN_HOST="127.0.0.1",  # traffic stays on loopback
             PS_MAX_REQUEUES="2",
             PS_SERVER_ARGS="--consistency=bsp --checkpoint_every_steps=%d"
             % CHECKPOINT_EVERY,
