@@ -11,8 +11,7 @@ runs the same job once on 127.0.0.1 in the root namespace as the reference:
   c  as b with 5 % random loss (nftables) on every host's link
   d  as b, a 5 s partition of a worker, then of a server, mid-push
   e  as b, TCP resets for 2 s in a worker's namespace mid-push: the run
-     reconnects (needs connection re-establishment in the core; runs only
-     with PS_MULTIHOST_RESET=1 until then)
+     re-establishes its connections and finishes with the same rows
   f  ps_worker, a server partitioned past --timeout_ms: every worker exits
      3 with the recovery message within timeout + 1 s
 
@@ -30,20 +29,19 @@ Usage (CTest passes the binaries; -k picks cases as in unittest):
 """
 
 import argparse
-import contextlib
-import ctypes
 import json
 import os
 import re
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
+
+from netns import *  # noqa: F401,F403
+from processes import *  # noqa: F401,F403
 
 # The transport between namespaces: the default, "auto", which must pick tcp
 # for a peer in another network namespace of the same kernel (shm's abstract
@@ -53,406 +51,6 @@ NS_TRANSPORT = os.environ.get("PS_MULTIHOST_TRANSPORT", "auto")
 # tcp between namespaces with tcp over loopback.
 REFERENCE_TRANSPORT = "tcp"
 
-SKIP_RETURN_CODE = 77
-NS_PREFIX = "psmh-"
-SUBNET = "10.213.7."  # exists only inside this test's namespaces
-HOSTS = ("s0", "s1", "w0", "w1")
-# Extra seconds for timing bounds in sanitizer builds (set by CMake).
-SLACK_S = float(os.environ.get("PS_MULTIHOST_SLACK_S", "0"))
-
-BIN = {}  # "server", "worker", "test_worker", "datagen" -> path
-TMP = ""  # this run's folder: logs, data, the cluster secret
-SECRET = ""  # the cluster secret's file in TMP
-# What the running case must undo (processes, namespaces), newest last:
-# run by tearDown, and by main() when a signal or an error ends the run.
-_CLEANUPS = []
-
-
-def at_cleanup(fn):
-    _CLEANUPS.append(fn)
-
-
-def run_cleanups():
-    """Runs and forgets every cleanup, newest first; returns the errors."""
-    errors = []
-    while _CLEANUPS:
-        try:
-            _CLEANUPS.pop()()
-        except Exception as e:  # keep cleaning up
-            errors.append(e)
-    return errors
-
-
-def log(msg):
-    print(f"[multihost {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def figure(msg):
-    """A number the closing note of the issue needs."""
-    print(f"FIGURE: {msg}", flush=True)
-
-
-def run(argv, check=True, stdin=None):
-    r = subprocess.run(argv, input=stdin, capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)}: exit {r.returncode}: "
-                           f"{r.stderr.strip()}")
-    return r
-
-
-# --- namespaces -------------------------------------------------------------
-
-
-def list_namespaces():
-    r = run(["ip", "netns", "list"], check=False)
-    return [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
-
-
-def kill_namespace(ns):
-    """Kills every process in `ns`, then deletes it (its veths and nft
-    tables go with it)."""
-    r = run(["ip", "netns", "pids", ns], check=False)
-    for pid in r.stdout.split():
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.kill(int(pid), signal.SIGKILL)
-    run(["ip", "netns", "del", ns], check=False)
-
-
-def sweep_stale_runs():
-    """Namespaces and temp folders an earlier run left when it was killed
-    outright (the pid in their name is gone)."""
-    stale = re.compile(re.escape(NS_PREFIX) + r"(\d+)-")
-
-    def dead(name):
-        m = stale.match(name)
-        return m and not os.path.exists(f"/proc/{m.group(1)}")
-
-    for ns in list_namespaces():
-        if dead(ns):
-            log(f"removing {ns}, left by a run that was killed")
-            kill_namespace(ns)
-    tmp = tempfile.gettempdir()
-    for name in os.listdir(tmp):
-        if dead(name) and os.path.isdir(os.path.join(tmp, name)):
-            log(f"removing {tmp}/{name}, left by a run that was killed")
-            shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
-
-
-def can_use_namespaces():
-    """'' when this process may make namespaces, veths and nft tables;
-    otherwise why not."""
-    if os.geteuid() != 0:
-        return "not root"
-    for tool in ("ip", "bridge", "nft"):
-        if shutil.which(tool) is None:
-            return f"no {tool} on PATH"
-    ns = f"{NS_PREFIX}{os.getpid()}-probe"
-    try:
-        run(["ip", "netns", "add", ns])
-        run(["ip", "-n", ns, "link", "add", "name", "pa", "type", "veth",
-             "peer", "name", "pb"])
-        run(["ip", "netns", "exec", ns, "nft", "add", "table", "inet",
-             "probe"])
-        return ""
-    except (RuntimeError, OSError) as e:
-        return str(e)
-    finally:
-        run(["ip", "netns", "del", ns], check=False)
-
-
-class Fabric:
-    """The hosts of one case: a namespace per host with one veth ("eth0",
-    SUBNET.N/24), its other end a port of a bridge in the switch namespace.
-    partition() cuts a host off with `ip link set DEV down`, heal() brings
-    DEV up again: at="switch" takes its bridge port down (a pulled cable:
-    the host's eth0 loses carrier, its routes stay, its packets are lost),
-    at="host" its own eth0 (the route goes too: sends fail at once with
-    "network unreachable")."""
-
-    def __init__(self, hosts):
-        self.tag = f"{NS_PREFIX}{os.getpid()}-{secrets.token_hex(3)}"
-        self.switch = f"{self.tag}-sw"
-        self.ns = {}
-        self.ip = {}
-        self._made = []
-        try:
-            self._add_ns(self.switch)
-            sw = ["ip", "-n", self.switch]
-            run(sw + ["link", "add", "name", "br0", "type", "bridge"])
-            run(sw + ["link", "set", "br0", "up"])
-            for i, h in enumerate(hosts):
-                ns = f"{self.tag}-{h}"
-                self._add_ns(ns)
-                self.ns[h] = ns
-                self.ip[h] = f"{SUBNET}{10 + i}"
-                run(sw + ["link", "add", "name", f"p-{h}", "type", "veth",
-                          "peer", "name", "eth0", "netns", ns])
-                run(sw + ["link", "set", f"p-{h}", "master", "br0", "up"])
-                hn = ["ip", "-n", ns]
-                run(hn + ["link", "set", "lo", "up"])
-                run(hn + ["addr", "add", f"{self.ip[h]}/24", "dev", "eth0"])
-                run(hn + ["link", "set", "eth0", "up"])
-            self._wait_reachable(hosts)
-        except BaseException:
-            self.close()
-            raise
-
-    def _add_ns(self, ns):
-        run(["ip", "netns", "add", ns])
-        self._made.append(ns)
-
-    def _wait_reachable(self, hosts):
-        """Until every bridge port forwards and every host's link is up."""
-        deadline = time.monotonic() + 10
-        while not self._links_up(hosts):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the bridge ports did not come up")
-            time.sleep(0.05)
-
-    def _links_up(self, hosts):
-        ports = json.loads(run(["bridge", "-n", self.switch, "-j", "link",
-                                "show"]).stdout)
-        forwarding = {p["ifname"] for p in ports
-                      if p.get("state") == "forwarding"}
-        for h in hosts:
-            eth0 = json.loads(run(["ip", "-n", self.ns[h], "-j", "link",
-                                   "show", "eth0"]).stdout)
-            if f"p-{h}" not in forwarding or eth0[0]["operstate"] != "UP":
-                return False
-        return True
-
-    def exec_prefix(self, host):
-        return ["ip", "netns", "exec", self.ns[host]]
-
-    def _link(self, host, at, state):
-        where = {"switch": [self.switch, f"p-{host}"],
-                 "host": [self.ns[host], "eth0"]}[at]
-        run(["ip", "-n", where[0], "link", "set", where[1], state])
-
-    def partition(self, host, at="switch"):
-        self._link(host, at, "down")
-
-    def heal(self, host, at="switch"):
-        self._link(host, at, "up")  # the route returns with the link
-
-    def nft(self, host, ruleset):
-        run(self.exec_prefix(host) + ["nft", "-f", "-"], stdin=ruleset)
-
-    def close(self):
-        for ns in reversed(self._made):
-            kill_namespace(ns)
-        self._made = []
-        left = [ns for ns in list_namespaces() if ns.startswith(self.tag)]
-        if left:
-            raise RuntimeError(f"namespaces left behind: {left}")
-
-
-class Loopback:
-    """The reference "fabric": every process in the root namespace on
-    127.0.0.1."""
-
-    ns = {}
-
-    def __init__(self):
-        self.ip = {h: "127.0.0.1" for h in HOSTS}
-
-    def exec_prefix(self, host):
-        return []
-
-    def close(self):
-        pass
-
-
-# --- processes ---------------------------------------------------------------
-
-_libc = ctypes.CDLL(None, use_errno=True)
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent():
-    # A harness killed outright (ctest's timeout) takes its processes along.
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    os.setpgid(0, 0)
-
-
-class Proc:
-    """A started program; every output line is logged with the time it
-    arrived (the programs flush their progress lines)."""
-
-    def __init__(self, name, argv, log_path, env=None):
-        self.name = name
-        self.argv = argv
-        self.lines = []  # (monotonic time, line)
-        self.exit_time = None
-        self._cond = threading.Condition()
-        self._log = open(log_path, "w")
-        self._log.write("$ " + " ".join(argv) + "\n")
-        self._log.flush()
-        self.start_time = time.monotonic()
-        self.popen = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, text=True, errors="replace",
-            preexec_fn=_die_with_parent,
-            env=dict(os.environ, **(env or {})))
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self):
-        for line in self.popen.stdout:
-            t = time.monotonic()
-            self._log.write(f"{t - self.start_time:9.3f} {line}")
-            self._log.flush()
-            with self._cond:
-                self.lines.append((t, line.rstrip("\n")))
-                self._cond.notify_all()
-        self.popen.wait()
-        with self._cond:
-            self.exit_time = time.monotonic()
-            self._cond.notify_all()
-
-    def wait_line(self, pattern, timeout, after=0.0):
-        """(time, match) of the first line matching `pattern` that arrived
-        after `after`; raises on timeout or exit without one."""
-        rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        i = 0
-        with self._cond:
-            while True:
-                for t, line in self.lines[i:]:
-                    m = rx.search(line)
-                    if m and t > after:
-                        return t, m
-                i = len(self.lines)
-                if self.exit_time is not None:
-                    raise AssertionError(
-                        f"{self.name} exited {self.popen.returncode} without "
-                        f"a line matching {pattern!r}:\n{self.tail()}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(
-                        f"{self.name}: no line matching {pattern!r} in "
-                        f"{timeout} s:\n{self.tail()}")
-                self._cond.wait(left)
-
-    def wait(self, timeout):
-        """The exit status; raises if still running after `timeout` s."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: self.exit_time is not None,
-                                       timeout):
-                raise AssertionError(f"{self.name} still running after "
-                                     f"{timeout} s:\n{self.tail()}")
-        return self.popen.returncode
-
-    def running(self):
-        return self.exit_time is None
-
-    def lines_between(self, pattern, t0, t1):
-        rx = re.compile(pattern)
-        with self._cond:
-            return [line for t, line in self.lines
-                    if t0 < t < t1 and rx.search(line)]
-
-    def text(self):
-        with self._cond:
-            return "\n".join(line for _, line in self.lines)
-
-    def tail(self, n=25):
-        with self._cond:
-            return "\n".join(f"  | {line}" for _, line in self.lines[-n:])
-
-    def signal(self, sig):
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, sig)
-
-    def close(self):
-        self.signal(signal.SIGKILL)
-        self.popen.wait()
-        self._reader.join(5)
-        self.popen.stdout.close()
-        self._log.close()
-
-
-class Cluster:
-    """2 servers and 2 workers on a fabric (Fabric or Loopback)."""
-
-    def __init__(self, case, fabric, name, tables, transport, timeout_ms):
-        self.case = case
-        self.fabric = fabric
-        self.name = name
-        self.transport = transport
-        self.timeout_ms = timeout_ms
-        self.servers = []
-        self.workers = []
-        self.addresses = []
-        for shard in range(2):
-            host = f"s{shard}"
-            port_file = case.path(f"{name}-port-{shard}")
-            argv = fabric.exec_prefix(host) + [
-                BIN["server"], f"--shard_id={shard}", "--num_shards=2",
-                "--num_workers=2", f"--tables={tables}",
-                "--consistency=bsp", f"--listen_host={fabric.ip[host]}",
-                "--port=0", f"--port_file={port_file}",
-                f"--cluster_secret_file={SECRET}",
-                f"--transport={transport}", f"--timeout_ms={timeout_ms}"]
-            self.servers.append(self._start(f"server-{shard}", argv))
-            self.servers[-1].port_file = port_file
-        for s in self.servers:
-            self.addresses.append(self._wait_port_file(s))
-
-    def _start(self, name, argv):
-        p = Proc(name, argv, self.case.path(f"{self.name}-{name}.log"))
-        at_cleanup(p.close)
-        return p
-
-    def _wait_port_file(self, server):
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with contextlib.suppress(FileNotFoundError):
-                with open(server.port_file) as f:
-                    text = f.read().strip()
-                if text:
-                    return text
-            if not server.running():
-                break
-            time.sleep(0.02)
-        raise AssertionError(f"{server.name} did not start:\n"
-                             f"{server.tail()}")
-
-    def start_worker(self, program, worker_id, args):
-        host = f"w{worker_id}"
-        argv = self.fabric.exec_prefix(host) + [
-            BIN[program], f"--worker_id={worker_id}", "--num_workers=2",
-            "--servers=" + ",".join(self.addresses),
-            f"--cluster_secret_file={SECRET}",
-            f"--transport={self.transport}",
-            f"--timeout_ms={self.timeout_ms}"] + args
-        p = self._start(f"worker-{worker_id}", argv)
-        self.workers.append(p)
-        return p
-
-    def finish(self, timeout):
-        """Waits for the workers (each must exit 0), then stops the servers
-        (SIGTERM; each must exit 0)."""
-        for w in self.workers:
-            rc = w.wait(timeout)
-            if rc != 0:
-                raise AssertionError(f"{w.name} exited {rc}:\n{w.tail()}")
-        self.stop_servers(must_succeed=True)
-
-    def stop_servers(self, must_succeed):
-        for s in self.servers:
-            s.signal(signal.SIGTERM)
-        for s in self.servers:
-            rc = s.wait(30)
-            if must_succeed and rc != 0:
-                raise AssertionError(f"{s.name} exited {rc}:\n{s.tail()}")
-
-
-# --- the jobs ----------------------------------------------------------------
-
-# SGD with learning rate 1 from zero rows, integer gradients: every row is
-# an exact fp32 sum, the same whatever order the pushes apply in.
 ROWS_TABLES = """
 table { id: 1 name: "rows" kind: HASHED dim: 4 capacity: 4096
         push_value_type: FP32 optimizer { name: "sgd" learning_rate: 1 }
@@ -503,8 +101,8 @@ class MultiHostTest(unittest.TestCase):
     def _print_logs(self):
         """The logs this test wrote (not an earlier test's reference)."""
         since = time.time() - (time.monotonic() - self.t0) - 1
-        for name in sorted(os.listdir(TMP)):
-            path = os.path.join(TMP, name)
+        for name in sorted(os.listdir(RUN['tmp'])):
+            path = os.path.join(RUN['tmp'], name)
             if name.endswith(".log") and os.path.getmtime(path) >= since:
                 with open(path, errors="replace") as f:
                     lines = f.readlines()
@@ -512,7 +110,7 @@ class MultiHostTest(unittest.TestCase):
                 print("".join(lines[-30:]), end="", flush=True)
 
     def path(self, name):
-        return os.path.join(TMP, name)
+        return os.path.join(RUN['tmp'], name)
 
     def write(self, name, text):
         p = self.path(name)
@@ -794,10 +392,9 @@ def main():
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, interrupt)
     os.environ.pop("XFER_TRANSPORT", None)  # the flags say the transport
-    global TMP, SECRET
-    TMP = tempfile.mkdtemp(prefix=f"{NS_PREFIX}{os.getpid()}-")
-    SECRET = os.path.join(TMP, "cluster.secret")
-    fd = os.open(SECRET, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    RUN['tmp'] = tempfile.mkdtemp(prefix=f"{NS_PREFIX}{os.getpid()}-")
+    RUN['secret'] = os.path.join(RUN['tmp'], "cluster.secret")
+    fd = os.open(RUN['secret'], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.write(fd, secrets.token_hex(32).encode())
     os.close(fd)
     t0 = time.monotonic()
@@ -808,9 +405,9 @@ def main():
         for e in run_cleanups():
             print(f"cleanup: {e}", flush=True)
         if os.environ.get("PS_MULTIHOST_KEEP") == "1":
-            log(f"logs kept in {TMP}")
+            log(f"logs kept in {RUN['tmp']}")
         else:
-            shutil.rmtree(TMP, ignore_errors=True)
+            shutil.rmtree(RUN['tmp'], ignore_errors=True)
     log(f"total {time.monotonic() - t0:.1f} s wall")
     left = [ns for ns in list_namespaces()
             if ns.startswith(f"{NS_PREFIX}{os.getpid()}-")]
