@@ -58,7 +58,9 @@ DEFINE_string(
 DEFINE_int32(timeout_ms, 30000,
              "A peer silent this long is lost: another shard whose checkpoint "
              "part shard 0 waits for (the checkpoint is then abandoned), a "
-             "control message that stopped half-way, a hello not finished.");
+             "control message that stopped half-way, a hello not finished. "
+             "A worker whose tcp connection broke may re-establish it "
+             "within this long and go on where it was.");
 DEFINE_uint32(max_control_connections, 0,
               "Control connections served at once (more are refused at "
               "once); 0: 2 per worker + 1 per shard + 8.");

@@ -75,21 +75,19 @@ DEFINE_uint32(worker_id, 0,
 DEFINE_uint32(num_workers, 1,
               "Workers in the job, in [1, 65536] (as ps_server allows).");
 DEFINE_string(transport, "auto",
-              "Data path to the servers: 'auto' (shared memory when the "
-              "server shares this kernel and its network and IPC namespaces "
-              "and the memory hand-over works, else tcp), 'shm' or 'tcp'.");
+              "Data path to the servers: 'auto' (shm with a server on this "
+              "kernel and in its network and IPC namespaces, else tcp), "
+              "'shm' or 'tcp'.");
 DEFINE_string(listen_host, "127.0.0.1",
-              "Address this worker's own transfer listener binds (servers "
-              "never dial it; it is there for tools): one address, or "
-              "0.0.0.0 / ::. Anything but loopback needs the cluster secret.");
+              "Address this worker's own transfer listener binds (no server "
+              "dials it): one address, or 0.0.0.0 / ::.");
 DEFINE_string(advertise_host, "",
-              "Address the worker's listener names to peers; empty: "
-              "--listen_host, or for a wildcard this host's first "
-              "non-loopback address.");
+              "Address that listener names; empty: --listen_host, or for a "
+              "wildcard this host's first non-loopback address.");
 DEFINE_int32(timeout_ms, 30000,
-             "A server silent this long counts as lost (the run fails); also "
-             "the deadline of every control call (a server working on a long "
-             "one keeps it alive).");
+             "A server unreachable this long counts as lost (exit 3); shorter "
+             "outages are ridden out, broken connections re-established. "
+             "Also the deadline of every control call.");
 DEFINE_string(cluster_secret_file, "",
               "File holding the cluster's shared secret, the one the servers "
               "have (see ps_server --help). Empty: $PS_CLUSTER_SECRET_FILE, "
