@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -26,6 +27,15 @@ using net::UniqueFd;
 using wire::WireOp;
 
 constexpr int kSocketBufferBytes = 4 << 20;
+
+// Sets the id and acknowledgement of a request kept as bytes (its header
+// first) for sending again.
+void PatchKeptHeader(std::string& kept, uint64_t id, uint64_t acked) {
+  std::memcpy(kept.data() + offsetof(wire::RequestHeader, request_id), &id,
+              sizeof(id));
+  std::memcpy(kept.data() + offsetof(wire::RequestHeader, acked_through),
+              &acked, sizeof(acked));
+}
 
 }  // namespace
 
@@ -80,6 +90,8 @@ class StreamTransport::Impl : private net::TransferWatch {
   // Replaces the broken connection and sends every request without a reply
   // again; an error: the peer is lost. The reader's thread, under send_mu_.
   Status Resume(const Status& why);
+  // Sends every pending request again on the new connection (Resume).
+  Status SendPendingAgain(size_t* resent);
 
   void ReadReplies();
   Status ReadOneReply();
@@ -168,11 +180,7 @@ Request StreamTransport::Impl::Send(
       PendingReply& p = m.pending[i];
       p.id = m.headers[i].request_id = next_id_++;
       m.headers[i].acked_through = acked;
-      if (!p.replay.empty()) {
-        auto* copy = reinterpret_cast<wire::RequestHeader*>(p.replay.data());
-        copy->request_id = p.id;
-        copy->acked_through = acked;
-      }
+      if (!p.replay.empty()) PatchKeptHeader(p.replay, p.id, acked);
       pending_.push_back(std::move(p));
     }
     // Before publishing the new ids, so the reader's stall check measures
@@ -317,18 +325,8 @@ Status StreamTransport::Impl::Resume(const Status& why) {
       if (lost_.load(std::memory_order_relaxed)) return lost_reason_;
       fd_ = std::move(*fd);
     }
-    // Only this thread removes pending entries and senders wait on
-    // send_mu_: the list is stable while we walk it.
     size_t resent = 0;
-    Status s;
-    for (PendingReply& p : pending_) {
-      auto* h = reinterpret_cast<wire::RequestHeader*>(p.replay.data());
-      h->acked_through = completed_id_.load(std::memory_order_relaxed);
-      iovec iov{p.replay.data(), p.replay.size()};
-      s = SendV(&iov, 1);
-      if (!s.ok()) break;
-      ++resent;
-    }
+    Status s = SendPendingAgain(&resent);
     if (!s.ok()) {
       if (!Broken(s)) return s;
       last = s;
@@ -343,6 +341,20 @@ Status StreamTransport::Impl::Resume(const Status& why) {
               << " requests sent again";
     return Status::OK();
   }
+}
+
+Status StreamTransport::Impl::SendPendingAgain(size_t* resent) {
+  // Only this thread removes pending entries, and senders wait on send_mu_
+  // (held by Resume): the list is stable while we walk it.
+  const uint64_t acked = completed_id_.load(std::memory_order_relaxed);
+  *resent = 0;
+  for (PendingReply& p : pending_) {
+    PatchKeptHeader(p.replay, p.id, acked);
+    iovec iov{p.replay.data(), p.replay.size()};
+    PS_RETURN_IF_ERROR(SendV(&iov, 1));
+    ++*resent;
+  }
+  return Status::OK();
 }
 
 void StreamTransport::Impl::ReadReplies() {
