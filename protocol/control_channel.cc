@@ -1,6 +1,10 @@
 #include "protocol/control_channel.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "net/connect.h"
 #include "net/message_frame.h"
@@ -90,7 +94,9 @@ Status ControlClient::Authenticate() {
   const std::string nonce = xfer::NewNonce();
   proto::ControlRequest hello;
   hello.mutable_auth()->set_nonce(nonce);
-  PS_ASSIGN_OR_RETURN(proto::ControlReply challenge, Call(hello));
+  bool unsent, closed;  // a failed authentication is not retried
+  PS_ASSIGN_OR_RETURN(proto::ControlReply challenge,
+                      CallOnce(hello, &unsent, &closed));
   const proto::AuthReply& a = challenge.auth();
   if (a.proof().empty()) {
     return Unauthenticated("server " + address_ +
@@ -106,7 +112,8 @@ Status ControlClient::Authenticate() {
   proto::ControlRequest proof;
   proof.mutable_auth()->set_proof(options_.secret.Prove(
       kControlAuthProtocol, xfer::AuthRole::kConnector, a.nonce(), nonce));
-  PS_ASSIGN_OR_RETURN(proto::ControlReply done, Call(proof));
+  PS_ASSIGN_OR_RETURN(proto::ControlReply done,
+                      CallOnce(proof, &unsent, &closed));
   if (!done.auth().authenticated()) {
     return Unauthenticated("server " + address_ +
                            " did not confirm the authentication");
@@ -114,9 +121,37 @@ Status ControlClient::Authenticate() {
   return Status::OK();
 }
 
-StatusOr<proto::ControlReply> ControlClient::Call(
-    const proto::ControlRequest& request) {
+bool SafeToRepeat(const proto::ControlRequest& request) {
+  switch (request.request_case()) {
+    case proto::ControlRequest::kHello:
+    case proto::ControlRequest::kExactPull:
+    case proto::ControlRequest::kStats:
+    case proto::ControlRequest::kAuth:
+      return true;
+    case proto::ControlRequest::kCheckpoint:
+      switch (request.checkpoint().action()) {
+        case proto::CheckpointRequest::INFO:
+        case proto::CheckpointRequest::DUE:
+        case proto::CheckpointRequest::POSITION:
+        case proto::CheckpointRequest::PART:
+        case proto::CheckpointRequest::RESTORE:
+          return true;
+        default:
+          return false;  // CUT starts a checkpoint
+      }
+    case proto::ControlRequest::kExactPush:
+    case proto::ControlRequest::kShutdown:
+    case proto::ControlRequest::REQUEST_NOT_SET:
+      return false;
+  }
+  return false;
+}
+
+StatusOr<proto::ControlReply> ControlClient::CallOnce(
+    const proto::ControlRequest& request, bool* unsent, bool* closed) {
   const std::string where = "server " + address_;
+  *unsent = true;
+  *closed = false;
   if (!fd_.valid()) {
     return PeerLost(where +
                     ": this connection was given up after an earlier error");
@@ -126,8 +161,12 @@ StatusOr<proto::ControlReply> ControlClient::Call(
       SendControlMessage(fd_.get(), request,
                          DeadlineIn(BodyDeadlineMs(request.ByteSizeLong(), t)));
   proto::ControlReply reply;
-  if (s.ok()) s = RecvControlMessage(fd_.get(), &reply, DeadlineIn(t), t, t);
+  if (s.ok()) {
+    *unsent = false;
+    s = RecvControlMessage(fd_.get(), &reply, DeadlineIn(t), t, t);
+  }
   if (!s.ok()) {
+    *closed = net::ClosedInOrder(fd_.get());
     // The stream is out of step now (a reply may still come): later calls
     // must not read it as theirs.
     fd_.Reset();
@@ -145,6 +184,59 @@ StatusOr<proto::ControlReply> ControlClient::Call(
     return Status(known ? static_cast<StatusCode>(reply.error_code())
                         : StatusCode::kInvalidArgument,
                   where + ": " + reply.error());
+  }
+  return reply;
+}
+
+Status ControlClient::Redial(net::Deadline deadline) {
+  auto sleep = std::chrono::milliseconds(10);
+  Status last;
+  while (net::Deadline::clock::now() < deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - net::Deadline::clock::now());
+    Options once = options_;
+    once.timeout_ms = static_cast<int>(std::max<int64_t>(1, left.count()));
+    StatusOr<ControlClient> fresh = Connect(address_, once);
+    if (fresh.ok()) {
+      StatusOr<proto::ControlReply> r = fresh->Call(*rejoin_);
+      if (!r.ok()) fresh = r.status();
+    }
+    if (fresh.ok()) {
+      fd_ = std::move(fresh->fd_);
+      return Status::OK();
+    }
+    last = fresh.status();
+    if (last.Is(StatusCode::kUnauthenticated) ||
+        last.Is(StatusCode::kInvalidArgument)) {
+      return last;  // a new connection will not do better
+    }
+    std::this_thread::sleep_for(sleep);
+    sleep = std::min(sleep * 2, std::chrono::milliseconds(200));
+  }
+  return Timeout("could not reconnect within " +
+                 std::to_string(options_.timeout_ms) +
+                 " ms (last: " + last.ToString() + ")");
+}
+
+StatusOr<proto::ControlReply> ControlClient::Call(
+    const proto::ControlRequest& request) {
+  bool unsent = false, closed = false;
+  StatusOr<proto::ControlReply> reply = CallOnce(request, &unsent, &closed);
+  const net::Deadline deadline = DeadlineIn(options_.timeout_ms);
+  // A reset (not a timeout, not an orderly close) while the server lives.
+  while (rejoin_.has_value() && !reply.ok() && !closed &&
+         (reply.status().Is(StatusCode::kPeerLost) ||
+          reply.status().Is(StatusCode::kNetwork)) &&
+         (unsent || SafeToRepeat(request))) {
+    const Status broken = reply.status();
+    Status s = Redial(deadline);
+    if (!s.ok()) {
+      return Status(broken.code(),
+                    broken.message() + "; reconnecting failed: " + s.message());
+    }
+    LOG(WARNING) << "control connection to server " << address_
+                 << " re-established after: " << broken;
+    reply = CallOnce(request, &unsent, &closed);
   }
   return reply;
 }

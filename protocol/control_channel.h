@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -50,8 +51,20 @@ Status RecvControlMessage(int fd, google::protobuf::MessageLite* m,
                           net::Deadline idle_deadline, int timeout_ms,
                           int keepalive_extension_ms = 0);
 
+// True for a request the server may get twice without harm (a query, a
+// report of where a worker stands): a call whose reply was lost with its
+// connection is sent again only when this holds.
+bool SafeToRepeat(const proto::ControlRequest& request);
+
 // The client's side: connect (and prove the secret), then Call() for each
 // request. Not thread-safe: one call at a time (callers serialize).
+//
+// After EnableReconnect, a connection broken by a reset while the server
+// lives is made again (within timeout_ms of the failure, the rejoin request
+// sent first on the new one) and the call goes on: a request that never left is
+// sent on the new connection, one whose reply was lost only when SafeToRepeat
+// (an exact-key push, a cut or a shutdown is not repeated: its error stands). A
+// server that closed the connection in order (it exited) is not redialed.
 class ControlClient {
  public:
   struct Options {
@@ -66,13 +79,27 @@ class ControlClient {
   // Sends `request` and waits for the reply; a reply with an error becomes
   // a Status with the server's code and message.
   StatusOr<proto::ControlReply> Call(const proto::ControlRequest& request);
+  // Reconnects broken connections from now on (see above); `rejoin` (e.g.
+  // the worker's hello, which tells the server whose requests follow) goes
+  // first on each new connection, and its reply must be OK.
+  void EnableReconnect(proto::ControlRequest rejoin) {
+    rejoin_ = std::move(rejoin);
+  }
   const std::string& address() const { return address_; }
 
  private:
   Status Authenticate();
+  // One attempt on the current connection; *unsent: the request did not
+  // leave (the server cannot have run it); *closed: the server closed the
+  // connection in order.
+  StatusOr<proto::ControlReply> CallOnce(const proto::ControlRequest& request,
+                                         bool* unsent, bool* closed);
+  // A new connection (and the rejoin request) before `deadline`.
+  Status Redial(net::Deadline deadline);
   net::UniqueFd fd_;
   std::string address_;
   Options options_;
+  std::optional<proto::ControlRequest> rejoin_;  // set: reconnect
 };
 
 }  // namespace ps::protocol

@@ -16,16 +16,17 @@ Status ServerLink::Open(xfer::Context& xfer, const Options& options) {
   shard_ = options.shard;
   name_ =
       "server " + std::to_string(options.shard) + " (" + options.address + ")";
-  auto control = protocol::ControlClient::Connect(
-      options.address,
-      {.timeout_ms = options.timeout_ms, .secret = options.secret});
-  if (!control.ok()) return control.status().WithContext(name_);
-  control_.emplace(std::move(control).value());
   proto::ControlRequest hello;
   hello.mutable_hello()->set_worker_id(options.worker_id);
   hello.mutable_hello()->set_num_workers(options.num_workers);
   hello.mutable_hello()->set_name("worker-" +
                                   std::to_string(options.worker_id));
+  auto control = protocol::ControlClient::Connect(
+      options.address,
+      {.timeout_ms = options.timeout_ms, .secret = options.secret});
+  if (!control.ok()) return control.status().WithContext(name_);
+  control_.emplace(std::move(control).value());
+  control_->EnableReconnect(hello);  // a new connection says hello first
   PS_ASSIGN_OR_RETURN(proto::ControlReply reply, Call(hello));
   if (!reply.has_cluster()) {
     return Corruption(name_ + " answered hello without cluster info");
