@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "core/internal/op.h"
 #include "core/internal/request_state.h"
+#include "core/stream/kept_bytes.h"
 #include "core/stream/wire.h"
 #include "net/unique_fd.h"
 
@@ -32,7 +33,7 @@ struct PendingReply {
   uint64_t* result = nullptr;      // atomics
   // The request's bytes (header, segment table, payload) when the
   // connection may have to send it again (StreamTransport).
-  std::string replay;
+  KeptBytes replay;
   wire::MapReply* map_reply = nullptr;
   net::UniqueFd* map_fd = nullptr;
 };

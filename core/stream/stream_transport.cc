@@ -27,10 +27,12 @@ using net::UniqueFd;
 using wire::WireOp;
 
 constexpr int kSocketBufferBytes = 4 << 20;
+// Free copy buffers a connection keeps for its next requests.
+constexpr size_t kKeptPoolBytes = size_t{32} << 20;
 
 // Sets the id and acknowledgement of a request kept as bytes (its header
 // first) for sending again.
-void PatchKeptHeader(std::string& kept, uint64_t id, uint64_t acked) {
+void PatchKeptHeader(KeptBytes& kept, uint64_t id, uint64_t acked) {
   std::memcpy(kept.data() + offsetof(wire::RequestHeader, request_id), &id,
               sizeof(id));
   std::memcpy(kept.data() + offsetof(wire::RequestHeader, acked_through),
@@ -86,7 +88,7 @@ class StreamTransport::Impl : private net::TransferWatch {
   }
   // Keeps a copy of each request's bytes (iovecs [first[i], first[i+1]))
   // for sending again after a reconnect.
-  static void KeepCopies(OutgoingMessage& m);
+  void KeepCopies(OutgoingMessage& m);
   // Replaces the broken connection and sends every request without a reply
   // again; an error: the peer is lost. The reader's thread, under send_mu_.
   Status Resume(const Status& why);
@@ -147,6 +149,7 @@ class StreamTransport::Impl : private net::TransferWatch {
   const long long timeout_ms_;
   const long long timeout_ns_;
   const Reconnect reconnect_;
+  KeptBytesPool kept_pool_{kKeptPoolBytes};
   std::atomic<long long> last_progress_ns_;
 
   std::mutex send_mu_;    // serializes whole requests on the socket
@@ -270,8 +273,8 @@ void StreamTransport::Impl::KeepCopies(OutgoingMessage& m) {
         i + 1 < m.first_iov.size() ? m.first_iov[i + 1] : m.iov.size();
     size_t bytes = 0;
     for (size_t k = m.first_iov[i]; k < end; ++k) bytes += m.iov[k].iov_len;
-    std::string& copy = m.pending[i].replay;
-    copy.resize(bytes);
+    KeptBytes& copy = m.pending[i].replay;
+    copy = kept_pool_.Take(bytes);
     char* out = copy.data();
     for (size_t k = m.first_iov[i]; k < end; ++k) {
       std::memcpy(out, m.iov[k].iov_base, m.iov[k].iov_len);
@@ -435,6 +438,7 @@ Status StreamTransport::Impl::ReadOneReply() {
   // Complete before publishing completed_id_: a Flush that returns has
   // every earlier request done.
   p->state->Complete(result);
+  KeptBytes done = std::move(p->replay);
   {
     std::lock_guard lock(mu_);
     pending_.pop_front();
@@ -442,6 +446,7 @@ Status StreamTransport::Impl::ReadOneReply() {
     if (!result.ok() && first_error_.ok()) first_error_ = std::move(result);
     if (flush_sleepers_ > 0) flushed_.notify_all();
   }
+  kept_pool_.Give(std::move(done));
   return Status::OK();
 }
 
