@@ -2,7 +2,9 @@
 """Multi-host tests: 2 ps_server and 2 worker processes, each on its own
 "host" (a network namespace), joined by a bridge in a namespace of its own,
 so that every packet goes to an address inside the namespaces this test
-made (the host's own interfaces and routes are never touched). Each case
+made (the host's own interfaces and routes are never touched). Server 0
+binds 0.0.0.0 and advertises its address by itself; server 1 binds its
+IPv6 address, so the workers reach one shard over IPv4 and one over IPv6. Each case
 runs the same job once on 127.0.0.1 in the root namespace as the reference:
 
   a  ps_worker trains LR on ps_datagen data (bsp): eval AUC within 0.002

@@ -17,6 +17,7 @@ import time
 SKIP_RETURN_CODE = 77
 NS_PREFIX = "psmh-"
 SUBNET = "10.213.7."  # exists only inside this test's namespaces
+SUBNET6 = "fd00:213:7::"  # a unique-local prefix, the same
 HOSTS = ("s0", "s1", "w0", "w1")
 # Extra seconds for timing bounds in sanitizer builds (set by CMake).
 SLACK_S = float(os.environ.get("PS_MULTIHOST_SLACK_S", "0"))
@@ -153,11 +154,24 @@ class Fabric:
                 hn = ["ip", "-n", ns]
                 run(hn + ["link", "set", "lo", "up"])
                 run(hn + ["addr", "add", f"{self.ip[h]}/24", "dev", "eth0"])
+                # nodad: usable at once, without duplicate detection; and
+                # kept while eth0 is down (a partition), as IPv4's are.
+                run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+                     "net.ipv6.conf.eth0.keep_addr_on_down=1"])
+                run(hn + ["addr", "add", f"{SUBNET6}{10 + i}/64", "dev",
+                          "eth0", "nodad"])
                 run(hn + ["link", "set", "eth0", "up"])
             self._wait_reachable(hosts)
         except BaseException:
             self.close()
             raise
+
+    def listen_host(self, host):
+        """What a server binds: s0 every IPv4 address (it advertises its
+        only non-loopback one, eth0's, by itself), s1 its IPv6 address (the
+        workers dial it over IPv6)."""
+        index = HOSTS.index(host)
+        return "0.0.0.0" if host == "s0" else f"{SUBNET6}{10 + index}"
 
     def _add_ns(self, ns):
         run(["ip", "netns", "add", ns])
@@ -217,6 +231,9 @@ class Loopback:
 
     def __init__(self):
         self.ip = {h: "127.0.0.1" for h in HOSTS}
+
+    def listen_host(self, host):
+        return self.ip[host]
 
     def exec_prefix(self, host):
         return []

@@ -138,7 +138,7 @@ class Cluster:
             argv = fabric.exec_prefix(host) + [
                 BIN["server"], f"--shard_id={shard}", "--num_shards=2",
                 "--num_workers=2", f"--tables={tables}",
-                "--consistency=bsp", f"--listen_host={fabric.ip[host]}",
+                "--consistency=bsp", f"--listen_host={fabric.listen_host(host)}",
                 "--port=0", f"--port_file={port_file}",
                 f"--cluster_secret_file={RUN['secret']}",
                 f"--transport={transport}", f"--timeout_ms={timeout_ms}"]
