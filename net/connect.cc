@@ -2,10 +2,12 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -115,6 +117,18 @@ StatusOr<UniqueFd> ListenUnix(const std::string& abstract_name) {
   }
   if (listen(fd.get(), 128) != 0) return NetErr("listen", errno);
   return fd;
+}
+
+TcpPath TcpPathOf(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return {};
+  int unsent = 0;
+  if (ioctl(fd, SIOCOUTQNSD, &unsent) != 0) unsent = 0;
+  return {.unacked = info.tcpi_unacked,
+          .unsent_bytes = static_cast<uint32_t>(unsent),
+          .ms_since_ack = info.tcpi_last_ack_recv,
+          .rtt_us = info.tcpi_rtt};
 }
 
 bool ClosedInOrder(int fd) {

@@ -32,6 +32,18 @@ StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name,
 // accept4 with CLOEXEC; TCP_NODELAY on TCP.
 StatusOr<UniqueFd> Accept(int listen_fd);
 
+// What the kernel knows of a TCP connection's path: segments sent and not
+// acknowledged, bytes queued and not sent yet (a link that is down keeps
+// them), the time since the last acknowledgement arrived, and the smoothed
+// round-trip time. Zeros for non-TCP sockets.
+struct TcpPath {
+  uint32_t unacked = 0;
+  uint32_t unsent_bytes = 0;
+  uint32_t ms_since_ack = 0;
+  uint32_t rtt_us = 0;
+};
+TcpPath TcpPathOf(int fd);
+
 // True when the TCP peer closed the connection in order (its FIN arrived),
 // false after a reset or while it is open (and for non-TCP sockets). A
 // receive reads end-of-stream in both cases once the error is consumed.

@@ -27,6 +27,10 @@ using net::UniqueFd;
 using wire::WireOp;
 
 constexpr int kSocketBufferBytes = 4 << 20;
+// How long sent bytes may go unacknowledged (with requests outstanding)
+// before the path counts as down and the connection is dialed again: three
+// of Linux's minimum retransmission timeouts.
+constexpr uint32_t kPathStallMs = 600;
 // Free copy buffers a connection keeps for its next requests.
 constexpr size_t kKeptPoolBytes = size_t{32} << 20;
 
@@ -119,11 +123,36 @@ class StreamTransport::Impl : private net::TransferWatch {
                    " ms with requests outstanding");
   }
 
+  // True when requests are outstanding and what we sent (or queued) has
+  // gone unacknowledged for kPathStallMs (or 4 round trips, if longer): the
+  // path is down (a partition), not the peer busy (its kernel would ack).
+  bool PathStalled() const {
+    if (!resumable() || completed_id_.load(std::memory_order_acquire) >=
+                            posted_id_.load(std::memory_order_acquire)) {
+      return false;
+    }
+    const net::TcpPath path = net::TcpPathOf(fd_.get());
+    return (path.unacked > 0 || path.unsent_bytes > 0) &&
+           path.ms_since_ack >=
+               std::max<uint32_t>(kPathStallMs, 4 * path.rtt_us / 1000);
+  }
+
   // The watch of every transfer on the socket: a stalled peer (nothing
   // moved for the peer timeout with requests outstanding) ends a transfer
-  // blocked on it at the next socket timeout tick.
+  // blocked on it at the next socket timeout tick. A stalled path ends it
+  // as a broken connection: the reader dials again, and a new connection
+  // goes through as soon as the path is back, without waiting for TCP's
+  // backed-off retransmission timer on the old one.
   void OnProgress() override { NoteProgress(); }
-  Status OnIdle() override { return Stalled() ? StallStatus() : Status::OK(); }
+  Status OnIdle() override {
+    if (Stalled()) return StallStatus();
+    if (PathStalled()) {
+      return NetworkError("nothing acknowledged by " + peer_ + " for " +
+                          std::to_string(kPathStallMs) +
+                          " ms: the path is down");
+    }
+    return Status::OK();
+  }
 
   // Every byte of the iovecs, or why not (a stall, a lost peer).
   Status SendV(iovec* iov, size_t count) {
@@ -289,6 +318,11 @@ Status StreamTransport::Impl::Resume(const Status& why) {
   LOG(WARNING) << "xfer: connection to " << peer_ << " broke (" << why
                << "); re-establishing it";
   auto sleep = std::chrono::milliseconds(10);
+  const std::chrono::microseconds attempt =
+      std::clamp<std::chrono::microseconds>(
+          std::chrono::microseconds(8 *
+                                    uint64_t{net::TcpPathOf(fd_.get()).rtt_us}),
+          std::chrono::milliseconds(250), std::chrono::seconds(1));
   Status last = why;
   int attempts = 0;
   for (;;) {
@@ -304,12 +338,15 @@ Status StreamTransport::Impl::Resume(const Status& why) {
                      " attempts; last: " + last.ToString() + ")");
     }
     ++attempts;
-    // One attempt waits at most a second, so a close (the destructor) is
-    // not held up for the whole timeout by an unreachable peer.
-    StatusOr<UniqueFd> fd = reconnect_(
-        net::Deadline::clock::now() +
-        std::min<std::chrono::nanoseconds>(std::chrono::nanoseconds(left_ns),
-                                           std::chrono::seconds(1)));
+    // One attempt waits a few round trips (at least 250 ms, at most a
+    // second): a SYN lost to a partition is sent afresh by the next attempt
+    // soon after the path is back, and a close (the destructor) is not held
+    // up for the whole timeout.
+    const auto attempt_start = std::chrono::steady_clock::now();
+    StatusOr<UniqueFd> fd =
+        reconnect_(net::Deadline::clock::now() +
+                   std::min<std::chrono::nanoseconds>(
+                       std::chrono::nanoseconds(left_ns), attempt));
     if (!fd.ok()) {
       // A restarted peer, a refused session or a refused proof: final.
       if (fd.status().Is(StatusCode::kPeerLost) ||
@@ -317,9 +354,13 @@ Status StreamTransport::Impl::Resume(const Status& why) {
         return fd.status();
       }
       last = fd.status();
-      std::this_thread::sleep_for(
-          std::min(sleep, std::chrono::milliseconds(left_ns / 1'000'000 + 1)));
-      sleep = std::min(sleep * 2, std::chrono::milliseconds(200));
+      // An attempt that waited out its time tries again at once; one that
+      // was refused at once waits a little, more each time.
+      if (std::chrono::steady_clock::now() - attempt_start < attempt) {
+        std::this_thread::sleep_for(std::min(
+            sleep, std::chrono::milliseconds(left_ns / 1'000'000 + 1)));
+        sleep = std::min(sleep * 2, std::chrono::milliseconds(200));
+      }
       continue;
     }
     ConfigureSocket(fd->get());
