@@ -2,6 +2,7 @@
 // of every provider, the challenge-response, and the first provider that
 // carries the connection.
 #include <glog/logging.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -77,8 +78,16 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
     PS_ASSIGN_OR_RETURN(r.fd, net::ConnectTcp(address, left.count()));
     proto::Hello hello = MakeHello(me);
     *hello.add_offers() = offer;
-    PS_ASSIGN_OR_RETURN(r.reply,
-                        Handshake(me, r.fd.get(), hello, address, until));
+    StatusOr<proto::HelloReply> reply =
+        Handshake(me, r.fd.get(), hello, address, until);
+    if (!reply.ok()) {
+      // Given up: close with a reset, so that the kernel does not go on
+      // delivering this hello to the listener after we have moved on.
+      linger abort{1, 0};
+      setsockopt(r.fd.get(), SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+      return reply.status();
+    }
+    r.reply = std::move(*reply);
     return r;
   };
   std::unique_ptr<Transport> transport;

@@ -69,6 +69,7 @@ class StreamProvider : public TransportProvider {
   struct SessionEntry {
     std::shared_ptr<StreamSession> session;
     Clock::time_point broken_at{};  // set once its server finished
+    uint64_t attempt = 0;           // the last resume attempt taken
   };
   std::map<uint64_t, SessionEntry> sessions_;  // guarded by mu_, by id
 };
@@ -89,9 +90,11 @@ StatusOr<std::unique_ptr<Transport>> StreamProvider::Connect(Dial& dial) {
     proto::StreamOffer so;
     so.set_session(offered->session);
     so.set_resume(true);
-    resume.set_offer(so.SerializeAsString());
-    reconnect = [redial = peer.redial, resume, name, instance, provider = id()](
-                    net::Deadline deadline) -> StatusOr<net::UniqueFd> {
+    reconnect = [redial = peer.redial, resume, so, name, instance,
+                 provider = id()](
+                    net::Deadline deadline) mutable -> StatusOr<net::UniqueFd> {
+      so.set_attempt(so.attempt() + 1);
+      resume.set_offer(so.SerializeAsString());
       StatusOr<Redialed> dialed = redial(resume, deadline);
       if (!dialed.ok()) {
         // Not there yet (refused, reset, silent): worth another try. A
@@ -157,6 +160,14 @@ std::function<void(net::UniqueFd)> StreamProvider::Answer(
           "instance)");
       return [](net::UniqueFd) {};  // the connector gives up
     }
+    if (offer.attempt() <= it->second.attempt) {
+      LOG(INFO) << env_.options->name << ": ignored a stale resume attempt ("
+                << offer.attempt() << ", after " << it->second.attempt
+                << ") of " << name;
+      greeting.answer->set_declined("a stale resume attempt");
+      return [](net::UniqueFd) {};  // its connector moved on long ago
+    }
+    it->second.attempt = offer.attempt();
     session = it->second.session;
     it->second.broken_at = {};
     // The old connection may still look alive from here (a reset seen by
@@ -168,7 +179,7 @@ std::function<void(net::UniqueFd)> StreamProvider::Answer(
     std::erase(servers_, nullptr);
   } else if (has_session) {
     session = std::make_shared<StreamSession>(offer.session(), instance);
-    sessions_[offer.session()] = SessionEntry{session, {}};
+    sessions_[offer.session()] = SessionEntry{session, {}, 0};
   }
   if (session != nullptr) greeting.answer->set_answer("session");
   return [this, name, session,
