@@ -119,6 +119,13 @@ StatusOr<UniqueFd> ListenUnix(const std::string& abstract_name) {
   return fd;
 }
 
+void CloseWithReset(UniqueFd& fd) {
+  if (!fd.valid()) return;
+  linger abort{1, 0};
+  setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+  fd.Reset();
+}
+
 TcpPath TcpPathOf(int fd) {
   tcp_info info{};
   socklen_t len = sizeof(info);

@@ -32,6 +32,10 @@ StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name,
 // accept4 with CLOEXEC; TCP_NODELAY on TCP.
 StatusOr<UniqueFd> Accept(int listen_fd);
 
+// Closes `fd` with a TCP reset rather than a FIN: nothing still queued on
+// it is delivered after the close (an abandoned attempt's hello).
+void CloseWithReset(UniqueFd& fd);
+
 // What the kernel knows of a TCP connection's path: segments sent and not
 // acknowledged, bytes queued and not sent yet (a link that is down keeps
 // them), the time since the last acknowledgement arrived, and the smoothed

@@ -13,4 +13,11 @@ namespace ps::net {
 
 Status SocketError(std::string_view what, int err);
 
+// True for what SocketError calls a broken connection (kPeerLost or
+// kNetwork), which a new connection may replace; false for a timeout, a
+// protocol error or OK.
+inline bool IsBrokenConnection(const Status& s) {
+  return s.Is(StatusCode::kPeerLost) || s.Is(StatusCode::kNetwork);
+}
+
 }  // namespace ps::net

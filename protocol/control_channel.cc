@@ -8,6 +8,7 @@
 
 #include "net/connect.h"
 #include "net/message_frame.h"
+#include "net/socket_error.h"
 #include "net/transfer.h"
 
 namespace ps::protocol {
@@ -224,9 +225,8 @@ StatusOr<proto::ControlReply> ControlClient::Call(
   StatusOr<proto::ControlReply> reply = CallOnce(request, &unsent, &closed);
   const net::Deadline deadline = DeadlineIn(options_.timeout_ms);
   // A reset (not a timeout, not an orderly close) while the server lives.
-  while (rejoin_.has_value() && !reply.ok() && !closed &&
-         (reply.status().Is(StatusCode::kPeerLost) ||
-          reply.status().Is(StatusCode::kNetwork)) &&
+  while (rejoin_.has_value() && !closed &&
+         net::IsBrokenConnection(reply.status()) &&
          (unsent || SafeToRepeat(request))) {
     const Status broken = reply.status();
     Status s = Redial(deadline);

@@ -83,8 +83,7 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
     if (!reply.ok()) {
       // Given up: close with a reset, so that the kernel does not go on
       // delivering this hello to the listener after we have moved on.
-      linger abort{1, 0};
-      setsockopt(r.fd.get(), SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+      net::CloseWithReset(r.fd);
       return reply.status();
     }
     r.reply = std::move(*reply);

@@ -18,6 +18,7 @@
 #include "core/internal/request_state.h"
 #include "core/stream/request_encoder.h"
 #include "net/connect.h"
+#include "net/socket_error.h"
 #include "net/transfer.h"
 
 namespace ps::xfer::internal {
@@ -87,9 +88,7 @@ class StreamTransport::Impl : private net::TransferWatch {
   bool resumable() const { return static_cast<bool>(reconnect_); }
   // A broken connection (not a stall, not a protocol error) that a new
   // one may replace.
-  static bool Broken(const Status& s) {
-    return s.Is(StatusCode::kPeerLost) || s.Is(StatusCode::kNetwork);
-  }
+  static bool Broken(const Status& s) { return net::IsBrokenConnection(s); }
   // Keeps a copy of each request's bytes (iovecs [first[i], first[i+1]))
   // for sending again after a reconnect.
   void KeepCopies(OutgoingMessage& m);

@@ -38,13 +38,6 @@ void TcpProxy::Reset() {
   (void)!write(wake_.get(), &one, sizeof(one));
 }
 
-void TcpProxy::ResetFd(net::UniqueFd& fd) {
-  if (!fd.valid()) return;
-  linger hard{1, 0};  // close with a reset, not a FIN
-  setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
-  fd.Reset();
-}
-
 void TcpProxy::Loop() {
   std::vector<Pair> pairs;
   char buffer[1 << 16];
@@ -62,8 +55,8 @@ void TcpProxy::Loop() {
     }
     if (reset_.exchange(false)) {
       for (Pair& p : pairs) {
-        ResetFd(p.client);
-        ResetFd(p.server);
+        net::CloseWithReset(p.client);
+        net::CloseWithReset(p.server);
       }
       pairs.clear();
       continue;
@@ -84,15 +77,15 @@ void TcpProxy::Loop() {
             shutdown(to.get(), SHUT_WR);
             from.Reset();
           } else {
-            ResetFd(to);
-            ResetFd(from);
+            net::CloseWithReset(to);
+            net::CloseWithReset(from);
           }
           continue;
         }
         // Blocking send: the relay is a test's, its peers read.
         if (!net::SendAll(to.get(), buffer, static_cast<size_t>(n)).ok()) {
-          ResetFd(to);
-          ResetFd(from);
+          net::CloseWithReset(to);
+          net::CloseWithReset(from);
         }
       }
     }
@@ -104,20 +97,20 @@ void TcpProxy::Loop() {
       if (!client.ok()) continue;
       accepted_.fetch_add(1);
       if (refusing_.load()) {
-        ResetFd(*client);
+        net::CloseWithReset(*client);
         continue;
       }
       auto server = net::ConnectTcp(target_, 5000);
       if (!server.ok()) {
-        ResetFd(*client);
+        net::CloseWithReset(*client);
         continue;
       }
       pairs.push_back({std::move(*client), std::move(*server)});
     }
   }
   for (Pair& p : pairs) {
-    ResetFd(p.client);
-    ResetFd(p.server);
+    net::CloseWithReset(p.client);
+    net::CloseWithReset(p.server);
   }
 }
 

@@ -38,7 +38,6 @@ class TcpProxy {
     net::UniqueFd server;
   };
   void Loop();
-  static void ResetFd(net::UniqueFd& fd);
 
   const std::string target_;
   net::UniqueFd listen_;
