@@ -1,0 +1,7 @@
+#include "python/src/bindings.h"
+
+namespace ps::python {
+
+void BindData(pybind11::module_ m) { (void)m; }
+
+}  // namespace ps::python

@@ -1,0 +1,18 @@
+// ps._native: the extension module behind the Python package (python/ps).
+// Each part binds one C++ library; the package's Python files put a
+// friendlier face on them (names for tables, outputs allocated, torch
+// tensors accepted).
+#include <pybind11/pybind11.h>
+
+#include "python/src/bindings.h"
+#include "python/src/status_error.h"
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "Bindings of the ps C++ libraries; use the ps package instead.";
+  ps::python::RegisterStatusErrors();
+  ps::python::BindClient(m.def_submodule("client", "worker/client: PsClient"));
+  ps::python::BindData(
+      m.def_submodule("data", "worker/data readers, worker/eval metrics"));
+  ps::python::BindXfer(
+      m.def_submodule("xfer", "core: the one-sided transfer library"));
+}
