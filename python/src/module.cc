@@ -2,6 +2,7 @@
 // Each part binds one C++ library; the package's Python files put a
 // friendlier face on them (names for tables, outputs allocated, torch
 // tensors accepted).
+#include <glog/logging.h>
 #include <pybind11/pybind11.h>
 
 #include "python/src/bindings.h"
@@ -9,6 +10,12 @@
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "Bindings of the ps C++ libraries; use the ps package instead.";
+  // The libraries log through glog (connections, lost peers): to stderr,
+  // at the level $GLOG_minloglevel says (glog reads GLOG_* variables).
+  if (!google::IsGoogleLoggingInitialized()) {
+    FLAGS_logtostderr = true;
+    google::InitGoogleLogging("ps-python");
+  }
   ps::python::RegisterStatusErrors();
   ps::python::BindClient(m.def_submodule("client", "worker/client: PsClient"));
   ps::python::BindData(

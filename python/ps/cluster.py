@@ -1,0 +1,164 @@
+"""Parameter servers on this machine, for examples, tests and notebooks.
+
+    with ps.LocalServers("configs/fm.tables", num_shards=2,
+                         num_workers=2) as servers:
+        client = ps.Client(servers.addresses, worker_id=0, num_workers=2)
+
+Each shard is a ``ps_server`` process (the binary next to this package in
+the build tree, else $PS_SERVER_BIN, else ``ps_server`` on PATH) listening
+on a free loopback port; its log is ``<run_dir>/server-<k>.log``. Leaving
+the ``with`` block (or ``stop()``) stops them (SIGTERM, then SIGKILL after
+``stop_timeout`` seconds). For a cluster across machines use ps_launch,
+Slurm or Kubernetes (deploy/).
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from ps.errors import DeadlineError, NotFoundError, PeerLostError
+
+
+def find_server_binary():
+    """ps_server: $PS_SERVER_BIN, the build tree's, or the one on PATH."""
+    candidates = [os.environ.get("PS_SERVER_BIN"),
+                  Path(__file__).resolve().parents[2] / "server" / "ps_server",
+                  shutil.which("ps_server")]
+    for c in candidates:
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return str(c)
+    raise NotFoundError(
+        "no ps_server binary: set PS_SERVER_BIN or put it on PATH")
+
+
+class LocalServers:
+    """``num_shards`` ps_server processes serving ``tables`` (a
+    configs/*.tables path) to ``num_workers`` workers.
+
+    Keyword arguments become flags of every server (``consistency="bsp"``
+    -> ``--consistency=bsp``; True -> ``--flag=true``); ``run_dir`` holds
+    the logs and port files (a temporary folder by default, removed by
+    stop() unless ``keep_run_dir``).
+    """
+
+    def __init__(self, tables, num_shards=1, num_workers=1, *, run_dir=None,
+                 server_binary=None, ready_timeout=30.0, stop_timeout=10.0,
+                 keep_run_dir=False, **flags):
+        self.tables = str(tables)
+        self.num_shards = num_shards
+        self.num_workers = num_workers
+        self.flags = flags
+        self.binary = server_binary or find_server_binary()
+        self.ready_timeout = ready_timeout
+        self.stop_timeout = stop_timeout
+        self._own_run_dir = run_dir is None and not keep_run_dir
+        self.run_dir = Path(run_dir or tempfile.mkdtemp(prefix="ps-servers-"))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.procs = []
+        self.addresses = []
+
+    def _command(self, shard):
+        cmd = [self.binary, f"--tables={self.tables}",
+               f"--num_shards={self.num_shards}", f"--shard_id={shard}",
+               f"--num_workers={self.num_workers}", "--port=0",
+               f"--port_file={self.run_dir / f'server-{shard}.port'}",
+               "--logtostderr"]
+        for name, value in self.flags.items():
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            cmd.append(f"--{name}={value}")
+        return cmd
+
+    def log(self, shard):
+        """The text server ``shard`` logged so far."""
+        try:
+            return (self.run_dir / f"server-{shard}.log").read_text(
+                errors="replace")
+        except OSError:
+            return ""
+
+    def start(self):
+        """Starts every shard; returns once all wrote their port file
+        (DeadlineError after ready_timeout, PeerLostError with the log's
+        tail if a server exits first)."""
+        for shard in range(self.num_shards):
+            (self.run_dir / f"server-{shard}.port").unlink(missing_ok=True)
+            with open(self.run_dir / f"server-{shard}.log", "wb") as log:
+                self.procs.append(subprocess.Popen(
+                    self._command(shard), stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL))
+        try:
+            self.addresses = [self._wait_ready(s)
+                              for s in range(self.num_shards)]
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, shard):
+        port_file = self.run_dir / f"server-{shard}.port"
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if port_file.exists():
+                text = port_file.read_text().strip()
+                if text:
+                    return text
+            code = self.procs[shard].poll()
+            if code is not None:
+                tail = "\n".join(self.log(shard).splitlines()[-15:])
+                raise PeerLostError(
+                    f"server {shard} exited with code {code} before it was "
+                    f"ready; its log ends:\n{tail}")
+            time.sleep(0.02)
+        raise DeadlineError(f"server {shard} not ready after "
+                            f"{self.ready_timeout} s (log: "
+                            f"{self.run_dir / f'server-{shard}.log'})")
+
+    def kill(self, shard, sig=signal.SIGKILL):
+        """Kills server ``shard`` at once (tests of a lost server)."""
+        proc = self.procs[shard]
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            proc.wait()
+
+    def cpu_seconds(self):
+        """User + system CPU seconds the running servers used so far."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0.0
+        for proc in self.procs:
+            try:
+                fields = Path(f"/proc/{proc.pid}/stat").read_text()
+            except OSError:
+                continue
+            # After the command name's closing parenthesis: utime, stime are
+            # fields 14 and 15 of the whole line.
+            rest = fields[fields.rindex(")") + 2:].split()
+            total += (int(rest[11]) + int(rest[12])) / tick
+        return total
+
+    def stop(self):
+        """Stops every server; returns their exit codes."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        codes = []
+        for proc in self.procs:
+            try:
+                codes.append(proc.wait(timeout=self.stop_timeout))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes.append(proc.wait())
+        self.procs = []
+        if self._own_run_dir:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        return codes
+
+    def __enter__(self):
+        return self.start() if not self.procs else self
+
+    def __exit__(self, *exc):
+        self.stop()

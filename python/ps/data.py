@@ -1,0 +1,93 @@
+"""Click logs and metrics, from the C++ library ps_worker uses.
+
+    reader = ps.data.Reader("train.txt")              # Criteo TSV
+    for batch in reader.batches(1000):
+        batch.ids        # (examples, 39) uint64 for Criteo: one id a field
+        batch.labels     # (examples,) float32, 0 or 1
+
+Feature ids are the same hashed ids ps_worker trains on (worker/data:
+feature_hash.h), so a PyTorch model and ps_worker read one file alike.
+libsvm / libffm lines have a varying number of features: use the
+compressed-row form (``offsets``, ``flat_ids``, ``values``, ``fields``);
+``ids`` is None unless every example of the batch has as many.
+Malformed lines are skipped and counted (``reader.stats``), or with
+``strict=True`` raise InvalidArgumentError naming the line.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ps import _arrays, _native
+
+
+@dataclass
+class Batch:
+    """Examples in compressed-row form: example i has label labels[i] and
+    features flat_ids[offsets[i]:offsets[i+1]] (with values and fields)."""
+
+    labels: np.ndarray     # float32 (n,)
+    offsets: np.ndarray    # uint32 (n + 1,)
+    flat_ids: np.ndarray   # uint64
+    values: np.ndarray     # float32
+    fields: np.ndarray     # uint32
+
+    def __len__(self):
+        return len(self.labels)
+
+    @property
+    def ids(self):
+        """(n, features) when every example has the same number of features
+        (Criteo: 39), else None."""
+        n = len(self.labels)
+        if n == 0:
+            return self.flat_ids.reshape(0, 0)
+        width = int(self.offsets[1] - self.offsets[0])
+        if len(self.flat_ids) != n * width:
+            return None
+        return self.flat_ids.reshape(n, width)
+
+
+class Reader:
+    """Streams examples from a file ("criteo", "libsvm" or "libffm"; plain
+    or gzip). NotFoundError / FileError when it cannot be opened."""
+
+    def __init__(self, path, format="criteo", strict=False):
+        self._r = _native.data.ExampleReader(str(path), format, strict)
+
+    def read(self, max_examples):
+        """Up to ``max_examples`` examples; an empty Batch at the end."""
+        return Batch(*self._r.read(max_examples))
+
+    def batches(self, batch_size):
+        """Batches of ``batch_size`` until the end of the file (the last one
+        may be smaller)."""
+        while True:
+            batch = self.read(batch_size)
+            if len(batch) == 0:
+                return
+            yield batch
+
+    def skip(self, examples):
+        """Skips ``examples`` examples (to resume inside an epoch)."""
+        self._r.skip(examples)
+
+    @property
+    def stats(self):
+        """lines, examples, malformed, first_malformed (the first few
+        reasons, "line 17: ...")."""
+        return self._r.stats
+
+
+def auc(scores, labels):
+    """The probability that a random click scores above a random non-click
+    (ties half); 0.5 with one class; NaN if any score is not finite."""
+    return _native.data.auc(_arrays.as_array(scores, "scores", np.float32),
+                            _arrays.as_array(labels, "labels", np.float32))
+
+
+def logloss(probabilities, labels):
+    """Mean logloss (probabilities clipped to [1e-7, 1 - 1e-7])."""
+    return _native.data.logloss(
+        _arrays.as_array(probabilities, "probabilities", np.float32),
+        _arrays.as_array(labels, "labels", np.float32))
