@@ -21,6 +21,9 @@ PACKAGES=(
   python3-yaml                # the deploy test reads the Kubernetes manifests
   nftables iproute2           # the multihost test: network namespaces, injected loss and resets
   slurm-wlm munge             # the Slurm job test runs a one-node Slurm (deploy/slurm)
+  python3-dev pybind11-dev    # the Python package (python/)
+  python3-numpy python3-torch python3-pytest  # its arrays, torch module, tests
+  python3-venv python3-pip python3-setuptools python3-wheel  # its offline install
 )
 
 missing=()

@@ -71,7 +71,10 @@ run_suite() {  # $1: sanitizer list or empty
   # model on 2 cores: they run only when asked for (--acceptance).
   # The deployment checks (labels deploy, multihost, slurm) test manifests,
   # namespaces and schedulers around the programs, not the programs' memory:
-  # the release suite runs them once.
+  # the release suite runs them once. So does the Python package's pytest
+  # suite (label python): sanitizer builds leave the extension out, since an
+  # instrumented module needs the sanitizer runtime preloaded into the
+  # interpreter (python/CMakeLists.txt).
   case "$san" in
     thread) label_args=(-L concurrency -LE 'acceptance|deploy|multihost|slurm') ;;
     "") fuzz=1 label_args=(-LE acceptance) ;;

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""The Python package's training benchmark (scripts/bench_python.sh).
+
+FM and DeepFM (examples/python/ctr_models.py), one generated Criteo-format
+file, batch 1000, one epoch, the same optimizers (Adagrad lr 0.1 and
+initial accumulator 0.1 for the rows, Adam lr 0.001 for the MLP) and the
+same torch thread count, trained
+  (a) torch: plain PyTorch, nn.EmbeddingBag(sparse=True) + torch's Adagrad;
+  (b) ps:    PyTorch with the rows on 1 ps_server (ps.torch.Embedding);
+  (c) ps_worker: the C++ trainer against 1 ps_server;
+and (b) with 2 workers x 2 servers against 1 x 1. Every configuration runs
+in its own processes, --rounds times, alternating; the table shows medians.
+CPU seconds of (b): the workers' over their training loops plus the
+servers' (apply threads included) from their start to the end of training;
+of (c): the whole runs of ps_worker and its server.
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples" / "python"))
+
+
+def child_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+# -- one configuration, run in a child process ----------------------------
+
+def run_torch(args):
+    """(a): plain PyTorch in this process."""
+    import torch
+    import ps.data
+    from ctr_models import (LocalEmbedding, batch_keys, evaluate, loss_of,
+                            make_model)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    emb = LocalEmbedding(1 << 20, 9)
+    model = make_model(args.model, emb)
+    sparse = torch.optim.Adagrad(emb.parameters(), lr=0.1,
+                                 initial_accumulator_value=0.1)
+    dense_params = [p for n, p in model.named_parameters()
+                    if not n.startswith("embedding.")]
+    dense = torch.optim.Adam(dense_params, lr=0.001) if dense_params else None
+    reader = ps.data.Reader(args.train)
+    trained, cpu0, t0 = 0, time.process_time(), time.perf_counter()
+    for batch in reader.batches(args.batch_size):
+        if len(batch) < args.batch_size:
+            break
+        loss, _ = loss_of(model, batch_keys(batch.ids),
+                          torch.from_numpy(batch.labels))
+        sparse.zero_grad()
+        if dense:
+            dense.zero_grad()
+        loss.backward()
+        sparse.step()
+        if dense:
+            dense.step()
+        trained += len(batch)
+    seconds = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    auc, _ = evaluate(model, ps.data.Reader(args.eval).batches(1000))
+    return {"samples_per_sec": trained / seconds, "auc": auc,
+            "cpu_seconds": cpu, "examples": trained}
+
+
+def run_ps(args):
+    """(b): PyTorch with the rows on servers (examples/python/train_ctr)."""
+    import train_ctr
+    targs = train_ctr.parse_args([
+        "--train", args.train, "--eval", args.eval, "--model", args.model,
+        "--workers", str(args.workers), "--servers", str(args.servers),
+        "--tables", str(ROOT / "configs" / "fm.tables"),
+        "--batch-size", str(args.batch_size), "--threads", str(args.threads)])
+    results, server_cpu = train_ctr.run(targs)
+    seconds = max(r["seconds"] for r in results)
+    examples = sum(r["examples"] for r in results)
+    worker_cpu = sum(r["cpu_seconds"] for r in results)
+    return {"samples_per_sec": examples / seconds, "auc": results[0]["auc"],
+            "cpu_seconds": worker_cpu + server_cpu, "examples": examples}
+
+
+def run_ps_worker(args):
+    """(c): ps_worker against 1 ps_server."""
+    import ps
+    build = Path(os.environ.get("PS_BUILD_DIR", ROOT / "build"))
+    model_flags = ROOT / "configs" / f"{args.model}.flags"
+    tables = ROOT / "configs" / f"{args.model}.tables"
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = Path(tmp) / "m.json"
+        with ps.LocalServers(tables, apply_threads=1) as servers:
+            cmd = [str(build / "worker" / "train" / "ps_worker"),
+                   f"--flagfile={model_flags}", "--epochs=1",
+                   f"--batch_size={args.batch_size}",
+                   f"--threads={args.threads}", "--l2_v=0", "--l2_w=0",
+                   f"--train_data={args.train}", f"--eval_data={args.eval}",
+                   "--progress_secs=0", f"--metrics_json={metrics}",
+                   f"--servers={','.join(servers.addresses)}"]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"ps_worker failed:\n{done.stderr[-2000:]}")
+        m = json.loads(metrics.read_text())
+    # ps_worker does not report its CPU over training alone: the whole runs
+    # of the worker and the server (both waited for) are counted.
+    return {"samples_per_sec": m["samples_per_sec"], "auc": m["eval_auc"],
+            "cpu_seconds": child_cpu(),
+            "examples": m["train_examples"]}
+
+
+RUNNERS = {"torch": run_torch, "ps": run_ps, "ps_worker": run_ps_worker}
+
+
+def child_main(argv):
+    p = argparse.ArgumentParser()
+    p.add_argument("--kind", choices=RUNNERS, required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--eval", required=True)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--servers", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args(argv)
+    print("RESULT " + json.dumps(RUNNERS[args.kind](args)), flush=True)
+
+
+# -- the benchmark: every configuration, alternating rounds ---------------
+
+def run_child(kind, model, data, extra=()):
+    cmd = [sys.executable, __file__, "--child", "--kind", kind, "--model",
+           model, "--train", data["train"], "--eval", data["eval"], *extra]
+    done = subprocess.run(cmd, capture_output=True, text=True,
+                          env=dict(os.environ, GLOG_minloglevel="1"))
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise RuntimeError(f"{kind} {model} failed (exit {done.returncode}):\n"
+                       f"{done.stderr[-3000:]}")
+
+
+def generate(build, rows, eval_rows, folder):
+    data = {"train": str(folder / "train.tsv"), "eval": str(folder / "eval.tsv")}
+    subprocess.run([str(build / "worker" / "datagen" / "ps_datagen"),
+                    "--model=fm", f"--rows={rows}", f"--eval_rows={eval_rows}",
+                    f"--output={data['train']}", f"--eval_output={data['eval']}"],
+                   check=True, capture_output=True)
+    return data
+
+
+def row(name, value, unit, peer, peer_value):
+    return {"name": name, "value": round(value, 4), "unit": unit,
+            "peer": peer, "peer_value": round(peer_value, 4),
+            "ratio": round(value / peer_value, 4) if peer_value else 0.0}
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=200000)
+    p.add_argument("--eval-rows", type=int, default=20000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--models", default="fm,deepfm")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads in (a) and (b); ps_worker --threads")
+    p.add_argument("--json", default="")
+    args = p.parse_args(argv)
+    build = Path(os.environ.get("PS_BUILD_DIR", ROOT / "build"))
+    configs = []  # (key, kind, model, extra args)
+    threads = ["--threads", str(args.threads)]
+    for model in args.models.split(","):
+        configs += [((model, "torch"), "torch", model, threads),
+                    ((model, "ps"), "ps", model, threads),
+                    ((model, "ps_worker"), "ps_worker", model, threads),
+                    ((model, "ps_2x2"), "ps", model,
+                     threads + ["--workers", "2", "--servers", "2"])]
+    runs = {key: [] for key, *_ in configs}
+    with tempfile.TemporaryDirectory(prefix="ps-bench-python-") as tmp:
+        data = generate(build, args.rows, args.eval_rows, Path(tmp))
+        for r in range(args.rounds):
+            for key, kind, model, extra in configs:
+                result = run_child(kind, model, data, extra)
+                runs[key].append(result)
+                print(f"round {r + 1} {model:7s} {key[1]:10s} "
+                      f"{result['samples_per_sec']:9.0f} samples/s  "
+                      f"AUC {result['auc']:.4f}  "
+                      f"{result['examples'] / result['cpu_seconds']:8.0f} "
+                      "samples/CPU-s", flush=True)
+
+    def med(key, field):
+        if field == "per_cpu":
+            return statistics.median(x["examples"] / x["cpu_seconds"]
+                                     for x in runs[key])
+        return statistics.median(x[field] for x in runs[key])
+
+    results = []
+    for model in args.models.split(","):
+        torch_sps = med((model, "torch"), "samples_per_sec")
+        torch_auc = med((model, "torch"), "auc")
+        for kind, label in (("ps", "ps"), ("ps_worker", "ps_worker")):
+            results.append(row(f"{model}_{label}_samples_per_sec",
+                               med((model, kind), "samples_per_sec"),
+                               "samples/s", "plain PyTorch", torch_sps))
+            results.append(row(f"{model}_{label}_eval_auc",
+                               med((model, kind), "auc"), "AUC",
+                               "plain PyTorch", torch_auc))
+        results.append(row(f"{model}_ps_2x2_samples_per_sec",
+                           med((model, "ps_2x2"), "samples_per_sec"),
+                           "samples/s", "ps 1 worker x 1 server",
+                           med((model, "ps"), "samples_per_sec")))
+        results.append(row(f"{model}_ps_2x2_samples_per_cpu_sec",
+                           med((model, "ps_2x2"), "per_cpu"), "samples/CPU-s",
+                           "ps 1 worker x 1 server", med((model, "ps"),
+                                                         "per_cpu")))
+    print(f"\nmedians of {args.rounds} rounds, {args.rows} rows, batch 1000, "
+          f"{args.threads} torch thread(s):")
+    for r in results:
+        print(f"  {r['name']:36s} {r['value']:12.4f} {r['unit']:14s} vs "
+              f"{r['peer']} {r['peer_value']:.4f}  ratio {r['ratio']:.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child_main(sys.argv[2:])
+    else:
+        sys.exit(main(sys.argv[1:]))
