@@ -51,8 +51,11 @@ class FM(nn.Module):
         self.k = k
 
     def fm_logit(self, rows):
-        w = rows[:, :, 0].sum(dim=1)           # every feature and the bias
-        v = rows[:, :-1, 1:]                   # the fields' factors
+        # split, not slicing: its backward is one cat, where each slice's
+        # would fill a zero gradient of the whole batch.
+        fields, bias = rows.split([rows.shape[1] - 1, 1], dim=1)
+        w, v = fields.split([1, self.k], dim=2)  # v: the fields' factors
+        w = w.sum(dim=(1, 2)) + bias[:, 0, 0]
         s = v.sum(dim=1)
         pairs = 0.5 * (s * s - (v * v).sum(dim=1)).sum(dim=1)
         return w + pairs, v

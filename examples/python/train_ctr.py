@@ -130,7 +130,8 @@ def worker(rank, world, addresses, args, results):
             print(f"worker {rank}: resumed after step {step} (epoch {epoch}, "
                   f"{skip} examples consumed)", flush=True)
 
-    trained, t0, stopped = 0, time.perf_counter(), False
+    trained, stopped = 0, False
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for epoch in range(epoch, args.epochs):
         batches = step_batches(args.train, rank, world, args.batch_size, skip)
         skip = 0
@@ -161,9 +162,11 @@ def worker(rank, world, addresses, args, results):
         if stopped:
             break
     seconds = time.perf_counter() - t0
+    cpu_seconds = time.process_time() - cpu0
     client.barrier()
     result = {"worker": rank, "steps": step, "examples": trained,
               "seconds": round(seconds, 3),
+              "cpu_seconds": round(cpu_seconds, 3),
               "samples_per_sec": round(trained / seconds, 1) if seconds else 0,
               "stopped_early": stopped}
     if rank == 0 and args.eval and not stopped:

@@ -27,26 +27,47 @@ ps.client); in bsp, ``client.clock()`` waits until it is applied. Call the
 module from one thread (one training step at a time).
 """
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ps import _native
 from ps.errors import InvalidArgumentError
 
 _MODES = (None, "sum", "mean", "max")
 
 
-class _ServerRows(torch.autograd.Function):
-    """The rows pulled for ``keys``; backward pushes their gradient."""
+class _GatheredRows(torch.autograd.Function):
+    """rows[inverse] (one row per looked-up id); backward sums the gradient
+    of each distinct key's rows in C++ and pushes it."""
+
+    @staticmethod
+    def forward(ctx, anchor, module, keys, inverse, rows):
+        ctx.module, ctx.keys, ctx.inverse = module, keys, inverse
+        ctx.count = rows.shape[0]
+        return rows.index_select(0, inverse)
+
+    @staticmethod
+    def backward(ctx, grad):
+        m = ctx.module
+        summed = _native.client.sum_rows(
+            ctx.inverse.numpy(), grad.contiguous().numpy(), ctx.count, m.dim)
+        m._push(ctx.keys, summed)
+        return torch.zeros_like(m.anchor), None, None, None, None
+
+
+class _PooledRows(torch.autograd.Function):
+    """The pulled rows themselves; backward pushes their gradient (which
+    torch's embedding_bag backward computed)."""
 
     @staticmethod
     def forward(ctx, anchor, module, keys, rows):
-        ctx.module = module
-        ctx.keys = keys
+        ctx.module, ctx.keys = module, keys
         return rows.view_as(rows)
 
     @staticmethod
     def backward(ctx, grad_rows):
-        ctx.module._push(ctx.keys, grad_rows)
+        ctx.module._push(ctx.keys, grad_rows.contiguous().numpy())
         return torch.zeros_like(ctx.module.anchor), None, None, None
 
 
@@ -96,17 +117,25 @@ class Embedding(torch.nn.Module):
         if self.mode is None and offsets is not None:
             raise InvalidArgumentError("offsets need a pooling mode")
         keys, inverse, rows = self._rows(ids)
-        if torch.is_grad_enabled() and self.training:
-            rows = _ServerRows.apply(self.anchor, self, keys, rows)
-        inverse = inverse.reshape(ids.shape)
+        learn = torch.is_grad_enabled() and self.training
         if self.mode is None:
-            return F.embedding(inverse, rows)
-        return F.embedding_bag(inverse, rows, offsets, mode=self.mode,
+            if learn:
+                out = _GatheredRows.apply(self.anchor, self, keys, inverse,
+                                          rows)
+            else:
+                out = rows.index_select(0, inverse)
+            return out.reshape(*ids.shape, self.dim)
+        if learn:
+            rows = _PooledRows.apply(self.anchor, self, keys, rows)
+        return F.embedding_bag(inverse.reshape(ids.shape), rows, offsets,
+                               mode=self.mode,
                                per_sample_weights=per_sample_weights)
 
     def _distinct(self, ids):
-        keys, inverse = torch.unique(ids.reshape(-1), return_inverse=True)
-        return keys, inverse
+        # Hashing in C++: O(n), where torch.unique sorts.
+        flat = ids.reshape(-1).to(torch.int64).contiguous().numpy()
+        keys, inverse = _native.client.distinct(flat)
+        return torch.from_numpy(keys.view(np.int64)), torch.from_numpy(inverse)
 
     def _rows(self, ids):
         p = self._prefetched
@@ -119,7 +148,7 @@ class Embedding(torch.nn.Module):
         return keys, inverse, self.client.pull(self.table, keys)
 
     def _push(self, keys, grad_rows):
-        self.client.push(self.table, keys, grad_rows.contiguous())
+        self.client.push(self.table, keys, grad_rows)
         self.pushes += 1
 
     def extra_repr(self):

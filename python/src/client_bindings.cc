@@ -11,6 +11,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <climits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,11 +20,13 @@
 #include <vector>
 
 #include "core/auth.h"
+#include "kernels/sparse_accumulate.h"
 #include "core/transport_name.h"
 #include "python/src/array_args.h"
 #include "python/src/bindings.h"
 #include "python/src/status_error.h"
 #include "worker/client/checkpoint_sync.h"
+#include "worker/client/distinct_keys.h"
 #include "worker/client/ps_client.h"
 
 namespace ps::python {
@@ -228,6 +232,51 @@ void BindPsClient(py::module_ m) {
            "for a push) or raises the call's error.");
 }
 
+// (distinct keys in order of first appearance, uint64; the index of each
+// key's distinct key, int32): what a torch embedding pulls and how it maps
+// the batch back onto the pulled rows, in O(n) (torch.unique sorts).
+py::tuple Distinct(const py::array& keys) {
+  std::span<const uint64_t> k = KeyInput(keys);
+  if (k.size() > INT32_MAX) ThrowInvalidArgument("more than 2^31 keys");
+  std::vector<uint64_t> distinct;
+  std::vector<int32_t> inverse(k.size());
+  {
+    py::gil_scoped_release release;
+    std::vector<uint32_t> table;
+    worker::DistinctKeys d(k.size(), &table, &distinct);
+    for (size_t j = 0; j < k.size(); ++j) inverse[j] = d.Insert(k[j]);
+  }
+  return py::make_tuple(ToArray(std::move(distinct)),
+                        ToArray(std::move(inverse)));
+}
+
+// The gradient of the distinct rows from the gradient of every looked-up
+// row: out[inverse[i]] += grads[i] ((count, dim) float32), the backward of
+// a gather, without torch's sort.
+py::array_t<float> SumRows(const py::array& inverse, const py::array& grads,
+                           uint64_t count, uint32_t dim) {
+  auto index = InputSpan<int32_t>(inverse, "inverse", "int32");
+  auto g = FloatInput(grads, "grads");
+  if (g.size() != index.size() * dim) {
+    ThrowInvalidArgument(std::to_string(g.size()) + " gradient values for " +
+                         std::to_string(index.size()) + " rows of dim " +
+                         std::to_string(dim));
+  }
+  py::array_t<float> out({static_cast<py::ssize_t>(count),
+                          static_cast<py::ssize_t>(dim)});
+  std::span<float> o = FloatOutput(out, "out");
+  Status s;
+  {
+    py::gil_scoped_release release;
+    std::fill(o.begin(), o.end(), 0.0f);
+    s = kernels::AccumulateRows(
+        {reinterpret_cast<const uint32_t*>(index.data()), index.size()}, g,
+        {o.data(), count, dim}, kernels::AccumulateMode::kExclusive);
+  }
+  ThrowIfError(s);
+  return out;
+}
+
 void BindCheckpointSync(py::module_ m) {
   py::class_<CheckpointSync>(m, "CheckpointSync")
       .def(py::init([](PsClient* client) {
@@ -264,6 +313,9 @@ void BindCheckpointSync(py::module_ m) {
 void BindClient(py::module_ m) {
   BindPsClient(m);
   BindCheckpointSync(m);
+  m.def("distinct", &Distinct, py::arg("keys"));
+  m.def("sum_rows", &SumRows, py::arg("inverse"), py::arg("grads"),
+        py::arg("count"), py::arg("dim"));
 }
 
 }  // namespace ps::python

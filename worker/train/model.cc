@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "protocol/shard_map.h"
+#include "worker/client/distinct_keys.h"
 #include "worker/train/deepfm_model.h"
 #include "worker/train/fm_model.h"
 #include "worker/train/lr_model.h"
@@ -12,30 +12,11 @@ namespace ps::train {
 
 void GatherBatchKeys(const data::ExampleBatch& batch, BatchKeys* out,
                      std::vector<uint32_t>* scratch) {
-  // Open addressing over a power-of-two table of (index + 1); 0 is empty.
-  const size_t n = batch.ids.size() + 1;
-  size_t cap = 16;
-  while (cap < 2 * n) cap <<= 1;
-  scratch->assign(cap, 0);
-  const size_t mask = cap - 1;
-  out->keys.clear();
+  worker::DistinctKeys distinct(batch.ids.size() + 1, scratch, &out->keys);
   out->slot.resize(batch.ids.size());
-  auto insert = [&](uint64_t key) -> uint32_t {
-    size_t h = protocol::Mix64(key) & mask;
-    while (true) {
-      uint32_t e = (*scratch)[h];
-      if (e == 0) {
-        out->keys.push_back(key);
-        (*scratch)[h] = static_cast<uint32_t>(out->keys.size());
-        return static_cast<uint32_t>(out->keys.size() - 1);
-      }
-      if (out->keys[e - 1] == key) return e - 1;
-      h = (h + 1) & mask;
-    }
-  };
-  out->bias_slot = insert(kBiasKey);
+  out->bias_slot = distinct.Insert(kBiasKey);
   for (size_t j = 0; j < batch.ids.size(); ++j) {
-    out->slot[j] = insert(batch.ids[j]);
+    out->slot[j] = distinct.Insert(batch.ids[j]);
   }
 }
 
