@@ -15,5 +15,6 @@ message.
 
 from ps import errors
 from ps.errors import Error
+from ps import xfer
 
 __all__ = ["errors", "Error"]
