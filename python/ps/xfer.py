@@ -18,8 +18,9 @@ writes the peers' registered memory without the peers' code taking part::
 Buffers are C-contiguous NumPy arrays of any dtype (their ``nbytes`` are
 transferred) or CPU torch tensors (used through ``tensor.numpy()``, which
 shares their memory); destinations must be writable. Offsets and lengths are
-in bytes. Atomics work on 8-byte aligned words; values are taken modulo
-2**64 and returned as unsigned ints.
+in bytes. Atomics work on 8-byte aligned words; values are integers in
+[-2**63, 2**64) (negative ones as two's complement: adding -1 subtracts one)
+and previous words come back as unsigned ints.
 
 Completion: a blocking call returns when its operation completed at the
 target (a ``get`` has its data in place). A ``post_*`` call returns a
@@ -125,6 +126,9 @@ class Context:
             advertise_host=advertise_host, transport=transport,
             peer_timeout_ms=peer_timeout_ms, secret=bytes(secret))
 
+    def __repr__(self):
+        return f"<ps.xfer.Context {self.name} at {self.address}>"
+
     @property
     def name(self):
         """The name peers and logs know this context by."""
@@ -177,6 +181,10 @@ class Endpoint:
 
     def __init__(self, native):
         self._ep = native
+
+    def __repr__(self):
+        return (f"<ps.xfer.Endpoint to {self.peer_name} over "
+                f"{self.transport}{' (lost)' if self.lost else ''}>")
 
     peer_name = property(lambda self: self._ep.peer_name,
                          doc="The peer context's name.")

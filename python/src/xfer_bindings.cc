@@ -56,10 +56,20 @@ uint64_t ByteOffset(int64_t value, const char* name) {
   return static_cast<uint64_t>(value);
 }
 
-uint64_t Word(const py::int_& value) {
-  unsigned long long w = PyLong_AsUnsignedLongLongMask(value.ptr());
-  if (PyErr_Occurred()) throw py::error_already_set();
-  return w;
+uint64_t Word(const py::handle& value) {
+  auto index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  if (!index) throw py::error_already_set();
+  // [0, 2**64) as it is, [-2**63, 0) as its two's complement; beyond both a
+  // silent wrap would hide a mistake.
+  unsigned long long u = PyLong_AsUnsignedLongLong(index.ptr());
+  if (!PyErr_Occurred()) return u;
+  PyErr_Clear();
+  long long s = PyLong_AsLongLong(index.ptr());
+  if (!PyErr_Occurred()) return static_cast<uint64_t>(s);
+  PyErr_Clear();
+  throw StatusError(
+      Status(StatusCode::kOutOfRange,
+             std::string(py::str(index)) + " does not fit in a 64-bit word"));
 }
 
 namespace {
@@ -143,8 +153,8 @@ void Deregister(ContextHandle& self, RegionHandle& r) {
                          " was not made by this context");
   }
   ThrowIfError(self.context->Deregister(*r.region));
-  auto it = self.pinned.find(r.region->id());
-  if (it == self.pinned.end()) return;
+  const uint64_t id = r.region->id();
+  if (!self.pinned.contains(id)) return;
   // An operation that found the region before it was withdrawn holds the
   // region until its copy ends; only then may the array go. Bounded: an
   // operation stuck for longer than a peer timeout keeps the array pinned
@@ -159,7 +169,8 @@ void Deregister(ContextHandle& self, RegionHandle& r) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
-  if (idle) self.pinned.erase(it);
+  // Found again: another thread may have changed the map meanwhile.
+  if (idle) self.pinned.erase(id);
 }
 
 // The memory of an allocated region as a uint8 array that keeps the region
@@ -245,9 +256,11 @@ void BindRegion(py::module_& m) {
 }  // namespace
 
 void BindXfer(py::module_ m) {
-  BindContext(m);
+  // Classes before the functions that take or return them, so that
+  // signatures in help() name them.
   BindRegion(m);
   BindXferEndpoint(m);
+  BindContext(m);
 }
 
 }  // namespace ps::python

@@ -137,7 +137,7 @@ RequestPtr PostReadV(EndpointHandle& ep, const py::iterable& segments,
 }
 
 RequestPtr PostFetchAdd(EndpointHandle& ep, const Remote& dst, int64_t offset,
-                        const py::int_& value) {
+                        const py::object& value) {
   uint64_t off = ByteOffset(offset, "offset");
   uint64_t v = Word(value);
   RequestPtr r = KeepingRemotes({dst});
@@ -149,8 +149,8 @@ RequestPtr PostFetchAdd(EndpointHandle& ep, const Remote& dst, int64_t offset,
 }
 
 RequestPtr PostCompareSwap(EndpointHandle& ep, const Remote& dst,
-                           int64_t offset, const py::int_& expected,
-                           const py::int_& desired) {
+                           int64_t offset, const py::object& expected,
+                           const py::object& desired) {
   uint64_t off = ByteOffset(offset, "offset");
   uint64_t e = Word(expected), d = Word(desired);
   RequestPtr r = KeepingRemotes({dst});
@@ -164,7 +164,7 @@ RequestPtr PostCompareSwap(EndpointHandle& ep, const Remote& dst,
 RequestPtr PostPutWithNotify(EndpointHandle& ep, const py::object& src,
                              const Remote& dst, int64_t offset,
                              const Remote& notify, int64_t notify_offset,
-                             const py::int_& notify_value) {
+                             const py::object& notify_value) {
   ByteView b = ArrayBytes(src, false, "src");
   uint64_t off = ByteOffset(offset, "offset");
   uint64_t noff = ByteOffset(notify_offset, "notify_offset");
@@ -181,7 +181,12 @@ RequestPtr PostBatch(EndpointHandle& ep,
                      const std::shared_ptr<BatchHandle>& batch) {
   auto r = std::make_unique<RequestHandle>();
   r->batch = batch;
-  return Posted(std::move(r), [&] { return ep.endpoint->Post(batch->batch); });
+  // A copy, taken with the GIL held, is posted: another thread may add to
+  // the batch meanwhile. The operations need not outlive the post (core
+  // transports encode or execute them there); what they name does, and the
+  // request keeps the batch that keeps it.
+  xfer::Batch ops = batch->batch;
+  return Posted(std::move(r), [&] { return ep.endpoint->Post(ops); });
 }
 
 // The blocking form of a post_* function: posts, waits, returns the outcome.
@@ -318,7 +323,7 @@ void BindBatch(py::module_& m) {
       .def(
           "fetch_add",
           [](BatchHandle& b, const Remote& dst, int64_t offset,
-             const py::int_& value) {
+             const py::object& value) {
             uint64_t off = ByteOffset(offset, "offset");
             b.results.push_back(0);
             b.batch.FetchAdd64(dst->remote, off, Word(value),
@@ -338,10 +343,10 @@ void BindBatch(py::module_& m) {
 }  // namespace
 
 void BindXferEndpoint(py::module_& m) {
-  BindEndpoint(m);
-  BindRemoteRegion(m);
+  BindRemoteRegion(m);  // before the signatures that name it
   BindRequest(m);
   BindBatch(m);
+  BindEndpoint(m);
 }
 
 }  // namespace ps::python

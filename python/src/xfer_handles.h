@@ -132,8 +132,10 @@ ByteView ArrayBytes(const py::handle& buffer, bool writable, const char* name);
 // An offset or length from Python: OutOfRangeError when negative.
 uint64_t ByteOffset(int64_t value, const char* name);
 
-// A Python int as a 64-bit word, modulo 2**64 (so -1 adds "minus one").
-uint64_t Word(const py::int_& value);
+// An integer (a Python int, a NumPy integer: anything with __index__) in
+// [-2**63, 2**64) as a 64-bit word, negative ones as two's complement (so -1
+// adds "minus one"); TypeError for a non-integer, OutOfRangeError beyond.
+uint64_t Word(const py::handle& value);
 
 void BindXferEndpoint(py::module_& m);
 

@@ -109,6 +109,11 @@ def test_atomics(pair):
     assert pair.ep.fetch_add(pair.remote, 16, 0) == 2**64 - 1
     with pytest.raises(errors.InvalidArgumentError, match="aligned"):
         pair.ep.fetch_add(pair.remote, 4, 1)
+    assert pair.ep.fetch_add(pair.remote, 24, np.uint64(2**63)) == 0
+    with pytest.raises(errors.OutOfRangeError, match="64-bit"):
+        pair.ep.fetch_add(pair.remote, 24, 2**64)
+    with pytest.raises(TypeError):
+        pair.ep.fetch_add(pair.remote, 24, 1.5)
 
 
 def test_put_with_notify(pair):
@@ -196,6 +201,34 @@ def test_flush_and_fence(pair):
     assert pair.region.array[512] == 99
 
 
+def test_threads_share_an_endpoint(pair):
+    def run(i):
+        mine = np.full(128, i, np.uint8)
+        for _ in range(50):
+            pair.ep.put(mine, pair.remote, i * 128)
+            out = np.zeros(128, np.uint8)
+            pair.ep.get(out, pair.remote, i * 128)
+            assert (out == i).all()
+            pair.ep.fetch_add(pair.remote, 2048, 1)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert pair.region.array[2048:2056].view(np.uint64)[0] == 200
+
+
+def test_batch_grows_after_post(pair):
+    batch = xfer.Batch()
+    batch.put(np.ones(8, np.uint8), pair.remote, 0)
+    req = pair.ep.post(batch)
+    batch.put(np.full(8, 2, np.uint8), pair.remote, 8)  # not in the request
+    req.wait()
+    pair.ep.post(batch).wait()
+    assert pair.region.array[:16].tolist() == [1] * 8 + [2] * 8
+
+
 # --- bad input: an exception, never a crash -------------------------------
 
 
@@ -249,6 +282,7 @@ def test_bad_buffers(pair):
     frozen = np.zeros(8, np.uint8)
     frozen.flags.writeable = False
     pair.ep.put(frozen, pair.remote)  # a read-only source is fine
+    pair.target.register(frozen, xfer.READ)  # and so is a read-only region
     with pytest.raises(errors.InvalidArgumentError, match="read-only"):
         pair.ep.get(frozen, pair.remote)
     with pytest.raises(errors.InvalidArgumentError, match="read-only"):
