@@ -90,8 +90,9 @@ std::shared_ptr<ContextHandle> MakeContext(
   StatusOr<xfer::TransportChoice> choice = xfer::TransportChoiceFromName(
       transport, {xfer::TransportChoice::kAuto, xfer::TransportChoice::kShm,
                   xfer::TransportChoice::kTcp, xfer::TransportChoice::kVerbs});
-  if (!choice.ok())
+  if (!choice.ok()) {
     ThrowInvalidArgument("transport " + choice.status().message());
+  }
   o.transport = *choice;
   o.peer_timeout_ms = peer_timeout_ms;
   std::string secret_bytes = secret;
