@@ -18,6 +18,7 @@ from ps import data, errors
 from ps.client import Checkpoints, Client, Handle, Table
 from ps.cluster import LocalServers
 from ps.errors import Error
+from ps import xfer
 
 __all__ = ["Checkpoints", "Client", "Error", "Handle", "LocalServers",
            "Table", "data", "errors"]
