@@ -14,11 +14,10 @@ Every failure is a ``ps.errors.Error`` subclass carrying the C++ status
 message.
 """
 
-from ps import data, errors
+from ps import data, errors, xfer
 from ps.client import Checkpoints, Client, Handle, Table
 from ps.cluster import LocalServers
 from ps.errors import Error
-from ps import xfer
 
 __all__ = ["Checkpoints", "Client", "Error", "Handle", "LocalServers",
-           "Table", "data", "errors"]
+           "Table", "data", "errors", "xfer"]
