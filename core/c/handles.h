@@ -66,11 +66,13 @@ ps_xfer_status Report(const Status& status);
 ps_xfer_status InvalidArg(const char* function, const char* what);
 
 // Runs an entry point's body, so that no C++ exception (bad_alloc from a
-// string, say) crosses into C, where it would terminate the program.
+// string, say) crosses into C, where it would terminate the program. The
+// body gets the entry point's name for its messages (inside a lambda,
+// __func__ is "operator()").
 template <typename Body>
 ps_xfer_status Guard(const char* function, Body body) {
   try {
-    return body();
+    return body(function);
   } catch (const std::bad_alloc&) {
     return Report(ResourceExhausted(std::string(function) + ": out of memory"));
   } catch (const std::exception& e) {

@@ -66,7 +66,7 @@ std::string OrEmpty(const char* s) { return s != nullptr ? s : ""; }
 template <typename Make>
 ps_xfer_status NewRegion(const char* function, ps_xfer_context* context,
                          uint32_t access, ps_xfer_region** out, Make make) {
-  return Guard(function, [&] {
+  return Guard(function, [&](const char*) {
     if (out == nullptr) return InvalidArg(function, "out is NULL");
     *out = nullptr;
     if (context == nullptr) return InvalidArg(function, "context is NULL");
@@ -126,8 +126,8 @@ const char* ps_xfer_last_error(void) {
 }
 
 ps_xfer_status ps_xfer_context_options_init(ps_xfer_context_options* options) {
-  return Guard(__func__, [&] {
-    if (options == nullptr) return InvalidArg(__func__, "options is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (options == nullptr) return InvalidArg(fn, "options is NULL");
     // The C++ defaults themselves, from one ContextOptions that is never
     // destroyed, so that the strings handed out stay valid for the whole
     // program (also in atexit handlers).
@@ -151,18 +151,18 @@ ps_xfer_status ps_xfer_context_options_init(ps_xfer_context_options* options) {
 
 ps_xfer_status ps_xfer_context_create(const ps_xfer_context_options* options,
                                       ps_xfer_context** out) {
-  return Guard(__func__, [&] {
-    if (out == nullptr) return InvalidArg(__func__, "out is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (out == nullptr) return InvalidArg(fn, "out is NULL");
     *out = nullptr;
-    if (options == nullptr) return InvalidArg(__func__, "options is NULL");
+    if (options == nullptr) return InvalidArg(fn, "options is NULL");
     // A C caller can store any int in the enum.
     const int transport = static_cast<int>(options->transport);
     if (transport < PS_XFER_TRANSPORT_AUTO ||
         transport > PS_XFER_TRANSPORT_VERBS) {
-      return InvalidArg(__func__, "unknown transport");
+      return InvalidArg(fn, "unknown transport");
     }
     if (options->secret == nullptr && options->secret_length != 0) {
-      return InvalidArg(__func__, "secret is NULL but secret_length is not 0");
+      return InvalidArg(fn, "secret is NULL but secret_length is not 0");
     }
     ps::xfer::ContextOptions o;
     if (options->name != nullptr) o.name = options->name;
@@ -191,7 +191,7 @@ ps_xfer_status ps_xfer_context_create(const ps_xfer_context_options* options,
 }
 
 ps_xfer_status ps_xfer_context_destroy(ps_xfer_context* context) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char*) {
     delete context;
     return PS_XFER_OK;
   });
@@ -207,8 +207,8 @@ ps_xfer_status ps_xfer_context_address(const ps_xfer_context* context,
 }
 
 ps_xfer_status ps_xfer_context_fence(ps_xfer_context* context) {
-  return Guard(__func__, [&] {
-    if (context == nullptr) return InvalidArg(__func__, "context is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (context == nullptr) return InvalidArg(fn, "context is NULL");
     return Report(context->context->Fence());
   });
 }
@@ -232,12 +232,12 @@ ps_xfer_status ps_xfer_register(ps_xfer_context* context, void* data,
 
 ps_xfer_status ps_xfer_deregister(ps_xfer_context* context,
                                   ps_xfer_region* region) {
-  return Guard(__func__, [&] {
-    if (region == nullptr) return InvalidArg(__func__, "region is NULL");
-    if (context == nullptr) return InvalidArg(__func__, "context is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (region == nullptr) return InvalidArg(fn, "region is NULL");
+    if (context == nullptr) return InvalidArg(fn, "context is NULL");
     if (region->context != context->context) {
       // The caller's mistake changed nothing: the handle stays theirs.
-      return InvalidArg(__func__, "the region belongs to another context");
+      return InvalidArg(fn, "the region belongs to another context");
     }
     // From here the handle is freed whatever happens, as the header says.
     std::unique_ptr<ps_xfer_region> owned(region);
@@ -246,7 +246,7 @@ ps_xfer_status ps_xfer_deregister(ps_xfer_context* context,
 }
 
 ps_xfer_status ps_xfer_region_release(ps_xfer_region* region) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char*) {
     delete region;
     return PS_XFER_OK;
   });
@@ -292,11 +292,11 @@ ps_xfer_status ps_xfer_region_descriptor(const ps_xfer_region* region,
 
 ps_xfer_status ps_xfer_connect(ps_xfer_context* context, const char* address,
                                ps_xfer_endpoint** out) {
-  return Guard(__func__, [&] {
-    if (out == nullptr) return InvalidArg(__func__, "out is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (out == nullptr) return InvalidArg(fn, "out is NULL");
     *out = nullptr;
-    if (context == nullptr) return InvalidArg(__func__, "context is NULL");
-    if (address == nullptr) return InvalidArg(__func__, "address is NULL");
+    if (context == nullptr) return InvalidArg(fn, "context is NULL");
+    if (address == nullptr) return InvalidArg(fn, "address is NULL");
     auto endpoint = context->context->Connect(address);
     if (!endpoint.ok()) return Report(endpoint.status());
     auto handle = std::make_unique<ps_xfer_endpoint>();
@@ -308,7 +308,7 @@ ps_xfer_status ps_xfer_connect(ps_xfer_context* context, const char* address,
 }
 
 ps_xfer_status ps_xfer_endpoint_destroy(ps_xfer_endpoint* endpoint) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char*) {
     delete endpoint;
     return PS_XFER_OK;
   });
@@ -334,8 +334,8 @@ ps_xfer_status ps_xfer_endpoint_transport(const ps_xfer_endpoint* endpoint,
 }
 
 ps_xfer_status ps_xfer_flush(ps_xfer_endpoint* endpoint) {
-  return Guard(__func__, [&] {
-    if (endpoint == nullptr) return InvalidArg(__func__, "endpoint is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (endpoint == nullptr) return InvalidArg(fn, "endpoint is NULL");
     return Report(endpoint->endpoint->Flush());
   });
 }
@@ -343,12 +343,12 @@ ps_xfer_status ps_xfer_flush(ps_xfer_endpoint* endpoint) {
 ps_xfer_status ps_xfer_import(ps_xfer_endpoint* endpoint,
                               const void* descriptor, size_t length,
                               ps_xfer_remote** out) {
-  return Guard(__func__, [&] {
-    if (out == nullptr) return InvalidArg(__func__, "out is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (out == nullptr) return InvalidArg(fn, "out is NULL");
     *out = nullptr;
-    if (endpoint == nullptr) return InvalidArg(__func__, "endpoint is NULL");
+    if (endpoint == nullptr) return InvalidArg(fn, "endpoint is NULL");
     if (descriptor == nullptr) {
-      return InvalidArg(__func__, "descriptor is NULL");
+      return InvalidArg(fn, "descriptor is NULL");
     }
     auto region = endpoint->endpoint->Import(
         std::string_view(static_cast<const char*>(descriptor), length));
@@ -363,7 +363,7 @@ ps_xfer_status ps_xfer_import(ps_xfer_endpoint* endpoint,
 }
 
 ps_xfer_status ps_xfer_remote_destroy(ps_xfer_remote* remote) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char*) {
     delete remote;
     return PS_XFER_OK;
   });

@@ -64,10 +64,10 @@ extern "C" {
 ps_xfer_status ps_xfer_put(ps_xfer_endpoint* endpoint, const void* src,
                            size_t length, const ps_xfer_remote* dst,
                            uint64_t offset, ps_xfer_request** out) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char* fn) {
     if (out != nullptr) *out = nullptr;
-    if (ps_xfer_status s = CheckTarget(__func__, endpoint, dst)) return s;
-    if (src == nullptr) return InvalidArg(__func__, "src is NULL");
+    if (ps_xfer_status s = CheckTarget(fn, endpoint, dst)) return s;
+    if (src == nullptr) return InvalidArg(fn, "src is NULL");
     return Issue(endpoint, out, {}, [&](std::span<const Segment>) {
       return endpoint->endpoint->PostPut(src, length, dst->region, offset);
     });
@@ -77,10 +77,10 @@ ps_xfer_status ps_xfer_put(ps_xfer_endpoint* endpoint, const void* src,
 ps_xfer_status ps_xfer_get(ps_xfer_endpoint* endpoint, void* dst, size_t length,
                            const ps_xfer_remote* src, uint64_t offset,
                            ps_xfer_request** out) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char* fn) {
     if (out != nullptr) *out = nullptr;
-    if (ps_xfer_status s = CheckTarget(__func__, endpoint, src)) return s;
-    if (dst == nullptr) return InvalidArg(__func__, "dst is NULL");
+    if (ps_xfer_status s = CheckTarget(fn, endpoint, src)) return s;
+    if (dst == nullptr) return InvalidArg(fn, "dst is NULL");
     return Issue(endpoint, out, {}, [&](std::span<const Segment>) {
       return endpoint->endpoint->PostGet(dst, length, src->region, offset);
     });
@@ -91,11 +91,11 @@ ps_xfer_status ps_xfer_writev(ps_xfer_endpoint* endpoint,
                               const ps_xfer_segment* segments, size_t count,
                               const ps_xfer_remote* dst,
                               ps_xfer_request** out) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char* fn) {
     if (out != nullptr) *out = nullptr;
-    if (ps_xfer_status s = CheckTarget(__func__, endpoint, dst)) return s;
+    if (ps_xfer_status s = CheckTarget(fn, endpoint, dst)) return s;
     std::vector<Segment> segs;
-    if (ps_xfer_status s = ConvertSegments(__func__, segments, count, &segs)) {
+    if (ps_xfer_status s = ConvertSegments(fn, segments, count, &segs)) {
       return s;
     }
     return Issue(endpoint, out, std::move(segs),
@@ -109,11 +109,11 @@ ps_xfer_status ps_xfer_writev(ps_xfer_endpoint* endpoint,
 ps_xfer_status ps_xfer_readv(ps_xfer_endpoint* endpoint,
                              const ps_xfer_segment* segments, size_t count,
                              const ps_xfer_remote* src, ps_xfer_request** out) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char* fn) {
     if (out != nullptr) *out = nullptr;
-    if (ps_xfer_status s = CheckTarget(__func__, endpoint, src)) return s;
+    if (ps_xfer_status s = CheckTarget(fn, endpoint, src)) return s;
     std::vector<Segment> segs;
-    if (ps_xfer_status s = ConvertSegments(__func__, segments, count, &segs)) {
+    if (ps_xfer_status s = ConvertSegments(fn, segments, count, &segs)) {
       return s;
     }
     return Issue(endpoint, out, std::move(segs),
@@ -127,10 +127,10 @@ ps_xfer_status ps_xfer_fetch_add64(ps_xfer_endpoint* endpoint,
                                    const ps_xfer_remote* dst, uint64_t offset,
                                    uint64_t value, uint64_t* previous,
                                    ps_xfer_request** out) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char* fn) {
     if (out != nullptr) *out = nullptr;
-    if (ps_xfer_status s = CheckTarget(__func__, endpoint, dst)) return s;
-    if (previous == nullptr) return InvalidArg(__func__, "previous is NULL");
+    if (ps_xfer_status s = CheckTarget(fn, endpoint, dst)) return s;
+    if (previous == nullptr) return InvalidArg(fn, "previous is NULL");
     return Issue(endpoint, out, {}, [&](std::span<const Segment>) {
       return endpoint->endpoint->PostFetchAdd64(dst->region, offset, value,
                                                 previous);
@@ -143,10 +143,10 @@ ps_xfer_status ps_xfer_compare_swap64(ps_xfer_endpoint* endpoint,
                                       uint64_t offset, uint64_t expected,
                                       uint64_t desired, uint64_t* previous,
                                       ps_xfer_request** out) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char* fn) {
     if (out != nullptr) *out = nullptr;
-    if (ps_xfer_status s = CheckTarget(__func__, endpoint, dst)) return s;
-    if (previous == nullptr) return InvalidArg(__func__, "previous is NULL");
+    if (ps_xfer_status s = CheckTarget(fn, endpoint, dst)) return s;
+    if (previous == nullptr) return InvalidArg(fn, "previous is NULL");
     return Issue(endpoint, out, {}, [&](std::span<const Segment>) {
       return endpoint->endpoint->PostCompareSwap64(dst->region, offset,
                                                    expected, desired, previous);
@@ -158,11 +158,11 @@ ps_xfer_status ps_xfer_put_with_notify(
     ps_xfer_endpoint* endpoint, const void* src, size_t length,
     const ps_xfer_remote* dst, uint64_t offset, const ps_xfer_remote* notify,
     uint64_t notify_offset, uint64_t notify_value, ps_xfer_request** out) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char* fn) {
     if (out != nullptr) *out = nullptr;
-    if (ps_xfer_status s = CheckTarget(__func__, endpoint, dst)) return s;
-    if (notify == nullptr) return InvalidArg(__func__, "notify is NULL");
-    if (src == nullptr) return InvalidArg(__func__, "src is NULL");
+    if (ps_xfer_status s = CheckTarget(fn, endpoint, dst)) return s;
+    if (notify == nullptr) return InvalidArg(fn, "notify is NULL");
+    if (src == nullptr) return InvalidArg(fn, "src is NULL");
     return Issue(endpoint, out, {}, [&](std::span<const Segment>) {
       return endpoint->endpoint->PostPutWithNotify(src, length, dst->region,
                                                    offset, notify->region,
@@ -172,10 +172,10 @@ ps_xfer_status ps_xfer_put_with_notify(
 }
 
 ps_xfer_status ps_xfer_request_test(ps_xfer_request* request, int* done) {
-  return Guard(__func__, [&] {
-    if (done == nullptr) return InvalidArg(__func__, "done is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (done == nullptr) return InvalidArg(fn, "done is NULL");
     *done = 0;
-    if (request == nullptr) return InvalidArg(__func__, "request is NULL");
+    if (request == nullptr) return InvalidArg(fn, "request is NULL");
     ps::Status status;
     if (!request->request.Test(&status)) return PS_XFER_OK;
     *done = 1;
@@ -184,14 +184,14 @@ ps_xfer_status ps_xfer_request_test(ps_xfer_request* request, int* done) {
 }
 
 ps_xfer_status ps_xfer_request_wait(ps_xfer_request* request) {
-  return Guard(__func__, [&] {
-    if (request == nullptr) return InvalidArg(__func__, "request is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (request == nullptr) return InvalidArg(fn, "request is NULL");
     return Report(request->request.Wait());
   });
 }
 
 ps_xfer_status ps_xfer_request_free(ps_xfer_request* request) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char*) {
     if (request == nullptr) return PS_XFER_OK;
     std::unique_ptr<ps_xfer_request> owned(request);
     // The operation may still write into the caller's buffers (and the
@@ -201,15 +201,15 @@ ps_xfer_status ps_xfer_request_free(ps_xfer_request* request) {
 }
 
 ps_xfer_status ps_xfer_batch_create(ps_xfer_batch** out) {
-  return Guard(__func__, [&] {
-    if (out == nullptr) return InvalidArg(__func__, "out is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (out == nullptr) return InvalidArg(fn, "out is NULL");
     *out = new ps_xfer_batch();
     return PS_XFER_OK;
   });
 }
 
 ps_xfer_status ps_xfer_batch_destroy(ps_xfer_batch* batch) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char*) {
     delete batch;
     return PS_XFER_OK;
   });
@@ -218,10 +218,10 @@ ps_xfer_status ps_xfer_batch_destroy(ps_xfer_batch* batch) {
 ps_xfer_status ps_xfer_batch_put(ps_xfer_batch* batch, const void* src,
                                  size_t length, const ps_xfer_remote* dst,
                                  uint64_t offset) {
-  return Guard(__func__, [&] {
-    if (batch == nullptr) return InvalidArg(__func__, "batch is NULL");
-    if (src == nullptr) return InvalidArg(__func__, "src is NULL");
-    if (dst == nullptr) return InvalidArg(__func__, "remote region is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (batch == nullptr) return InvalidArg(fn, "batch is NULL");
+    if (src == nullptr) return InvalidArg(fn, "src is NULL");
+    if (dst == nullptr) return InvalidArg(fn, "remote region is NULL");
     batch->batch.Put(src, length, dst->region, offset);
     return PS_XFER_OK;
   });
@@ -229,10 +229,10 @@ ps_xfer_status ps_xfer_batch_put(ps_xfer_batch* batch, const void* src,
 
 ps_xfer_status ps_xfer_batch_get(ps_xfer_batch* batch, void* dst, size_t length,
                                  const ps_xfer_remote* src, uint64_t offset) {
-  return Guard(__func__, [&] {
-    if (batch == nullptr) return InvalidArg(__func__, "batch is NULL");
-    if (dst == nullptr) return InvalidArg(__func__, "dst is NULL");
-    if (src == nullptr) return InvalidArg(__func__, "remote region is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (batch == nullptr) return InvalidArg(fn, "batch is NULL");
+    if (dst == nullptr) return InvalidArg(fn, "dst is NULL");
+    if (src == nullptr) return InvalidArg(fn, "remote region is NULL");
     batch->batch.Get(dst, length, src->region, offset);
     return PS_XFER_OK;
   });
@@ -242,10 +242,10 @@ ps_xfer_status ps_xfer_batch_fetch_add64(ps_xfer_batch* batch,
                                          const ps_xfer_remote* dst,
                                          uint64_t offset, uint64_t value,
                                          uint64_t* previous) {
-  return Guard(__func__, [&] {
-    if (batch == nullptr) return InvalidArg(__func__, "batch is NULL");
-    if (dst == nullptr) return InvalidArg(__func__, "remote region is NULL");
-    if (previous == nullptr) return InvalidArg(__func__, "previous is NULL");
+  return Guard(__func__, [&](const char* fn) {
+    if (batch == nullptr) return InvalidArg(fn, "batch is NULL");
+    if (dst == nullptr) return InvalidArg(fn, "remote region is NULL");
+    if (previous == nullptr) return InvalidArg(fn, "previous is NULL");
     batch->batch.FetchAdd64(dst->region, offset, value, previous);
     return PS_XFER_OK;
   });
@@ -268,10 +268,10 @@ ps_xfer_status ps_xfer_batch_clear(ps_xfer_batch* batch) {
 ps_xfer_status ps_xfer_batch_post(ps_xfer_endpoint* endpoint,
                                   const ps_xfer_batch* batch,
                                   ps_xfer_request** out) {
-  return Guard(__func__, [&] {
+  return Guard(__func__, [&](const char* fn) {
     if (out != nullptr) *out = nullptr;
-    if (endpoint == nullptr) return InvalidArg(__func__, "endpoint is NULL");
-    if (batch == nullptr) return InvalidArg(__func__, "batch is NULL");
+    if (endpoint == nullptr) return InvalidArg(fn, "endpoint is NULL");
+    if (batch == nullptr) return InvalidArg(fn, "batch is NULL");
     return Issue(endpoint, out, {}, [&](std::span<const Segment>) {
       return endpoint->endpoint->Post(batch->batch);
     });

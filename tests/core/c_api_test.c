@@ -49,6 +49,9 @@ static int NullAndBadArguments(void) {
   CHECK_CODE(ps_xfer_context_options_init(NULL), PS_XFER_INVALID_ARGUMENT);
   CHECK_CODE(ps_xfer_context_create(NULL, &ctx), PS_XFER_INVALID_ARGUMENT);
   CHECK(ctx == NULL);
+  /* The message says which call and which argument. */
+  CHECK(strstr(ps_xfer_last_error(), "ps_xfer_context_create: options") !=
+        NULL);
   CHECK_OK(ps_xfer_context_options_init(&o));
   CHECK(strcmp(o.listen_host, "127.0.0.1") == 0 && o.peer_timeout_ms > 0);
   CHECK_CODE(ps_xfer_context_create(&o, NULL), PS_XFER_INVALID_ARGUMENT);
@@ -72,6 +75,7 @@ static int NullAndBadArguments(void) {
   CHECK_CODE(ps_xfer_put(NULL, &byte, 1, NULL, 0, &req),
              PS_XFER_INVALID_ARGUMENT);
   CHECK(req == NULL);
+  CHECK(strstr(ps_xfer_last_error(), "ps_xfer_put: endpoint") != NULL);
   CHECK_CODE(ps_xfer_fetch_add64(NULL, NULL, 0, 1, &word, NULL),
              PS_XFER_INVALID_ARGUMENT);
   CHECK_CODE(ps_xfer_writev(NULL, NULL, 0, NULL, NULL),
