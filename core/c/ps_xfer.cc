@@ -2,7 +2,9 @@
 // endpoints and imported regions. The operations are in ps_xfer_ops.cc.
 #include "core/c/ps_xfer.h"
 
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "core/access.h"
@@ -155,10 +157,14 @@ ps_xfer_status ps_xfer_context_create(const ps_xfer_context_options* options,
     if (out == nullptr) return InvalidArg(fn, "out is NULL");
     *out = nullptr;
     if (options == nullptr) return InvalidArg(fn, "options is NULL");
-    // A C caller can store any int in the enum.
-    const int transport = static_cast<int>(options->transport);
-    if (transport < PS_XFER_TRANSPORT_AUTO ||
-        transport > PS_XFER_TRANSPORT_VERBS) {
+    // A C caller can store any int in the enum, but C++ may not load one
+    // outside the enumerators as the enum (UBSan's "invalid value"): the
+    // field is read as its underlying integer.
+    std::underlying_type_t<ps_xfer_transport> transport;
+    static_assert(sizeof transport == sizeof options->transport);
+    std::memcpy(&transport, &options->transport, sizeof transport);
+    // As unsigned, a negative number is out of range too.
+    if (static_cast<unsigned>(transport) > PS_XFER_TRANSPORT_VERBS) {
       return InvalidArg(fn, "unknown transport");
     }
     if (options->secret == nullptr && options->secret_length != 0) {

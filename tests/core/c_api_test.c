@@ -57,6 +57,8 @@ static int NullAndBadArguments(void) {
   CHECK_CODE(ps_xfer_context_create(&o, NULL), PS_XFER_INVALID_ARGUMENT);
   o.transport = (ps_xfer_transport)42;
   CHECK_CODE(ps_xfer_context_create(&o, &ctx), PS_XFER_INVALID_ARGUMENT);
+  o.transport = (ps_xfer_transport)-1;
+  CHECK_CODE(ps_xfer_context_create(&o, &ctx), PS_XFER_INVALID_ARGUMENT);
   o.transport = PS_XFER_TRANSPORT_AUTO;
   o.secret = "short";
   o.secret_length = 5;
@@ -221,17 +223,25 @@ int Exercise(ps_xfer_endpoint* ep, ps_xfer_remote* rw, ps_xfer_remote* ro) {
   bad = ro;
   CHECK_CODE(ps_xfer_import(ep, "garbage!", 8, &bad), PS_XFER_INVALID_ARGUMENT);
   CHECK(bad == NULL);
+  /* An atomic after every write, read with acquire by CheckOwnerView,
+   * orders the writes with the owner's reads (for TSan: a progress thread of
+   * the owner wrote the bytes, and the owner learns that they are there from
+   * another process). */
+  CHECK_OK(ps_xfer_fetch_add64(ep, rw, kAtomicOff, 0, &previous, NULL));
+  CHECK(previous == 100);
   return 0;
 }
 
 int CheckOwnerView(const uint8_t* mem) {
-  /* The notify word first (acquire), then the data it announces. */
+  /* Exercise's last atomic (acquire): every write came before it. */
+  CHECK(__atomic_load_n((const uint64_t*)(mem + kAtomicOff),
+                        __ATOMIC_ACQUIRE) == 100);
+  /* The notify word, then the data it announces. */
   CHECK(__atomic_load_n((const uint64_t*)(mem + kNotifyOff),
                         __ATOMIC_ACQUIRE) == kNotifyValue);
   CHECK(Matches(mem + kNotifyDataOff, 256, 3));
   CHECK(Matches(mem + kPutOff, 100, 1));
   CHECK(Matches(mem + kBatchOff, 128, 5));
-  CHECK(*(const uint64_t*)(mem + kAtomicOff) == 100);
   CHECK(*(const uint64_t*)(mem + kBatchAddOff) == 3);
   for (int i = 0; i < 3; ++i) {
     CHECK(Matches(mem + kVecOff[i], kVecLen[i], 10 + i));
