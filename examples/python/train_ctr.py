@@ -82,18 +82,30 @@ def free_port():
 
 
 def step_batches(path, rank, world, batch_size, skip):
-    """This worker's batches: of every `world` consecutive batches of the
-    file, the rank-th (every worker gets as many: an incomplete group at the
-    end is left out). Yields (batch, examples of the file consumed)."""
-    reader = ps.data.Reader(path)
+    """This worker's full batches of its share of the file (ps.data.Reader:
+    every world-th line), as long as every worker has one: the workers
+    agree with an all-reduce, started for the next batch while this one
+    trains, so all take as many steps. Yields (batch, lines of this worker
+    consumed)."""
+    reader = ps.data.Reader(path, worker_id=rank, num_workers=world)
     reader.skip(skip)
-    consumed = skip
+
+    def ahead():
+        batch = reader.read(batch_size)
+        have = torch.tensor([1.0 if len(batch) == batch_size else 0.0])
+        agreed = (dist.all_reduce(have, op=dist.ReduceOp.MIN, async_op=True)
+                  if world > 1 else None)
+        return batch, reader.consumed, have, agreed
+
+    nxt = ahead()
     while True:
-        group = [reader.read(batch_size) for _ in range(world)]
-        if any(len(b) < batch_size for b in group):
+        batch, consumed, have, agreed = nxt
+        if agreed is not None:
+            agreed.wait()
+        if have[0] == 0:
             return
-        consumed += batch_size * world
-        yield group[rank], consumed
+        nxt = ahead()
+        yield batch, consumed
 
 
 def dense_path(args, step):

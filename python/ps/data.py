@@ -50,10 +50,16 @@ class Batch:
 
 class Reader:
     """Streams examples from a file ("criteo", "libsvm" or "libffm"; plain
-    or gzip). NotFoundError / FileError when it cannot be opened."""
+    or gzip). NotFoundError / FileError when it cannot be opened.
 
-    def __init__(self, path, format="criteo", strict=False):
-        self._r = _native.data.ExampleReader(str(path), format, strict)
+    With ``num_workers`` > 1 it yields this worker's share only: line i
+    (counting every line of the file) when i % num_workers == worker_id, as
+    ps_worker splits a file; the other lines are not parsed."""
+
+    def __init__(self, path, format="criteo", strict=False, worker_id=0,
+                 num_workers=1):
+        self._r = _native.data.ExampleSource(str(path), format, strict,
+                                             worker_id, num_workers)
 
     def read(self, max_examples):
         """Up to ``max_examples`` examples; an empty Batch at the end."""
@@ -68,9 +74,21 @@ class Reader:
                 return
             yield batch
 
-    def skip(self, examples):
-        """Skips ``examples`` examples (to resume inside an epoch)."""
-        self._r.skip(examples)
+    def skip(self, lines):
+        """Reads past the next ``lines`` lines of this worker without parsing
+        them: resuming at a checkpoint's ``consumed``. OutOfRangeError if the
+        file has fewer."""
+        self._r.skip(lines)
+
+    def rewind(self):
+        """Starts over from the first line (the next epoch)."""
+        self._r.rewind()
+
+    @property
+    def consumed(self):
+        """Lines of this worker read since the start (malformed ones
+        included): the data position a checkpoint records."""
+        return self._r.consumed
 
     @property
     def stats(self):

@@ -112,27 +112,6 @@ std::unique_ptr<PsClient> Connect(std::vector<std::string> servers,
   return ValueOrThrow(PsClient::Connect(o));
 }
 
-// Runs `call` without the GIL and raises its error.
-template <typename Call>
-void Released(Call&& call) {
-  Status status;
-  {
-    py::gil_scoped_release release;
-    status = call();
-  }
-  ThrowIfError(status);
-}
-
-template <typename T, typename Call>
-T ReleasedValue(Call&& call) {
-  std::optional<StatusOr<T>> result;
-  {
-    py::gil_scoped_release release;
-    result.emplace(call());
-  }
-  return ValueOrThrow(std::move(*result));
-}
-
 void BindPsClient(py::module_ m) {
   py::class_<PsClient>(m, "PsClient")
       .def(py::init(&Connect), py::arg("servers"), py::arg("worker_id"),

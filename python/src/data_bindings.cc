@@ -1,7 +1,9 @@
-// ps._native.data: the C++ click-log readers (worker/data/example_reader.h)
-// and the metrics (worker/eval/metrics.h), so a PyTorch model reads the same
-// files, with the same feature hashing, as ps_worker does, at C++ speed, and
-// is scored by the same AUC.
+// ps._native.data: the C++ click-log source ps_worker reads
+// (worker/train/example_source.h: this worker's lines of a file, parsed by
+// worker/data) and the metrics (worker/eval/metrics.h), so a PyTorch model
+// reads the same files, with the same feature hashing and the same split
+// between workers, as ps_worker does, at C++ speed, and is scored by the
+// same AUC.
 //
 // A batch comes back as NumPy arrays in the reader's compressed-row form
 // (ExampleBatch): labels, offsets (examples + 1), ids, values, fields; moved
@@ -17,42 +19,52 @@
 #include "python/src/array_args.h"
 #include "python/src/bindings.h"
 #include "python/src/status_error.h"
-#include "worker/data/example_reader.h"
 #include "worker/eval/metrics.h"
+#include "worker/train/example_source.h"
 
 namespace ps::python {
 namespace {
 
 using data::ExampleBatch;
-using data::ExampleReader;
+using train::ExampleSource;
 
-std::unique_ptr<ExampleReader> Open(const std::string& path,
-                                    const std::string& format, bool strict) {
-  data::ReaderOptions options;
+std::unique_ptr<ExampleSource> Open(const std::string& path,
+                                    const std::string& format, bool strict,
+                                    uint32_t worker_id, uint32_t num_workers) {
+  train::SourceOptions options;
   ThrowIfError(data::ParseDataFormat(format, &options.format));
   options.strict = strict;
+  if (num_workers == 0 || worker_id >= num_workers) {
+    ThrowInvalidArgument("worker_id " + std::to_string(worker_id) +
+                         " is not in [0, num_workers = " +
+                         std::to_string(num_workers) + ")");
+  }
+  options.worker_id = worker_id;
+  options.num_workers = num_workers;
   py::gil_scoped_release release;
-  return ValueOrThrow(ExampleReader::Open(path, options));
+  return ValueOrThrow(ExampleSource::Open(path, options));
 }
 
 // Up to `max` examples as (labels, offsets, ids, values, fields); empty
 // arrays at the end of the file.
-py::tuple Read(ExampleReader& reader, size_t max) {
+py::tuple Read(ExampleSource& source, size_t max) {
   ExampleBatch batch;
+  ExampleSource::Scratch scratch;
   StatusOr<size_t> got = size_t{0};
   {
     py::gil_scoped_release release;
-    got = reader.Read(max, &batch);
+    got = source.Next(max, &batch, &scratch);
   }
   ThrowIfError(got.status());
-  return py::make_tuple(
-      ToArray(std::move(batch.labels)), ToArray(std::move(batch.offsets)),
-      ToArray(std::move(batch.ids)), ToArray(std::move(batch.values)),
-      ToArray(std::move(batch.fields)));
+  return py::make_tuple(ToArray(std::move(batch.labels)),
+                        ToArray(std::move(batch.offsets)),
+                        ToArray(std::move(batch.ids)),
+                        ToArray(std::move(batch.values)),
+                        ToArray(std::move(batch.fields)));
 }
 
-py::dict StatsOf(const ExampleReader& reader) {
-  const data::ReaderStats& s = reader.stats();
+py::dict StatsOf(const ExampleSource& source) {
+  const data::ReaderStats s = source.stats();
   py::dict d;
   d["lines"] = s.lines;
   d["examples"] = s.examples;
@@ -76,23 +88,22 @@ std::pair<std::span<const float>, std::span<const float>> Pairs(
 }  // namespace
 
 void BindData(py::module_ m) {
-  py::class_<ExampleReader>(m, "ExampleReader")
+  py::class_<ExampleSource>(m, "ExampleSource")
       .def(py::init(&Open), py::arg("path"), py::arg("format"),
-           py::arg("strict"))
+           py::arg("strict"), py::arg("worker_id"), py::arg("num_workers"))
       .def("read", &Read, py::arg("max"))
       .def(
           "skip",
-          [](ExampleReader& r, uint64_t examples) {
-            Status s;
-            {
-              py::gil_scoped_release release;
-              s = r.Skip(examples);
-            }
-            ThrowIfError(s);
+          [](ExampleSource& s, uint64_t lines) {
+            Released([&] { return s.Skip(lines); });
           },
-          py::arg("examples"))
+          py::arg("lines"))
+      .def("rewind",
+           [](ExampleSource& s) { Released([&] { return s.Rewind(); }); })
+      .def_property_readonly("consumed", &ExampleSource::consumed)
+      .def_property_readonly("fraction_read", &ExampleSource::fraction_read)
       .def_property_readonly("stats", &StatsOf)
-      .def_property_readonly("path", &ExampleReader::path);
+      .def_property_readonly("path", &ExampleSource::path);
 
   m.def(
       "auc",

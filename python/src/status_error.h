@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 
 #include <exception>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -39,6 +40,29 @@ template <typename T>
 T ValueOrThrow(StatusOr<T> result) {
   ThrowIfError(result.status());
   return std::move(result).value();
+}
+
+// Runs `call` (returning a Status) without the GIL, then raises its error:
+// for every C++ call that may wait.
+template <typename Call>
+void Released(Call&& call) {
+  Status status;
+  {
+    pybind11::gil_scoped_release release;
+    status = call();
+  }
+  ThrowIfError(status);
+}
+
+// The same for a call returning StatusOr<T>: its value.
+template <typename T, typename Call>
+T ReleasedValue(Call&& call) {
+  std::optional<StatusOr<T>> result;
+  {
+    pybind11::gil_scoped_release release;
+    result.emplace(call());
+  }
+  return ValueOrThrow(std::move(*result));
 }
 
 // Raises ps.errors.InvalidArgumentError with `message` (for arguments the
