@@ -18,9 +18,9 @@ def is_tensor(x):
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-def as_array(x, name, dtype):
-    """``x`` as an ndarray sharing its memory; other sequences converted to
-    ``dtype`` (arrays and tensors keep theirs: the extension checks it)."""
+def shared_array(x, name):
+    """``x`` itself if an ndarray, a CPU tensor's ``numpy()`` view, else
+    None."""
     if isinstance(x, np.ndarray):
         return x
     if is_tensor(x):
@@ -28,6 +28,15 @@ def as_array(x, name, dtype):
             raise InvalidArgumentError(
                 f"{name} must be a CPU tensor, not one on {x.device}")
         return x.detach().numpy()
+    return None
+
+
+def as_array(x, name, dtype):
+    """``x`` as an ndarray sharing its memory; other sequences converted to
+    ``dtype`` (arrays and tensors keep theirs: the extension checks it)."""
+    shared = shared_array(x, name)
+    if shared is not None:
+        return shared
     try:
         return np.asarray(x, dtype=dtype)
     except (TypeError, ValueError, OverflowError) as e:

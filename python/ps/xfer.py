@@ -45,11 +45,10 @@ the context's end, since peers may write it until then.
 """
 
 import enum
-import sys
 
 import numpy as np
 
-from ps import errors
+from ps import _arrays, errors
 from ps._native import xfer as _xfer
 
 __all__ = [
@@ -78,14 +77,9 @@ NONE, READ, WRITE, ATOMIC, ALL = (Access.NONE, Access.READ, Access.WRITE,
 
 def _as_array(buffer):
     """``buffer`` as a NumPy array sharing its memory (tensors, bytes)."""
-    if isinstance(buffer, np.ndarray):
-        return buffer
-    torch = sys.modules.get("torch")  # never imported here
-    if torch is not None and isinstance(buffer, torch.Tensor):
-        if buffer.device.type != "cpu":
-            raise TypeError("only CPU tensors can be transferred, not a "
-                            f"tensor on {buffer.device}")
-        return buffer.detach().numpy()
+    shared = _arrays.shared_array(buffer, "a buffer")
+    if shared is not None:
+        return shared
     if isinstance(buffer, (bytes, bytearray, memoryview)):
         return np.frombuffer(buffer, dtype=np.uint8)
     raise TypeError("a buffer must be a numpy array or a CPU torch tensor, "

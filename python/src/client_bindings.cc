@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "core/auth.h"
-#include "kernels/sparse_accumulate.h"
 #include "core/transport_name.h"
+#include "kernels/sparse_accumulate.h"
 #include "python/src/array_args.h"
 #include "python/src/bindings.h"
 #include "python/src/status_error.h"
@@ -241,8 +241,8 @@ py::array_t<float> SumRows(const py::array& inverse, const py::array& grads,
                          std::to_string(index.size()) + " rows of dim " +
                          std::to_string(dim));
   }
-  py::array_t<float> out({static_cast<py::ssize_t>(count),
-                          static_cast<py::ssize_t>(dim)});
+  py::array_t<float> out(
+      {static_cast<py::ssize_t>(count), static_cast<py::ssize_t>(dim)});
   std::span<float> o = FloatOutput(out, "out");
   Status s;
   {

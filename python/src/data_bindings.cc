@@ -35,9 +35,9 @@ std::unique_ptr<ExampleSource> Open(const std::string& path,
   ThrowIfError(data::ParseDataFormat(format, &options.format));
   options.strict = strict;
   if (num_workers == 0 || worker_id >= num_workers) {
-    ThrowInvalidArgument("worker_id " + std::to_string(worker_id) +
-                         " is not in [0, num_workers = " +
-                         std::to_string(num_workers) + ")");
+    ThrowInvalidArgument(
+        "worker_id " + std::to_string(worker_id) +
+        " is not in [0, num_workers = " + std::to_string(num_workers) + ")");
   }
   options.worker_id = worker_id;
   options.num_workers = num_workers;
@@ -56,11 +56,10 @@ py::tuple Read(ExampleSource& source, size_t max) {
     got = source.Next(max, &batch, &scratch);
   }
   ThrowIfError(got.status());
-  return py::make_tuple(ToArray(std::move(batch.labels)),
-                        ToArray(std::move(batch.offsets)),
-                        ToArray(std::move(batch.ids)),
-                        ToArray(std::move(batch.values)),
-                        ToArray(std::move(batch.fields)));
+  return py::make_tuple(
+      ToArray(std::move(batch.labels)), ToArray(std::move(batch.offsets)),
+      ToArray(std::move(batch.ids)), ToArray(std::move(batch.values)),
+      ToArray(std::move(batch.fields)));
 }
 
 py::dict StatsOf(const ExampleSource& source) {
