@@ -18,6 +18,7 @@ Fixtures:
 """
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -155,6 +156,26 @@ def python_env():
     return env
 
 
+def run_group(cmd, timeout, **kwargs):
+    """subprocess.run(cmd, capture_output=True, text=True) in a process
+    group of its own: on timeout the whole group (the servers and workers
+    it started too) is killed before TimeoutExpired is raised."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **kwargs)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(cmd, timeout, out, err) from None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 @pytest.fixture
 def run_python(tmp_path):
     """run_python(code, *args, timeout=60) -> CompletedProcess (text) of
@@ -163,9 +184,8 @@ def run_python(tmp_path):
     def run(code, *args, timeout=60):
         script = tmp_path / f"scenario-{len(list(tmp_path.glob('scenario-*')))}.py"
         script.write_text(textwrap.dedent(code))
-        return subprocess.run([sys.executable, str(script), *map(str, args)],
-                              capture_output=True, text=True, timeout=timeout,
-                              env=python_env(), cwd=tmp_path)
+        return run_group([sys.executable, str(script), *map(str, args)],
+                         timeout=timeout, env=python_env(), cwd=tmp_path)
 
     return run
 

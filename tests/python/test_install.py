@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import PACKAGE_DIR, REPO, SERVER_BIN
+from conftest import PACKAGE_DIR, REPO, SERVER_BIN, run_group
 
 
 def needs(module):
@@ -79,8 +79,7 @@ def test_offline_pip_install(tmp_path):
     outside.mkdir()
     assert not outside.resolve().is_relative_to(REPO)
     env["PS_SERVER_BIN"] = str(SERVER_BIN)
-    run = subprocess.run([str(venv / "bin" / "python"), "-c", CHECK],
-                         capture_output=True, text=True, timeout=60,
-                         env=env, cwd=outside)
+    run = run_group([str(venv / "bin" / "python"), "-c", CHECK],
+                    timeout=60, env=env, cwd=outside)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert "round trip ok" in run.stdout

@@ -4,10 +4,9 @@ a run that checkpoints every 2 steps and stops after step 4, then --resume,
 which continues after step 4 and ends with an eval AUC."""
 
 import json
-import subprocess
 import sys
 
-from conftest import REPO, python_env
+from conftest import REPO, python_env, run_group
 
 SCRIPT = REPO / "examples" / "python" / "train_ctr.py"
 BATCH = 500
@@ -21,8 +20,7 @@ def train(tmp_path, data, *extra):
            "--servers", "2", "--batch-size", str(BATCH),
            "--checkpoint-dir", str(tmp_path / "ckpt"),
            "--checkpoint-every", "2", *extra]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                         env=python_env(), cwd=tmp_path)
+    run = run_group(cmd, timeout=120, env=python_env(), cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr[-4000:]
     results = {}
     # One JSON object per worker. With PYTHONUNBUFFERED the two processes'
