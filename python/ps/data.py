@@ -43,7 +43,7 @@ class Batch:
         if n == 0:
             return self.flat_ids.reshape(0, 0)
         width = int(self.offsets[1] - self.offsets[0])
-        if len(self.flat_ids) != n * width:
+        if not (np.diff(self.offsets) == width).all():
             return None
         return self.flat_ids.reshape(n, width)
 
