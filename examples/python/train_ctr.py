@@ -140,7 +140,7 @@ def worker(rank, world, addresses, args, results):
                 model.mlp.module.load_state_dict(state["mlp"])
                 opt.load_state_dict(state["adam"])
             print(f"worker {rank}: resumed after step {step} (epoch {epoch}, "
-                  f"{skip} examples consumed)", flush=True)
+                  f"{skip} lines consumed)", flush=True)
 
     trained, stopped = 0, False
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -187,7 +187,7 @@ def worker(rank, world, addresses, args, results):
         result.update(auc=round(auc, 5), logloss=round(logloss, 5))
     dist.barrier()
     dist.destroy_process_group()
-    print(json.dumps(result), flush=True)
+    print(json.dumps(result) + "\n", end="", flush=True)
     results[rank] = result
 
 

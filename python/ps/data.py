@@ -93,7 +93,7 @@ class Reader:
     @property
     def stats(self):
         """lines, examples, malformed, first_malformed (the first few
-        reasons, "line 17: ...")."""
+        reasons, "<path> line 17: ...")."""
         return self._r.stats
 
 

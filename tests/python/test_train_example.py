@@ -51,8 +51,9 @@ def test_checkpoint_stop_and_resume(tmp_path, datagen):
 
     out, second = train(tmp_path, data, "--resume")
     for w in (0, 1):
+        # Each worker reads its own share of the file (every 2nd line).
         assert (f"worker {w}: resumed after step 4 (epoch 0, "
-                f"{4 * BATCH * 2} examples consumed)") in out, out
+                f"{4 * BATCH} lines consumed)") in out, out
     for r in second.values():
         assert r["steps"] == 6 and r["stopped_early"] is False
         assert r["examples"] == 2 * BATCH  # only the steps after 4
