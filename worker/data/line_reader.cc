@@ -3,10 +3,16 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 namespace ps::data {
+
+namespace {
+constexpr size_t kBlockBytes = size_t{1} << 20;
+}  // namespace
 
 StatusOr<std::unique_ptr<LineReader>> LineReader::Open(
     const std::string& path) {
@@ -36,32 +42,68 @@ LineReader::~LineReader() {
   if (gz_ != nullptr) gzclose(static_cast<gzFile>(gz_));
 }
 
-bool LineReader::Next(std::string* line) {
-  if (!status_.ok()) return false;
+bool LineReader::Refill() {
+  // Keep the unread bytes (a line's start), then read after them; a line
+  // longer than the buffer doubles it.
+  std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+  end_ -= begin_;
+  begin_ = 0;
+  if (buffer_.empty()) buffer_.resize(kBlockBytes);
+  if (end_ == buffer_.size()) buffer_.resize(2 * buffer_.size());
   auto* gz = static_cast<gzFile>(gz_);
-  line->clear();
-  char chunk[64 * 1024];
-  for (;;) {
-    if (gzgets(gz, chunk, sizeof(chunk)) == nullptr) {
-      int err = 0;
-      const char* msg = gzerror(gz, &err);
-      if (err != Z_OK && err != Z_STREAM_END) {
-        status_ = IOError(path_ + " after line " +
-                          std::to_string(line_number_) + ": " + msg);
-        return false;
-      }
-      if (line->empty()) return false;  // end of file
-      break;                            // last line without "\n"
-    }
-    size_t n = std::strlen(chunk);
-    line->append(chunk, n);
-    if (n > 0 && chunk[n - 1] == '\n') {
-      line->pop_back();
-      break;
-    }
+  const size_t room = std::min<size_t>(buffer_.size() - end_, INT_MAX);
+  const int n = gzread(gz, buffer_.data() + end_, static_cast<unsigned>(room));
+  int err = Z_OK;
+  const char* message = gzerror(gz, &err);
+  if (n < 0 || (err != Z_OK && err != Z_STREAM_END)) {
+    status_ = IOError(path_ + " after line " + std::to_string(line_number_) +
+                      ": " + message);
+    return false;
   }
-  if (!line->empty() && line->back() == '\r') line->pop_back();
+  if (n == 0) eof_ = true;
+  end_ += static_cast<size_t>(n);
+  return true;
+}
+
+bool LineReader::Find(const char** begin, const char** end) {
+  if (!status_.ok()) return false;
+  size_t scanned = begin_;
+  for (;;) {
+    const char* base = buffer_.data();
+    const void* nl = std::memchr(base + scanned, '\n', end_ - scanned);
+    if (nl != nullptr || (eof_ && end_ > begin_)) {
+      *begin = base + begin_;
+      *end = nl != nullptr ? static_cast<const char*>(nl) : base + end_;
+      return true;
+    }
+    if (eof_) return false;   // nothing left
+    scanned = end_ - begin_;  // where the search goes on after Refill
+    if (!Refill()) return false;
+  }
+}
+
+void LineReader::Pass(const char* end) {
+  const char* base = buffer_.data();
+  const size_t next = static_cast<size_t>(end - base) + (end < base + end_);
+  offset_ += next - begin_;
+  begin_ = next;
   ++line_number_;
+}
+
+bool LineReader::Next(std::string* line) {
+  const char *begin, *end;
+  if (!Find(&begin, &end)) return false;
+  size_t length = static_cast<size_t>(end - begin);
+  if (length > 0 && begin[length - 1] == '\r') --length;
+  line->assign(begin, length);
+  Pass(end);
+  return true;
+}
+
+bool LineReader::SkipLine() {
+  const char *begin, *end;
+  if (!Find(&begin, &end)) return false;
+  Pass(end);
   return true;
 }
 

@@ -1,11 +1,18 @@
 // LineReader: streams the lines of a text file, plain or gzip-compressed
 // (detected from the content, not the name), one line at a time with no
 // line-length limit. A trailing "\r" (CRLF files) is removed.
+//
+// The file is read in 1 MiB blocks and lines are found with memchr, so a
+// line costs one scan and (for Next) one copy; SkipLine passes one without
+// copying it (another worker's line).
+//
+// Not thread-safe: one reader per thread (or a lock around it).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "base/status_or.h"
@@ -21,18 +28,34 @@ class LineReader {
   // Reads the next line into *line (without its end). Returns false at the
   // end of the file; a read error is reported by status().
   bool Next(std::string* line);
+  // Passes the next line without reading it out; false at the end of the
+  // file (or after an error: status()).
+  bool SkipLine();
   // Line number of the line last returned (1-based).
   uint64_t line_number() const { return line_number_; }
+  // Bytes of (uncompressed) text passed so far, line ends included.
+  uint64_t offset() const { return offset_; }
   const Status& status() const { return status_; }
   const std::string& path() const { return path_; }
 
  private:
   LineReader() = default;
+  // The next line as [begin, end) of buffer_ (end: its "\n" or the end of
+  // the file); false at the end of the file or on an error.
+  bool Find(const char** begin, const char** end);
+  // Steps past the line Find returned.
+  void Pass(const char* end);
+  // Reads more of the file after the unread bytes; false on an error.
+  bool Refill();
+
   std::string path_;
   void* gz_ = nullptr;  // gzFile
   uint64_t line_number_ = 0;
+  uint64_t offset_ = 0;
   Status status_;
-  std::string buffer_;
+  std::vector<char> buffer_;
+  size_t begin_ = 0, end_ = 0;  // the unread bytes of buffer_
+  bool eof_ = false;
 };
 
 }  // namespace ps::data

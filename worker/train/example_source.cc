@@ -31,7 +31,6 @@ Status ExampleSource::Rewind() {
   PS_ASSIGN_OR_RETURN(auto lines, data::LineReader::Open(path_));
   std::lock_guard<std::mutex> lock(read_mu_);
   lines_ = std::move(lines);
-  bytes_read_ = 0;
   consumed_ = 0;
   return Status::OK();
 }
@@ -40,10 +39,13 @@ Status ExampleSource::Skip(uint64_t n) {
   std::lock_guard<std::mutex> lock(read_mu_);
   std::string line;
   uint64_t skipped = 0;
-  while (skipped < n && lines_->Next(&line)) {
-    bytes_read_ += line.size() + 1;
-    if (line.empty() || !Wanted(lines_->line_number() - 1)) continue;
-    ++skipped;
+  while (skipped < n) {
+    if (!Wanted(lines_->line_number())) {
+      if (!lines_->SkipLine()) break;
+      continue;
+    }
+    if (!lines_->Next(&line)) break;
+    if (!line.empty()) ++skipped;
   }
   PS_RETURN_IF_ERROR(lines_->status());
   consumed_ += skipped;
@@ -86,11 +88,15 @@ StatusOr<ExampleSource::TakeResult> ExampleSource::Take(
     std::lock_guard<std::mutex> lock(read_mu_);
     if (scratch->lines.size() < max) scratch->lines.resize(max);
     std::string* line = &scratch->lines[0].second;
-    while (taken < max && lines_->Next(line)) {
-      bytes_read_ += line->size() + 1;
-      const uint64_t number = lines_->line_number();
-      if (line->empty() || !Wanted(number - 1)) continue;
-      scratch->lines[taken].first = number;
+    while (taken < max) {
+      // Other workers' (and held-out) lines are passed without a copy.
+      if (!Wanted(lines_->line_number())) {
+        if (!lines_->SkipLine()) break;
+        continue;
+      }
+      if (!lines_->Next(line)) break;
+      if (line->empty()) continue;
+      scratch->lines[taken].first = lines_->line_number();
       if (++taken < max) line = &scratch->lines[taken].second;
     }
     consumed_ += taken;
@@ -133,7 +139,7 @@ StatusOr<ExampleSource::TakeResult> ExampleSource::Take(
 double ExampleSource::fraction_read() const {
   if (compressed_ || file_bytes_ == 0) return -1;
   std::lock_guard<std::mutex> lock(read_mu_);
-  return std::min(1.0, static_cast<double>(bytes_read_) / file_bytes_);
+  return std::min(1.0, static_cast<double>(lines_->offset()) / file_bytes_);
 }
 
 data::ReaderStats ExampleSource::stats() const {

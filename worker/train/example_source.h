@@ -81,9 +81,8 @@ class ExampleSource {
   uint64_t file_bytes_ = 0;
   bool compressed_ = false;
 
-  mutable std::mutex read_mu_;  // the line reader and bytes_read_
+  mutable std::mutex read_mu_;  // the line reader
   std::unique_ptr<data::LineReader> lines_;
-  uint64_t bytes_read_ = 0;
   uint64_t consumed_ = 0;
 
   mutable std::mutex stats_mu_;
