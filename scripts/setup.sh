@@ -23,6 +23,7 @@ PACKAGES=(
   slurm-wlm munge             # the Slurm job test runs a one-node Slurm (deploy/slurm)
   python3-dev pybind11-dev    # the Python package (python/)
   python3-numpy python3-torch python3-pytest  # its arrays, torch module, tests
+  libopenblas0-pthread        # numpy's and torch's BLAS (Debian's default is the 7x slower reference BLAS)
   python3-venv python3-pip python3-setuptools python3-wheel  # its offline install
 )
 

@@ -8,7 +8,8 @@ same torch thread count, trained
   (a) torch: plain PyTorch, nn.EmbeddingBag(sparse=True) + torch's Adagrad;
   (b) ps:    PyTorch with the rows on 1 ps_server (ps.torch.Embedding);
   (c) ps_worker: the C++ trainer against 1 ps_server;
-and (b) with 2 workers x 2 servers against 1 x 1. Every configuration runs
+and (b) with 2 workers x 2 servers against 1 x 1. The servers run bsp: a
+step sees every update of the step before, as in (a). Every configuration runs
 in its own processes, --rounds times, alternating; the table shows medians.
 CPU seconds of (b): the workers' over their training loops plus the
 servers' (apply threads included) from their start to the end of training;
@@ -81,7 +82,8 @@ def run_ps(args):
         "--train", args.train, "--eval", args.eval, "--model", args.model,
         "--workers", str(args.workers), "--servers", str(args.servers),
         "--tables", str(ROOT / "configs" / "fm.tables"),
-        "--batch-size", str(args.batch_size), "--threads", str(args.threads)])
+        "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+        "--consistency", "bsp"])
     results, server_cpu = train_ctr.run(targs)
     seconds = max(r["seconds"] for r in results)
     examples = sum(r["examples"] for r in results)
@@ -98,7 +100,8 @@ def run_ps_worker(args):
     tables = ROOT / "configs" / f"{args.model}.tables"
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp) / "m.json"
-        with ps.LocalServers(tables, apply_threads=1) as servers:
+        with ps.LocalServers(tables, apply_threads=1,
+                             consistency="bsp") as servers:
             cmd = [str(build / "worker" / "train" / "ps_worker"),
                    f"--flagfile={model_flags}", "--epochs=1",
                    f"--batch_size={args.batch_size}",
@@ -139,8 +142,11 @@ def child_main(argv):
 def run_child(kind, model, data, extra=()):
     cmd = [sys.executable, __file__, "--child", "--kind", kind, "--model",
            model, "--train", data["train"], "--eval", data["eval"], *extra]
-    done = subprocess.run(cmd, capture_output=True, text=True,
-                          env=dict(os.environ, GLOG_minloglevel="1"))
+    threads = extra[extra.index("--threads") + 1]
+    # OpenBLAS (torch's BLAS here) would start a thread per core: the same
+    # thread count as torch's in every configuration.
+    env = dict(os.environ, GLOG_minloglevel="1", OPENBLAS_NUM_THREADS=threads)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])

@@ -67,6 +67,10 @@ def parse_args(argv=None):
     p.add_argument("--stop-after-steps", type=int, default=0,
                    help="stop every worker after this step, as if the job "
                    "were killed (to try --resume)")
+    p.add_argument("--consistency", default="async",
+                   choices=["async", "bsp", "ssp"],
+                   help="the started servers' --consistency (bsp: a step "
+                   "sees every push of the step before)")
     p.add_argument("--apply-threads", type=int, default=1,
                    help="apply threads of each started server")
     args = p.parse_args(argv)
@@ -195,11 +199,15 @@ def run(args):
     """Starts the servers (unless --servers-at) and the workers; returns
     the workers' results (a list of dicts) and the servers' CPU seconds."""
     args.dist_url = f"tcp://127.0.0.1:{free_port()}"
+    # The workers' BLAS (OpenBLAS on Debian) with as many threads as torch:
+    # read when a spawned worker loads it.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
     servers = None
     if args.servers_at:
         addresses = args.servers_at.split(",")
     else:
-        flags = {"apply_threads": args.apply_threads}
+        flags = {"apply_threads": args.apply_threads,
+                 "consistency": args.consistency}
         if args.checkpoint_dir:
             flags["checkpoint_dir"] = args.checkpoint_dir
             flags["checkpoint_every_steps"] = args.checkpoint_every
