@@ -85,31 +85,30 @@ def free_port():
         return s.getsockname()[1]
 
 
+AGREE_EVERY = 16  # steps between the workers' checks that all have data
+
+
 def step_batches(path, rank, world, batch_size, skip):
     """This worker's full batches of its share of the file (ps.data.Reader:
-    every world-th line), as long as every worker has one: the workers
-    agree with an all-reduce, started for the next batch while this one
-    trains, so all take as many steps. Yields (batch, lines of this worker
-    consumed)."""
+    every world-th line), as long as every worker has one, so that all take
+    as many steps: the workers read AGREE_EVERY batches ahead and agree (one
+    all-reduce) on how many of them everyone has. Yields (batch, lines of
+    this worker consumed after it)."""
     reader = ps.data.Reader(path, worker_id=rank, num_workers=world)
     reader.skip(skip)
-
-    def ahead():
-        batch = reader.read(batch_size)
-        have = torch.tensor([1.0 if len(batch) == batch_size else 0.0])
-        agreed = (dist.all_reduce(have, op=dist.ReduceOp.MIN, async_op=True)
-                  if world > 1 else None)
-        return batch, reader.consumed, have, agreed
-
-    nxt = ahead()
     while True:
-        batch, consumed, have, agreed = nxt
-        if agreed is not None:
-            agreed.wait()
-        if have[0] == 0:
+        ahead = []
+        while len(ahead) < AGREE_EVERY:
+            batch = reader.read(batch_size)
+            if len(batch) < batch_size:
+                break
+            ahead.append((batch, reader.consumed))
+        everyone = torch.tensor([len(ahead)])
+        if world > 1:
+            dist.all_reduce(everyone, op=dist.ReduceOp.MIN)
+        yield from ahead[:int(everyone)]
+        if int(everyone) < AGREE_EVERY:
             return
-        nxt = ahead()
-        yield batch, consumed
 
 
 def dense_path(args, step):
