@@ -35,6 +35,7 @@ StatusOr<std::unique_ptr<LineReader>> LineReader::Open(
   std::unique_ptr<LineReader> r(new LineReader());
   r->path_ = path;
   r->gz_ = gz;
+  r->buffer_.resize(kBlockBytes);  // never empty: data() is never null
   return r;
 }
 
@@ -48,7 +49,6 @@ bool LineReader::Refill() {
   std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
   end_ -= begin_;
   begin_ = 0;
-  if (buffer_.empty()) buffer_.resize(kBlockBytes);
   if (end_ == buffer_.size()) buffer_.resize(2 * buffer_.size());
   auto* gz = static_cast<gzFile>(gz_);
   const size_t room = std::min<size_t>(buffer_.size() - end_, INT_MAX);
