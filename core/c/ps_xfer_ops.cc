@@ -7,6 +7,8 @@
 #include "core/c/handles.h"
 #include "core/c/ps_xfer.h"
 
+using ps::xfer::Endpoint;
+using ps::xfer::RemoteRegion;
 using ps::xfer::Request;
 using ps::xfer::Segment;
 using ps::xfer::c_api::Guard;
@@ -87,40 +89,45 @@ ps_xfer_status ps_xfer_get(ps_xfer_endpoint* endpoint, void* dst, size_t length,
   });
 }
 
-ps_xfer_status ps_xfer_writev(ps_xfer_endpoint* endpoint,
-                              const ps_xfer_segment* segments, size_t count,
-                              const ps_xfer_remote* dst,
-                              ps_xfer_request** out) {
-  return Guard(__func__, [&](const char* fn) {
+namespace {
+
+// writev and readv: the segments converted, then `post` (PostWriteV or
+// PostReadV) of the endpoint on them.
+ps_xfer_status PostSegments(const char* function, ps_xfer_endpoint* endpoint,
+                            const ps_xfer_segment* segments, size_t count,
+                            const ps_xfer_remote* remote, ps_xfer_request** out,
+                            Request (Endpoint::*post)(std::span<const Segment>,
+                                                      const RemoteRegion&)) {
+  return Guard(function, [&](const char* fn) {
     if (out != nullptr) *out = nullptr;
-    if (ps_xfer_status s = CheckTarget(fn, endpoint, dst)) return s;
+    if (ps_xfer_status s = CheckTarget(fn, endpoint, remote)) return s;
     std::vector<Segment> segs;
     if (ps_xfer_status s = ConvertSegments(fn, segments, count, &segs)) {
       return s;
     }
     return Issue(endpoint, out, std::move(segs),
                  [&](std::span<const Segment> converted) {
-                   return endpoint->endpoint->PostWriteV(converted,
-                                                         dst->region);
+                   return (endpoint->endpoint.get()->*post)(converted,
+                                                            remote->region);
                  });
   });
+}
+
+}  // namespace
+
+ps_xfer_status ps_xfer_writev(ps_xfer_endpoint* endpoint,
+                              const ps_xfer_segment* segments, size_t count,
+                              const ps_xfer_remote* dst,
+                              ps_xfer_request** out) {
+  return PostSegments(__func__, endpoint, segments, count, dst, out,
+                      &Endpoint::PostWriteV);
 }
 
 ps_xfer_status ps_xfer_readv(ps_xfer_endpoint* endpoint,
                              const ps_xfer_segment* segments, size_t count,
                              const ps_xfer_remote* src, ps_xfer_request** out) {
-  return Guard(__func__, [&](const char* fn) {
-    if (out != nullptr) *out = nullptr;
-    if (ps_xfer_status s = CheckTarget(fn, endpoint, src)) return s;
-    std::vector<Segment> segs;
-    if (ps_xfer_status s = ConvertSegments(fn, segments, count, &segs)) {
-      return s;
-    }
-    return Issue(endpoint, out, std::move(segs),
-                 [&](std::span<const Segment> converted) {
-                   return endpoint->endpoint->PostReadV(converted, src->region);
-                 });
-  });
+  return PostSegments(__func__, endpoint, segments, count, src, out,
+                      &Endpoint::PostReadV);
 }
 
 ps_xfer_status ps_xfer_fetch_add64(ps_xfer_endpoint* endpoint,

@@ -50,6 +50,12 @@ std::string ToJson(const google::protobuf::Message& message) {
   return json;
 }
 
+// A table's spec as JSON; None for a table the servers do not serve.
+py::object SpecJson(const proto::TableSpec* spec) {
+  if (spec == nullptr) return py::none();
+  return py::str(ToJson(*spec));
+}
+
 // A started push or pull: the C++ handle and the arrays its transfers read
 // or write, kept referenced until it completed.
 class PendingCall {
@@ -123,31 +129,11 @@ void BindPsClient(py::module_ m) {
       .def_property_readonly("num_servers", &PsClient::num_servers)
       .def_property_readonly("clock", &PsClient::clock)
       .def("table_json",
-           [](const PsClient& c, const std::string& name) -> py::object {
-             const proto::TableSpec* spec = c.table(name);
-             if (spec == nullptr) return py::none();
-             return py::str(ToJson(*spec));
+           [](const PsClient& c, const std::string& name) {
+             return SpecJson(c.table(name));
            })
       .def("table_json",
-           [](const PsClient& c, uint32_t id) -> py::object {
-             const proto::TableSpec* spec = c.table(id);
-             if (spec == nullptr) return py::none();
-             return py::str(ToJson(*spec));
-           })
-      .def("push",
-           [](PsClient& c, uint32_t table, const py::array& keys,
-              const py::array& grads) {
-             auto k = KeyInput(keys);
-             auto g = FloatInput(grads, "grads");
-             Released([&] { return c.Push(table, k, g); });
-           })
-      .def("pull",
-           [](PsClient& c, uint32_t table, const py::array& keys,
-              py::array out) {
-             auto k = KeyInput(keys);
-             auto o = FloatOutput(out, "out");
-             Released([&] { return c.Pull(table, k, o); });
-           })
+           [](const PsClient& c, uint32_t id) { return SpecJson(c.table(id)); })
       .def("push_async",
            [](PsClient& c, uint32_t table, py::array keys, py::array grads) {
              auto k = KeyInput(keys);

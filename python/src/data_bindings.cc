@@ -50,12 +50,7 @@ std::unique_ptr<ExampleSource> Open(const std::string& path,
 py::tuple Read(ExampleSource& source, size_t max) {
   ExampleBatch batch;
   ExampleSource::Scratch scratch;
-  StatusOr<size_t> got = size_t{0};
-  {
-    py::gil_scoped_release release;
-    got = source.Next(max, &batch, &scratch);
-  }
-  ThrowIfError(got.status());
+  ReleasedValue<size_t>([&] { return source.Next(max, &batch, &scratch); });
   return py::make_tuple(
       ToArray(std::move(batch.labels)), ToArray(std::move(batch.offsets)),
       ToArray(std::move(batch.ids)), ToArray(std::move(batch.values)),

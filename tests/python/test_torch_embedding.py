@@ -7,7 +7,6 @@ The pushed gradient is read back from a "sum" table (rows += g) with a
 "normal" initializer: pull R0, forward / backward, wait_applied, pull R1:
 the pushed gradient is R1 - R0, and R0 is the reference module's weight."""
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
