@@ -14,7 +14,9 @@ Adagrad) hold and checkpoint the embeddings; worker 0 saves the MLP and its
 Adam state next to each checkpoint (<checkpoint-dir>/dense-<step>.pt). A
 resumed run restores both and skips the examples the checkpoint consumed.
 ``--servers-at host:port,...`` uses running servers instead. Prints one JSON
-line per worker at the end (steps, samples/s, eval AUC on worker 0).
+line per worker at the end (steps, samples/s, CPU seconds of the training
+loop; on worker 0 also the started servers' CPU seconds over it, and the
+eval AUC).
 """
 
 import argparse
@@ -31,6 +33,7 @@ import torch.multiprocessing as mp
 
 import ps
 import ps.torch
+from ps.cluster import process_cpu_seconds
 from ctr_models import batch_keys, evaluate, loss_of, make_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,6 +148,10 @@ def worker(rank, world, addresses, args, results):
                   f"{skip} lines consumed)", flush=True)
 
     trained, stopped = 0, False
+    # The servers' CPU over the training loop alone (not their start-up or
+    # the evaluation): read by worker 0 between two barriers.
+    dist.barrier()
+    server_cpu0 = process_cpu_seconds(args.server_pids) if rank == 0 else 0
     t0, cpu0 = time.perf_counter(), time.process_time()
     for epoch in range(epoch, args.epochs):
         batches = step_batches(args.train, rank, world, args.batch_size, skip)
@@ -177,12 +184,16 @@ def worker(rank, world, addresses, args, results):
             break
     seconds = time.perf_counter() - t0
     cpu_seconds = time.process_time() - cpu0
+    dist.barrier()
+    server_cpu = process_cpu_seconds(args.server_pids) - server_cpu0
     client.barrier()
     result = {"worker": rank, "steps": step, "examples": trained,
               "seconds": round(seconds, 3),
               "cpu_seconds": round(cpu_seconds, 3),
               "samples_per_sec": round(trained / seconds, 1) if seconds else 0,
               "stopped_early": stopped}
+    if rank == 0:
+        result["server_cpu_seconds"] = round(server_cpu, 3)
     if rank == 0 and args.eval and not stopped:
         auc, logloss = evaluate(model, ps.data.Reader(args.eval).batches(
             args.batch_size))
@@ -201,6 +212,7 @@ def run(args):
     # read when a spawned worker loads it.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
     servers = None
+    args.server_pids = []
     if args.servers_at:
         addresses = args.servers_at.split(",")
     else:
@@ -217,6 +229,7 @@ def run(args):
         servers = ps.LocalServers(args.tables, num_shards=args.servers,
                                   num_workers=args.workers, **flags).start()
         addresses = servers.addresses
+        args.server_pids = servers.pids
     try:
         results = mp.Manager().dict()
         mp.spawn(worker, args=(args.workers, addresses, args, results),

@@ -35,6 +35,23 @@ def find_server_binary():
         "no ps_server binary: set PS_SERVER_BIN or put it on PATH")
 
 
+def process_cpu_seconds(pids):
+    """User + system CPU seconds the live processes ``pids`` used so far
+    (from /proc; a process that is gone counts 0)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        # After the command name's closing parenthesis: utime, stime are
+        # fields 14 and 15 of the whole line.
+        rest = fields[fields.rindex(")") + 2:].split()
+        total += (int(rest[11]) + int(rest[12])) / tick
+    return total
+
+
 class LocalServers:
     """``num_shards`` ps_server processes serving ``tables`` (a
     configs/*.tables path) to ``num_workers`` workers.
@@ -47,7 +64,7 @@ class LocalServers:
     One default differs from ps_server's: ``idle_sleep_max_us=1000``. A
     Python worker pushes every few milliseconds; between pushes an idle
     apply thread then sleeps up to 1 ms between polls of its inboxes, where
-    ps_server's 50 us (for C++ workers pushing every few microseconds) cost
+    ps_server's 200 us (for C++ workers pushing every few microseconds) cost
     about a sixth of a core per idle server.
     """
 
@@ -131,20 +148,14 @@ class LocalServers:
             proc.send_signal(sig)
             proc.wait()
 
+    @property
+    def pids(self):
+        """The servers' process ids, in shard order."""
+        return [proc.pid for proc in self.procs]
+
     def cpu_seconds(self):
         """User + system CPU seconds the running servers used so far."""
-        tick = os.sysconf("SC_CLK_TCK")
-        total = 0.0
-        for proc in self.procs:
-            try:
-                fields = Path(f"/proc/{proc.pid}/stat").read_text()
-            except OSError:
-                continue
-            # After the command name's closing parenthesis: utime, stime are
-            # fields 14 and 15 of the whole line.
-            rest = fields[fields.rindex(")") + 2:].split()
-            total += (int(rest[11]) + int(rest[12])) / tick
-        return total
+        return process_cpu_seconds(self.pids)
 
     def stop(self):
         """Stops every server; returns their exit codes."""
