@@ -83,6 +83,9 @@ uint64_t ZipfSampler::Sample(std::mt19937_64& rng) const {
     } else {
       continue;
     }
+    // Where h(k) falls below the rounding of H (steep exponents, ranks of
+    // probability under 1e-11) the exact test rejects a little too often;
+    // the squeeze still takes most of such a cell.
     if (k - x <= squeeze_ || u >= H(k + 0.5) - Hat(k)) {
       return static_cast<uint64_t>(k) - 1;
     }
