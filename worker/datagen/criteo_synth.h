@@ -27,19 +27,21 @@ namespace ps::datagen {
 
 struct SynthOptions {
   uint64_t seed = 1;
-  VocabShape vocab = VocabShape::kSmall;
   // kSmall: the largest categorical vocabulary (field c gets about
   // max_vocab / 3^(c % 7)) and the fields' Zipf exponent.
   uint32_t max_vocab = 100;
   double zipf_exponent = 1.1;
-  // kCriteo: each field's Kaggle cardinality is scaled by this (at least 2
-  // values a field); the per-field exponents stay.
-  double vocab_scale = 1;
   // Planted FM factors of the category of frequency rank r (0: the most
   // frequent of its field) are scaled by min(1, (factor_rank / (r + 1))^2):
   // full strength for the factor_rank most frequent values, then quickly
   // fading (see planted_model.h for why). 0: no scaling.
   double factor_rank = 0;
+  // Last, so that SynthOptions{seed, max_vocab, zipf_exponent, factor_rank}
+  // keeps its meaning.
+  VocabShape vocab = VocabShape::kSmall;
+  // kCriteo: each field's Kaggle cardinality is scaled by this (at least 2
+  // values a field); the per-field exponents stay.
+  double vocab_scale = 1;
 };
 
 class CriteoSynth {
