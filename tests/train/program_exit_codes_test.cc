@@ -191,6 +191,13 @@ TEST_F(ProgramExitCodesTest, DatagenBadValuesExitTwoNamingTheFlag) {
       {"--zipf_exponent=nan"},
       {"--max_vocab=4000000000"},
       {"--rows=4000000000000"},
+      {"--vocab=kaggle"},
+      {"--vocab=criteo", "--vocab_scale=0"},
+      {"--vocab=criteo", "--vocab_scale=nan"},
+      {"--vocab=criteo", "--vocab_scale=1e9"},
+      {"--vocab_scale=0.5"},  // scales --vocab=criteo only
+      {"--vocab=criteo", "--max_vocab=1000"},
+      {"--vocab=criteo", "--zipf_exponent=1.2"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {PS_DATAGEN_BIN, "--rows=1000",

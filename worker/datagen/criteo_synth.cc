@@ -19,17 +19,25 @@ CriteoSynth::CriteoSynth(const SynthOptions& options, const PlantedModel* model)
       factor_rank_(options.factor_rank),
       field_scale_(kCriteoFields, 1.0f),
       token_salt_(options.seed * 7919) {
-  for (int c = 0; c < kCriteoCategoricalColumns; ++c) {
-    uint32_t vocab = std::max<uint32_t>(
-        3, static_cast<uint32_t>(options.max_vocab / std::pow(3.0, c % 7)));
-    std::vector<double> cdf(vocab);
-    double total = 0;
-    for (uint32_t r = 0; r < vocab; ++r) {
-      total += 1.0 / std::pow(r + 1.0, options.zipf_exponent);
-      cdf[r] = total;
+  if (options.vocab == VocabShape::kSmall) {
+    for (const FieldVocabulary& field :
+         SmallVocabularies(options.max_vocab, options.zipf_exponent)) {
+      std::vector<double> cdf(field.size);
+      double total = 0;
+      for (uint64_t r = 0; r < field.size; ++r) {
+        total += 1.0 / std::pow(r + 1.0, field.exponent);
+        cdf[r] = total;
+      }
+      for (double& x : cdf) x /= total;
+      zipf_cdf_.push_back(std::move(cdf));
     }
-    for (double& x : cdf) x /= total;
-    zipf_cdf_.push_back(std::move(cdf));
+  } else {
+    for (const FieldVocabulary& field :
+         CriteoVocabularies(options.vocab_scale)) {
+      // The vocabularies are ours and valid: an error here is a bug.
+      samplers_.push_back(
+          ZipfSampler::Create(field.size, field.exponent).value());
+    }
   }
   for (int f = 0; f < kCriteoFields; ++f) {
     // Some fields are often empty, most rarely, as in the real log.
@@ -37,10 +45,11 @@ CriteoSynth::CriteoSynth(const SynthOptions& options, const PlantedModel* model)
   }
 }
 
-uint32_t CriteoSynth::SampleZipf(int field) {
-  const auto& cdf = zipf_cdf_[field];
+uint64_t CriteoSynth::SampleRank(int c) {
+  if (!samplers_.empty()) return samplers_[c].Sample(rng_);
+  const auto& cdf = zipf_cdf_[c];
   double u = std::uniform_real_distribution<double>(0, 1)(rng_);
-  return static_cast<uint32_t>(std::lower_bound(cdf.begin(), cdf.end(), u) -
+  return static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u) -
                                cdf.begin());
 }
 
@@ -60,7 +69,7 @@ void CriteoSynth::NextRow(std::string* line, double* probability) {
       std::snprintf(buf, sizeof(buf), "%lld", v);
     } else {
       int c = f - kCriteoIntegerColumns;
-      uint64_t r = SampleZipf(c);
+      uint64_t r = SampleRank(c);
       if (factor_rank_ > 0) {
         double shrink = std::min(1.0, factor_rank_ / (r + 1.0));
         field_scale_[f] = static_cast<float>(shrink * shrink);

@@ -3,6 +3,9 @@
 // model can do on the data. The defaults (--max_vocab, --factor_rank) keep
 // the planted model learnable from about 1M rows, so the printed optimum is
 // one a good learner can come close to, not just an upper bound.
+// --vocab=criteo gives the fields the Criteo Kaggle log's value counts and
+// long tails instead (vocabulary.h): there values seen once carry planted
+// weights nobody can learn, and the optimum is an upper bound.
 #include <gflags/gflags.h>
 
 #include <cmath>
@@ -28,9 +31,23 @@ DEFINE_string(model, "lr",
               "Planted model: 'lr' (logistic regression) or 'fm' "
               "(factorization machine: pairwise feature interactions).");
 DEFINE_uint64(seed, 1, "Seed: the same seed and flags give the same files.");
+DEFINE_string(vocab, "small",
+              "Shape of the 26 categorical fields' vocabularies. 'small': "
+              "--max_vocab and --zipf_exponent set them (at most thousands "
+              "of values a field at the default; the fast tests and the demo "
+              "use it). 'criteo': each field has as many values as the same "
+              "field of the Criteo Kaggle click log (from 3 to 10.1M; times "
+              "--vocab_scale) and its own Zipf exponent, so the big fields "
+              "have the real log's long tail of values seen once. Sampled in "
+              "constant memory per field.");
+DEFINE_double(vocab_scale, 1,
+              "--vocab=criteo: multiplies every field's value count (each "
+              "keeps at least 2), e.g. 0.1 for quicker tests; the skew of "
+              "each field stays. In [1e-6, 10].");
 DEFINE_uint32(max_vocab, 100,
-              "Largest categorical vocabulary; the 26 fields get this "
-              "divided by 1, 3, 9, ... 729 (at least 3); in [3, 10000000] "
+              "--vocab=small: largest categorical vocabulary; the 26 fields "
+              "get this divided by 1, 3, 9, ... 729 (at least 3); in [3, "
+              "10000000] "
               "(each value has a slot in a frequency table). 100 keeps the "
               "rarest value above a thousand rows per 1M, so the planted "
               "model's parameters (w and 8 factors per value) can be "
@@ -39,7 +56,8 @@ DEFINE_uint32(max_vocab, 100,
               "model overfits them, and the printed optimum is out of "
               "reach.");
 DEFINE_double(zipf_exponent, 1.1,
-              "Skew of category frequencies, in [0, 10] (0: uniform).");
+              "--vocab=small: skew of category frequencies, in [0, 10] (0: "
+              "uniform). --vocab=criteo sets one per field.");
 DEFINE_double(bias, -1.2,
               "Planted bias: sets the click rate (about 25%); in [-30, 30].");
 DEFINE_double(weight_stddev, 0.2,
@@ -65,19 +83,51 @@ namespace {
 constexpr int kExitFailed = 1, kExitUsage = 2;
 
 // Bounds (see the flags' help): rows cost 12 bytes each in memory for the
-// planted AUC, vocabulary values a slot each; the real-valued parameters
-// beyond theirs make every probability 0 or 1 (or, unbounded, inf - inf).
+// planted AUC, --vocab=small values a slot each (--vocab=criteo none: its
+// scale bounds a field at 10^8 values, which only the token hash sees); the
+// real-valued parameters beyond theirs make every probability 0 or 1 (or,
+// unbounded, inf - inf).
 constexpr uint64_t kMaxRows = 100000000;
 constexpr uint32_t kMaxVocab = 10000000;
 constexpr int32_t kMaxFmDim = 256;
+constexpr double kMinVocabScale = 1e-6, kMaxVocabScale = 10;
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "ps_datagen: %s\n", message.c_str());
   return code;
 }
 
-// Every flag before anything is allocated or written.
-ps::Status CheckFlags() {
+bool IsDefault(const char* flag) {
+  return gflags::GetCommandLineFlagInfoOrDie(flag).is_default;
+}
+
+// A flag of the other vocabulary shape, set: it would be ignored, so say so.
+ps::Status CheckVocabFlags(ps::datagen::VocabShape vocab) {
+  if (vocab == ps::datagen::VocabShape::kCriteo) {
+    if (!IsDefault("max_vocab")) {
+      return ps::InvalidArgument(
+          "--max_vocab must be left unset with --vocab=criteo (its fields "
+          "have the Criteo log's value counts; scale them with "
+          "--vocab_scale)");
+    }
+    if (!IsDefault("zipf_exponent")) {
+      return ps::InvalidArgument(
+          "--zipf_exponent must be left unset with --vocab=criteo (each of "
+          "its fields has its own exponent)");
+    }
+    return ps::cli::CheckRealFlag("vocab_scale", FLAGS_vocab_scale,
+                                  kMinVocabScale, kMaxVocabScale);
+  }
+  if (!IsDefault("vocab_scale")) {
+    return ps::InvalidArgument(
+        "--vocab_scale must be left unset with --vocab=small (it scales "
+        "--vocab=criteo; use --max_vocab)");
+  }
+  return ps::Status::OK();
+}
+
+// Every flag before anything is allocated or written; *vocab is --vocab.
+ps::Status CheckFlags(ps::datagen::VocabShape* vocab) {
   using ps::cli::CheckIntFlag;
   using ps::cli::CheckRealFlag;
   using ps::cli::CheckUintFlag;
@@ -85,6 +135,11 @@ ps::Status CheckFlags() {
     return ps::InvalidArgument("--model must be lr or fm, not '" + FLAGS_model +
                                "'");
   }
+  ps::StatusOr<ps::datagen::VocabShape> shape =
+      ps::datagen::ParseVocabShape(FLAGS_vocab);
+  if (!shape.ok()) return shape.status();
+  *vocab = *shape;
+  PS_RETURN_IF_ERROR(CheckVocabFlags(*vocab));
   PS_RETURN_IF_ERROR(CheckUintFlag("rows", FLAGS_rows, 1, kMaxRows));
   PS_RETURN_IF_ERROR(CheckUintFlag("eval_rows", FLAGS_eval_rows, 0, kMaxRows));
   PS_RETURN_IF_ERROR(CheckUintFlag("max_vocab", FLAGS_max_vocab, 3, kMaxVocab));
@@ -141,6 +196,8 @@ int Main(int argc, char** argv) {
       "writes Criteo-shaped TSV from a planted model.\n"
       "  ps_datagen --rows=1000000 --eval_rows=200000 --model=fm "
       "--output=train.tsv --eval_output=eval.tsv\n"
+      "  ps_datagen --vocab=criteo ...   fields with the Criteo Kaggle log's "
+      "value counts (up to 10.1M) and long tails\n"
       "Exit status: 0 done, 1 failed (a file cannot be written), 2 bad "
       "usage.");
   if (ps::Status s = ps::cli::PrecheckFlags(argc, argv); !s.ok()) {
@@ -151,8 +208,10 @@ int Main(int argc, char** argv) {
     return Fail(kExitUsage, "unexpected argument '" + std::string(argv[1]) +
                                 "' (see --help)");
   }
-  if (ps::Status s = CheckFlags(); !s.ok())
+  ps::datagen::VocabShape vocab = ps::datagen::VocabShape::kSmall;
+  if (ps::Status s = CheckFlags(&vocab); !s.ok()) {
     return Fail(kExitUsage, s.message());
+  }
   ps::datagen::PlantedOptions planted;
   if (FLAGS_model == "lr") {
     planted.kind = ps::datagen::PlantedOptions::Kind::kLr;
@@ -162,15 +221,20 @@ int Main(int argc, char** argv) {
   }
   planted.seed = FLAGS_seed;
   planted.bias = static_cast<float>(FLAGS_bias);
-  if (!gflags::GetCommandLineFlagInfoOrDie("weight_stddev").is_default ||
+  if (!IsDefault("weight_stddev") ||
       planted.kind == ps::datagen::PlantedOptions::Kind::kLr) {
     planted.weight_stddev = static_cast<float>(FLAGS_weight_stddev);
   }
   planted.fm_dim = FLAGS_fm_dim;
   planted.factor_stddev = static_cast<float>(FLAGS_factor_stddev);
   ps::datagen::PlantedModel model(planted);
-  ps::datagen::SynthOptions synth_options{
-      FLAGS_seed, FLAGS_max_vocab, FLAGS_zipf_exponent, FLAGS_factor_rank};
+  ps::datagen::SynthOptions synth_options;
+  synth_options.seed = FLAGS_seed;
+  synth_options.vocab = vocab;
+  synth_options.max_vocab = FLAGS_max_vocab;
+  synth_options.zipf_exponent = FLAGS_zipf_exponent;
+  synth_options.vocab_scale = FLAGS_vocab_scale;
+  synth_options.factor_rank = FLAGS_factor_rank;
   ps::datagen::CriteoSynth synth(synth_options, &model);
 
   Written train, eval;
