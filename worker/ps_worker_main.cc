@@ -22,6 +22,7 @@
 #include "protocol/table_config.h"
 #include "worker/client/checkpoint_sync.h"
 #include "worker/client/ps_client.h"
+#include "worker/ps_worker_admission.h"
 #include "worker/train/local_param_store.h"
 #include "worker/train/model.h"
 #include "worker/train/ps_param_store.h"
@@ -125,16 +126,6 @@ DEFINE_double(l2_v, 0,
               "(fm, deepfm): keeps rare features' factors from fitting "
               "noise. In [0, 1e6].");
 DEFINE_string(sparse_table, "emb", "Name of the model's hashed table.");
-DEFINE_uint32(admission_sketch_mb, 32,
-              "Memory of the sketch that counts feature values when the "
-              "sparse table's spec sets admit_after_examples = N (frequency "
-              "admission: a value gets its own row from its Nth occurrence, "
-              "before that its field's shared OOV row; each worker counts "
-              "its share against ceil(N / --num_workers), in the first pass "
-              "over the data). In [1, 8192] MiB: more memory, fewer "
-              "over-counted values. The counts are not checkpointed: a "
-              "resumed run or --eval_only first counts this worker's share "
-              "of --train_data again (parsing only).");
 DEFINE_string(dense_table, "mlp", "Name of deepfm's dense MLP table.");
 DEFINE_double(progress_secs, -1,
               "Seconds between progress lines (0: none; default 1 on a "
@@ -205,8 +196,7 @@ ps::Status CheckFlags() {
         ") (--num_workers=" + std::to_string(FLAGS_num_workers) + "), not " +
         std::to_string(FLAGS_eval_worker));
   }
-  PS_RETURN_IF_ERROR(
-      CheckUintFlag("admission_sketch_mb", FLAGS_admission_sketch_mb, 1, 8192));
+  PS_RETURN_IF_ERROR(ps::worker::CheckAdmissionFlags());
   PS_RETURN_IF_ERROR(CheckRealFlag("l2_w", FLAGS_l2_w, 0, kMaxL2));
   PS_RETURN_IF_ERROR(CheckRealFlag("l2_v", FLAGS_l2_v, 0, kMaxL2));
   if (std::isnan(FLAGS_progress_secs)) {
@@ -344,7 +334,7 @@ int Main(int argc, char** argv) {
                                               : 10.0;
   to.sparse_table = FLAGS_sparse_table;
   to.dense_table = FLAGS_dense_table;
-  to.admission_sketch_bytes = uint64_t{FLAGS_admission_sketch_mb} << 20;
+  to.admission_sketch_bytes = ps::worker::AdmissionSketchBytes();
 
   std::unique_ptr<ps::train::ParamStore> store;
   std::unique_ptr<ps::worker::CheckpointSync> checkpoint_sync;
@@ -457,18 +447,9 @@ int Main(int argc, char** argv) {
 
   auto trainer = ps::train::Trainer::Create(to, model->get(), store.get());
   if (!trainer.ok()) return Fail(2, trainer.status().message());
-  if (const ps::train::FeatureAdmission* a = trainer->admission()) {
-    LOG(INFO) << "frequency admission on table " << to.sparse_table << ": "
-              << a->Describe();
-  }
+  ps::Status admission = ps::worker::StartAdmission(&*trainer, FLAGS_eval_only);
+  if (!admission.ok()) return Fail(1, admission.ToString());
   if (FLAGS_eval_only) {
-    if (trainer->admission() != nullptr) {
-      LOG(INFO) << "counting the feature values of " << to.train_data
-                << " for admission (the counts are not checkpointed)";
-      if (ps::Status s = trainer->CountAdmissionPass(); !s.ok()) {
-        return Fail(1, "counting for admission: " + s.ToString());
-      }
-    }
     auto point = trainer->Evaluate(to.threads);
     if (!point.ok()) return Fail(1, point.status().ToString());
     std::printf("eval AUC %.4f logloss %.4f (%llu examples)\n", point->auc,
@@ -508,10 +489,7 @@ int Main(int argc, char** argv) {
   std::printf("trained %llu examples in %.1f s (%.0f samples/s)\n",
               static_cast<unsigned long long>(result->train_examples),
               result->train_seconds, result->samples_per_sec);
-  if (const ps::train::FeatureAdmission* a = trainer->admission()) {
-    std::printf("admission (own row from occurrence %u): %s\n", a->threshold(),
-                ps::train::AdmissionSummary(*a).c_str());
-  }
+  ps::worker::PrintAdmissionSummary(*trainer);
   if (result->evaluated) {
     std::printf("eval AUC %.4f logloss %.4f\n", result->final_eval.auc,
                 result->final_eval.logloss);
