@@ -5,7 +5,7 @@
 // without, and still learns (finite eval numbers better than chance);
 // --eval_only, whose process has no counts, counts the training data first
 // and scores exactly as the training run's final evaluation did; --local
-// trains with admission too.
+// trains with admission too; bad settings are refused.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -194,6 +194,23 @@ TEST_F(AdmissionClusterTest, AdmissionOnADenseTableIsRefused) {
   EXPECT_NE(out.output.find("admit_after_examples is for HASHED and EXACT"),
             std::string::npos)
       << out.output;
+}
+
+TEST_F(AdmissionClusterTest, SketchSizeOutOfBoundsIsAUsageError) {
+  const std::string tables =
+      dir_->WriteFile("hashed.tables", Tables("HASHED", 4)).value();
+  for (const char* mb : {"0", "8193"}) {
+    Outcome out =
+        RunProgram(Worker({"--local", "--tables=" + tables,
+                           std::string("--admission_sketch_mb=") + mb}),
+                   Path("mb.log"));
+    EXPECT_EQ(out.code, 2) << out.output;
+    EXPECT_NE(out.output.find("--admission_sketch_mb must be in [1, 8192], "
+                              "not " +
+                              std::string(mb)),
+              std::string::npos)
+        << out.output;
+  }
 }
 
 }  // namespace
