@@ -140,6 +140,18 @@ Status ValidateTableSpec(const proto::TableSpec& t) {
   if (t.kind() == proto::EXACT && t.admit_after_pushes() == 0) {
     return InvalidArgument(where + ": admit_after_pushes must be >= 1");
   }
+  if (t.admit_after_examples() > kMaxAdmitAfterExamples) {
+    return InvalidArgument(where + ": admit_after_examples must be in [0, " +
+                           std::to_string(kMaxAdmitAfterExamples) +
+                           "] (0: off), not " +
+                           std::to_string(t.admit_after_examples()));
+  }
+  if (t.kind() == proto::DENSE && t.admit_after_examples() != 0) {
+    return InvalidArgument(
+        where +
+        ": admit_after_examples is for HASHED and EXACT tables (a DENSE "
+        "table's rows are not feature values)");
+  }
   return Status::OK();
 }
 

@@ -3,6 +3,7 @@
 // allocates anything, and every problem names the table and the field.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "base/status.h"
@@ -21,9 +22,13 @@ StatusOr<proto::TableConfig> LoadTableConfig(const std::string& path);
 // Parses text-format content (for tests and flags that carry it inline).
 StatusOr<proto::TableConfig> ParseTableConfig(const std::string& text);
 
+// The largest admit_after_examples (the workers' sketch counts to 65535).
+inline constexpr uint32_t kMaxAdmitAfterExamples = 65535;
+
 // Checks one table: dim >= 1, capacity >= 1, known optimizer with valid
 // hyper-parameters, known sparsify method and initializer (by string or
-// enum, and the two agreeing), EXACT settings.
+// enum, and the two agreeing), EXACT settings, admit_after_examples (in
+// [0, kMaxAdmitAfterExamples], not on DENSE tables).
 Status ValidateTableSpec(const proto::TableSpec& spec);
 
 // The kernels' optimizer for a spec (OPTIMIZER_SUM has none: returns

@@ -22,6 +22,7 @@
 #include "protocol/table_config.h"
 #include "worker/client/checkpoint_sync.h"
 #include "worker/client/ps_client.h"
+#include "worker/ps_worker_admission.h"
 #include "worker/train/local_param_store.h"
 #include "worker/train/model.h"
 #include "worker/train/ps_param_store.h"
@@ -195,6 +196,7 @@ ps::Status CheckFlags() {
         ") (--num_workers=" + std::to_string(FLAGS_num_workers) + "), not " +
         std::to_string(FLAGS_eval_worker));
   }
+  PS_RETURN_IF_ERROR(ps::worker::CheckAdmissionFlags());
   PS_RETURN_IF_ERROR(CheckRealFlag("l2_w", FLAGS_l2_w, 0, kMaxL2));
   PS_RETURN_IF_ERROR(CheckRealFlag("l2_v", FLAGS_l2_v, 0, kMaxL2));
   if (std::isnan(FLAGS_progress_secs)) {
@@ -332,6 +334,7 @@ int Main(int argc, char** argv) {
                                               : 10.0;
   to.sparse_table = FLAGS_sparse_table;
   to.dense_table = FLAGS_dense_table;
+  to.admission_sketch_bytes = ps::worker::AdmissionSketchBytes();
 
   std::unique_ptr<ps::train::ParamStore> store;
   std::unique_ptr<ps::worker::CheckpointSync> checkpoint_sync;
@@ -444,6 +447,8 @@ int Main(int argc, char** argv) {
 
   auto trainer = ps::train::Trainer::Create(to, model->get(), store.get());
   if (!trainer.ok()) return Fail(2, trainer.status().message());
+  ps::Status admission = ps::worker::StartAdmission(&*trainer, FLAGS_eval_only);
+  if (!admission.ok()) return Fail(1, admission.ToString());
   if (FLAGS_eval_only) {
     auto point = trainer->Evaluate(to.threads);
     if (!point.ok()) return Fail(1, point.status().ToString());
@@ -484,6 +489,7 @@ int Main(int argc, char** argv) {
   std::printf("trained %llu examples in %.1f s (%.0f samples/s)\n",
               static_cast<unsigned long long>(result->train_examples),
               result->train_seconds, result->samples_per_sec);
+  ps::worker::PrintAdmissionSummary(*trainer);
   if (result->evaluated) {
     std::printf("eval AUC %.4f logloss %.4f\n", result->final_eval.auc,
                 result->final_eval.logloss);

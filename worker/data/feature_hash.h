@@ -29,6 +29,13 @@ inline uint64_t MissingFeature(uint32_t field) {
   return HashFeature(field, std::string_view("\x01missing", 8));
 }
 
+// The id that stands for "a value of this field too rare to have its own
+// row yet" (frequency admission, worker/train/feature_admission.h): every
+// such value of the field shares it.
+inline uint64_t OovFeature(uint32_t field) {
+  return HashFeature(field, std::string_view("\x02oov", 4));
+}
+
 // Log-bucketing of a count: small values keep their own bucket, larger ones
 // share floor(ln(v)^2) (the transform that won the Criteo contest); negative
 // values keep their own small buckets.

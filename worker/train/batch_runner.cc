@@ -37,6 +37,13 @@ std::string NonFinite(double loss, std::span<const float> probs) {
 StatusOr<double> RunBatch(const Model& model, ParamStore* store,
                           const ModelTables& tables, bool train,
                           BatchBuffers* st, std::string* diverged) {
+  if (tables.admission != nullptr) {
+    if (train) {
+      tables.admission->MapTraining(&st->batch);
+    } else {
+      tables.admission->MapForEval(&st->batch);
+    }
+  }
   GatherBatchKeys(st->batch, &st->keys, &st->key_table);
   st->rows.resize(st->keys.keys.size() * model.sparse_dim());
   PS_RETURN_IF_ERROR(store->Pull(tables.sparse_id, st->keys.keys, st->rows));

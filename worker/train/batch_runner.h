@@ -14,6 +14,7 @@
 #include "base/status_or.h"
 #include "worker/data/example_batch.h"
 #include "worker/train/example_source.h"
+#include "worker/train/feature_admission.h"
 #include "worker/train/model.h"
 #include "worker/train/param_store.h"
 
@@ -33,13 +34,16 @@ struct BatchBuffers {
 struct ModelTables {
   uint32_t sparse_id = 0;
   uint32_t dense_id = 0;  // used when the model has dense weights
+  // The sparse table's frequency admission; null when it has none.
+  FeatureAdmission* admission = nullptr;
 };
 
 // Pulls, computes and (when training) pushes buffers->batch; returns the
-// loss. When training and the loss or a prediction is not finite,
-// *diverged says what ("loss is nan", "prediction 3 of 200 is nan") and
-// nothing is pushed (so NaN never reaches the servers' rows or a
-// checkpoint).
+// loss. With admission, the batch's rare ids are first replaced by their
+// fields' OOV ids (training counts them, evaluation does not). When training
+// and the loss or a prediction is not finite, *diverged says what ("loss is
+// nan", "prediction 3 of 200 is nan") and nothing is pushed (so NaN never
+// reaches the servers' rows or a checkpoint).
 StatusOr<double> RunBatch(const Model& model, ParamStore* store,
                           const ModelTables& tables, bool train,
                           BatchBuffers* buffers, std::string* diverged);

@@ -62,6 +62,11 @@ StatusOr<Trainer> Trainer::Create(const TrainerOptions& options,
     }
     t.dense_id_ = dense->id();
   }
+  if (sparse->admit_after_examples() > 0) {
+    t.admission_ = std::make_shared<FeatureAdmission>(
+        sparse->admit_after_examples(), options.num_workers,
+        options.admission_sketch_bytes);
+  }
   return t;
 }
 
@@ -104,13 +109,17 @@ StatusOr<TrainResult> Trainer::Run() {
     PS_RETURN_IF_ERROR(data::LineReader::Open(options_.eval_data).status());
   }
 
+  if (options_.start_epoch > 0 || options_.start_consumed > 0) {
+    PS_RETURN_IF_ERROR(CountAdmissionPass());  // the counts are not restored
+  }
+
   TrainResult result;
   ProgressLog progress(options_.epochs, options_.progress_in_place);
   StepLoop::Params params;
   params.options = &options_;
   params.model = model_;
   params.store = store_;
-  params.tables = {sparse_id_, dense_id_};
+  params.tables = {sparse_id_, dense_id_, admission_.get()};
   params.source = source.get();
   params.progress = &progress;
   params.divergence_hint = [this] { return DivergenceHint(); };
@@ -184,6 +193,7 @@ StatusOr<TrainResult> Trainer::Run() {
     }
     for (auto& t : pool) t.join();
     PS_RETURN_IF_ERROR(loop.first_error());
+    if (admission_ != nullptr) admission_->Freeze();  // counted one pass
     if (examples_per_epoch == 0 && !resumed_mid_epoch) {
       examples_per_epoch = loop.examples() - epoch_start_examples;
     }

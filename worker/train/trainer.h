@@ -17,16 +17,19 @@
 // The parts, by job: trainer.cc runs the epochs (and TrainResultJson),
 // step_loop.h the training threads' loop, checkpoint_gate.h the step order
 // around checkpoints, progress_log.h the report on stderr, batch_runner.h
-// one batch through the model, trainer_eval.cc Evaluate.
+// one batch through the model, trainer_eval.cc Evaluate, feature_admission.h
+// the sparse table's frequency admission.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/status_or.h"
 #include "worker/data/line_parsers.h"
+#include "worker/train/feature_admission.h"
 #include "worker/train/model.h"
 #include "worker/train/param_store.h"
 
@@ -66,6 +69,9 @@ struct TrainerOptions {
   std::function<StatusOr<bool>(uint64_t step)> checkpoint_due;
   std::function<Status(uint64_t step, uint32_t epoch, uint64_t consumed)>
       checkpoint;
+  // The sparse table's frequency admission (when its spec sets
+  // admit_after_examples): the memory of its sketch.
+  uint64_t admission_sketch_bytes = uint64_t{32} << 20;
 };
 
 struct EvalPoint {
@@ -99,6 +105,13 @@ class Trainer {
   StatusOr<TrainResult> Run();
   // Scores the evaluation examples with the current parameters.
   StatusOr<EvalPoint> Evaluate(uint32_t threads);
+  // The sparse table's frequency admission, or null (feature_admission.h).
+  const FeatureAdmission* admission() const { return admission_.get(); }
+  // With admission and counts not yet complete: counts this worker's
+  // share of the training data once (parsing only) and freezes the counts.
+  // Run does it itself when it resumes; --eval_only calls it before
+  // Evaluate. trainer_admission.cc.
+  Status CountAdmissionPass();
 
  private:
   Trainer(const TrainerOptions& o, const Model* m, ParamStore* s)
@@ -112,6 +125,7 @@ class Trainer {
   ParamStore* store_;
   uint32_t sparse_id_ = 0;
   uint32_t dense_id_ = 0;
+  std::shared_ptr<FeatureAdmission> admission_;  // null: admission off
 };
 
 // The result as JSON (for --metrics_json).

@@ -36,8 +36,9 @@ StatusOr<EvalPoint> Trainer::Evaluate(uint32_t threads) {
       }
       if (*got == 0) return;
       std::string unused;
-      auto loss = RunBatch(*model_, store_, {sparse_id_, dense_id_}, false, &st,
-                           &unused);
+      auto loss =
+          RunBatch(*model_, store_, {sparse_id_, dense_id_, admission_.get()},
+                   false, &st, &unused);
       if (!loss.ok()) {
         errors[index] = loss.status();
         return;

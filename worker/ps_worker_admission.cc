@@ -1,0 +1,49 @@
+#include "worker/ps_worker_admission.h"
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <cstdio>
+
+#include "cli/flags.h"
+
+DEFINE_uint32(admission_sketch_mb, 32,
+              "Memory of the sketch that counts feature values when the "
+              "sparse table's spec sets admit_after_examples = N (frequency "
+              "admission: a value gets its own row from its Nth occurrence, "
+              "before that its field's shared OOV row; each worker counts "
+              "its share against ceil(N / --num_workers), in the first pass "
+              "over the data). In [1, 8192] MiB: more memory, fewer "
+              "over-counted values. The counts are not checkpointed: a "
+              "resumed run or --eval_only first counts this worker's share "
+              "of --train_data again (parsing only).");
+
+namespace ps::worker {
+
+Status CheckAdmissionFlags() {
+  return cli::CheckUintFlag("admission_sketch_mb", FLAGS_admission_sketch_mb, 1,
+                            8192);
+}
+
+uint64_t AdmissionSketchBytes() {
+  return uint64_t{FLAGS_admission_sketch_mb} << 20;
+}
+
+Status StartAdmission(train::Trainer* trainer, bool eval_only) {
+  const train::FeatureAdmission* a = trainer->admission();
+  if (a == nullptr) return Status::OK();
+  LOG(INFO) << "frequency admission on the sparse table: " << a->Describe();
+  if (!eval_only) return Status::OK();
+  LOG(INFO) << "counting the feature values of the training data for "
+               "admission (the counts are not checkpointed)";
+  return trainer->CountAdmissionPass().WithContext("counting for admission");
+}
+
+void PrintAdmissionSummary(const train::Trainer& trainer) {
+  const train::FeatureAdmission* a = trainer.admission();
+  if (a == nullptr) return;
+  std::printf("admission (own row from occurrence %u): %s\n", a->threshold(),
+              train::AdmissionSummary(*a).c_str());
+}
+
+}  // namespace ps::worker

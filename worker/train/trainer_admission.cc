@@ -1,0 +1,34 @@
+// Trainer::CountAdmissionPass: the counting pass of frequency admission for
+// a run whose counts are not there (resumed from a checkpoint, which does
+// not hold them, or --eval_only).
+#include "worker/train/example_source.h"
+#include "worker/train/trainer.h"  // Trainer::CountAdmissionPass is there
+
+namespace ps::train {
+
+Status Trainer::CountAdmissionPass() {
+  if (admission_ == nullptr || admission_->frozen()) return Status::OK();
+  // The lines Run trains on: this worker's, without the held-out ones.
+  SourceOptions so;
+  so.format = options_.format;
+  so.strict = options_.strict_data;
+  so.worker_id = options_.worker_id;
+  so.num_workers = options_.num_workers;
+  so.seed = options_.seed;
+  so.holdout_every = options_.eval_data.empty() ? options_.holdout_every : 0;
+  PS_ASSIGN_OR_RETURN(auto source,
+                      ExampleSource::Open(options_.train_data, so));
+  data::ExampleBatch batch;
+  ExampleSource::Scratch scratch;
+  while (true) {
+    batch.Clear();
+    PS_ASSIGN_OR_RETURN(size_t got,
+                        source->Next(options_.batch_size, &batch, &scratch));
+    if (got == 0) break;
+    admission_->CountOnly(batch);
+  }
+  admission_->Freeze();
+  return Status::OK();
+}
+
+}  // namespace ps::train
