@@ -49,13 +49,17 @@ void Trainer::InstallEvalPoints(TrainerOptions* run, EarlyStop* early,
       PS_ASSIGN_OR_RETURN(TrainerOptions::EvalVerdict v, evaluate());
       stop = v.stop;
     }
-    if (stop) {
+    if (stop && !early->best()) {
+      LOG(INFO) << "early stop after step " << step
+                << ": the evaluating worker's evals stopped training";
+    } else if (stop) {
       LOG(INFO) << "early stop after step " << step << ": " << early->patience()
-                << " eval point(s) in a row without a better eval logloss"
-                << (early->best()
-                        ? " than step " + std::to_string(early->best()->step) +
-                              "'s " + EvalMetricsText(*early->best())
-                        : std::string());
+                << " eval point(s) in a row without a better eval logloss "
+                   "than step "
+                << early->best()->step << "'s "
+                << EvalMetricsText(*early->best());
+    }
+    if (stop) {
       (*loop)->Stop();
     }
     return Status::OK();
