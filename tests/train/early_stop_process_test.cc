@@ -8,7 +8,8 @@
 //   - with a ps_server that keeps checkpoints (--checkpoint_keep=1, every
 //     one full): the best point's checkpoint is marked BEST and survives
 //     the later ones' retention, and ps_server --restore_from=best with
-//     ps_worker --eval_only reproduces the best eval logloss.
+//     ps_worker --eval_only reproduces the best eval logloss; without a
+//     --checkpoint_dir the worker says the servers keep the latest.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -190,6 +191,28 @@ TEST_F(EarlyStopProcessTest, ServersKeepTheBestCheckpointPastRetention) {
       eval.output, m, std::regex("eval AUC [0-9.]+ logloss ([0-9.]+)")))
       << eval.output;
   EXPECT_NEAR(std::stod(m[1]), best_logloss_, 1e-3) << eval.output;
+}
+
+// Without a --checkpoint_dir nothing can keep the best parameters: the run
+// still stops at the best point's patience and reports it, and says (at
+// start and at the end) that the servers hold the latest parameters.
+TEST_F(EarlyStopProcessTest, ServersWithoutCheckpointsWarnTheyHoldTheLatest) {
+  ps::testing::ServerOptions so;
+  so.tables_path = tables_;
+  auto server = ServerProcess::Start(PS_SERVER_BIN, so, dir_->path());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::vector<std::string> argv = Worker({"--servers=" + (*server)->address()});
+  Outcome out = RunProgram(argv, Path("worker.log"), 120);
+  ASSERT_EQ(out.code, 0) << Joined(argv) << "\n" << out.output;
+  ExpectStoppedEarlyAtTheBest(out);
+  for (const char* said :
+       {"the servers keep no checkpoints (no --checkpoint_dir)",
+        "the parameters the servers hold then are the LATEST, not the best",
+        "the servers hold the latest parameters, not the best"}) {
+    EXPECT_NE(out.output.find(said), std::string::npos)
+        << "no '" << said << "' in\n"
+        << out.output;
+  }
 }
 
 }  // namespace
