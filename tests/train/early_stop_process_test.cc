@@ -16,6 +16,7 @@
 #include <memory>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/ps/server_process.h"
@@ -191,6 +192,44 @@ TEST_F(EarlyStopProcessTest, ServersKeepTheBestCheckpointPastRetention) {
       eval.output, m, std::regex("eval AUC [0-9.]+ logloss ([0-9.]+)")))
       << eval.output;
   EXPECT_NEAR(std::stod(m[1]), best_logloss_, 1e-3) << eval.output;
+}
+
+// Two workers: worker 0 evaluates inside each cut, the other learns its
+// verdict from shard 0, and both stop after the same step and exit 0.
+TEST_F(EarlyStopProcessTest, EveryWorkerStopsAfterTheSameStep) {
+  ps::testing::ServerOptions so;
+  so.tables_path = tables_;
+  so.num_workers = 2;
+  so.extra_flags = {"--checkpoint_dir=" + Path("ckpt"),
+                    "--checkpoint_on_exit=false"};
+  auto server = ServerProcess::Start(PS_SERVER_BIN, so, dir_->path());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Outcome outs[2];
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.emplace_back([&, w] {
+      // A later --metrics_json overrides Worker()'s: one file each.
+      std::vector<std::string> argv =
+          Worker({"--servers=" + (*server)->address(), "--num_workers=2",
+                  "--worker_id=" + std::to_string(w),
+                  "--metrics_json=" +
+                      Path(w == 0 ? "metrics.json" : "metrics-1.json")});
+      outs[w] =
+          RunProgram(argv, Path("worker-" + std::to_string(w) + ".log"), 120);
+    });
+  }
+  for (auto& t : workers) t.join();
+  ASSERT_EQ(outs[0].code, 0) << outs[0].output;
+  ASSERT_EQ(outs[1].code, 0) << outs[1].output;
+  ExpectStoppedEarlyAtTheBest(outs[0]);
+  std::smatch m0, m1;
+  const std::regex stopped("early stop after step ([0-9]+)");
+  ASSERT_TRUE(std::regex_search(outs[0].output, m0, stopped)) << outs[0].output;
+  ASSERT_TRUE(std::regex_search(outs[1].output, m1, stopped)) << outs[1].output;
+  EXPECT_EQ(m0[1], m1[1]);
+  EXPECT_NE(outs[1].output.find("the evaluating worker's evals stopped"),
+            std::string::npos)
+      << outs[1].output;
 }
 
 // Without a --checkpoint_dir nothing can keep the best parameters: the run

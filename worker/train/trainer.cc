@@ -218,7 +218,12 @@ StatusOr<TrainResult> Trainer::Run() {
     if (options_.progress_secs > 0) progress_line(epoch, true);
     result.train_logloss = loop.epoch_logloss();
     if (result.early_stopped) break;
-    if (epoch + 1 < options_.epochs) PS_RETURN_IF_ERROR(evaluate_now(false));
+    // Early stopping has its own eval points: an eval here would be of no
+    // step every worker shares (the others may still train) and could not
+    // be kept.
+    if (epoch + 1 < options_.epochs && !options_.early_stop) {
+      PS_RETURN_IF_ERROR(evaluate_now(false));
+    }
   }
   result.train_seconds = SecondsSince(start);
   result.train_examples = loop.examples();

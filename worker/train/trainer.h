@@ -13,10 +13,11 @@
 // predicting the base rate) is logged as a WARNING naming the sparse
 // table's optimizer and learning rate.
 //
-// Early stopping (early_stop): the eval points are step boundaries, every
-// eval_steps steps, where this worker's threads are paused (through the
-// CheckpointGate, as for a checkpoint) and the eval sees exactly the
-// parameters of that step. Locally the trainer evaluates there itself and
+// Early stopping (early_stop): the eval points (instead of the ones after
+// each epoch and every eval_every examples; the final eval stays) are step
+// boundaries, every eval_steps steps, where this worker's threads are paused
+// (through the CheckpointGate, as for a checkpoint) and the eval sees exactly
+// the parameters of that step. Locally the trainer evaluates there itself and
 // keeps a copy of the best parameters (keep_best / restore_best); with
 // servers eval_cut pauses every worker at that step (see
 // worker/client/checkpoint_sync.h: a checkpoint of the servers the best one
