@@ -14,8 +14,9 @@ DEFINE_bool(early_stop, false,
             "checkpoint, exempt from --checkpoint_keep (ps_server "
             "--restore_from=best brings it back). Needs --eval_every: the "
             "evaluations are step boundaries where every worker pauses "
-            "(every ceil(eval_every / this worker's batch) steps; every "
-            "worker needs the same flags) and worker 0 evaluates; the "
+            "(every ceil(eval_every / this worker's batch) steps, instead "
+            "of after each epoch; every worker needs the same flags) and "
+            "worker 0 evaluates; the "
             "others wait for it, at most --timeout_ms, so raise that for "
             "an eval set that takes longer to score.");
 DEFINE_uint32(early_stop_patience, 2,
