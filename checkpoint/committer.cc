@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "checkpoint/best_marker.h"
 #include "checkpoint/layout.h"
 
 namespace ps::checkpoint {
@@ -112,17 +113,30 @@ StatusOr<std::vector<std::string>> ApplyRetention(const std::string& root,
   }
   if (!any_complete) return deleted;
   std::set<std::string> retained;
-  uint32_t kept = 0;
-  for (auto it = all.rbegin(); it != all.rend() && kept < keep; ++it) {
-    if (!it->complete) continue;
-    ++kept;
-    // The checkpoint and its chain of parents.
-    for (const CheckpointInfo* c = &*it; c != nullptr;) {
+  // The checkpoint and its chain of parents.
+  auto retain = [&](const CheckpointInfo* c) {
+    while (c != nullptr) {
       if (!retained.insert(c->name).second) break;
       if (!c->complete || c->manifest.parent().empty()) break;
       auto p = by_name.find(c->manifest.parent());
       c = p == by_name.end() ? nullptr : p->second;
     }
+  };
+  uint32_t kept = 0;
+  for (auto it = all.rbegin(); it != all.rend() && kept < keep; ++it) {
+    if (!it->complete) continue;
+    ++kept;
+    retain(&*it);
+  }
+  // The best checkpoint (--early_stop) is exempt. A marker that does not
+  // read back stops retention rather than risk deleting what it names.
+  auto best = ReadBestMarker(root);
+  if (!best.ok() && !best.status().Is(StatusCode::kNotFound)) {
+    return best.status().WithContext("retention keeps everything");
+  }
+  if (best.ok()) {
+    auto b = by_name.find(CheckpointDirName(best->step()));
+    if (b != by_name.end() && b->second->complete) retain(b->second);
   }
   // Newest first: a parent is always older than its children, so by the
   // time a parent loses its MANIFEST no remaining complete checkpoint

@@ -44,7 +44,8 @@ struct RetentionHooks {
   std::function<void(const std::string& checkpoint_dir)> before_delete;
 };
 
-// Keeps the newest `keep` complete checkpoints and every checkpoint they
+// Keeps the newest `keep` complete checkpoints, the one the root's best
+// marker names (checkpoint/best_marker.h), and every checkpoint they
 // depend on (an incremental one's parents back to its full base); deletes
 // the other complete checkpoints and every incomplete one older than the
 // newest complete one (an incomplete one newer than that may be in
@@ -61,9 +62,9 @@ StatusOr<std::vector<std::string>> ApplyRetention(
 
 // Frees disk space under `root` for a checkpoint whose write failed for lack
 // of it: ApplyRetention(root, 1). Deletes every complete checkpoint except the
-// newest complete one and its parent chain, and every incomplete one older
-// than that; never the newest complete one or any of its parents, nor an
-// incomplete one newer than it (in progress: the one being written, too).
+// newest complete one, the best one, their parent chains, and every incomplete
+// one older than that; never the newest complete one or any of its parents, nor
+// an incomplete one newer than it (in progress: the one being written, too).
 // Returns the directories deleted; empty when there was nothing to free (a
 // retry would fail again). Same crash and concurrency safety as
 // ApplyRetention. kNotFound when `root` does not exist, kIOError naming what

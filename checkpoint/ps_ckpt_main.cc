@@ -1,6 +1,7 @@
 // ps_ckpt: look at and check checkpoints.
 //
-//   ps_ckpt list    --dir=/ckpt            every ckpt-* with its state
+//   ps_ckpt list    --dir=/ckpt            every ckpt-* with its state (and
+//                                          which one is marked BEST)
 //   ps_ckpt inspect --checkpoint=/ckpt/ckpt-000000000100   the manifest
 //   ps_ckpt verify  --checkpoint=PATH      scan every shard: counts, checksums
 //   ps_ckpt verify  --dir=/ckpt            verify every complete checkpoint
@@ -12,6 +13,7 @@
 #include <ctime>
 #include <string>
 
+#include "checkpoint/best_marker.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/restorer.h"
 #include "cli/flags.h"
@@ -21,7 +23,7 @@
 DEFINE_string(dir, "", "Checkpoint root (the servers' --checkpoint_dir).");
 DEFINE_string(checkpoint, "",
               "One checkpoint directory (<dir>/ckpt-<step>), or 'latest' "
-              "with --dir.");
+              "or 'best' (the one ps_worker --early_stop marked) with --dir.");
 
 namespace {
 
@@ -44,6 +46,10 @@ int List() {
     return kExitDamaged;
   }
   if (all->empty()) std::printf("no checkpoints under %s\n", FLAGS_dir.c_str());
+  auto best = ps::checkpoint::ReadBestMarker(FLAGS_dir);
+  if (!best.ok() && !best.status().Is(ps::StatusCode::kNotFound)) {
+    std::fprintf(stderr, "ps_ckpt: %s\n", best.status().ToString().c_str());
+  }
   for (const auto& c : *all) {
     if (!c.complete) {
       std::printf("%s  step %llu  INCOMPLETE: %s\n", c.name.c_str(),
@@ -52,16 +58,29 @@ int List() {
       continue;
     }
     const auto& m = c.manifest;
-    std::printf("%s  step %llu  %s%s  %u shards  %s\n", c.name.c_str(),
+    std::string mark;
+    if (best.ok() && best->step() == c.step) {
+      char b[128];
+      std::snprintf(b, sizeof(b), "  BEST (eval logloss %.4f, AUC %.4f)",
+                    best->eval_logloss(), best->eval_auc());
+      mark = b;
+    }
+    std::printf("%s  step %llu  %s%s  %u shards  %s%s\n", c.name.c_str(),
                 static_cast<unsigned long long>(c.step),
                 KindName(m.kind()).c_str(),
                 m.parent().empty() ? "" : (" of " + m.parent()).c_str(),
-                m.num_shards(), Mb(m.total_bytes()).c_str());
+                m.num_shards(), Mb(m.total_bytes()).c_str(), mark.c_str());
   }
   return kExitOk;
 }
 
 std::string ResolveCheckpoint() {
+  if (FLAGS_checkpoint == "best") {
+    auto best = ps::checkpoint::ReadBestMarker(FLAGS_dir);
+    if (!best.ok()) return "";
+    return ps::checkpoint::JoinPath(
+        FLAGS_dir, ps::checkpoint::CheckpointDirName(best->step()));
+  }
   if (FLAGS_checkpoint != "latest") return FLAGS_checkpoint;
   auto all = ps::checkpoint::ListCheckpoints(FLAGS_dir);
   if (!all.ok()) return "";
@@ -179,7 +198,8 @@ int Main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "lists, inspects and verifies parameter-server checkpoints.\n"
       "  ps_ckpt list --dir=ROOT\n"
-      "  ps_ckpt inspect --checkpoint=PATH | --dir=ROOT --checkpoint=latest\n"
+      "  ps_ckpt inspect --checkpoint=PATH | --dir=ROOT "
+      "--checkpoint=latest|best\n"
       "  ps_ckpt verify --checkpoint=PATH | --dir=ROOT");
   // gflags exits with 1 on an unknown flag, which here means "damaged".
   if (ps::Status s = ps::cli::PrecheckFlags(argc, argv); !s.ok()) {
@@ -195,7 +215,8 @@ int Main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   const bool need_dir = command == "list" || FLAGS_checkpoint.empty() ||
-                        FLAGS_checkpoint == "latest";
+                        FLAGS_checkpoint == "latest" ||
+                        FLAGS_checkpoint == "best";
   if (need_dir && FLAGS_dir.empty()) {
     std::fprintf(stderr, "ps_ckpt %s: --dir is required%s\n", command.c_str(),
                  command == "list" ? "" : " (or --checkpoint=PATH)");

@@ -26,14 +26,16 @@ Status ValidateCheckpointOptions(const CheckpointOptions& o) {
           "--checkpoint_every_steps/--checkpoint_every_secs need "
           "--checkpoint_dir");
     }
-    if (o.restore_from == "latest") {
-      return InvalidArgument("--restore_from=latest needs --checkpoint_dir");
+    if (o.restore_from == "latest" || o.restore_from == "best") {
+      return InvalidArgument("--restore_from=" + o.restore_from +
+                             " needs --checkpoint_dir");
     }
   }
   if (!o.restore_from.empty() && o.restore_from != "latest" &&
+      o.restore_from != "best" &&
       o.restore_from.find('/') == std::string::npos) {
     return InvalidArgument(
-        "--restore_from must be 'latest' or a checkpoint "
+        "--restore_from must be 'latest', 'best' or a checkpoint "
         "directory path, not '" +
         o.restore_from + "'");
   }

@@ -35,7 +35,18 @@
 // full one.
 // EXACT tables are always saved whole.
 //
-// Restore (--restore_from=latest|PATH) runs before the server takes
+// Early stopping (ps_worker --early_stop): at an eval point every worker
+// takes part in a cut as for a checkpoint, and worker 0 (the evaluating
+// worker) evaluates between the two barriers, on the parameters of exactly
+// that cut, and tells shard 0 (EVALUATED) whether it is the best so far and
+// whether training stops; the other workers ask (STOP_QUERY) after the
+// second barrier. Shard 0 marks the best one's checkpoint in <root>/BEST
+// once it is complete (checkpoint/best_marker.h): retention keeps it and
+// its parents until a newer best replaces the mark. The verdict lives only
+// in shard 0's memory (a restarted shard 0 forgets a pending mark).
+//
+// Restore (--restore_from=latest|best|PATH; best: the one <root>/BEST
+// names) runs before the server takes
 // requests: rows, optimizer state and step counts of every table, EXACT keys
 // with their last-update steps; onto any number of shards. All shards
 // restore the same checkpoint or none starts: each loads its part of a
@@ -76,7 +87,8 @@ struct CheckpointOptions {
   uint64_t every_secs = 0;   // or at the first step this long after the last
   uint32_t keep = 3;         // complete checkpoints kept (0: all)
   uint32_t full_every = 5;   // every Nth checkpoint is full
-  std::string restore_from;  // "", "latest" (under dir) or a checkpoint path
+  // "", "latest" or "best" (under dir) or a checkpoint path
+  std::string restore_from;
   bool restore_fallback = false;
   bool final_on_stop = true;  // a last checkpoint after draining on stop
   // A shard silent this long is lost (and a shard that has not received a
@@ -181,6 +193,13 @@ class Checkpointer {
                std::string error = "");
   // Shard 0: records how the checkpoint of `step` ended.
   void Settle(uint64_t step, const Status& outcome);
+  // Shard 0: the EVALUATED request (checkpointer_best.cc).
+  StatusOr<proto::CheckpointReply> Evaluated(const proto::CheckpointRequest& r,
+                                             int64_t worker_id);
+  // Shard 0: writes the pending best mark once its checkpoint is complete
+  // (called on EVALUATED and after each commit); drops it when `abandoned`
+  // is its step.
+  void MarkBestIfComplete(uint64_t abandoned = 0);
   bool stopping() const;
 
   const CheckpointOptions options_;
@@ -205,6 +224,12 @@ class Checkpointer {
   uint64_t last_cut_step_ = 0;      // guarded by mu_
   std::map<uint64_t, Part> parts_;  // guarded by mu_, newest few
   Outcomes outcomes_;               // guarded by mu_ (shard 0)
+  // Shard 0, early stopping: the best eval point's mark waiting for its
+  // checkpoint to complete (step 0: none), and the step after which
+  // training stops (0: it goes on). Guarded by mu_.
+  checkpoint::proto::BestMarker pending_best_;
+  uint64_t stop_step_ = 0;
+  std::mutex mark_mu_;  // one writer of <root>/BEST at a time
   // Restore verdicts of this shard by step (RESTORE answers), and which
   // shards asked for one.
   std::map<uint64_t, proto::CheckpointReply> verdicts_;  // guarded by mu_

@@ -1,5 +1,6 @@
 // Checkpointer::Handle: the control requests of checkpoints (INFO, DUE,
-// POSITION, CUT, PART, RESTORE), from workers and the other shards.
+// POSITION, CUT, PART, RESTORE, and early stopping's EVALUATED and
+// STOP_QUERY), from workers and the other shards.
 #include <mutex>
 
 #include "server/checkpointer.h"
@@ -19,6 +20,7 @@ StatusOr<proto::CheckpointReply> Checkpointer::Handle(
   reply.set_every_secs(options_.every_secs);
   reply.set_server_instance(instance_);
   reply.set_server_shard(shard_->shard_id());
+  reply.set_has_dir(!options_.dir.empty());
   switch (r.action()) {
     case proto::CheckpointRequest::INFO: {
       std::lock_guard<std::mutex> lock(mu_);
@@ -121,6 +123,13 @@ StatusOr<proto::CheckpointReply> Checkpointer::Handle(
         reply.set_verdict(it->second.verdict());
         reply.set_verdict_error(it->second.verdict_error());
       }
+      return reply;
+    }
+    case proto::CheckpointRequest::EVALUATED:
+      return Evaluated(r, worker_id);
+    case proto::CheckpointRequest::STOP_QUERY: {
+      std::lock_guard<std::mutex> lock(mu_);
+      reply.set_stop(stop_step_ != 0 && r.step() >= stop_step_);
       return reply;
     }
     default:

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <set>
 
+#include "checkpoint/best_marker.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/restorer.h"
 #include "checkpoint/shard_writer.h"
@@ -232,6 +233,18 @@ Status Checkpointer::Restore() {
     if (candidates.empty()) {
       return NotFound(what + ": no complete checkpoint under " + options_.dir);
     }
+  } else if (options_.restore_from == "best") {
+    // The one ps_worker --early_stop found best: no fallback to another,
+    // which would not be the best.
+    auto best = ck::ReadBestMarker(options_.dir);
+    if (!best.ok()) {
+      return best.status().WithContext(
+          what + ": no best checkpoint marked under " + options_.dir +
+          " (ps_worker --early_stop marks one)");
+    }
+    candidates.push_back(
+        {ck::JoinPath(options_.dir, ck::CheckpointDirName(best->step())),
+         best->step(), Status::OK()});
   } else {
     uint64_t step = 0;
     std::string name =

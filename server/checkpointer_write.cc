@@ -1,7 +1,8 @@
 // Checkpointer's background write of one cut: full or incremental (the
 // rows changed since the previous copy), the retry after freeing space, and
 // on shard 0 the commit of the MANIFEST once every part is on disk
-// (checkpointer_parts.cc waits for them), then retention.
+// (checkpointer_parts.cc waits for them), the best mark (early stopping),
+// then retention.
 #include <glog/logging.h>
 
 #include <cstring>
@@ -168,6 +169,7 @@ void Checkpointer::Write(Job job) {
     if (k == 0) {
       Settle(step, entry.status().WithContext("shard 0"));
       (void)ck::RemoveTree(dir);  // the other shards' parts are of no use
+      MarkBestIfComplete(/*abandoned=*/step);
     }
     return;
   }
@@ -200,11 +202,14 @@ void Checkpointer::Write(Job job) {
                << Seconds(Clock::now() - waited) << ": " << committed << "; "
                << (removed.ok() ? "deleted " + dir : removed.ToString());
     Settle(step, committed);
+    MarkBestIfComplete(/*abandoned=*/step);
     return;
   }
   LOG(INFO) << "checkpoint " << dir << " complete (" << total_bytes / 1e6
             << " MB)";
   Settle(step, Status::OK());
+  // Before retention: a best mark waiting for this checkpoint moves now.
+  MarkBestIfComplete();
   auto deleted = ck::ApplyRetention(options_.dir, options_.keep);
   if (!deleted.ok()) {
     LOG(WARNING) << "retention: " << deleted.status();

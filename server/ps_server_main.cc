@@ -123,7 +123,9 @@ DEFINE_bool(checkpoint_on_exit, true,
             "on SIGTERM/SIGINT/Shutdown (it records no worker positions).");
 DEFINE_string(restore_from, "",
               "Restore the shard before serving: 'latest' (the newest complete "
-              "checkpoint under --checkpoint_dir) or a checkpoint directory; "
+              "checkpoint under --checkpoint_dir), 'best' (the one ps_worker "
+              "--early_stop marked best there, kept past --checkpoint_keep) "
+              "or a checkpoint directory; "
               "any number of shards may have written it. Empty: start fresh.");
 DEFINE_bool(restore_fallback, false,
             "With --restore_from=latest: when the newest checkpoint is "

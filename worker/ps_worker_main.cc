@@ -1,6 +1,8 @@
 // ps_worker: trains a CTR model (logistic regression, factorization machine
 // or DeepFM) on click logs, with the parameters on the parameter servers
-// (--servers) or in this process (--local), and reports eval AUC and logloss.
+// (--servers) or in this process (--local), and reports eval AUC, logloss and
+// normalized entropy. Early stopping: ps_worker_early_stop.h; its part in
+// the servers' cuts: ps_worker_checkpoints.h.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <unistd.h>
@@ -23,6 +25,8 @@
 #include "worker/client/checkpoint_sync.h"
 #include "worker/client/ps_client.h"
 #include "worker/ps_worker_admission.h"
+#include "worker/ps_worker_checkpoints.h"
+#include "worker/ps_worker_early_stop.h"
 #include "worker/train/local_param_store.h"
 #include "worker/train/model.h"
 #include "worker/train/ps_param_store.h"
@@ -104,7 +108,10 @@ DEFINE_uint32(holdout_every, 10,
               "Without --eval_data: hold out one line in this many.");
 DEFINE_uint64(eval_every, 0,
               "Also evaluate every this many training examples of this "
-              "worker (0: only after each epoch and at the end).");
+              "worker (0: only after each epoch and at the end). Each eval "
+              "line gives AUC, logloss and NE (normalized entropy: logloss "
+              "over the base rate's entropy; NE >= 1, no better than "
+              "predicting the base rate, is warned about loudly).");
 DEFINE_int32(eval_worker, 0,
              "The worker that evaluates (the others only train), in [0, "
              "--num_workers); -1: every worker evaluates.");
@@ -204,7 +211,7 @@ ps::Status CheckFlags() {
         "--progress_secs must be a number of seconds (negative: the "
         "default), not nan");
   }
-  return ps::Status::OK();
+  return ps::worker_main::CheckEarlyStopFlags(FLAGS_local);
 }
 
 // --hidden as widths, each checked before it can size a layer.
@@ -232,7 +239,7 @@ ps::StatusOr<std::vector<uint32_t>> HiddenWidths() {
 
 int Main(int argc, char** argv) {
   gflags::SetUsageMessage(
-      "trains a CTR model and reports eval AUC and logloss.\n"
+      "trains a CTR model and reports eval AUC, logloss and NE.\n"
       "  ps_worker --flagfile=configs/fm.flags --train_data=train.tsv "
       "--eval_data=eval.tsv --servers=127.0.0.1:7000,127.0.0.1:7001\n"
       "  ps_worker --flagfile=configs/fm.flags --local "
@@ -326,6 +333,7 @@ int Main(int argc, char** argv) {
     return Fail(2, "--holdout_every must be >= 2 without --eval_data");
   }
   to.eval_every = FLAGS_eval_every;
+  ps::worker_main::ConfigureEarlyStop(&to);
   to.evaluate = FLAGS_eval_worker == -1 ||
                 static_cast<uint32_t>(FLAGS_eval_worker) == to.worker_id;
   to.progress_in_place = isatty(STDERR_FILENO);
@@ -347,6 +355,7 @@ int Main(int argc, char** argv) {
     if (!config.ok()) return Fail(2, "--tables: " + config.status().ToString());
     auto local = ps::train::LocalParamStore::Create(*config);
     if (!local.ok()) return Fail(2, "--tables: " + local.status().ToString());
+    ps::worker_main::ConfigureLocalEarlyStop(local->get(), &to);
     store = std::move(*local);
   } else {
     ps::worker::PsClient::Options co;
@@ -401,47 +410,16 @@ int Main(int argc, char** argv) {
                         "the data starts over from its first line";
       }
     }
+    ps::worker::CheckpointSync* cs = checkpoint_sync.get();
     if (info->every_steps() > 0 || info->every_secs() > 0) {
-      ps::worker::CheckpointSync* cs = checkpoint_sync.get();
       to.checkpoint_due = [cs](uint64_t step) { return cs->Due(step); };
-      to.checkpoint = [cs, &checkpoints_failing](
-                          uint64_t step, uint32_t epoch,
-                          uint64_t consumed) -> ps::Status {
-        const auto start = std::chrono::steady_clock::now();
-        auto r = cs->Checkpoint(step, epoch, consumed);
-        if (!r.ok()) return r.status();
-        const double ms = std::chrono::duration<double, std::milli>(
-                              std::chrono::steady_clock::now() - start)
-                              .count();
-        LOG(INFO) << "checkpoint at step " << step << " paused training " << ms
-                  << " ms (servers' copy " << r->copy_ms
-                  << " ms); position epoch " << epoch + 1 << ", " << consumed
-                  << " examples";
-        if (!r->previous_failed) return ps::Status::OK();
-        const std::string newest =
-            r->newest_complete_step == 0
-                ? "none yet"
-                : "step " + std::to_string(r->newest_complete_step);
-        LOG(WARNING) << "the checkpoint at step " << r->previous_step
-                     << " FAILED: " << r->previous_error << " ("
-                     << r->consecutive_failures
-                     << " in a row; the newest complete checkpoint: " << newest
-                     << ")";
-        if (FLAGS_max_failed_checkpoints > 0 &&
-            r->consecutive_failures >= FLAGS_max_failed_checkpoints) {
-          checkpoints_failing = true;
-          return ps::IOError(
-              std::to_string(r->consecutive_failures) +
-              " checkpoints in a row failed (--max_failed_checkpoints=" +
-              std::to_string(FLAGS_max_failed_checkpoints) +
-              "), the last: " + r->previous_error +
-              "; the newest complete checkpoint: " + newest +
-              ". Stopping, so that no more training is lost: fix the cause "
-              "(see the servers' logs), then restart the servers with "
-              "--restore_from=latest and the workers");
-        }
-        return ps::Status::OK();
-      };
+      to.checkpoint = ps::worker_main::CheckpointCallback(
+          cs, FLAGS_max_failed_checkpoints, &checkpoints_failing);
+    }
+    if (to.early_stop) {
+      to.eval_cut = ps::worker_main::EvalCutCallback(
+          cs, FLAGS_max_failed_checkpoints, &checkpoints_failing);
+      ps::worker_main::ConfigureServerEarlyStop(*cs, &to);
     }
   }
 
@@ -452,8 +430,8 @@ int Main(int argc, char** argv) {
   if (FLAGS_eval_only) {
     auto point = trainer->Evaluate(to.threads);
     if (!point.ok()) return Fail(1, point.status().ToString());
-    std::printf("eval AUC %.4f logloss %.4f (%llu examples)\n", point->auc,
-                point->logloss,
+    std::printf("eval %s (%llu examples)\n",
+                ps::train::EvalMetricsText(*point).c_str(),
                 static_cast<unsigned long long>(point->examples));
     return 0;
   }
@@ -491,8 +469,11 @@ int Main(int argc, char** argv) {
               result->train_seconds, result->samples_per_sec);
   ps::worker::PrintAdmissionSummary(*trainer);
   if (result->evaluated) {
-    std::printf("eval AUC %.4f logloss %.4f\n", result->final_eval.auc,
-                result->final_eval.logloss);
+    ps::worker_main::PrintEarlyStopResult(
+        *result, FLAGS_local,
+        checkpoint_sync != nullptr && checkpoint_sync->servers_checkpoint());
+    std::printf("eval %s\n",
+                ps::train::EvalMetricsText(result->final_eval).c_str());
   } else {
     std::printf("training done; worker %d evaluates\n", FLAGS_eval_worker);
   }

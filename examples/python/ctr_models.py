@@ -99,8 +99,19 @@ def loss_of(model, keys, labels):
         logits, labels, reduction="sum"), logits
 
 
+class Evaluation(tuple):
+    """(auc, logloss), unpacked as before, and .ne: the normalized entropy
+    (logloss over the base rate's entropy; NaN with one class only)."""
+
+    def __new__(cls, auc, logloss, ne):
+        e = super().__new__(cls, (auc, logloss))
+        e.ne = ne
+        return e
+
+
 def evaluate(model, reader_batches):
-    """AUC and logloss of the model over the batches (no pushes)."""
+    """AUC and logloss of the model over the batches (no pushes), with the
+    normalized entropy as .ne (NE >= 1: no better than the base rate)."""
     import ps.data
     model.eval()
     probs, labels = [], []
@@ -112,4 +123,5 @@ def evaluate(model, reader_batches):
     model.train()
     p = np.concatenate(probs).astype(np.float32)
     y = np.concatenate(labels).astype(np.float32)
-    return ps.data.auc(p, y), ps.data.logloss(p, y)
+    return Evaluation(ps.data.auc(p, y), ps.data.logloss(p, y),
+                      ps.data.normalized_entropy(p, y))

@@ -109,3 +109,12 @@ def logloss(probabilities, labels):
     return _native.data.logloss(
         _arrays.as_array(probabilities, "probabilities", np.float32),
         _arrays.as_array(labels, "labels", np.float32))
+
+
+def normalized_entropy(probabilities, labels):
+    """Logloss over the base-rate entropy H(p) of the labels' positive rate
+    p (the logloss of always predicting p): below 1 the model beats that
+    constant. NaN when undefined (the labels hold one class only)."""
+    return _native.data.normalized_entropy(
+        _arrays.as_array(probabilities, "probabilities", np.float32),
+        _arrays.as_array(labels, "labels", np.float32))

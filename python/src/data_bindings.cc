@@ -113,6 +113,14 @@ void BindData(py::module_ m) {
         return eval::LogLoss(p, l);
       },
       py::arg("probabilities"), py::arg("labels"));
+  m.def(
+      "normalized_entropy",
+      [](const py::array& probabilities, const py::array& labels) {
+        auto [p, l] = Pairs(probabilities, labels);
+        return eval::NormalizedEntropy(eval::LogLoss(p, l),
+                                       eval::PositiveRate(l));
+      },
+      py::arg("probabilities"), py::arg("labels"));
 }
 
 }  // namespace ps::python

@@ -3,13 +3,16 @@
 // an incomplete one newer than the newest complete (it may be in progress).
 // A kill -9 at any point of it leaves a root that `ps_ckpt verify --dir`
 // passes. FreeSpaceForCheckpoint is retention down to the newest complete
-// checkpoint and its chain.
+// checkpoint and its chain. The checkpoint the best marker (BEST, early
+// stopping) names is exempt with its chain, until a newer best replaces it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "checkpoint/best_marker.h"
 #include "checkpoint_fixture.h"
 
 namespace ps::checkpoint {
@@ -74,6 +77,58 @@ TEST(CheckpointRetention, KeepsTheChainsOfRetainedIncrementals) {
   // Keep 1: 50 still needs 40.
   ASSERT_TRUE(ApplyRetention(dir.path(), 1).ok());
   EXPECT_EQ(Steps(dir.path()), (std::vector<uint64_t>{40, 50}));
+}
+
+TEST(CheckpointRetention, KeepsTheBestWithItsChainUntilANewerBest) {
+  TempDir dir;
+  Model model;
+  model.hashed_capacity = 1000;
+  model.exact_keys = 50;
+  std::function<bool(uint32_t, uint64_t)> changed = [](uint32_t, uint64_t id) {
+    return id % 10 == 0;
+  };
+  // 10 full, 20 incremental on it (the best), then 30 and 40 full.
+  ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), model, 10, 1).ok());
+  ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), model, 20, 1,
+                                       CheckpointDirName(10), &changed)
+                  .ok());
+  proto::BestMarker best;
+  best.set_step(20);
+  best.set_eval_logloss(0.5);
+  ASSERT_TRUE(WriteBestMarker(dir.path(), best).ok());
+  ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), model, 30, 1).ok());
+  ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), model, 40, 1).ok());
+  ASSERT_TRUE(ApplyRetention(dir.path(), 1).ok());
+  EXPECT_EQ(Steps(dir.path()), (std::vector<uint64_t>{10, 20, 40}));
+  auto read = ReadBestMarker(dir.path());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->step(), 20u);
+  EXPECT_DOUBLE_EQ(read->eval_logloss(), 0.5);
+  // Freeing space for a failed write keeps it too.
+  ASSERT_TRUE(FreeSpaceForCheckpoint(dir.path()).ok());
+  EXPECT_EQ(Steps(dir.path()), (std::vector<uint64_t>{10, 20, 40}));
+  // A newer best releases the older one and its chain.
+  best.set_step(40);
+  ASSERT_TRUE(WriteBestMarker(dir.path(), best).ok());
+  ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), model, 50, 1).ok());
+  ASSERT_TRUE(ApplyRetention(dir.path(), 1).ok());
+  EXPECT_EQ(Steps(dir.path()), (std::vector<uint64_t>{40, 50}));
+}
+
+TEST(CheckpointRetention, ADamagedBestMarkerDeletesNothing) {
+  TempDir dir;
+  Model model;
+  model.hashed_capacity = 100;
+  model.exact_keys = 5;
+  for (uint64_t step = 1; step <= 3; ++step) {
+    ASSERT_TRUE(testing::WriteCheckpoint(dir.path(), model, step, 1).ok());
+  }
+  EXPECT_TRUE(ReadBestMarker(dir.path()).status().Is(StatusCode::kNotFound));
+  std::ofstream(JoinPath(dir.path(), kBestMarkerName)) << "not framed";
+  auto deleted = ApplyRetention(dir.path(), 1);
+  ASSERT_FALSE(deleted.ok());
+  EXPECT_TRUE(deleted.status().Is(StatusCode::kCorruption)) << deleted.status();
+  EXPECT_EQ(Steps(dir.path()), (std::vector<uint64_t>{1, 2, 3}));
 }
 
 // What `ps_ckpt verify --dir` checks: every checkpoint that reads as complete

@@ -143,3 +143,16 @@ def test_logloss_known_values():
     worst = ps.data.logloss(np.array([1.0], np.float32),
                             np.array([0.0], np.float32))
     assert worst == pytest.approx(-math.log(1e-7), rel=1e-3)
+
+
+def test_normalized_entropy_known_values():
+    # Predicting the base rate 1/4 scores NE 1; 1/2 everywhere costs ln 2
+    # against H(1/4) = 0.5623...
+    y = np.array([1, 0, 0, 0], np.float32)
+    assert ps.data.normalized_entropy(np.full(4, 0.25, np.float32),
+                                      y) == pytest.approx(1, rel=1e-6)
+    assert ps.data.normalized_entropy(np.full(4, 0.5, np.float32), y) == \
+        pytest.approx(math.log(2) / 0.5623351446188083, rel=1e-6)
+    # One class only: undefined (NaN), never a division by zero.
+    assert math.isnan(ps.data.normalized_entropy(
+        np.array([0.9, 0.8], np.float32), np.ones(2, np.float32)))

@@ -1,6 +1,6 @@
-// AUC and logloss: the usual values, and total on any input: NaN and
-// infinite scores return NaN at once (they used to spin forever in Auc's
-// tie loop, after a std::sort that NaN made undefined).
+// AUC, logloss and normalized entropy: the usual values, and total on any
+// input: NaN and infinite scores return NaN at once (they used to spin forever
+// in Auc's tie loop, after a std::sort that NaN made undefined).
 #include "worker/eval/metrics.h"
 
 #include <gtest/gtest.h>
@@ -29,6 +29,41 @@ TEST(MetricsTest, AucRanksAndSharesTies) {
   EXPECT_DOUBLE_EQ(
       Auc(std::vector<float>{0.1f, 0.2f}, std::vector<float>{1, 1}), 0.5);
   EXPECT_DOUBLE_EQ(Auc({}, {}), 0.5);
+}
+
+TEST(MetricsTest, NormalizedEntropyIsLoglossOverTheBaseRateEntropy) {
+  // H(1/2) = ln 2; H(1/4) = -(1/4 ln 1/4 + 3/4 ln 3/4) = 0.562335...
+  EXPECT_NEAR(BaseRateEntropy(0.5), std::log(2.0), 1e-12);
+  EXPECT_NEAR(BaseRateEntropy(0.25), 0.5623351446188083, 1e-12);
+  EXPECT_DOUBLE_EQ(BaseRateEntropy(0.25), BaseRateEntropy(0.75));
+  // Predicting the base rate itself scores NE exactly 1.
+  const std::vector<float> labels = {1, 0, 0, 0};
+  const std::vector<float> constant(4, 0.25f);
+  MetricAccumulator acc;
+  for (size_t i = 0; i < labels.size(); ++i) acc.Add(constant[i], labels[i]);
+  EXPECT_DOUBLE_EQ(acc.positive_rate(), 0.25);
+  EXPECT_NEAR(acc.normalized_entropy(), 1.0, 1e-6);
+  // A better model is below 1, a worse one above: 0.5 everywhere costs ln 2.
+  EXPECT_NEAR(NormalizedEntropy(std::log(2.0), 0.25),
+              std::log(2.0) / 0.5623351446188083, 1e-12);
+  EXPECT_NEAR(NormalizedEntropy(0.1, 0.5), 0.1 / std::log(2.0), 1e-12);
+  EXPECT_DOUBLE_EQ(PositiveRate(std::vector<float>{1, 1, 0, 0.2f, kNaN}), 0.4);
+  EXPECT_DOUBLE_EQ(PositiveRate({}), 0);
+}
+
+TEST(MetricsTest, NormalizedEntropyIsUndefinedForOneClassNotADivisionByZero) {
+  EXPECT_DOUBLE_EQ(BaseRateEntropy(0), 0);
+  EXPECT_DOUBLE_EQ(BaseRateEntropy(1), 0);
+  EXPECT_TRUE(std::isnan(NormalizedEntropy(0.3, 0)));
+  EXPECT_TRUE(std::isnan(NormalizedEntropy(0.3, 1)));
+  EXPECT_TRUE(std::isnan(NormalizedEntropy(0, 1)));
+  EXPECT_TRUE(std::isnan(NormalizedEntropy(kNaN, 0.5)));
+  EXPECT_TRUE(std::isnan(NormalizedEntropy(0.3, kNaN)));
+  MetricAccumulator all_clicks;
+  all_clicks.Add(0.9f, 1);
+  all_clicks.Add(0.8f, 1);
+  EXPECT_DOUBLE_EQ(all_clicks.positive_rate(), 1);
+  EXPECT_TRUE(std::isnan(all_clicks.normalized_entropy()));
 }
 
 TEST(MetricsTest, NonFiniteScoresMakeNaNAndNeverHang) {

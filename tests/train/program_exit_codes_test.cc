@@ -23,80 +23,16 @@
 #include <vector>
 
 #include "tests/ps/server_process.h"
+#include "tests/train/run_program.h"
 
 namespace {
 
+using ps::testing::Joined;
+using ps::testing::Outcome;
+using ps::testing::RunProgram;
 using ps::testing::ScratchDir;
 using ps::testing::ServerProcess;
 using ps::testing::SlowdownFactor;
-using Clock = std::chrono::steady_clock;
-
-struct Outcome {
-  int code = -1;  // the exit status, 128 + signal; -1: killed at the timeout
-  std::string output;
-  double seconds = 0;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string Joined(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const std::string& a : argv) out += a + " ";
-  return out;
-}
-
-// Runs argv to its end, stdout and stderr into `log`; SIGKILL after
-// timeout_s (times SlowdownFactor) and code -1 when it runs that long.
-Outcome RunProgram(const std::vector<std::string>& argv, const std::string& log,
-                   int timeout_s = 20) {
-  // Built before fork: the child only calls async-signal-safe functions.
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.data()));
-  args.push_back(nullptr);
-  const int fd =
-      open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const pid_t parent = getpid();
-  const auto start = Clock::now();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(97);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    dup2(devnull, STDIN_FILENO);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(fd);
-  close(devnull);
-  Outcome out;
-  const auto deadline =
-      start + std::chrono::seconds(timeout_s * SlowdownFactor());
-  while (true) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      out.code =
-          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      break;
-    }
-    if (r < 0 || Clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  out.output = ReadFile(log);
-  return out;
-}
 
 constexpr char kTables[] = R"(table { id: 1 name: "emb" kind: HASHED dim: 1
     capacity: 65536 optimizer { name: "adagrad" learning_rate: 0.05 } })";
@@ -178,6 +114,21 @@ TEST_F(ProgramExitCodesTest, WorkerEvalWorkerOutsideTheJobExitsTwo) {
   Expect(LocalWorker(tables_, {"--num_workers=1", "--eval_worker=7"}), 2,
          {"--eval_worker must be -1", "not 7"});
   Expect(LocalWorker(tables_, {"--eval_worker=-2"}), 2, {"--eval_worker"});
+}
+
+TEST_F(ProgramExitCodesTest, WorkerEarlyStopWithoutEvalsOrPatienceExitsTwo) {
+  Expect(LocalWorker(tables_, {"--early_stop_patience=0"}), 2,
+         {"--early_stop_patience must be >= 1"});
+  Expect(LocalWorker(tables_, {"--early_stop"}), 2,
+         {"--early_stop needs --eval_every > 0"});
+  Expect(LocalWorker(tables_, {"--early_stop", "--eval_every=0"}), 2,
+         {"--early_stop needs --eval_every > 0"});
+  // With servers worker 0 must be the one that evaluates (checked before
+  // any server is dialled).
+  Expect({PS_WORKER_BIN, "--servers=127.0.0.1:1", "--num_workers=2",
+          "--eval_worker=1", "--early_stop", "--eval_every=100",
+          "--train_data=" + TrainData()},
+         2, {"--early_stop with servers needs --eval_worker=0"});
 }
 
 TEST_F(ProgramExitCodesTest, DatagenBadValuesExitTwoNamingTheFlag) {

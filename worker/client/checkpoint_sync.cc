@@ -11,6 +11,7 @@ StatusOr<std::unique_ptr<CheckpointSync>> CheckpointSync::Create(
   PS_ASSIGN_OR_RETURN(proto::CheckpointReply info, s->Info());
   s->every_steps_ = info.every_steps();
   s->every_secs_ = info.every_secs();
+  s->servers_checkpoint_ = info.has_dir();
   return s;
 }
 
@@ -43,7 +44,65 @@ StatusOr<bool> CheckpointSync::Due(uint64_t step) {
 
 StatusOr<CheckpointResult> CheckpointSync::Checkpoint(
     uint64_t step, uint64_t epoch, uint64_t examples_consumed) {
+  return Pause(step, epoch, examples_consumed, /*cut=*/true, nullptr);
+}
+
+StatusOr<bool> CheckpointSync::EvalPoint(
+    uint64_t step, uint64_t epoch, uint64_t examples_consumed, bool cut,
+    const std::function<StatusOr<EvalOutcome>()>& evaluate,
+    CheckpointResult* result) {
+  const bool evaluator = client_->worker_id() == 0;
+  bool stop = false;
+  auto at_cut = [&]() -> Status {
+    StatusOr<EvalOutcome> o = evaluate();
+    proto::CheckpointRequest r;
+    r.set_action(proto::CheckpointRequest::EVALUATED);
+    r.set_step(step);
+    r.set_worker_id(0);
+    r.set_cut(cut);
+    // A failed eval still stops the others, which would otherwise wait at
+    // the next eval point for a worker 0 that is gone.
+    r.set_stop(!o.ok() || o->stop);
+    if (o.ok()) {
+      r.set_best(o->best);
+      r.set_eval_logloss(o->logloss);
+      r.set_eval_auc(o->auc);
+      r.set_eval_ne(o->ne);
+    }
+    auto told = Call(0, r);
+    PS_RETURN_IF_ERROR(o.status());
+    PS_RETURN_IF_ERROR(told.status().WithContext("early stop verdict"));
+    stop = o->stop;
+    return Status::OK();
+  };
+  PS_ASSIGN_OR_RETURN(
+      CheckpointResult c,
+      Pause(step, epoch, examples_consumed, cut,
+            evaluator ? std::function<Status()>(at_cut) : nullptr));
+  if (result != nullptr) *result = c;
+  if (evaluator) return stop;
+  proto::CheckpointRequest q;
+  q.set_action(proto::CheckpointRequest::STOP_QUERY);
+  q.set_step(step);
+  q.set_worker_id(client_->worker_id());
+  PS_ASSIGN_OR_RETURN(proto::CheckpointReply reply, Call(0, q));
+  return reply.stop();
+}
+
+StatusOr<CheckpointResult> CheckpointSync::Pause(
+    uint64_t step, uint64_t epoch, uint64_t examples_consumed, bool cut,
+    const std::function<Status()>& at_cut) {
   PS_RETURN_IF_ERROR(client_->WaitApplied());
+  CheckpointResult result;
+  if (!cut) {
+    PS_RETURN_IF_ERROR(client_->Barrier());
+    Status s = at_cut ? at_cut() : Status::OK();
+    // Release the others before reporting.
+    Status released = client_->Barrier();
+    PS_RETURN_IF_ERROR(s);
+    PS_RETURN_IF_ERROR(released);
+    return result;
+  }
   proto::CheckpointRequest pos;
   pos.set_action(proto::CheckpointRequest::POSITION);
   pos.set_step(step);
@@ -51,7 +110,6 @@ StatusOr<CheckpointResult> CheckpointSync::Checkpoint(
   pos.set_epoch(epoch);
   pos.set_examples_consumed(examples_consumed);
   PS_ASSIGN_OR_RETURN(proto::CheckpointReply at, Call(0, pos));
-  CheckpointResult result;
   result.previous_step = at.previous_step();
   result.previous_failed = at.previous_failed();
   result.previous_error = at.previous_error();
@@ -74,6 +132,13 @@ StatusOr<CheckpointResult> CheckpointSync::Checkpoint(
                                       std::to_string(k));
       }
       result.copy_ms = std::max(result.copy_ms, r->cut_pause_ms());
+    }
+  }
+  if (at_cut) {
+    Status s = at_cut();
+    if (!s.ok()) {
+      (void)client_->Barrier();
+      return s;
     }
   }
   PS_RETURN_IF_ERROR(client_->Barrier());

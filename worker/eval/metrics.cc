@@ -63,6 +63,29 @@ double LogLoss(std::span<const float> probabilities,
   return sum / static_cast<double>(n);
 }
 
+double BaseRateEntropy(double p) {
+  if (std::isnan(p)) return std::numeric_limits<double>::quiet_NaN();
+  if (p <= 0 || p >= 1) return 0;
+  return -(p * std::log(p) + (1 - p) * std::log1p(-p));
+}
+
+double NormalizedEntropy(double logloss, double positive_rate) {
+  const double h = BaseRateEntropy(positive_rate);
+  // One class only: every constant near it has a loss near 0, so no ratio
+  // says anything (and H(p) = 0 would divide by zero).
+  if (std::isnan(logloss) || std::isnan(h) || h <= 0) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return logloss / h;
+}
+
+double PositiveRate(std::span<const float> labels) {
+  if (labels.empty()) return 0;
+  size_t positives = 0;
+  for (float l : labels) positives += l > 0.5f ? 1 : 0;
+  return static_cast<double>(positives) / static_cast<double>(labels.size());
+}
+
 void MetricAccumulator::Merge(const MetricAccumulator& other) {
   predictions_.insert(predictions_.end(), other.predictions_.begin(),
                       other.predictions_.end());

@@ -1,6 +1,9 @@
 // How good a CTR model is: AUC (the probability that a random click is scored
-// above a random non-click; ties count half) and logloss (mean negative log
-// likelihood, with predictions clipped to [1e-7, 1 - 1e-7]).
+// above a random non-click; ties count half), logloss (mean negative log
+// likelihood, with predictions clipped to [1e-7, 1 - 1e-7]) and normalized
+// entropy (NE: the logloss over the base-rate entropy H(p) = -(p ln p +
+// (1-p) ln(1-p)) of the same examples' positive rate p, i.e. the logloss of
+// always predicting p; NE < 1 means the model beats that constant).
 //
 // Both are total: any input returns, in O(n log n), without undefined
 // behaviour. A non-finite score or probability (NaN, +-inf) has no place in
@@ -27,6 +30,15 @@ double Auc(std::span<const float> scores, std::span<const float> labels);
 double LogLoss(std::span<const float> probabilities,
                std::span<const float> labels);
 
+// H(p) in nats: the logloss of always predicting the positive rate p. 0 for
+// p <= 0 or p >= 1 (one class only); NaN for a NaN p.
+double BaseRateEntropy(double positive_rate);
+// logloss / BaseRateEntropy(positive_rate); NaN (undefined, never a division
+// by zero) when the examples hold one class only or either input is NaN.
+double NormalizedEntropy(double logloss, double positive_rate);
+// The fraction of labels that are clicks (> 0.5); 0 for no labels.
+double PositiveRate(std::span<const float> labels);
+
 // Where the first non-finite value of `values` is (values.size(): none).
 size_t FirstNonFinite(std::span<const float> values);
 
@@ -41,6 +53,10 @@ class MetricAccumulator {
   size_t size() const { return labels_.size(); }
   double auc() const { return Auc(predictions_, labels_); }
   double logloss() const { return LogLoss(predictions_, labels_); }
+  double positive_rate() const { return PositiveRate(labels_); }
+  double normalized_entropy() const {
+    return NormalizedEntropy(logloss(), positive_rate());
+  }
   // How many predictions are not finite.
   size_t non_finite() const;
   void Clear() {

@@ -1,5 +1,6 @@
 #include "worker/train/local_param_store.h"
 
+#include <algorithm>
 #include <limits>
 #include <mutex>
 #include <new>
@@ -145,6 +146,36 @@ StatusOr<std::vector<float>> LocalParamStore::Row(uint32_t table_id,
   std::shared_lock lock(t->mu);
   const float* row = t->params->data() + t->map.GlobalRow(key) * dim;
   return std::vector<float>(row, row + dim);
+}
+
+Status LocalParamStore::KeepCopy() {
+  try {
+    for (auto& t : tables_) {
+      std::shared_lock<std::shared_mutex> lock(t->mu);
+      t->params->CopyTo(&t->kept_values, t->kept_state, &t->kept_steps);
+    }
+  } catch (const std::bad_alloc&) {
+    has_copy_ = false;
+    return ResourceExhausted(
+        "no memory for a copy of the best parameters (--early_stop with "
+        "--local keeps one): lower the tables' capacity");
+  }
+  has_copy_ = true;
+  return Status::OK();
+}
+
+Status LocalParamStore::RestoreCopy() {
+  if (!has_copy_) return NotInitialized("no copy of the parameters kept");
+  for (auto& t : tables_) {
+    std::unique_lock<std::shared_mutex> lock(t->mu);
+    table::ParamTable& p = *t->params;
+    std::copy(t->kept_values.begin(), t->kept_values.end(), p.data());
+    for (int k = 0; k < p.state_arrays(); ++k) {
+      std::copy(t->kept_state[k].begin(), t->kept_state[k].end(), p.state(k));
+    }
+    p.set_optimizer_steps(t->kept_steps);
+  }
+  return Status::OK();
 }
 
 }  // namespace ps::train

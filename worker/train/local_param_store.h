@@ -9,8 +9,15 @@
 //     duplicate keys, then runs the same apply ("sum" adds, "sgd" adds
 //     -lr * g, the others the kernels' optimizer with a per-table step count
 //     that grows by one per push, as the server's does per packet).
+// A copy of every table (rows, optimizer state, step counts) can be kept
+// aside and brought back (KeepCopy / RestoreCopy): --early_stop's best
+// parameters, held in memory because --local writes no checkpoints (and
+// ps_worker links no storage library). It doubles the tables' memory.
+//
 // Thread-safe: Pull takes a table's lock shared and Push exclusive, so
-// concurrent threads see whole updates.
+// concurrent threads see whole updates; KeepCopy takes them shared and
+// RestoreCopy exclusive, table by table (call them with no push in flight
+// for a copy of one moment).
 #pragma once
 
 #include <memory>
@@ -42,6 +49,12 @@ class LocalParamStore : public ParamStore {
   Status Flush() override { return Status::OK(); }
   Status Barrier() override { return Status::OK(); }
 
+  // Replaces the kept copy with the tables as they are now.
+  // kResourceExhausted when the copy does not fit in memory.
+  Status KeepCopy();
+  // The tables as KeepCopy saw them; kNotInitialized without a copy.
+  Status RestoreCopy();
+
   // The current values of a key's row (tests).
   StatusOr<std::vector<float>> Row(uint32_t table_id, uint64_t key) const;
 
@@ -55,12 +68,17 @@ class LocalParamStore : public ParamStore {
     protocol::ShardMap map;
     std::unique_ptr<table::ParamTable> params;  // capacity rows
     mutable std::shared_mutex mu;
+    // KeepCopy's copy: values, state arrays, optimizer step count.
+    std::vector<float> kept_values;
+    std::vector<float> kept_state[kernels::kMaxOptimizerStates];
+    uint64_t kept_steps = 0;
   };
 
   LocalParamStore() = default;
   StatusOr<Table*> Find(uint32_t table_id) const;
 
   std::vector<std::unique_ptr<Table>> tables_;
+  bool has_copy_ = false;
 };
 
 }  // namespace ps::train

@@ -92,11 +92,11 @@ void ProgressLog::Line(uint32_t epoch, uint64_t n, uint64_t examples_per_epoch,
 
 void ProgressLog::EvalLine(const EvalPoint& p) {
   if (in_place_) std::fprintf(stderr, "\n");
-  std::fprintf(stderr,
-               "eval after %s examples: AUC %.4f logloss %.4f (%s "
-               "examples)\n",
-               Count(p.trained_examples).c_str(), p.auc, p.logloss,
-               Count(p.examples).c_str());
+  const std::string at =
+      p.step > 0 ? " (step " + std::to_string(p.step) + ")" : "";
+  std::fprintf(stderr, "eval after %s examples%s: %s (%s examples)\n",
+               Count(p.trained_examples).c_str(), at.c_str(),
+               EvalMetricsText(p).c_str(), Count(p.examples).c_str());
 }
 
 }  // namespace ps::train

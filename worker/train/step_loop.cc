@@ -39,6 +39,15 @@ void StepLoop::Fail(const Status& s) {
   if (gate_ != nullptr) gate_->Wake();
 }
 
+void StepLoop::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_early_ = true;
+    stop_ = true;
+  }
+  if (gate_ != nullptr) gate_->Wake();
+}
+
 bool StepLoop::Take(BatchBuffers& st, CheckpointGate::Taken* taken) {
   const uint32_t batch_size = p_.options->batch_size;
   auto next = [&]() -> StatusOr<size_t> {

@@ -49,6 +49,10 @@ class StepLoop {
 
   // Stops the run with `s` (the first error is kept).
   void Fail(const Status& s);
+  // Stops the run without an error (early stopping, from a gate callback:
+  // no later step is taken, every thread returns).
+  void Stop();
+  bool stopped_early() const { return stopped_early_.load(); }
   Status first_error();
   // Training examples so far, over all epochs.
   uint64_t examples() const { return examples_.load(); }
@@ -62,6 +66,7 @@ class StepLoop {
   const Params p_;
   const bool checkpoints_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> stopped_early_{false};
   std::atomic<uint64_t> examples_{0};
   // Steps of this worker taken without checkpoints (with them the gate
   // counts), only to name the step at which training diverged.

@@ -6,12 +6,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include "protocol/spec_choices.h"
 #include "worker/train/batch_runner.h"
+#include "worker/train/early_stop.h"
 #include "worker/train/example_source.h"
 #include "worker/train/progress_log.h"
 #include "worker/train/step_loop.h"
@@ -31,6 +33,12 @@ StatusOr<Trainer> Trainer::Create(const TrainerOptions& options,
                                   const Model* model, ParamStore* store) {
   if (options.batch_size == 0 || options.threads == 0 || options.epochs == 0) {
     return InvalidArgument("--batch_size, --threads and --epochs must be >= 1");
+  }
+  if (options.early_stop &&
+      (options.eval_steps == 0 || options.early_stop_patience == 0)) {
+    return InvalidArgument(
+        "--early_stop needs eval points (--eval_every) and "
+        "--early_stop_patience >= 1");
   }
   Trainer t(options, model, store);
   const proto::TableSpec* sparse = store->table(options.sparse_table);
@@ -115,8 +123,17 @@ StatusOr<TrainResult> Trainer::Run() {
 
   TrainResult result;
   ProgressLog progress(options_.epochs, options_.progress_in_place);
+  // With early stopping the loop runs on options whose gate calls hold the
+  // eval points too.
+  TrainerOptions run_options = options_;
+  std::optional<EarlyStop> early;
+  StepLoop* loop_of_run = nullptr;
+  if (options_.early_stop) {
+    early.emplace(options_.early_stop_patience);
+    InstallEvalPoints(&run_options, &*early, &loop_of_run, &result, &progress);
+  }
   StepLoop::Params params;
-  params.options = &options_;
+  params.options = &run_options;
   params.model = model_;
   params.store = store_;
   params.tables = {sparse_id_, dense_id_, admission_.get()};
@@ -124,9 +141,11 @@ StatusOr<TrainResult> Trainer::Run() {
   params.progress = &progress;
   params.divergence_hint = [this] { return DivergenceHint(); };
   StepLoop loop(params);
+  loop_of_run = &loop;
   uint64_t examples_per_epoch = 0;  // known after the first epoch
   const auto start = Clock::now();
-  uint64_t next_eval = options_.eval_every;
+  // Early stopping evaluates at its step boundaries instead.
+  uint64_t next_eval = options_.early_stop ? 0 : options_.eval_every;
 
   auto evaluate_now = [&](bool final_eval) -> Status {
     if (!options_.evaluate) return Status::OK();
@@ -135,6 +154,8 @@ StatusOr<TrainResult> Trainer::Run() {
     p.trained_examples = loop.examples();
     result.history.push_back(p);
     progress.EvalLine(p);
+    WarnIfNoBetterThanBaseRate(p);
+    if (early && final_eval) early->Observe(p);
     if (final_eval) {
       result.final_eval = p;
       result.evaluated = true;
@@ -147,8 +168,7 @@ StatusOr<TrainResult> Trainer::Run() {
   };
 
   const uint32_t first_epoch = options_.start_epoch;
-  for (uint32_t epoch = first_epoch;
-       epoch < options_.epochs && loop.first_error().ok(); ++epoch) {
+  for (uint32_t epoch = first_epoch; epoch < options_.epochs; ++epoch) {
     const bool resumed_mid_epoch =
         epoch == first_epoch && options_.start_consumed > 0;
     if (epoch > 0 && !resumed_mid_epoch) {
@@ -194,17 +214,26 @@ StatusOr<TrainResult> Trainer::Run() {
     for (auto& t : pool) t.join();
     PS_RETURN_IF_ERROR(loop.first_error());
     if (admission_ != nullptr) admission_->Freeze();  // counted one pass
-    if (examples_per_epoch == 0 && !resumed_mid_epoch) {
+    result.early_stopped = loop.stopped_early();
+    if (examples_per_epoch == 0 && !resumed_mid_epoch &&
+        !result.early_stopped) {
       examples_per_epoch = loop.examples() - epoch_start_examples;
     }
-    if (loop.examples() == epoch_start_examples && !resumed_mid_epoch) {
+    if (loop.examples() == epoch_start_examples && !resumed_mid_epoch &&
+        !result.early_stopped) {
       return InvalidArgument("no training examples for worker " +
                              std::to_string(options_.worker_id) + " in " +
                              options_.train_data);
     }
     if (options_.progress_secs > 0) progress_line(epoch, true);
     result.train_logloss = loop.epoch_logloss();
-    if (epoch + 1 < options_.epochs) PS_RETURN_IF_ERROR(evaluate_now(false));
+    if (result.early_stopped) break;
+    // Early stopping has its own eval points: an eval here would be of no
+    // step every worker shares (the others may still train) and could not
+    // be kept.
+    if (epoch + 1 < options_.epochs && !options_.early_stop) {
+      PS_RETURN_IF_ERROR(evaluate_now(false));
+    }
   }
   result.train_seconds = SecondsSince(start);
   result.train_examples = loop.examples();
@@ -216,7 +245,10 @@ StatusOr<TrainResult> Trainer::Run() {
   // Every push applied everywhere before anyone evaluates.
   PS_RETURN_IF_ERROR(store_->Flush());
   PS_RETURN_IF_ERROR(store_->Barrier());
-  PS_RETURN_IF_ERROR(evaluate_now(true));
+  // After an early stop the latest parameters are not the point: the best
+  // one is reported (and, locally, brought back) instead.
+  if (!result.early_stopped) PS_RETURN_IF_ERROR(evaluate_now(true));
+  if (early) PS_RETURN_IF_ERROR(FinishEarlyStop(*early, &result, &progress));
   return result;
 }
 
@@ -237,13 +269,26 @@ std::string TrainResultJson(const TrainResult& r, const std::string& model,
   if (r.evaluated) {
     j << ", \"eval_auc\": " << r.final_eval.auc
       << ", \"eval_logloss\": " << r.final_eval.logloss
+      << ", \"eval_ne\": " << NeJson(r.final_eval)
+      << ", \"eval_positive_rate\": " << r.final_eval.positive_rate
       << ", \"eval_examples\": " << r.final_eval.examples;
+  }
+  auto point = [&](const EvalPoint& p) {
+    j << "{\"trained_examples\": " << p.trained_examples
+      << ", \"step\": " << p.step << ", \"auc\": " << p.auc
+      << ", \"logloss\": " << p.logloss << ", \"ne\": " << NeJson(p) << "}";
+  };
+  if (o.early_stop) {
+    j << ", \"early_stopped\": " << (r.early_stopped ? "true" : "false");
+    if (r.has_best) {
+      j << ", \"best\": ";
+      point(r.best);
+    }
   }
   j << ", \"history\": [";
   for (size_t i = 0; i < r.history.size(); ++i) {
-    const EvalPoint& p = r.history[i];
-    j << (i ? ", " : "") << "{\"trained_examples\": " << p.trained_examples
-      << ", \"auc\": " << p.auc << ", \"logloss\": " << p.logloss << "}";
+    j << (i ? ", " : "");
+    point(r.history[i]);
   }
   j << "]}\n";
   return j.str();

@@ -7,8 +7,23 @@
 // the step. After the last epoch every worker flushes its pushes and meets
 // the others at a barrier; then the evaluating worker scores the held-out
 // examples (--eval_data, or every holdout_every-th line of the training
-// file when there is none) and reports AUC and logloss. Evaluation also runs
-// every `eval_every` training examples (per worker) and after each epoch.
+// file when there is none) and reports AUC, logloss and normalized entropy
+// (NE). Evaluation also runs every `eval_every` training examples (per
+// worker) and after each epoch. An eval with NE >= 1 (no better than
+// predicting the base rate) is logged as a WARNING naming the sparse
+// table's optimizer and learning rate.
+//
+// Early stopping (early_stop): the eval points (instead of the ones after
+// each epoch and every eval_every examples; the final eval stays) are step
+// boundaries, every eval_steps steps, where this worker's threads are paused
+// (through the CheckpointGate, as for a checkpoint) and the eval sees exactly
+// the parameters of that step. Locally the trainer evaluates there itself and
+// keeps a copy of the best parameters (keep_best / restore_best); with
+// servers eval_cut pauses every worker at that step (see
+// worker/client/checkpoint_sync.h: a checkpoint of the servers the best one
+// is kept of) and says whether training stops. Training stops after
+// early_stop_patience eval points without a new best eval logloss; the
+// result's `best` is the best point.
 //
 // Progress (samples/s, mean training loss, AUC over recent training
 // predictions, ETA) goes to stderr every progress_secs: rewritten in place
@@ -29,11 +44,17 @@
 
 #include "base/status_or.h"
 #include "worker/data/line_parsers.h"
+#include "worker/train/eval_point.h"
 #include "worker/train/feature_admission.h"
 #include "worker/train/model.h"
 #include "worker/train/param_store.h"
 
 namespace ps::train {
+
+class EarlyStop;
+class ProgressLog;
+class StepLoop;
+struct TrainResult;
 
 struct TrainerOptions {
   std::string train_data;
@@ -72,12 +93,27 @@ struct TrainerOptions {
   // The sparse table's frequency admission (when its spec sets
   // admit_after_examples): the memory of its sketch.
   uint64_t admission_sketch_bytes = uint64_t{32} << 20;
-};
 
-struct EvalPoint {
-  uint64_t trained_examples = 0;
-  double auc = 0, logloss = 0;
-  uint64_t examples = 0;
+  // Early stopping (see above). eval_steps >= 1 with early_stop.
+  bool early_stop = false;
+  uint32_t early_stop_patience = 2;
+  uint64_t eval_steps = 0;
+  // What one early-stop eval found: whether it is the best so far and
+  // whether training stops.
+  struct EvalVerdict {
+    bool best = false, stop = false;
+    EvalPoint point;
+  };
+  using EvalFn = std::function<StatusOr<EvalVerdict>()>;
+  // Servers: pauses every worker at `step` (a checkpoint cut when the
+  // servers keep checkpoints), runs `evaluate` on the evaluating worker
+  // there and returns whether training stops (the same answer on every
+  // worker). Null: --local.
+  std::function<StatusOr<bool>(uint64_t step, uint32_t epoch, uint64_t consumed,
+                               const EvalFn& evaluate)>
+      eval_cut;
+  // --local: copy the parameters aside as the best / bring that copy back.
+  std::function<Status()> keep_best, restore_best;
 };
 
 struct TrainResult {
@@ -90,6 +126,11 @@ struct TrainResult {
   bool evaluated = false;
   EvalPoint final_eval;
   std::vector<EvalPoint> history;
+  // Early stopping: whether it stopped training before the last epoch, and
+  // the best eval point (has_best: there was one).
+  bool early_stopped = false;
+  bool has_best = false;
+  EvalPoint best;
 };
 
 // Run and Evaluate fail (kInvalidArgument, "training diverged at step S:
@@ -112,6 +153,9 @@ class Trainer {
   // Run does it itself when it resumes; --eval_only calls it before
   // Evaluate. trainer_admission.cc.
   Status CountAdmissionPass();
+  // Logs a WARNING when `point` is no better than predicting the base rate
+  // (NE >= 1), naming what to lower. Returns whether it warned.
+  bool WarnIfNoBetterThanBaseRate(const EvalPoint& point) const;
 
  private:
   Trainer(const TrainerOptions& o, const Model* m, ParamStore* s)
@@ -119,6 +163,17 @@ class Trainer {
   // What to change when the model's numbers stop being finite: the
   // optimizer settings of its tables.
   std::string DivergenceHint() const;
+  // Early stopping: `run` (the options the StepLoop gets) with the eval
+  // points in its CheckpointGate calls (trainer_early_stop.cc); *loop is
+  // the loop they stop, set once it exists.
+  void InstallEvalPoints(TrainerOptions* run, EarlyStop* early,
+                         StepLoop* const* loop, TrainResult* result,
+                         ProgressLog* progress);
+  // Early stopping, after training: the best point into `result` and, with
+  // keep_best, the best parameters back (evaluated once more: the final
+  // eval line is theirs).
+  Status FinishEarlyStop(const EarlyStop& early, TrainResult* result,
+                         ProgressLog* progress);
 
   TrainerOptions options_;
   const Model* model_;

@@ -1,5 +1,9 @@
 // Trainer::Evaluate: scores the held-out examples with the current
-// parameters on `threads` threads and reduces their metrics.
+// parameters on `threads` threads and reduces their metrics; and the loud
+// warning when an eval is no better than the base rate.
+#include <glog/logging.h>
+
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,8 +70,32 @@ StatusOr<EvalPoint> Trainer::Evaluate(uint32_t threads) {
   EvalPoint point;
   point.auc = acc[0].auc();
   point.logloss = acc[0].logloss();
+  point.positive_rate = acc[0].positive_rate();
+  point.ne = eval::NormalizedEntropy(point.logloss, point.positive_rate);
   point.examples = acc[0].size();
   return point;
+}
+
+bool Trainer::WarnIfNoBetterThanBaseRate(const EvalPoint& p) const {
+  if (!p.no_better_than_base_rate()) return false;
+  char figures[160];
+  std::snprintf(figures, sizeof(figures),
+                "normalized entropy %.4f >= 1 (eval logloss %.4f, always "
+                "predicting the base rate %.4f scores %.4f)",
+                p.ne, p.logloss, p.positive_rate,
+                eval::BaseRateEntropy(p.positive_rate));
+  const std::string at =
+      p.step > 0 ? " (step " + std::to_string(p.step) + ")" : "";
+  LOG(WARNING) << "EVAL NO BETTER THAN THE BASE RATE after "
+               << p.trained_examples << " training examples" << at << ": "
+               << figures
+               << ": the model is no better than predicting the base rate; "
+                  "its training diverges or overfits: "
+               << DivergenceHint()
+               << (model_->sparse_dim() > 1
+                       ? " (or raise --l2_v, the L2 on the factors)"
+                       : "");
+  return true;
 }
 
 }  // namespace ps::train
