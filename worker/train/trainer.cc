@@ -102,7 +102,7 @@ std::string Trainer::DivergenceHint() const {
          ", or look for huge feature values in the data";
 }
 
-StatusOr<TrainResult> Trainer::Run() {
+SourceOptions Trainer::TrainSourceOptions() const {
   SourceOptions so;
   so.format = options_.format;
   so.strict = options_.strict_data;
@@ -110,8 +110,12 @@ StatusOr<TrainResult> Trainer::Run() {
   so.num_workers = options_.num_workers;
   so.seed = options_.seed;
   so.holdout_every = options_.eval_data.empty() ? options_.holdout_every : 0;
-  PS_ASSIGN_OR_RETURN(auto source,
-                      ExampleSource::Open(options_.train_data, so));
+  return so;
+}
+
+StatusOr<TrainResult> Trainer::Run() {
+  PS_ASSIGN_OR_RETURN(auto source, ExampleSource::Open(options_.train_data,
+                                                       TrainSourceOptions()));
   if (!options_.eval_data.empty()) {
     // Fail now, not after hours of training.
     PS_RETURN_IF_ERROR(data::LineReader::Open(options_.eval_data).status());

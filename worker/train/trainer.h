@@ -51,6 +51,8 @@
 
 namespace ps::train {
 
+struct SourceOptions;  // example_source.h
+
 class EarlyStop;
 class ProgressLog;
 class StepLoop;
@@ -163,6 +165,9 @@ class Trainer {
   // What to change when the model's numbers stop being finite: the
   // optimizer settings of its tables.
   std::string DivergenceHint() const;
+  // How Run reads the training data: this worker's lines, without the
+  // held-out ones (CountAdmissionPass reads the same).
+  SourceOptions TrainSourceOptions() const;
   // Early stopping: `run` (the options the StepLoop gets) with the eval
   // points in its CheckpointGate calls (trainer_early_stop.cc); *loop is
   // the loop they stop, set once it exists.

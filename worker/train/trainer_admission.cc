@@ -9,15 +9,8 @@ namespace ps::train {
 Status Trainer::CountAdmissionPass() {
   if (admission_ == nullptr || admission_->frozen()) return Status::OK();
   // The lines Run trains on: this worker's, without the held-out ones.
-  SourceOptions so;
-  so.format = options_.format;
-  so.strict = options_.strict_data;
-  so.worker_id = options_.worker_id;
-  so.num_workers = options_.num_workers;
-  so.seed = options_.seed;
-  so.holdout_every = options_.eval_data.empty() ? options_.holdout_every : 0;
-  PS_ASSIGN_OR_RETURN(auto source,
-                      ExampleSource::Open(options_.train_data, so));
+  PS_ASSIGN_OR_RETURN(auto source, ExampleSource::Open(options_.train_data,
+                                                       TrainSourceOptions()));
   data::ExampleBatch batch;
   ExampleSource::Scratch scratch;
   while (true) {
