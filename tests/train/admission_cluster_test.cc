@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,9 +19,11 @@
 #include "launch/process.h"
 #include "launch/text_file.h"
 #include "tests/ps/server_process.h"
+#include "tests/train/output_numbers.h"
 
 namespace {
 
+using ps::testing::NumbersAfter;
 using ps::testing::ScratchDir;
 using ps::testing::ServerProcess;
 using ps::testing::SlowdownFactor;
@@ -56,13 +57,8 @@ Outcome RunProgram(const std::vector<std::string>& argv, const std::string& log,
 
 // The last number after `label` in `text`, or -1.
 double LastNumberAfter(const std::string& text, const std::string& label) {
-  const std::regex re(label + " ([0-9.eE+-]+|nan|-nan|inf)");
-  double value = -1;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re);
-       it != std::sregex_iterator(); ++it) {
-    value = std::strtod((*it)[1].str().c_str(), nullptr);
-  }
-  return value;
+  const std::vector<double> all = NumbersAfter(text, label + " ");
+  return all.empty() ? -1 : all.back();
 }
 
 std::string Tables(const std::string& kind, uint32_t admit_after_examples) {

@@ -17,10 +17,10 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <regex>
 #include <string>
 #include <vector>
 
+#include "tests/train/output_numbers.h"
 #include "tests/train/run_program.h"
 
 namespace ps::testing {
@@ -40,14 +40,13 @@ struct EvalLine {
 
 // The "eval after N examples: AUC a logloss l NE n" lines of a run.
 std::vector<EvalLine> EvalLines(const std::string& output) {
-  static const std::regex line(
-      "eval after [^:]*: AUC ([-0-9.naif]+) logloss ([-0-9.naif]+) NE "
-      "([-0-9.naif]+)");
   std::vector<EvalLine> out;
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
-       it != std::sregex_iterator(); ++it) {
-    out.push_back(
-        {std::stod((*it)[1]), std::stod((*it)[2]), std::stod((*it)[3])});
+  for (const std::string& line : LinesWith(output, "eval after ")) {
+    const std::vector<double> auc = NumbersAfter(line, ": AUC ");
+    const std::vector<double> logloss = NumbersAfter(line, " logloss ");
+    const std::vector<double> ne = NumbersAfter(line, " NE ");
+    if (auc.empty() || logloss.empty() || ne.empty()) continue;
+    out.push_back({auc[0], logloss[0], ne[0]});
   }
   return out;
 }
@@ -71,10 +70,10 @@ class CriteoLikeTest : public ::testing::Test {
          "--eval_output=" + Path("eval.tsv")},
         Path("datagen.log"), 600);
     ASSERT_EQ(gen.code, 0) << gen.output;
-    std::smatch m;
-    static const std::regex optimum("planted optimum AUC ([0-9.]+)");
-    ASSERT_TRUE(std::regex_search(gen.output, m, optimum)) << gen.output;
-    optimum_ = std::stod(m[1]);
+    const std::vector<double> optimum =
+        NumbersAfter(gen.output, "planted optimum AUC ");
+    ASSERT_FALSE(optimum.empty()) << gen.output;
+    optimum_ = optimum[0];
   }
   static void TearDownTestSuite() {
     delete dir_;

@@ -14,17 +14,19 @@
 
 #include <cstdio>
 #include <memory>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/ps/server_process.h"
+#include "tests/train/output_numbers.h"
 #include "tests/train/run_program.h"
 
 namespace {
 
 using ps::testing::Joined;
+using ps::testing::LinesWith;
+using ps::testing::NumbersAfter;
 using ps::testing::Outcome;
 using ps::testing::ReadFile;
 using ps::testing::RunProgram;
@@ -95,12 +97,11 @@ class EarlyStopProcessTest : public ::testing::Test {
     EXPECT_NEAR(JsonNumber(json, "eval_logloss"), best, 1e-4) << json;
     EXPECT_GE(JsonNumber(json, "eval_ne"), 1) << json;
     // The best is the lowest of the history.
-    std::regex point("\"logloss\": ([0-9.e+-]+)");
     const std::string history = json.substr(json.find("\"history\""));
     int points = 0;
-    for (std::sregex_iterator it(history.begin(), history.end(), point), end;
-         it != end; ++it, ++points) {
-      EXPECT_LE(best, std::stod((*it)[1]) + 1e-9) << json;
+    for (double logloss : NumbersAfter(history, "\"logloss\": ")) {
+      EXPECT_LE(best, logloss + 1e-9) << json;
+      ++points;
     }
     EXPECT_GE(points, 3) << json;  // a best, then patience (2) without
     best_logloss_ = best;
@@ -165,12 +166,12 @@ TEST_F(EarlyStopProcessTest, ServersKeepTheBestCheckpointPastRetention) {
       << list.output;
   // Retention ran after the best: exactly the best and the newest are left,
   // the newest later than the best.
-  std::regex entry("ckpt-[0-9]+  step ([0-9]+)  full");
   std::vector<uint64_t> steps;
-  for (std::sregex_iterator it(list.output.begin(), list.output.end(), entry),
-       end;
-       it != end; ++it) {
-    steps.push_back(std::stoull((*it)[1]));
+  for (const std::string& entry : LinesWith(list.output, "  full")) {
+    const std::vector<double> step = NumbersAfter(entry, "  step ");
+    if (entry.find("ckpt-") != std::string::npos && !step.empty()) {
+      steps.push_back(static_cast<uint64_t>(step[0]));
+    }
   }
   ASSERT_EQ(steps.size(), 2u) << list.output;
   EXPECT_EQ(steps[0], best_step_) << list.output;
@@ -187,11 +188,11 @@ TEST_F(EarlyStopProcessTest, ServersKeepTheBestCheckpointPastRetention) {
        "--eval_only"},
       Path("eval_only.log"), 60);
   ASSERT_EQ(eval.code, 0) << eval.output;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      eval.output, m, std::regex("eval AUC [0-9.]+ logloss ([0-9.]+)")))
-      << eval.output;
-  EXPECT_NEAR(std::stod(m[1]), best_logloss_, 1e-3) << eval.output;
+  const std::vector<std::string> evals = LinesWith(eval.output, "eval AUC ");
+  ASSERT_FALSE(evals.empty()) << eval.output;
+  const std::vector<double> logloss = NumbersAfter(evals[0], " logloss ");
+  ASSERT_FALSE(logloss.empty()) << eval.output;
+  EXPECT_NEAR(logloss[0], best_logloss_, 1e-3) << eval.output;
 }
 
 // Two workers: worker 0 evaluates inside each cut, the other learns its
@@ -222,11 +223,12 @@ TEST_F(EarlyStopProcessTest, EveryWorkerStopsAfterTheSameStep) {
   ASSERT_EQ(outs[0].code, 0) << outs[0].output;
   ASSERT_EQ(outs[1].code, 0) << outs[1].output;
   ExpectStoppedEarlyAtTheBest(outs[0]);
-  std::smatch m0, m1;
-  const std::regex stopped("early stop after step ([0-9]+)");
-  ASSERT_TRUE(std::regex_search(outs[0].output, m0, stopped)) << outs[0].output;
-  ASSERT_TRUE(std::regex_search(outs[1].output, m1, stopped)) << outs[1].output;
-  EXPECT_EQ(m0[1], m1[1]);
+  const std::string stopped = "early stop after step ";
+  const std::vector<double> s0 = NumbersAfter(outs[0].output, stopped);
+  const std::vector<double> s1 = NumbersAfter(outs[1].output, stopped);
+  ASSERT_FALSE(s0.empty()) << outs[0].output;
+  ASSERT_FALSE(s1.empty()) << outs[1].output;
+  EXPECT_EQ(s0[0], s1[0]);
   EXPECT_NE(outs[1].output.find("the evaluating worker's evals stopped"),
             std::string::npos)
       << outs[1].output;
