@@ -29,9 +29,10 @@ def batch_keys(ids):
 class LocalEmbedding(nn.Module):
     """Rows in this process: nn.EmbeddingBag(sparse=True), one bag per
     feature, the key hashed to a row by its value modulo ``capacity`` (a
-    HASHED server table hashes too: collisions are alike, not identical)."""
+    HASHED server table hashes too: collisions are alike, not identical).
+    Rows start as configs/fm.tables' do: normal, stddev 0.01."""
 
-    def __init__(self, capacity, dim, init_scale=0.05, seed=7):
+    def __init__(self, capacity, dim, init_scale=0.01, seed=7):
         super().__init__()
         self.capacity = capacity
         self.bag = nn.EmbeddingBag(capacity, dim, mode="sum", sparse=True)
