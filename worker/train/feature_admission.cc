@@ -1,6 +1,7 @@
 #include "worker/train/feature_admission.h"
 
 #include <cstdio>
+#include <vector>
 
 #include "worker/data/feature_hash.h"
 
@@ -11,7 +12,11 @@ FeatureAdmission::FeatureAdmission(uint32_t admit_after_examples,
     : admit_after_examples_(admit_after_examples),
       num_workers_(num_workers),
       threshold_((admit_after_examples + num_workers - 1) / num_workers),
-      sketch_(CountMinSketch::WidthForBytes(sketch_bytes)) {}
+      sketch_(CountMinSketch::WidthForBytes(sketch_bytes)) {
+  for (uint32_t f = 0; f < kCachedOovFields; ++f) {
+    oov_ids_[f] = data::OovFeature(f);
+  }
+}
 
 namespace {
 
@@ -20,53 +25,71 @@ namespace {
 // their latency.
 constexpr size_t kAhead = 8;
 
+// Calls visit(j) for every feature j of `ids`, the counters of the feature
+// kAhead further on prefetched.
+template <typename Visit>
+void ForEachPrefetched(const CountMinSketch& sketch,
+                       const std::vector<uint64_t>& ids, Visit visit) {
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (j + kAhead < ids.size()) sketch.Prefetch(ids[j + kAhead]);
+    visit(j);
+  }
+}
+
 }  // namespace
+
+uint64_t FeatureAdmission::OovId(uint32_t field) const {
+  return field < kCachedOovFields ? oov_ids_[field] : data::OovFeature(field);
+}
+
+uint32_t FeatureAdmission::Count(uint64_t id, uint64_t* seen,
+                                 uint64_t* admitted) {
+  const uint32_t estimate = sketch_.Add(id);
+  *seen += estimate == 1;
+  *admitted += estimate == threshold_;
+  return estimate;
+}
 
 void FeatureAdmission::CountOnly(const data::ExampleBatch& batch) {
   uint64_t seen = 0, admitted = 0;
-  for (size_t j = 0; j < batch.ids.size(); ++j) {
-    if (j + kAhead < batch.ids.size()) sketch_.Prefetch(batch.ids[j + kAhead]);
-    const uint32_t estimate = sketch_.Add(batch.ids[j]);
-    seen += estimate == 1;
-    admitted += estimate == threshold_;
-  }
+  ForEachPrefetched(sketch_, batch.ids,
+                    [&](size_t j) { Count(batch.ids[j], &seen, &admitted); });
   seen_.fetch_add(seen, std::memory_order_relaxed);
   admitted_.fetch_add(admitted, std::memory_order_relaxed);
 }
 
-void FeatureAdmission::MapTraining(data::ExampleBatch* batch) {
-  const bool counting = !frozen();
-  uint64_t seen = 0, admitted = 0, oov = 0;
-  for (size_t j = 0; j < batch->ids.size(); ++j) {
-    if (j + kAhead < batch->ids.size()) {
-      sketch_.Prefetch(batch->ids[j + kAhead]);
-    }
-    const uint64_t id = batch->ids[j];
-    const uint32_t estimate = counting ? sketch_.Add(id) : sketch_.Estimate(id);
-    if (counting) {
-      seen += estimate == 1;
-      admitted += estimate == threshold_;
-    }
-    if (estimate < threshold_) {
-      batch->ids[j] = data::OovFeature(batch->fields[j]);
+uint64_t FeatureAdmission::MapFrozen(data::ExampleBatch* batch) const {
+  uint64_t oov = 0;
+  ForEachPrefetched(sketch_, batch->ids, [&](size_t j) {
+    if (sketch_.Estimate(batch->ids[j]) < threshold_) {
+      batch->ids[j] = OovId(batch->fields[j]);
       ++oov;
     }
+  });
+  return oov;
+}
+
+void FeatureAdmission::MapTraining(data::ExampleBatch* batch) {
+  uint64_t oov = 0;
+  if (frozen()) {
+    oov = MapFrozen(batch);
+  } else {
+    uint64_t seen = 0, admitted = 0;
+    ForEachPrefetched(sketch_, batch->ids, [&](size_t j) {
+      if (Count(batch->ids[j], &seen, &admitted) < threshold_) {
+        batch->ids[j] = OovId(batch->fields[j]);
+        ++oov;
+      }
+    });
+    seen_.fetch_add(seen, std::memory_order_relaxed);
+    admitted_.fetch_add(admitted, std::memory_order_relaxed);
   }
-  seen_.fetch_add(seen, std::memory_order_relaxed);
-  admitted_.fetch_add(admitted, std::memory_order_relaxed);
   oov_.fetch_add(oov, std::memory_order_relaxed);
   kept_.fetch_add(batch->ids.size() - oov, std::memory_order_relaxed);
 }
 
 void FeatureAdmission::MapForEval(data::ExampleBatch* batch) const {
-  for (size_t j = 0; j < batch->ids.size(); ++j) {
-    if (j + kAhead < batch->ids.size()) {
-      sketch_.Prefetch(batch->ids[j + kAhead]);
-    }
-    if (sketch_.Estimate(batch->ids[j]) < threshold_) {
-      batch->ids[j] = data::OovFeature(batch->fields[j]);
-    }
-  }
+  MapFrozen(batch);
 }
 
 AdmissionCounts FeatureAdmission::counts() const {

@@ -77,10 +77,21 @@ class FeatureAdmission {
   std::string Describe() const;
 
  private:
+  // The OOV ids of the first fields (every Criteo field), so that mapping
+  // a feature costs no hash; later fields hash theirs.
+  static constexpr uint32_t kCachedOovFields = 64;
+  uint64_t OovId(uint32_t field) const;
+  // Adds one occurrence of `id`; counts a first occurrence in *seen and
+  // one reaching the threshold in *admitted. Returns the new estimate.
+  uint32_t Count(uint64_t id, uint64_t* seen, uint64_t* admitted);
+  // Maps by the counts as they are; returns how many ids went to OOV.
+  uint64_t MapFrozen(data::ExampleBatch* batch) const;
+
   const uint32_t admit_after_examples_;
   const uint32_t num_workers_;
   const uint32_t threshold_;
   CountMinSketch sketch_;
+  uint64_t oov_ids_[kCachedOovFields];
   std::atomic<bool> frozen_{false};
   std::atomic<uint64_t> kept_{0}, oov_{0}, seen_{0}, admitted_{0};
 };
