@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <vector>
 
 namespace ps::worker {
 namespace {
@@ -41,6 +43,32 @@ TEST(ShardRouterTest, MatchesShardMapForManyCapacitiesAndShardCounts) {
   }
 }
 
+// The batch form (AVX-512 where the CPU has it) gives the scalar rows,
+// tails shorter than a vector included.
+TEST(ShardRouterTest, BatchRowsAreTheScalarRows) {
+  std::mt19937_64 rng(11);
+  std::vector<uint64_t> keys(1027);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    keys[i] = i < 8 ? ~uint64_t{0} - i : rng();
+  }
+  std::vector<uint64_t> rows(keys.size());
+  for (uint64_t cap : {uint64_t{1}, uint64_t{3}, uint64_t{16777216},
+                       uint64_t{16777213}, (uint64_t{1} << 40) + 5,
+                       ~uint64_t{0} >> 1}) {
+    for (proto::TableKind kind : {proto::HASHED, proto::DENSE}) {
+      ShardRouter loc(Spec(kind, cap, 9), 1);
+      for (size_t n : {size_t{0}, size_t{7}, size_t{8}, keys.size()}) {
+        std::fill(rows.begin(), rows.end(), 0);
+        loc.row_hash().GlobalRows(keys.data(), n, rows.data());
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(rows[i], loc.GlobalRow(keys[i]))
+              << "cap " << cap << " key " << keys[i];
+        }
+      }
+    }
+  }
+}
+
 TEST(ShardRouterTest, FastModIsExactAtTheEdges) {
   for (uint64_t cap : std::initializer_list<uint64_t>{
            1ull, 3ull, 1000003ull, (1ull << 63) + 1, UINT64_MAX}) {
@@ -48,7 +76,7 @@ TEST(ShardRouterTest, FastModIsExactAtTheEdges) {
     for (uint64_t x : std::initializer_list<uint64_t>{
              0ull, 1ull, cap - 1, cap, cap + 1, UINT64_MAX, UINT64_MAX - 1,
              UINT64_MAX / 2}) {
-      EXPECT_EQ(loc.FastMod(x), x % cap) << "x " << x << " cap " << cap;
+      EXPECT_EQ(loc.row_hash().FastMod(x), x % cap) << "x " << x << " cap " << cap;
     }
   }
 }

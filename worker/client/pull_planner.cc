@@ -95,7 +95,7 @@ void PullPlanner::ForRange(size_t n,
 
 void PullPlanner::CopyFromWhole(std::span<const uint64_t> keys,
                                 std::span<float> out, const Scratch& sc) {
-  const ShardRouter& loc = router_;
+  const RowHash hash = router_.row_hash();
   const uint32_t dim = spec_.dim();
   const float* src = sc.table.data();
   float* dst = out.data();
@@ -109,8 +109,9 @@ void PullPlanner::CopyFromWhole(std::span<const uint64_t> keys,
     for (size_t b = begin;; b += kBlock) {
       const size_t m = b < end ? std::min(kBlock, end - b) : 0;
       uint64_t* cur = rows[((b - begin) / kBlock) & 1];
+      hash.GlobalRows(k + b, m, cur);
       for (size_t j = 0; j < m; ++j) {
-        cur[j] = loc.GlobalRow(k[b + j]) * dim;
+        cur[j] *= dim;
         __builtin_prefetch(src + cur[j]);
       }
       const uint64_t* prev = rows[(((b - begin) / kBlock) & 1) ^ 1];

@@ -178,21 +178,23 @@ Status PushPipeline::SendSparsified(uint32_t s) {
                   st.selection.values, st);
 }
 
-Status PushPipeline::DrainAndSend(uint32_t s) {
-  ShardState& st = shards_[s];
+// Sends the sums of a partitioned push, shard by shard, in chunks.
+Status PushPipeline::PushPartitioned(std::span<const uint64_t> keys,
+                                     std::span<const float> grads) {
+  partitioned_.Sum(router_, spec_.dim(), keys, grads, pool_);
   const kernels::ValueType type = PushType();
-  const size_t chunk = ChunkRows(s, type);
-  size_t cursor = 0;
-  bool more = true;
-  Status status;
-  while (more) {
-    st.rows.clear();
-    st.values.clear();
-    more = st.sums.Drain(&cursor, chunk, &st.rows, &st.values);
-    // Keep draining after an error so the sums are zero for the next push.
-    if (status.ok()) status = SendRows(s, type, st.rows, st.values, st);
-  }
-  return status;
+  const uint32_t dim = spec_.dim();
+  return partitioned_.ForEachRun([&](uint32_t s, std::span<const uint32_t> rows,
+                                     std::span<const float> values) {
+    const size_t chunk = ChunkRows(s, type);
+    for (size_t i = 0; i < rows.size(); i += chunk) {
+      const size_t m = std::min(chunk, rows.size() - i);
+      PS_RETURN_IF_ERROR(SendRows(s, type, rows.subspan(i, m),
+                                  values.subspan(i * dim, m * dim),
+                                  shards_[s]));
+    }
+    return Status::OK();
+  });
 }
 
 Status PushPipeline::PushSorted(std::span<const uint64_t> keys,
@@ -233,13 +235,15 @@ Status PushPipeline::Post(std::span<const uint64_t> keys,
   PS_RETURN_IF_ERROR(router_.CheckDenseKeys(keys, spec_.name()));
   std::lock_guard<std::mutex> lock(mu_);
   const bool sparsify = Sparsifies();
-  const bool dense = sparsify || keys.size() * 8 >= router_.capacity();
-  EnsureState(dense);
-  if (!dense) return PushSorted(keys, grads);
+  EnsureState(sparsify);
+  if (!sparsify) {
+    return keys.size() * 8 >= router_.capacity() ? PushPartitioned(keys, grads)
+                                                 : PushSorted(keys, grads);
+  }
   AccumulateDense(keys, grads);
   Status status;
   for (uint32_t s = 0; s < router_.shards(); ++s) {
-    Status st = sparsify ? SendSparsified(s) : DrainAndSend(s);
+    Status st = SendSparsified(s);
     if (status.ok() && !st.ok()) status = st;
   }
   return status;

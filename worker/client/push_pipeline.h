@@ -3,14 +3,17 @@
 // sparsification with error feedback, encoding into slot-sized sparse
 // packets and writing them into the worker's inbox on each server.
 //
-// Two ways to sum duplicates, chosen per call by a cost rule:
-//  - dense: when the keys are many next to the table (keys * 8 >= rows) or
-//    the table sparsifies, each shard's DenseAccumulator takes one random
-//    add per key and its bitmap yields the sorted rows; packets are encoded
-//    and written chunk by chunk so the server applies while we encode.
+// Three ways to sum duplicates:
+//  - partitioned: when the keys are many next to the table (keys * 8 >=
+//    rows), PartitionedSums buckets the pairs by row range and sums each
+//    bucket in cache; the sorted rows are encoded and written chunk by
+//    chunk.
 //  - sorted: otherwise, (row, key index) pairs per shard are radix-sorted
 //    and summed in key order.
-// Both sum a row's duplicates in key order, so they give the same bits.
+//  - dense: a sparsifying table keeps a whole-shard DenseAccumulator (its
+//    error feedback needs the shard's dense gradient): one random add per
+//    key.
+// All sum a row's duplicates in key order, so they give the same bits.
 //
 // A sparsifying table keeps one kernels::ErrorFeedback per shard for the
 // life of the pipeline: its residual is what earlier pushes held back, and
@@ -36,6 +39,7 @@
 #include "protocol/sparse_packet.h"
 #include "protocol/table_runtime_config.h"
 #include "worker/client/dense_accumulator.h"
+#include "worker/client/partitioned_sums.h"
 #include "worker/client/server_group.h"
 #include "worker/client/shard_router.h"
 #include "worker/client/shared_pool.h"
@@ -92,7 +96,8 @@ class PushPipeline {
                        std::span<const float> grads);
   Status EnsureFeedback(ShardState& st);
   Status SendSparsified(uint32_t shard);
-  Status DrainAndSend(uint32_t shard);
+  Status PushPartitioned(std::span<const uint64_t> keys,
+                         std::span<const float> grads);
   Status PushSorted(std::span<const uint64_t> keys,
                     std::span<const float> grads);
 
@@ -105,6 +110,7 @@ class PushPipeline {
 
   std::mutex mu_;  // one push of this table at a time; guards what follows
   std::vector<ShardState> shards_;  // sized at the first push
+  PartitionedSums partitioned_;     // large pushes of unsparsified tables
   // Sort-path scratch for small pushes.
   std::vector<std::vector<uint64_t>> pairs_;  // per shard
   std::vector<uint64_t> sort_scratch_;

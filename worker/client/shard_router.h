@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "protocol/ps.pb.h"
 #include "protocol/shard_map.h"
+#include "worker/client/row_hash.h"
 #include "worker/client/row_plan.h"
 
 namespace ps::worker {
@@ -24,28 +25,27 @@ class ShardRouter {
  public:
   ShardRouter(const proto::TableSpec& spec, uint32_t shards)
       : map_(protocol::ShardMap::ForTable(spec, shards)),
-        dense_(spec.kind() == proto::DENSE),
-        capacity_(spec.capacity()),
-        seed_(spec.id()),
-        reciprocal_(capacity_ == 0 ? 0 : UINT64_MAX / capacity_) {
+        hash_{spec.kind() == proto::DENSE, spec.capacity(), spec.id(),
+              spec.capacity() == 0 ? 0 : UINT64_MAX / spec.capacity()} {
     for (uint32_t s = 0; s <= shards; ++s)
       first_row_.push_back(map_.FirstRow(s));
   }
 
   const protocol::ShardMap& map() const { return map_; }
   uint32_t shards() const { return map_.shards(); }
-  uint64_t capacity() const { return capacity_; }
-  bool dense() const { return dense_; }
+  uint64_t capacity() const { return hash_.capacity; }
+  bool dense() const { return hash_.dense; }
+  const RowHash& row_hash() const { return hash_; }
   // DENSE tables: kInvalidArgument for a key past the table's rows (named
   // `table` in the message); other kinds take any key.
   Status CheckDenseKeys(std::span<const uint64_t> keys,
                         const std::string& table) const {
-    if (!dense_) return Status::OK();
+    if (!hash_.dense) return Status::OK();
     for (uint64_t k : keys) {
-      if (k >= capacity_) {
+      if (k >= hash_.capacity) {
         return InvalidArgument("key " + std::to_string(k) + " of DENSE table " +
                                table + " is past its " +
-                               std::to_string(capacity_) + " rows");
+                               std::to_string(hash_.capacity) + " rows");
       }
     }
     return Status::OK();
@@ -55,12 +55,8 @@ class ShardRouter {
     return first_row_[s + 1] - first_row_[s];
   }
 
-  // HASHED: Mix64(key ^ seed) mod capacity. DENSE: the key itself (the
-  // caller checks key < capacity).
-  uint64_t GlobalRow(uint64_t key) const {
-    if (dense_) return key;
-    return FastMod(protocol::Mix64(key ^ seed_));
-  }
+  // RowHash::GlobalRow.
+  uint64_t GlobalRow(uint64_t key) const { return hash_.GlobalRow(key); }
 
   // The shard owning `global_row` (< capacity).
   uint32_t ShardOfRow(uint64_t global_row) const {
@@ -88,23 +84,9 @@ class ShardRouter {
     }
   }
 
-  // x mod capacity. q = floor(x * floor((2^64 - 1) / c) / 2^64) falls short
-  // of floor(x / c) by at most 2, so x - q * c < 3c.
-  uint64_t FastMod(uint64_t x) const {
-    uint64_t q = static_cast<uint64_t>(
-        (static_cast<unsigned __int128>(x) * reciprocal_) >> 64);
-    uint64_t r = x - q * capacity_;
-    if (r >= capacity_) r -= capacity_;
-    if (r >= capacity_) r -= capacity_;
-    return r;
-  }
-
  private:
   protocol::ShardMap map_;
-  bool dense_;
-  uint64_t capacity_;
-  uint64_t seed_;
-  uint64_t reciprocal_;
+  RowHash hash_;
   std::vector<uint64_t> first_row_;
 };
 

@@ -1,0 +1,248 @@
+#include "worker/client/partitioned_sums.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+namespace ps::worker {
+namespace {
+
+// A bucket's slice of sums: at most this many floats (256 KiB), so that a
+// thread's slice stays in its L2 cache while the bucket's pairs stream by.
+constexpr uint32_t kSliceFloats = 1u << 16;
+// At most this many buckets per shard: the scatter writes to one stream per
+// bucket, and more streams than the TLB and the write buffers can follow
+// would make it as random as the adds it replaces.
+constexpr uint64_t kMaxBucketsPerShard = 2048;
+// Pushes of fewer keys run on the calling thread: waking the pool costs more.
+constexpr size_t kMinKeysPerPart = 1u << 16;
+
+uint32_t CeilLog2(uint64_t x) {
+  return x <= 1 ? 0 : 64 - std::countl_zero(x - 1);
+}
+
+// Runs fn(part) for every part, on the pool when it is free.
+void RunParts(SharedPool& pool, size_t parts,
+              const std::function<void(size_t)>& fn) {
+  if (parts > 1 && pool.TryParallelFor(parts, 1, [&](size_t b, size_t e, int) {
+        for (size_t p = b; p < e; ++p) fn(p);
+      })) {
+    return;
+  }
+  for (size_t p = 0; p < parts; ++p) fn(p);
+}
+
+}  // namespace
+
+void PartitionedSums::Layout(const ShardRouter& router, uint32_t dim) {
+  dim_ = dim;
+  uint64_t rows_max = 1;
+  for (uint32_t s = 0; s < router.shards(); ++s) {
+    rows_max = std::max(rows_max, router.RowsOf(s));
+  }
+  const uint32_t fit = std::bit_width(std::max(1u, kSliceFloats / dim)) - 1;
+  shift_ = std::max(
+      {6u, fit,
+       CeilLog2((rows_max + kMaxBucketsPerShard - 1) / kMaxBucketsPerShard)});
+  bucket_base_.assign(router.shards() + 1, 0);
+  bucket_shard_.clear();
+  for (uint32_t s = 0; s < router.shards(); ++s) {
+    const uint64_t n =
+        (router.RowsOf(s) + (uint64_t{1} << shift_) - 1) >> shift_;
+    bucket_base_[s + 1] = bucket_base_[s] + static_cast<uint32_t>(n);
+    bucket_shard_.insert(bucket_shard_.end(), n, s);
+  }
+}
+
+// Where a global row's pair goes: its bucket and its shard-local row. The
+// pass over the keys holds its own copy, so its fields stay in registers.
+struct PartitionedSums::Locator {
+  uint32_t shift;
+  const ShardRouter* router;     // for tables of several shards
+  const uint32_t* first_bucket;  // per shard
+
+  uint32_t operator()(uint64_t row, uint32_t* local_row) const {
+    if (router->shards() == 1) {
+      *local_row = static_cast<uint32_t>(row);
+      return static_cast<uint32_t>(row >> shift);
+    }
+    const uint32_t s = router->ShardOfRow(row);
+    *local_row = static_cast<uint32_t>(row - router->FirstRow(s));
+    return first_bucket[s] + (*local_row >> shift);
+  }
+};
+
+void PartitionedSums::Histogram(const RowHash& hash, const Locator& where,
+                                std::span<const uint64_t> keys, size_t part) {
+  const Locator at = where;
+  const size_t buckets = bucket_shard_.size();
+  uint64_t* count = cursor_.data() + part * buckets;
+  std::fill(count, count + buckets, 0);
+  uint64_t* located = located_.data();
+  // The keys' global rows a block at a time (vectorised), then their
+  // buckets.
+  constexpr size_t kBlock = 256;
+  uint64_t rows[kBlock];
+  const size_t end = key_begin_[part + 1];
+  for (size_t i = key_begin_[part]; i < end; i += kBlock) {
+    const size_t m = std::min(kBlock, end - i);
+    hash.GlobalRows(keys.data() + i, m, rows);
+    for (size_t j = 0; j < m; ++j) {
+      uint32_t row;
+      const uint32_t b = at(rows[j], &row);
+      ++count[b];
+      located[i + j] = uint64_t{b} << 32 | row;
+    }
+  }
+}
+
+void PartitionedSums::Scatter(std::span<const float> grads, size_t part) {
+  uint64_t* cursor = cursor_.data() + part * bucket_shard_.size();
+  Pair* pairs = pairs_.data();
+  const uint64_t* located = located_.data();
+  const float* g = grads.data();
+  const size_t end = key_begin_[part + 1];
+  for (size_t i = key_begin_[part]; i < end; ++i) {
+    const uint32_t row = static_cast<uint32_t>(located[i]);
+    const uint32_t payload =
+        dim_ == 1 ? std::bit_cast<uint32_t>(g[i]) : static_cast<uint32_t>(i);
+    pairs[cursor[located[i] >> 32]++] = {row, payload};
+  }
+}
+
+void PartitionedSums::SumBuckets(std::span<const float> grads, size_t part) {
+  PartOutput& out = out_[part];
+  const uint32_t dim = dim_;
+  const uint32_t span_rows = 1u << shift_;
+  const uint32_t mask = span_rows - 1;
+  out.slice.resize(size_t{span_rows} * dim);  // zero: drained below
+  out.bitmap.resize(span_rows / 64);
+  const uint32_t first = part_first_bucket_[part];
+  const uint32_t last = part_first_bucket_[part + 1];
+  // At most one output row per pair of this part's buckets.
+  const size_t most = bucket_begin_[last] - bucket_begin_[first];
+  if (out.rows.size() < most) out.rows.resize(most);
+  if (out.values.size() < most * dim) out.values.resize(most * dim);
+  float* slice = out.slice.data();
+  uint64_t* bits = out.bitmap.data();
+  size_t n = 0;
+  for (uint32_t b = first; b < last; ++b) {
+    const Pair* p = pairs_.data() + bucket_begin_[b];
+    const Pair* end = pairs_.data() + bucket_begin_[b + 1];
+    out_begin_[b] = out_end_[b] = n;
+    bucket_part_[b] = static_cast<uint32_t>(part);
+    if (p == end) continue;  // its bitmap words are all zero
+    if (dim == 1) {
+      for (; p < end; ++p) {
+        const uint32_t off = p->row & mask;
+        slice[off] += std::bit_cast<float>(p->payload);
+        bits[off >> 6] |= uint64_t{1} << (off & 63);
+      }
+    } else {
+      constexpr ptrdiff_t kAhead = 8;  // gradient rows are gathered
+      for (; p < end; ++p) {
+        if (end - p > kAhead) {
+          __builtin_prefetch(grads.data() + size_t{p[kAhead].payload} * dim);
+        }
+        const uint32_t off = p->row & mask;
+        const float* g = grads.data() + size_t{p->payload} * dim;
+        float* dst = slice + size_t{off} * dim;
+        for (uint32_t j = 0; j < dim; ++j) dst[j] += g[j];
+        bits[off >> 6] |= uint64_t{1} << (off & 63);
+      }
+    }
+    const uint32_t base = (b - bucket_base_[bucket_shard_[b]])
+                          << shift_;  // first local row
+    uint32_t* rows = out.rows.data();
+    float* values = out.values.data();
+    for (uint32_t w = 0; w < span_rows / 64; ++w) {
+      uint64_t word = bits[w];
+      if (word == 0) continue;
+      bits[w] = 0;
+      do {
+        const uint32_t off = w * 64 + std::countr_zero(word);
+        word &= word - 1;
+        rows[n] = base + off;
+        float* src = slice + size_t{off} * dim;
+        if (dim == 1) {
+          values[n] = *src;
+          *src = 0.0f;
+        } else {
+          std::memcpy(values + n * dim, src, sizeof(float) * dim);
+          std::memset(src, 0, sizeof(float) * dim);
+        }
+        ++n;
+      } while (word != 0);
+    }
+    out_end_[b] = n;
+  }
+}
+
+void PartitionedSums::Sum(const ShardRouter& router, uint32_t dim,
+                          std::span<const uint64_t> keys,
+                          std::span<const float> grads, SharedPool& pool) {
+  Layout(router, dim);
+  const size_t buckets = bucket_shard_.size();
+  const size_t n = keys.size();
+  parts_ = std::clamp<size_t>(n / kMinKeysPerPart, 1, pool.size());
+  key_begin_.resize(parts_ + 1);
+  for (size_t p = 0; p <= parts_; ++p) key_begin_[p] = n * p / parts_;
+  cursor_.resize(parts_ * buckets);
+  if (out_.size() < parts_) out_.resize(parts_);
+  if (pairs_.size() < n) pairs_.resize(n);
+  if (located_.size() < n) located_.resize(n);
+
+  const Locator where{shift_, &router, bucket_base_.data()};
+  RunParts(pool, parts_,
+           [&](size_t p) { Histogram(router.row_hash(), where, keys, p); });
+  // Bucket b's pairs: part 0's, then part 1's, ...: key order throughout.
+  bucket_begin_.resize(buckets + 1);
+  uint64_t at = 0;
+  for (size_t b = 0; b < buckets; ++b) {
+    bucket_begin_[b] = at;
+    for (size_t p = 0; p < parts_; ++p) {
+      const uint64_t count = cursor_[p * buckets + b];
+      cursor_[p * buckets + b] = at;
+      at += count;
+    }
+  }
+  bucket_begin_[buckets] = at;
+  RunParts(pool, parts_, [&](size_t p) { Scatter(grads, p); });
+
+  // Contiguous runs of buckets with about as many pairs per part.
+  part_first_bucket_.assign(parts_ + 1, static_cast<uint32_t>(buckets));
+  part_first_bucket_[0] = 0;
+  size_t b = 0;
+  for (size_t p = 1; p < parts_; ++p) {
+    while (b < buckets && bucket_begin_[b] < n * p / parts_) ++b;
+    part_first_bucket_[p] = static_cast<uint32_t>(b);
+  }
+  out_begin_.resize(buckets);
+  out_end_.resize(buckets);
+  bucket_part_.resize(buckets);
+  RunParts(pool, parts_, [&](size_t p) { SumBuckets(grads, p); });
+}
+
+Status PartitionedSums::ForEachRun(const RunFn& fn) const {
+  const size_t buckets = bucket_shard_.size();
+  for (size_t b = 0; b < buckets;) {
+    // Buckets of one shard summed by one part lie one after another.
+    const uint32_t shard = bucket_shard_[b], part = bucket_part_[b];
+    const size_t begin = out_begin_[b];
+    size_t e = b + 1;
+    while (e < buckets && bucket_shard_[e] == shard &&
+           bucket_part_[e] == part) {
+      ++e;
+    }
+    const size_t end = out_end_[e - 1];
+    b = e;
+    if (begin == end) continue;
+    const PartOutput& out = out_[part];
+    PS_RETURN_IF_ERROR(
+        fn(shard, {out.rows.data() + begin, end - begin},
+           {out.values.data() + begin * dim_, (end - begin) * dim_}));
+  }
+  return Status::OK();
+}
+
+}  // namespace ps::worker

@@ -1,0 +1,88 @@
+// PartitionedSums: sums a large push's gradients per row without touching
+// memory in proportion to the table. The keys' (row, gradient) pairs are
+// first partitioned by row range into buckets (one stable counting-sort
+// pass: a histogram that hashes each key once, then a scatter), each bucket a
+// span of rows whose sums fit in the L2 cache; then every bucket is summed into
+// a small dense slice and drained in row order. Random writes land in cache
+// instead of in a table-sized buffer in DRAM, and the memory used is
+// proportional to the push (16 bytes per key) plus one slice per thread.
+//
+// The partition is stable and the buckets are summed in key order, so a
+// row's duplicates are added in the order of the keys: the same bits as
+// DenseAccumulator and PushPipeline's sort path.
+//
+// Both passes run on the SharedPool's threads when it is free (each thread
+// hashes and scatters a contiguous part of the keys, then sums a contiguous
+// run of buckets); else on the calling thread.
+//
+// Not thread-safe: one Sum (and the ForEachRun after it) at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "worker/client/shard_router.h"
+#include "worker/client/shared_pool.h"
+
+namespace ps::worker {
+
+class PartitionedSums {
+ public:
+  // Sums grads (keys.size() x dim, row-major) per row of `router`'s table.
+  void Sum(const ShardRouter& router, uint32_t dim,
+           std::span<const uint64_t> keys, std::span<const float> grads,
+           SharedPool& pool);
+
+  // Calls fn(shard, rows, values) with the sums of the last Sum, shard by
+  // shard in increasing order, each shard's rows (local, strictly
+  // increasing over all its calls) in one or more runs; values holds
+  // rows.size() x dim floats. Stops at, and returns, fn's first error.
+  using RunFn = std::function<Status(uint32_t, std::span<const uint32_t>,
+                                     std::span<const float>)>;
+  Status ForEachRun(const RunFn& fn) const;
+
+ private:
+  // One (local row, payload) pair: the gradient's bits when dim is 1, else
+  // the key's index into grads.
+  struct Pair {
+    uint32_t row;
+    uint32_t payload;
+  };
+  // What one thread summed: its buckets' rows and values, in bucket order,
+  // and its scratch slice of sums.
+  struct PartOutput {
+    std::vector<uint32_t> rows;
+    std::vector<float> values;
+    std::vector<float> slice;      // (1 << shift_) x dim, zero between uses
+    std::vector<uint64_t> bitmap;  // rows of the slice touched
+  };
+
+  struct Locator;
+
+  void Layout(const ShardRouter& router, uint32_t dim);
+  void Histogram(const RowHash& hash, const Locator& where,
+                 std::span<const uint64_t> keys, size_t part);
+  void Scatter(std::span<const float> grads, size_t part);
+  void SumBuckets(std::span<const float> grads, size_t part);
+
+  uint32_t dim_ = 0;
+  uint32_t shift_ = 0;                  // a bucket spans 1 << shift_ rows
+  std::vector<uint32_t> bucket_base_;   // first bucket of each shard
+  std::vector<uint32_t> bucket_shard_;  // shard of each bucket
+  size_t parts_ = 1;
+  std::vector<size_t> key_begin_;       // parts_ + 1 key borders
+  std::vector<uint64_t> cursor_;        // parts_ x buckets: scatter cursors
+  std::vector<uint64_t> bucket_begin_;  // buckets + 1: pair borders
+  std::vector<uint32_t> bucket_part_;   // part that summed each bucket
+  std::vector<uint32_t> part_first_bucket_;  // parts_ + 1 bucket borders
+  std::vector<uint64_t> out_begin_;  // per bucket: its rows in its part's
+  std::vector<uint64_t> out_end_;    //   output, [begin, end)
+  std::vector<uint64_t> located_;    // per key: bucket << 32 | local row
+  std::vector<Pair> pairs_;
+  std::vector<PartOutput> out_;
+};
+
+}  // namespace ps::worker
