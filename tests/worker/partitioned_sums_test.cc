@@ -39,25 +39,43 @@ Sums Reference(const ShardRouter& router, uint32_t dim,
   return want;
 }
 
-Sums Collect(const PartitionedSums& sums, uint32_t dim) {
-  Sums got;
-  int64_t last_shard = -1, last_row = -1;
-  Status s = sums.ForEachRun([&](uint32_t shard, std::span<const uint32_t> rows,
-                                 std::span<const float> values) {
+// The runs, walked part by part on `pool` (or on this thread), checked for
+// order within each part.
+Sums Collect(const PartitionedSums& sums, uint32_t dim,
+             SharedPool* pool = nullptr) {
+  struct Seen {
+    Sums sums;
+    int64_t shard = -1, row = -1;
+  };
+  std::vector<Seen> parts(sums.parts());
+  Status s = sums.ForEachRun(pool, [&](size_t part, uint32_t shard,
+                                       std::span<const uint32_t> rows,
+                                       std::span<const float> values) {
+    Seen& seen = parts[part];
     EXPECT_EQ(values.size(), rows.size() * dim);
-    EXPECT_GE(static_cast<int64_t>(shard), last_shard);
-    if (shard != last_shard) last_row = -1;
-    last_shard = shard;
+    EXPECT_GE(static_cast<int64_t>(shard), seen.shard);
+    if (shard != seen.shard) seen.row = -1;
+    seen.shard = shard;
     for (size_t i = 0; i < rows.size(); ++i) {
-      EXPECT_GT(static_cast<int64_t>(rows[i]), last_row) << "shard " << shard;
-      last_row = rows[i];
-      got[{shard, rows[i]}].assign(values.begin() + i * dim,
-                                   values.begin() + (i + 1) * dim);
+      EXPECT_GT(static_cast<int64_t>(rows[i]), seen.row) << "shard " << shard;
+      seen.row = rows[i];
+      seen.sums[{shard, rows[i]}].assign(values.begin() + i * dim,
+                                         values.begin() + (i + 1) * dim);
     }
     return Status::OK();
   });
   EXPECT_TRUE(s.ok()) << s.ToString();
-  return got;
+  Sums all;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    for (auto& [at, v] : parts[p].sums) {
+      EXPECT_TRUE(all.emplace(at, v).second) << "row in two parts";
+      // Parts are in row order: nothing of part p is above part p + 1's.
+      if (p + 1 < parts.size() && !parts[p + 1].sums.empty()) {
+        EXPECT_LT(at, parts[p + 1].sums.begin()->first);
+      }
+    }
+  }
+  return all;
 }
 
 TEST(PartitionedSumsTest, SumsInKeyOrderForAnyThreadsBucketsAndShards) {
@@ -84,9 +102,10 @@ TEST(PartitionedSumsTest, SumsInKeyOrderForAnyThreadsBucketsAndShards) {
     for (int threads : {1, 2}) {
       SharedPool pool(threads);
       PartitionedSums sums;
-      for (int round = 0; round < 2; ++round) {  // scratch reused
+      // Scratch reused; the runs walked on this thread, then on the pool.
+      for (int round = 0; round < 2; ++round) {
         sums.Sum(router, c.dim, keys, grads, pool);
-        ASSERT_EQ(Collect(sums, c.dim), want)
+        ASSERT_EQ(Collect(sums, c.dim, round == 0 ? nullptr : &pool), want)
             << "capacity " << c.capacity << " dim " << c.dim << " shards "
             << c.shards << " threads " << threads << " round " << round;
       }
@@ -106,7 +125,8 @@ TEST(PartitionedSumsTest, AnEmptyPushHasNoRunsAndErrorsStopTheWalk) {
   sums.Sum(router, 1, keys, grads, pool);
   int calls = 0;
   Status s = sums.ForEachRun(
-      [&](uint32_t, std::span<const uint32_t>, std::span<const float>) {
+      nullptr,
+      [&](size_t, uint32_t, std::span<const uint32_t>, std::span<const float>) {
         ++calls;
         return PeerLost("inbox gone");
       });

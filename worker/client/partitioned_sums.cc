@@ -130,7 +130,6 @@ void PartitionedSums::SumBuckets(std::span<const float> grads, size_t part) {
     const Pair* p = pairs_.data() + bucket_begin_[b];
     const Pair* end = pairs_.data() + bucket_begin_[b + 1];
     out_begin_[b] = out_end_[b] = n;
-    bucket_part_[b] = static_cast<uint32_t>(part);
     if (p == end) continue;  // its bitmap words are all zero
     if (dim == 1) {
       for (; p < end; ++p) {
@@ -219,29 +218,35 @@ void PartitionedSums::Sum(const ShardRouter& router, uint32_t dim,
   }
   out_begin_.resize(buckets);
   out_end_.resize(buckets);
-  bucket_part_.resize(buckets);
   RunParts(pool, parts_, [&](size_t p) { SumBuckets(grads, p); });
 }
 
-Status PartitionedSums::ForEachRun(const RunFn& fn) const {
-  const size_t buckets = bucket_shard_.size();
-  for (size_t b = 0; b < buckets;) {
-    // Buckets of one shard summed by one part lie one after another.
-    const uint32_t shard = bucket_shard_[b], part = bucket_part_[b];
-    const size_t begin = out_begin_[b];
-    size_t e = b + 1;
-    while (e < buckets && bucket_shard_[e] == shard &&
-           bucket_part_[e] == part) {
-      ++e;
-    }
-    const size_t end = out_end_[e - 1];
-    b = e;
-    if (begin == end) continue;
+Status PartitionedSums::ForEachRun(SharedPool* pool, const RunFn& fn) const {
+  std::vector<Status> status(parts_);
+  auto walk = [&](size_t part) {
     const PartOutput& out = out_[part];
-    PS_RETURN_IF_ERROR(
-        fn(shard, {out.rows.data() + begin, end - begin},
-           {out.values.data() + begin * dim_, (end - begin) * dim_}));
+    const uint32_t last = part_first_bucket_[part + 1];
+    for (uint32_t b = part_first_bucket_[part]; b < last;) {
+      // A part's buckets of one shard lie one after another.
+      const uint32_t shard = bucket_shard_[b];
+      const size_t begin = out_begin_[b];
+      uint32_t e = b + 1;
+      while (e < last && bucket_shard_[e] == shard) ++e;
+      const size_t end = out_end_[e - 1];
+      b = e;
+      if (begin == end) continue;
+      status[part] =
+          fn(part, shard, {out.rows.data() + begin, end - begin},
+             {out.values.data() + begin * dim_, (end - begin) * dim_});
+      if (!status[part].ok()) return;
+    }
+  };
+  if (pool != nullptr) {
+    RunParts(*pool, parts_, walk);
+  } else {
+    for (size_t p = 0; p < parts_; ++p) walk(p);
   }
+  for (const Status& s : status) PS_RETURN_IF_ERROR(s);
   return Status::OK();
 }
 

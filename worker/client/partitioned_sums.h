@@ -36,13 +36,20 @@ class PartitionedSums {
            std::span<const uint64_t> keys, std::span<const float> grads,
            SharedPool& pool);
 
-  // Calls fn(shard, rows, values) with the sums of the last Sum, shard by
-  // shard in increasing order, each shard's rows (local, strictly
-  // increasing over all its calls) in one or more runs; values holds
-  // rows.size() x dim floats. Stops at, and returns, fn's first error.
-  using RunFn = std::function<Status(uint32_t, std::span<const uint32_t>,
-                                     std::span<const float>)>;
-  Status ForEachRun(const RunFn& fn) const;
+  // The threads' parts the last Sum was split into, numbered in row order:
+  // a shard's rows in part p all come before its rows in part p + 1.
+  size_t parts() const { return parts_; }
+
+  // Calls fn(part, shard, rows, values) with the sums of the last Sum: each
+  // part's runs in order, shard by shard, its rows (shard-local, strictly
+  // increasing) and their values (rows.size() x dim floats). With a pool
+  // that is free, the parts run at once on its threads (fn must then be
+  // safe to call for different parts at the same time); else, or with
+  // nullptr, one after another. A part stops at fn's first error; returns
+  // the error of the lowest part that had one.
+  using RunFn = std::function<Status(
+      size_t, uint32_t, std::span<const uint32_t>, std::span<const float>)>;
+  Status ForEachRun(SharedPool* pool, const RunFn& fn) const;
 
  private:
   // One (local row, payload) pair: the gradient's bits when dim is 1, else
@@ -76,7 +83,6 @@ class PartitionedSums {
   std::vector<size_t> key_begin_;       // parts_ + 1 key borders
   std::vector<uint64_t> cursor_;        // parts_ x buckets: scatter cursors
   std::vector<uint64_t> bucket_begin_;  // buckets + 1: pair borders
-  std::vector<uint32_t> bucket_part_;   // part that summed each bucket
   std::vector<uint32_t> part_first_bucket_;  // parts_ + 1 bucket borders
   std::vector<uint64_t> out_begin_;  // per bucket: its rows in its part's
   std::vector<uint64_t> out_end_;    //   output, [begin, end)

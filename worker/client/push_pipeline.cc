@@ -178,23 +178,35 @@ Status PushPipeline::SendSparsified(uint32_t s) {
                   st.selection.values, st);
 }
 
-// Sends the sums of a partitioned push, shard by shard, in chunks.
+// Sums a large push by partitioning, encodes each thread's runs on that
+// thread, then writes the packets, part by part.
 Status PushPipeline::PushPartitioned(std::span<const uint64_t> keys,
                                      std::span<const float> grads) {
   partitioned_.Sum(router_, spec_.dim(), keys, grads, pool_);
   const kernels::ValueType type = PushType();
-  const uint32_t dim = spec_.dim();
-  return partitioned_.ForEachRun([&](uint32_t s, std::span<const uint32_t> rows,
-                                     std::span<const float> values) {
-    const size_t chunk = ChunkRows(s, type);
-    for (size_t i = 0; i < rows.size(); i += chunk) {
-      const size_t m = std::min(chunk, rows.size() - i);
-      PS_RETURN_IF_ERROR(SendRows(s, type, rows.subspan(i, m),
-                                  values.subspan(i * dim, m * dim),
-                                  shards_[s]));
+  const size_t parts = partitioned_.parts();
+  if (part_runs_.size() < parts) part_runs_.resize(parts);
+  for (auto& runs : part_runs_) runs.used = 0;
+  PS_RETURN_IF_ERROR(partitioned_.ForEachRun(
+      &pool_, [&](size_t part, uint32_t s, std::span<const uint32_t> rows,
+                  std::span<const float> values) {
+        PartRuns& runs = part_runs_[part];
+        if (runs.used == runs.runs.size()) runs.runs.emplace_back();
+        EncodedRun& run = runs.runs[runs.used++];
+        run.shard = s;
+        return protocol::EncodeSparsePackets(
+            MetaFor(s, type), rows, values,
+            servers_[s].inbox().max_packet_bytes(), &run.bytes, &run.packets);
+      }));
+  for (size_t p = 0; p < parts; ++p) {
+    PartRuns& runs = part_runs_[p];
+    for (size_t i = 0; i < runs.used; ++i) {
+      EncodedRun& run = runs.runs[i];
+      PS_RETURN_IF_ERROR(
+          servers_[run.shard].inbox().WritePackets(run.bytes, run.packets));
     }
-    return Status::OK();
-  });
+  }
+  return Status::OK();
 }
 
 Status PushPipeline::PushSorted(std::span<const uint64_t> keys,

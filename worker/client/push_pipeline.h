@@ -6,8 +6,8 @@
 // Three ways to sum duplicates:
 //  - partitioned: when the keys are many next to the table (keys * 8 >=
 //    rows), PartitionedSums buckets the pairs by row range and sums each
-//    bucket in cache; the sorted rows are encoded and written chunk by
-//    chunk.
+//    bucket in cache, on the pool's threads; each thread encodes the rows
+//    it summed, then the packets are written.
 //  - sorted: otherwise, (row, key index) pairs per shard are radix-sorted
 //    and summed in key order.
 //  - dense: a sparsifying table keeps a whole-shard DenseAccumulator (its
@@ -110,7 +110,19 @@ class PushPipeline {
 
   std::mutex mu_;  // one push of this table at a time; guards what follows
   std::vector<ShardState> shards_;  // sized at the first push
-  PartitionedSums partitioned_;     // large pushes of unsparsified tables
+  // Large pushes of unsparsified tables: the sums, and each thread's part
+  // encoded (one run per shard it touched), reused from push to push.
+  struct EncodedRun {
+    uint32_t shard = 0;
+    std::vector<uint8_t> bytes;
+    std::vector<protocol::EncodedPacket> packets;
+  };
+  struct PartRuns {
+    std::vector<EncodedRun> runs;
+    size_t used = 0;
+  };
+  PartitionedSums partitioned_;
+  std::vector<PartRuns> part_runs_;
   // Sort-path scratch for small pushes.
   std::vector<std::vector<uint64_t>> pairs_;  // per shard
   std::vector<uint64_t> sort_scratch_;
