@@ -39,32 +39,35 @@ Sums Reference(const ShardRouter& router, uint32_t dim,
   return want;
 }
 
-// The runs, walked part by part on `pool` (or on this thread), checked for
-// order within each part.
-Sums Collect(const PartitionedSums& sums, uint32_t dim,
-             SharedPool* pool = nullptr) {
+// Sums the push on `pool` and gathers the runs, checked for order within
+// each part and between parts.
+Sums SumAndCollect(PartitionedSums& sums, const ShardRouter& router,
+                   uint32_t dim, const std::vector<uint64_t>& keys,
+                   const std::vector<float>& grads, SharedPool& pool) {
   struct Seen {
     Sums sums;
     int64_t shard = -1, row = -1;
   };
-  std::vector<Seen> parts(sums.parts());
-  Status s = sums.ForEachRun(pool, [&](size_t part, uint32_t shard,
-                                       std::span<const uint32_t> rows,
-                                       std::span<const float> values) {
-    Seen& seen = parts[part];
-    EXPECT_EQ(values.size(), rows.size() * dim);
-    EXPECT_GE(static_cast<int64_t>(shard), seen.shard);
-    if (shard != seen.shard) seen.row = -1;
-    seen.shard = shard;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      EXPECT_GT(static_cast<int64_t>(rows[i]), seen.row) << "shard " << shard;
-      seen.row = rows[i];
-      seen.sums[{shard, rows[i]}].assign(values.begin() + i * dim,
-                                         values.begin() + (i + 1) * dim);
-    }
-    return Status::OK();
-  });
+  std::vector<Seen> parts(pool.size());
+  Status s = sums.Sum(
+      router, dim, keys, grads, pool,
+      [&](size_t part, uint32_t shard, std::span<const uint32_t> rows,
+          std::span<const float> values) {
+        Seen& seen = parts.at(part);
+        EXPECT_EQ(values.size(), rows.size() * dim);
+        EXPECT_GE(static_cast<int64_t>(shard), seen.shard);
+        if (shard != seen.shard) seen.row = -1;
+        seen.shard = shard;
+        for (size_t i = 0; i < rows.size(); ++i) {
+          EXPECT_GT(static_cast<int64_t>(rows[i]), seen.row);
+          seen.row = rows[i];
+          seen.sums[{shard, rows[i]}].assign(values.begin() + i * dim,
+                                             values.begin() + (i + 1) * dim);
+        }
+        return Status::OK();
+      });
   EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_LE(sums.parts(), parts.size());
   Sums all;
   for (size_t p = 0; p < parts.size(); ++p) {
     for (auto& [at, v] : parts[p].sums) {
@@ -102,10 +105,8 @@ TEST(PartitionedSumsTest, SumsInKeyOrderForAnyThreadsBucketsAndShards) {
     for (int threads : {1, 2}) {
       SharedPool pool(threads);
       PartitionedSums sums;
-      // Scratch reused; the runs walked on this thread, then on the pool.
-      for (int round = 0; round < 2; ++round) {
-        sums.Sum(router, c.dim, keys, grads, pool);
-        ASSERT_EQ(Collect(sums, c.dim, round == 0 ? nullptr : &pool), want)
+      for (int round = 0; round < 2; ++round) {  // scratch reused
+        ASSERT_EQ(SumAndCollect(sums, router, c.dim, keys, grads, pool), want)
             << "capacity " << c.capacity << " dim " << c.dim << " shards "
             << c.shards << " threads " << threads << " round " << round;
       }
@@ -113,25 +114,23 @@ TEST(PartitionedSumsTest, SumsInKeyOrderForAnyThreadsBucketsAndShards) {
   }
 }
 
-TEST(PartitionedSumsTest, AnEmptyPushHasNoRunsAndErrorsStopTheWalk) {
+TEST(PartitionedSumsTest, AnEmptyPushHasNoRunsAndAnErrorStopsThePart) {
   ShardRouter router(Spec(1 << 20, 1), 2);
   SharedPool pool(2);
   PartitionedSums sums;
-  sums.Sum(router, 1, {}, {}, pool);
-  EXPECT_TRUE(Collect(sums, 1).empty());
+  EXPECT_TRUE(SumAndCollect(sums, router, 1, {}, {}, pool).empty());
 
   const std::vector<uint64_t> keys = {1, 2, 3, 4, 5, 6, 7, 8};
   const std::vector<float> grads(keys.size(), 1.0f);
-  sums.Sum(router, 1, keys, grads, pool);
   int calls = 0;
-  Status s = sums.ForEachRun(
-      nullptr,
+  Status s = sums.Sum(
+      router, 1, keys, grads, pool,
       [&](size_t, uint32_t, std::span<const uint32_t>, std::span<const float>) {
         ++calls;
         return PeerLost("inbox gone");
       });
   EXPECT_EQ(s.code(), StatusCode::kPeerLost);
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(calls, 1);  // a small push is one part
 }
 
 }  // namespace

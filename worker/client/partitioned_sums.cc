@@ -16,6 +16,9 @@ constexpr uint32_t kSliceFloats = 1u << 16;
 constexpr uint64_t kMaxBucketsPerShard = 2048;
 // Pushes of fewer keys run on the calling thread: waking the pool costs more.
 constexpr size_t kMinKeysPerPart = 1u << 16;
+// Rows per run handed to the caller: a few packets' worth, so the first
+// reach the server while the rest are summed.
+constexpr size_t kRunRows = 1u << 15;
 
 uint32_t CeilLog2(uint64_t x) {
   return x <= 1 ? 0 : 64 - std::countl_zero(x - 1);
@@ -110,76 +113,86 @@ void PartitionedSums::Scatter(std::span<const float> grads, size_t part) {
   }
 }
 
-void PartitionedSums::SumBuckets(std::span<const float> grads, size_t part) {
+Status PartitionedSums::SumBuckets(std::span<const float> grads, size_t part,
+                                   const RunFn& fn) {
   PartOutput& out = out_[part];
   const uint32_t dim = dim_;
   const uint32_t span_rows = 1u << shift_;
   const uint32_t mask = span_rows - 1;
   out.slice.resize(size_t{span_rows} * dim);  // zero: drained below
   out.bitmap.resize(span_rows / 64);
-  const uint32_t first = part_first_bucket_[part];
-  const uint32_t last = part_first_bucket_[part + 1];
-  // At most one output row per pair of this part's buckets.
-  const size_t most = bucket_begin_[last] - bucket_begin_[first];
+  // A run is handed over once it holds kRunRows rows; a bucket adds at most
+  // span_rows.
+  const size_t most = kRunRows + span_rows;
   if (out.rows.size() < most) out.rows.resize(most);
   if (out.values.size() < most * dim) out.values.resize(most * dim);
   float* slice = out.slice.data();
   uint64_t* bits = out.bitmap.data();
-  size_t n = 0;
+  uint32_t* rows = out.rows.data();
+  float* values = out.values.data();
+  size_t n = 0;  // rows of the run being filled
+  const uint32_t first = part_first_bucket_[part];
+  const uint32_t last = part_first_bucket_[part + 1];
   for (uint32_t b = first; b < last; ++b) {
+    const uint32_t shard = bucket_shard_[b];
     const Pair* p = pairs_.data() + bucket_begin_[b];
     const Pair* end = pairs_.data() + bucket_begin_[b + 1];
-    out_begin_[b] = out_end_[b] = n;
-    if (p == end) continue;  // its bitmap words are all zero
-    if (dim == 1) {
-      for (; p < end; ++p) {
-        const uint32_t off = p->row & mask;
-        slice[off] += std::bit_cast<float>(p->payload);
-        bits[off >> 6] |= uint64_t{1} << (off & 63);
-      }
-    } else {
-      constexpr ptrdiff_t kAhead = 8;  // gradient rows are gathered
-      for (; p < end; ++p) {
-        if (end - p > kAhead) {
-          __builtin_prefetch(grads.data() + size_t{p[kAhead].payload} * dim);
+    if (p != end) {
+      if (dim == 1) {
+        for (; p < end; ++p) {
+          const uint32_t off = p->row & mask;
+          slice[off] += std::bit_cast<float>(p->payload);
+          bits[off >> 6] |= uint64_t{1} << (off & 63);
         }
-        const uint32_t off = p->row & mask;
-        const float* g = grads.data() + size_t{p->payload} * dim;
-        float* dst = slice + size_t{off} * dim;
-        for (uint32_t j = 0; j < dim; ++j) dst[j] += g[j];
-        bits[off >> 6] |= uint64_t{1} << (off & 63);
+      } else {
+        constexpr ptrdiff_t kAhead = 8;  // gradient rows are gathered
+        for (; p < end; ++p) {
+          if (end - p > kAhead) {
+            __builtin_prefetch(grads.data() + size_t{p[kAhead].payload} * dim);
+          }
+          const uint32_t off = p->row & mask;
+          const float* g = grads.data() + size_t{p->payload} * dim;
+          float* dst = slice + size_t{off} * dim;
+          for (uint32_t j = 0; j < dim; ++j) dst[j] += g[j];
+          bits[off >> 6] |= uint64_t{1} << (off & 63);
+        }
+      }
+      // Drain the slice in row order.
+      const uint32_t base = (b - bucket_base_[shard]) << shift_;  // local row
+      for (uint32_t w = 0; w < span_rows / 64; ++w) {
+        uint64_t word = bits[w];
+        if (word == 0) continue;
+        bits[w] = 0;
+        do {
+          const uint32_t off = w * 64 + std::countr_zero(word);
+          word &= word - 1;
+          rows[n] = base + off;
+          float* src = slice + size_t{off} * dim;
+          if (dim == 1) {
+            values[n] = *src;
+            *src = 0.0f;
+          } else {
+            std::memcpy(values + n * dim, src, sizeof(float) * dim);
+            std::memset(src, 0, sizeof(float) * dim);
+          }
+          ++n;
+        } while (word != 0);
       }
     }
-    const uint32_t base = (b - bucket_base_[bucket_shard_[b]])
-                          << shift_;  // first local row
-    uint32_t* rows = out.rows.data();
-    float* values = out.values.data();
-    for (uint32_t w = 0; w < span_rows / 64; ++w) {
-      uint64_t word = bits[w];
-      if (word == 0) continue;
-      bits[w] = 0;
-      do {
-        const uint32_t off = w * 64 + std::countr_zero(word);
-        word &= word - 1;
-        rows[n] = base + off;
-        float* src = slice + size_t{off} * dim;
-        if (dim == 1) {
-          values[n] = *src;
-          *src = 0.0f;
-        } else {
-          std::memcpy(values + n * dim, src, sizeof(float) * dim);
-          std::memset(src, 0, sizeof(float) * dim);
-        }
-        ++n;
-      } while (word != 0);
+    // Hand the run over when it is full, the shard ends or the part does.
+    if (n > 0 &&
+        (n >= kRunRows || b + 1 == last || bucket_shard_[b + 1] != shard)) {
+      PS_RETURN_IF_ERROR(fn(part, shard, {rows, n}, {values, n * dim}));
+      n = 0;
     }
-    out_end_[b] = n;
   }
+  return Status::OK();
 }
 
-void PartitionedSums::Sum(const ShardRouter& router, uint32_t dim,
-                          std::span<const uint64_t> keys,
-                          std::span<const float> grads, SharedPool& pool) {
+Status PartitionedSums::Sum(const ShardRouter& router, uint32_t dim,
+                            std::span<const uint64_t> keys,
+                            std::span<const float> grads, SharedPool& pool,
+                            const RunFn& fn) {
   Layout(router, dim);
   const size_t buckets = bucket_shard_.size();
   const size_t n = keys.size();
@@ -216,36 +229,9 @@ void PartitionedSums::Sum(const ShardRouter& router, uint32_t dim,
     while (b < buckets && bucket_begin_[b] < n * p / parts_) ++b;
     part_first_bucket_[p] = static_cast<uint32_t>(b);
   }
-  out_begin_.resize(buckets);
-  out_end_.resize(buckets);
-  RunParts(pool, parts_, [&](size_t p) { SumBuckets(grads, p); });
-}
-
-Status PartitionedSums::ForEachRun(SharedPool* pool, const RunFn& fn) const {
   std::vector<Status> status(parts_);
-  auto walk = [&](size_t part) {
-    const PartOutput& out = out_[part];
-    const uint32_t last = part_first_bucket_[part + 1];
-    for (uint32_t b = part_first_bucket_[part]; b < last;) {
-      // A part's buckets of one shard lie one after another.
-      const uint32_t shard = bucket_shard_[b];
-      const size_t begin = out_begin_[b];
-      uint32_t e = b + 1;
-      while (e < last && bucket_shard_[e] == shard) ++e;
-      const size_t end = out_end_[e - 1];
-      b = e;
-      if (begin == end) continue;
-      status[part] =
-          fn(part, shard, {out.rows.data() + begin, end - begin},
-             {out.values.data() + begin * dim_, (end - begin) * dim_});
-      if (!status[part].ok()) return;
-    }
-  };
-  if (pool != nullptr) {
-    RunParts(*pool, parts_, walk);
-  } else {
-    for (size_t p = 0; p < parts_; ++p) walk(p);
-  }
+  RunParts(pool, parts_,
+           [&](size_t p) { status[p] = SumBuckets(grads, p, fn); });
   for (const Status& s : status) PS_RETURN_IF_ERROR(s);
   return Status::OK();
 }

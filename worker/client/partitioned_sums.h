@@ -15,7 +15,7 @@
 // hashes and scatters a contiguous part of the keys, then sums a contiguous
 // run of buckets); else on the calling thread.
 //
-// Not thread-safe: one Sum (and the ForEachRun after it) at a time.
+// Not thread-safe: one Sum at a time.
 #pragma once
 
 #include <cstdint>
@@ -31,25 +31,22 @@ namespace ps::worker {
 
 class PartitionedSums {
  public:
-  // Sums grads (keys.size() x dim, row-major) per row of `router`'s table.
-  void Sum(const ShardRouter& router, uint32_t dim,
-           std::span<const uint64_t> keys, std::span<const float> grads,
-           SharedPool& pool);
-
-  // The threads' parts the last Sum was split into, numbered in row order:
-  // a shard's rows in part p all come before its rows in part p + 1.
-  size_t parts() const { return parts_; }
-
-  // Calls fn(part, shard, rows, values) with the sums of the last Sum: each
-  // part's runs in order, shard by shard, its rows (shard-local, strictly
-  // increasing) and their values (rows.size() x dim floats). With a pool
-  // that is free, the parts run at once on its threads (fn must then be
-  // safe to call for different parts at the same time); else, or with
-  // nullptr, one after another. A part stops at fn's first error; returns
-  // the error of the lowest part that had one.
+  // Sums grads (keys.size() x dim, row-major) per row of `router`'s table
+  // and hands the sums over as they are done: fn(part, shard, rows, values)
+  // with rows shard-local and strictly increasing and values rows.size() x
+  // dim floats (valid during the call). Parts are the pool threads' shares,
+  // numbered in row order: within a part the runs come in row order, shard
+  // by shard, and a shard's rows in part p all lie below its rows in part
+  // p + 1. fn is called from the pool's threads, for different parts at
+  // the same time. A part stops at fn's first error; returns the error of
+  // the lowest part that had one.
   using RunFn = std::function<Status(
       size_t, uint32_t, std::span<const uint32_t>, std::span<const float>)>;
-  Status ForEachRun(SharedPool* pool, const RunFn& fn) const;
+  Status Sum(const ShardRouter& router, uint32_t dim,
+             std::span<const uint64_t> keys, std::span<const float> grads,
+             SharedPool& pool, const RunFn& fn);
+  // How many parts the last Sum was split into.
+  size_t parts() const { return parts_; }
 
  private:
   // One (local row, payload) pair: the gradient's bits when dim is 1, else
@@ -58,8 +55,7 @@ class PartitionedSums {
     uint32_t row;
     uint32_t payload;
   };
-  // What one thread summed: its buckets' rows and values, in bucket order,
-  // and its scratch slice of sums.
+  // One thread's scratch: the run it fills and its slice of sums.
   struct PartOutput {
     std::vector<uint32_t> rows;
     std::vector<float> values;
@@ -73,7 +69,7 @@ class PartitionedSums {
   void Histogram(const RowHash& hash, const Locator& where,
                  std::span<const uint64_t> keys, size_t part);
   void Scatter(std::span<const float> grads, size_t part);
-  void SumBuckets(std::span<const float> grads, size_t part);
+  Status SumBuckets(std::span<const float> grads, size_t part, const RunFn& fn);
 
   uint32_t dim_ = 0;
   uint32_t shift_ = 0;                  // a bucket spans 1 << shift_ rows

@@ -178,35 +178,25 @@ Status PushPipeline::SendSparsified(uint32_t s) {
                   st.selection.values, st);
 }
 
-// Sums a large push by partitioning, encodes each thread's runs on that
-// thread, then writes the packets, part by part.
+// Sums a large push by partitioning; each pool thread encodes and writes
+// the runs it summed as they come (InboxWriter serializes the writes), so
+// the server applies the first while the rest are summed.
 Status PushPipeline::PushPartitioned(std::span<const uint64_t> keys,
                                      std::span<const float> grads) {
-  partitioned_.Sum(router_, spec_.dim(), keys, grads, pool_);
   const kernels::ValueType type = PushType();
-  const size_t parts = partitioned_.parts();
-  if (part_runs_.size() < parts) part_runs_.resize(parts);
-  for (auto& runs : part_runs_) runs.used = 0;
-  PS_RETURN_IF_ERROR(partitioned_.ForEachRun(
-      &pool_, [&](size_t part, uint32_t s, std::span<const uint32_t> rows,
-                  std::span<const float> values) {
-        PartRuns& runs = part_runs_[part];
-        if (runs.used == runs.runs.size()) runs.runs.emplace_back();
-        EncodedRun& run = runs.runs[runs.used++];
-        run.shard = s;
-        return protocol::EncodeSparsePackets(
-            MetaFor(s, type), rows, values,
-            servers_[s].inbox().max_packet_bytes(), &run.bytes, &run.packets);
-      }));
-  for (size_t p = 0; p < parts; ++p) {
-    PartRuns& runs = part_runs_[p];
-    for (size_t i = 0; i < runs.used; ++i) {
-      EncodedRun& run = runs.runs[i];
-      PS_RETURN_IF_ERROR(
-          servers_[run.shard].inbox().WritePackets(run.bytes, run.packets));
-    }
-  }
-  return Status::OK();
+  const size_t parts = static_cast<size_t>(pool_.size());
+  if (part_encoded_.size() < parts) part_encoded_.resize(parts);
+  return partitioned_.Sum(
+      router_, spec_.dim(), keys, grads, pool_,
+      [&](size_t part, uint32_t s, std::span<const uint32_t> rows,
+          std::span<const float> values) {
+        Encoded& e = part_encoded_[part];
+        InboxWriter& inbox = servers_[s].inbox();
+        PS_RETURN_IF_ERROR(protocol::EncodeSparsePackets(
+            MetaFor(s, type), rows, values, inbox.max_packet_bytes(), &e.bytes,
+            &e.packets));
+        return inbox.WritePackets(e.bytes, e.packets);
+      });
 }
 
 Status PushPipeline::PushSorted(std::span<const uint64_t> keys,

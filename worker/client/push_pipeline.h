@@ -6,8 +6,8 @@
 // Three ways to sum duplicates:
 //  - partitioned: when the keys are many next to the table (keys * 8 >=
 //    rows), PartitionedSums buckets the pairs by row range and sums each
-//    bucket in cache, on the pool's threads; each thread encodes the rows
-//    it summed, then the packets are written.
+//    bucket in cache, on the pool's threads; each thread encodes and writes
+//    the rows it summed as they come, so the server applies while we sum.
 //  - sorted: otherwise, (row, key index) pairs per shard are radix-sorted
 //    and summed in key order.
 //  - dense: a sparsifying table keeps a whole-shard DenseAccumulator (its
@@ -110,19 +110,14 @@ class PushPipeline {
 
   std::mutex mu_;  // one push of this table at a time; guards what follows
   std::vector<ShardState> shards_;  // sized at the first push
-  // Large pushes of unsparsified tables: the sums, and each thread's part
-  // encoded (one run per shard it touched), reused from push to push.
-  struct EncodedRun {
-    uint32_t shard = 0;
+  // Large pushes of unsparsified tables, and each pool thread's encode
+  // buffers for them.
+  struct Encoded {
     std::vector<uint8_t> bytes;
     std::vector<protocol::EncodedPacket> packets;
   };
-  struct PartRuns {
-    std::vector<EncodedRun> runs;
-    size_t used = 0;
-  };
   PartitionedSums partitioned_;
-  std::vector<PartRuns> part_runs_;
+  std::vector<Encoded> part_encoded_;
   // Sort-path scratch for small pushes.
   std::vector<std::vector<uint64_t>> pairs_;  // per shard
   std::vector<uint64_t> sort_scratch_;
