@@ -1,9 +1,8 @@
 // DenseAccumulator: sums a push's gradients per row of one table shard in a
-// dense rows x dim buffer, with a bitmap of the rows touched. Adding is one
-// random write per key (no sorting, no hashing into a map); scanning the
-// bitmap afterwards yields the distinct rows already sorted, which is what
-// the packet encoder wants. Draining zeroes what it read, so the buffer is
-// all zeros between pushes and costs nothing to reuse.
+// dense rows x dim buffer, with a bitmap of the rows touched: the dense
+// gradient a sparsifying table's error feedback takes in. Adding is one
+// random write per key; ClearTouched zeroes only the rows added to, so the
+// buffer is all zeros between pushes and costs nothing to reuse.
 //
 // Not thread-safe: its PushPipeline holds a lock while it adds and drains
 // (threads that add at once must touch disjoint 64-row blocks).
@@ -43,20 +42,13 @@ class DenseAccumulator {
     touched_[row >> 6] |= uint64_t{1} << (row & 63);
   }
 
-  // Moves touched rows, in increasing order, starting at bitmap word
-  // `*cursor`, into `rows` / `values` (appended) until at least `max_rows`
-  // rows were taken or the bitmap ends; zeroes what it moved and advances
-  // *cursor. Returns true while rows may remain.
-  bool Drain(size_t* cursor, size_t max_rows, std::vector<uint32_t>* rows,
-             std::vector<float>* values);
-
   // The whole buffer as a dense gradient (for error feedback), and the
   // cleanup after it was consumed: zero the touched rows, clear the bitmap.
   std::span<const float> dense() const {
     return {sums_.data(), size_t{rows_} * dim_};
   }
   void ClearTouched();
-  // How many rows were touched since the last Drain or ClearTouched.
+  // How many rows were touched since the last ClearTouched.
   size_t CountTouched() const;
 
  private:
