@@ -1,5 +1,7 @@
 #include "worker/client/partitioned_sums.h"
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -19,6 +21,14 @@ constexpr size_t kMinKeysPerPart = 1u << 16;
 // Rows per run handed to the caller: a few packets' worth, so the first
 // reach the server while the rest are summed.
 constexpr size_t kRunRows = 1u << 15;
+
+// Copies one 64-byte line of pairs to `dst` (64-byte aligned) with
+// non-temporal stores (SSE2: every x86-64 has them).
+inline void StreamLine(void* dst, const void* src) {
+  auto* d = static_cast<__m128i*>(dst);
+  const auto* s = static_cast<const __m128i*>(src);
+  for (int k = 0; k < 4; ++k) _mm_stream_si128(d + k, _mm_loadu_si128(s + k));
+}
 
 uint32_t CeilLog2(uint64_t x) {
   return x <= 1 ? 0 : 64 - std::countl_zero(x - 1);
@@ -99,8 +109,19 @@ void PartitionedSums::Histogram(const RowHash& hash, const Locator& where,
   }
 }
 
+// Scatter with write-combining: each bucket's pairs gather in a cache-line
+// buffer, and a full line goes to the pairs array in one non-temporal store
+// (no read of the line it replaces, no eviction of the buffers). Lines at
+// the two ends of this part's share of a bucket may hold another part's or
+// bucket's pairs: those slots are stored one by one.
 void PartitionedSums::Scatter(std::span<const float> grads, size_t part) {
-  uint64_t* cursor = cursor_.data() + part * bucket_shard_.size();
+  constexpr uint64_t kLine = kPairsPerLine;
+  const size_t buckets = bucket_shard_.size();
+  uint64_t* cursor = cursor_.data() + part * buckets;
+  PartOutput& out = out_[part];
+  out.lines.Resize(buckets * kLine);
+  Pair* lines = out.lines.data();
+  out.first.assign(cursor, cursor + buckets);  // where this part's share starts
   Pair* pairs = pairs_.data();
   const uint64_t* located = located_.data();
   const float* g = grads.data();
@@ -109,8 +130,28 @@ void PartitionedSums::Scatter(std::span<const float> grads, size_t part) {
     const uint32_t row = static_cast<uint32_t>(located[i]);
     const uint32_t payload =
         dim_ == 1 ? std::bit_cast<uint32_t>(g[i]) : static_cast<uint32_t>(i);
-    pairs[cursor[located[i] >> 32]++] = {row, payload};
+    const uint64_t b = located[i] >> 32;
+    const uint64_t at = cursor[b]++;
+    Pair* line = lines + b * kLine;
+    line[at % kLine] = {row, payload};
+    if (at % kLine != kLine - 1) continue;
+    const uint64_t line_start = at - (kLine - 1);
+    if (line_start >= out.first[b]) {
+      StreamLine(pairs + line_start, line);
+    } else {
+      for (uint64_t k = out.first[b]; k <= at; ++k) {
+        pairs[k] = line[k % kLine];
+      }
+    }
   }
+  for (size_t b = 0; b < buckets; ++b) {  // the partial last lines
+    const uint64_t line_start =
+        std::max(out.first[b], cursor[b] / kLine * kLine);
+    for (uint64_t k = line_start; k < cursor[b]; ++k) {
+      pairs[k] = lines[b * kLine + k % kLine];
+    }
+  }
+  _mm_sfence();  // the streamed lines are visible before the pool's join
 }
 
 Status PartitionedSums::SumBuckets(std::span<const float> grads, size_t part,
@@ -201,8 +242,8 @@ Status PartitionedSums::Sum(const ShardRouter& router, uint32_t dim,
   for (size_t p = 0; p <= parts_; ++p) key_begin_[p] = n * p / parts_;
   cursor_.resize(parts_ * buckets);
   if (out_.size() < parts_) out_.resize(parts_);
-  if (pairs_.size() < n) pairs_.resize(n);
-  if (located_.size() < n) located_.resize(n);
+  if (pairs_.size() < n) pairs_.Resize(n);
+  if (located_.size() < n) located_.Resize(n);
 
   const Locator where{shift_, &router, bucket_base_.data()};
   RunParts(pool, parts_,

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "worker/client/huge_array.h"
 #include "worker/client/shard_router.h"
 #include "worker/client/shared_pool.h"
 
@@ -55,8 +56,14 @@ class PartitionedSums {
     uint32_t row;
     uint32_t payload;
   };
-  // One thread's scratch: the run it fills and its slice of sums.
+  // Pairs per 64-byte cache line.
+  static constexpr uint64_t kPairsPerLine = 8;
+  // One thread's scratch: its write-combining lines (one per bucket) and
+  // where its share of each bucket starts, the run it fills and its slice
+  // of sums.
   struct PartOutput {
+    HugeArray<Pair> lines;
+    std::vector<uint64_t> first;
     std::vector<uint32_t> rows;
     std::vector<float> values;
     std::vector<float> slice;      // (1 << shift_) x dim, zero between uses
@@ -82,8 +89,8 @@ class PartitionedSums {
   std::vector<uint32_t> part_first_bucket_;  // parts_ + 1 bucket borders
   std::vector<uint64_t> out_begin_;  // per bucket: its rows in its part's
   std::vector<uint64_t> out_end_;    //   output, [begin, end)
-  std::vector<uint64_t> located_;    // per key: bucket << 32 | local row
-  std::vector<Pair> pairs_;
+  HugeArray<uint64_t> located_;      // per key: bucket << 32 | local row
+  HugeArray<Pair> pairs_;            // 64-byte aligned: lines are streamed
   std::vector<PartOutput> out_;
 };
 
