@@ -12,12 +12,15 @@ namespace ps::protocol {
 
 using namespace internal;  // NOLINT: this file implements the layout
 
-Status EncodeSparsePackets(const SparsePacketMeta& meta,
-                           std::span<const uint32_t> rows,
-                           std::span<const float> values,
-                           size_t max_packet_bytes, std::vector<uint8_t>* out,
-                           std::vector<EncodedPacket>* packets) {
-  out->clear();
+namespace {
+
+// EncodeSparsePackets, but `out` keeps its old bytes where the packets do
+// not need it (it is resized, never cleared: a clear and a resize would
+// zero the whole buffer first on every call).
+Status EncodeInto(const SparsePacketMeta& meta, std::span<const uint32_t> rows,
+                  std::span<const float> values, size_t max_packet_bytes,
+                  std::vector<uint8_t>* out,
+                  std::vector<EncodedPacket>* packets) {
   packets->clear();
   PS_RETURN_IF_ERROR(CheckMeta(meta));
   const uint64_t dim = meta.row_dim;
@@ -39,7 +42,11 @@ Status EncodeSparsePackets(const SparsePacketMeta& meta,
       max_packet_bytes, kSparsePacketHeaderBytes + uint64_t{UINT32_MAX} - 3);
 
   // Pass 1: cut. Greedy: grow a packet row by row while it fits; for int8
-  // only cut where the values so far fill whole blocks.
+  // only cut where the values so far fill whole blocks. Fixed-width values
+  // grow by the same bytes per row, so only int8 needs PayloadBytes' block
+  // count per row.
+  const uint64_t row_value_bytes =
+      dim * kernels::ValueTypeBytes(meta.value_type);
   size_t total = 0;
   for (size_t start = 0; start < n;) {
     uint64_t index_bytes = 0;
@@ -49,8 +56,11 @@ Status EncodeSparsePackets(const SparsePacketMeta& meta,
       uint32_t delta = end == start ? rows[end] : rows[end] - rows[end - 1];
       uint64_t next_index =
           index_bytes + (varint ? kernels::VarintBytes(delta) : 4);
-      uint64_t size = kSparsePacketHeaderBytes +
-                      PayloadBytes(meta, next_index, (end + 1 - start) * dim);
+      const uint64_t rows_in = end + 1 - start;
+      uint64_t size =
+          kSparsePacketHeaderBytes +
+          (int8 ? PayloadBytes(meta, next_index, rows_in * dim)
+                : Align4(next_index) + Align4(rows_in * row_value_bytes));
       if (size > limit) break;
       index_bytes = next_index;
       ++end;
@@ -73,7 +83,8 @@ Status EncodeSparsePackets(const SparsePacketMeta& meta,
   }
 
   // Pass 2: write. Packet sizes are multiples of 4, so every packet, and
-  // the value section inside it, stays 4-byte aligned in the buffer.
+  // the value section inside it, stays 4-byte aligned in the buffer. Every
+  // byte is written below, padding included.
   out->resize(total);
   for (const EncodedPacket& pk : *packets) {
     uint8_t* p = out->data() + pk.offset;
@@ -101,6 +112,18 @@ Status EncodeSparsePackets(const SparsePacketMeta& meta,
     WriteHeader(meta, pk.row_count, index_bytes, pk.size, p);
   }
   return Status::OK();
+}
+
+}  // namespace
+
+Status EncodeSparsePackets(const SparsePacketMeta& meta,
+                           std::span<const uint32_t> rows,
+                           std::span<const float> values,
+                           size_t max_packet_bytes, std::vector<uint8_t>* out,
+                           std::vector<EncodedPacket>* packets) {
+  Status s = EncodeInto(meta, rows, values, max_packet_bytes, out, packets);
+  if (!s.ok() || packets->empty()) out->clear();
+  return s;
 }
 
 }  // namespace ps::protocol
