@@ -119,6 +119,7 @@ else
   peer_pull=$(awk -v ms="$pull_ms" 'BEGIN { printf "%.2f", 10 / (ms / 1000) }')
   echo "peer: $(tail -n 1 "$work/peer.err")"
 fi
+[ "$peer_push" = 0 ] && peer_label="ps-lite skipped (see above)"
 
 : >"$work/results"
 label=$((keys / 1000000))M
