@@ -25,8 +25,8 @@
 #       shm worker read out of it.
 #   {push,pull}_<K>_dim<D>_<S>srv_<T>: every run of the matrix (keys, dim,
 #       servers 1|2, transport shm|tcp).
-# With --scaling, also (shm, 10M keys per worker, tables of 1M / 10M / 100M
-# rows x dim 1; a 100M-row table is 400 MB of floats per cluster):
+# With --scaling, also (shm, 10M keys per worker, medians of 3 iterations,
+# tables of 1M / 10M / 100M rows x dim 1, 400 MB of floats at 100M):
 #   scale_{push,pull}_<R>rows_<S>srv_<W>wrk: the cluster's M keys/s for S
 #       servers and W workers (W workers push / pull W x 10M keys at once,
 #       lined up by a Barrier; M keys/s = W x 10M / time).
