@@ -1,16 +1,32 @@
-// ps_bench: push and pull throughput of one worker against running
-// ps_server processes.
+// ps_bench: push and pull throughput of workers against running ps_server
+// processes, and the latency of training-sized pushes and pulls.
 //
 //   ps_bench --servers=127.0.0.1:7000 --table=bench1 --mode=both
 //
 // Keys are uniformly random uint64 feature ids (so a HASHED table sees
-// duplicates only where the hash collides), values one float per dim. A
-// push is timed until the servers applied it (Push + WaitApplied: the
-// figure counts keys the servers took in, like an acknowledged push of
-// other parameter servers); the time of the Push call alone is printed
-// too. Prints the median over --iterations, after one warm-up iteration,
-// in M keys/s and GB/s (GB/s counts the keys' values, keys * dim * 4
-// bytes), and one "RESULT" line per mode for scripts.
+// duplicates only where the hash collides), values one float per dim. Every
+// timed iteration draws new keys and new gradients first (not timed), so no
+// cache of an earlier iteration (routing, rows, packets) can carry over.
+//
+// push, pull, both: one push / pull of --keys keys per iteration. A push is
+// timed until the servers applied it (Push + WaitApplied: the figure counts
+// keys the servers took in, like an acknowledged push of other parameter
+// servers); the time of the Push call alone is printed too. With several
+// workers (ps_launch --workers=N), every worker runs this at the same time:
+// a Barrier lines them up before each iteration and ends it (a Barrier waits
+// until every worker's pushes are applied), and the figure is the cluster's,
+// N x --keys per iteration time. Prints the median over --iterations, after
+// one warm-up iteration, in M keys/s and GB/s (GB/s counts the keys' values,
+// keys * dim * 4 bytes).
+//
+// train: --batches steps shaped like CTR training, each a Pull then a Push
+// (+ WaitApplied) of --batch_examples x --example_keys keys; prints pushes
+// per second (steps / time spent pushing) and the p50 / p99 latency of one
+// push and of one pull.
+//
+// Last, the peak resident memory (VmHWM) of this worker and of the servers
+// whose pid files --server_pid_files names (same host only). One "RESULT"
+// line per figure for scripts (scripts/bench_ps.sh).
 #include <gflags/gflags.h>
 #include <time.h>
 
@@ -19,29 +35,74 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "bench/peak_rss.h"
 #include "core/transport_name.h"
 #include "worker/client/ps_client.h"
 
 DEFINE_string(servers, "127.0.0.1:7000",
               "Comma-separated control addresses of the servers, in shard "
               "order.");
-DEFINE_uint64(keys, 10000000, "Keys per push / pull.");
+DEFINE_uint64(keys, 10000000, "Keys per push / pull (push, pull, both).");
 DEFINE_uint32(dim, 1, "Expected row dimension of --table (checked).");
 DEFINE_string(table, "", "Table id or name (default: the first table).");
 DEFINE_uint32(iterations, 5, "Timed iterations per mode (median reported).");
-DEFINE_string(mode, "both", "push, pull or both.");
+DEFINE_string(mode, "both",
+              "push, pull, both (throughput of --keys-key operations) or "
+              "train (latency of --batches training-sized steps).");
+DEFINE_uint32(batches, 500,
+              "train: timed steps (after 20 warm-up steps), each a Pull and "
+              "a Push of one batch.");
+DEFINE_uint32(batch_examples, 1000, "train: examples per batch.");
+DEFINE_uint32(example_keys, 39, "train: keys per example (one per field).");
+DEFINE_string(server_pid_files, "",
+              "Comma-separated pid files of servers on this host (ps_launch's "
+              "RUN_DIR/server-<i>.pid) whose peak RSS to print at the end. "
+              "Empty: only this worker's.");
 DEFINE_string(transport, "auto", "auto, shm or tcp (xfer transport).");
-DEFINE_uint32(worker_id, 0, "This worker's id.");
-DEFINE_uint32(num_workers, 1, "Workers the servers expect.");
-DEFINE_uint64(seed, 1, "Seed of the random keys.");
+DEFINE_uint32(worker_id, 0, "This worker's id (also varies the keys).");
+DEFINE_uint32(num_workers, 1,
+              "Workers the servers expect; above 1 they run in lockstep "
+              "(see above).");
+DEFINE_uint64(seed, 1, "Seed of the random keys and gradients.");
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+enum class Mode { kPush, kPull, kBoth, kTrain };
+
+bool ParseMode(const std::string& name, Mode* mode) {
+  static constexpr std::pair<std::string_view, Mode> kModes[] = {
+      {"push", Mode::kPush},
+      {"pull", Mode::kPull},
+      {"both", Mode::kBoth},
+      {"train", Mode::kTrain}};
+  for (const auto& [text, m] : kModes) {
+    if (text == name) {
+      *mode = m;
+      return true;
+    }
+  }
+  return false;
+}
+
+constexpr uint32_t kTrainWarmupBatches = 20;
+
+// What every timed loop works with.
+struct Bench {
+  ps::worker::PsClient* client = nullptr;
+  uint32_t table = 0;
+  size_t dim = 1;
+  uint32_t num_workers = 1;
+  std::mt19937_64 rng;
+};
 
 // CPU seconds this process used (all threads): on a shared machine the
 // wall time of an iteration also counts other processes' turns.
@@ -51,15 +112,171 @@ double CpuSeconds() {
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
 }
+
+// The value at quantile q (0.5: the median) of v.
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(q * static_cast<double>(v.size()));
+  return v[std::min(i, v.size() - 1)];
+}
+
+double Median(std::vector<double> v) { return Quantile(std::move(v), 0.5); }
 
 int Fail(const std::string& what, const ps::Status& s) {
   std::fprintf(stderr, "ps_bench: %s: %s\n", what.c_str(),
                s.ToString().c_str());
   return 1;
+}
+
+// Fresh keys and gradients (in [-2^-10, 2^-10), small enough that the rows
+// stay bounded over any number of iterations).
+void Draw(std::mt19937_64* rng, std::span<uint64_t> keys,
+          std::span<float> grads) {
+  for (auto& k : keys) k = (*rng)();
+  for (auto& g : grads) {
+    const int64_t bits = static_cast<int64_t>((*rng)() >> 40) - (1 << 23);
+    g = static_cast<float>(bits) * 0x1p-33f;
+  }
+}
+
+// Lines the workers up when there are several (a Barrier also waits until
+// this worker's pushes are applied); nothing for one.
+ps::Status Sync(const Bench& b) {
+  return b.num_workers > 1 ? b.client->Barrier() : ps::Status::OK();
+}
+
+int RunPush(Bench& b, size_t n) {
+  std::vector<uint64_t> keys(n);
+  std::vector<float> grads(n * b.dim);
+  std::vector<double> applied, call, cpu;
+  for (uint32_t it = 0; it <= FLAGS_iterations; ++it) {
+    Draw(&b.rng, keys, grads);
+    ps::Status s = Sync(b);
+    if (!s.ok()) return Fail("barrier", s);
+    const double c0 = CpuSeconds();
+    auto t0 = Clock::now();
+    s = b.client->Push(b.table, keys, grads);
+    if (!s.ok()) return Fail("push", s);
+    auto t1 = Clock::now();
+    s = b.num_workers > 1 ? b.client->Barrier() : b.client->WaitApplied();
+    if (!s.ok()) return Fail("wait applied", s);
+    auto t2 = Clock::now();
+    if (it == 0) continue;  // warm-up: first-touch of buffers
+    applied.push_back(Seconds(t0, t2));
+    call.push_back(Seconds(t0, t1));
+    cpu.push_back(CpuSeconds() - c0);
+  }
+  const double t = Median(applied);
+  const double total = static_cast<double>(n) * b.num_workers;
+  const double bytes = total * static_cast<double>(b.dim * sizeof(float));
+  std::printf(
+      "push: median %.4f s = %.1f M keys/s, %.2f GB/s over %u worker(s) "
+      "(this worker's Push call alone: %.1f M keys/s; its CPU %.3f s = %.1f "
+      "M keys per CPU-second)\n",
+      t, total / t / 1e6, bytes / t / 1e9, b.num_workers,
+      n / Median(call) / 1e6, Median(cpu), n / Median(cpu) / 1e6);
+  std::printf("RESULT mode=push mkeys_per_s=%.2f gb_per_s=%.3f\n",
+              total / t / 1e6, bytes / t / 1e9);
+  return 0;
+}
+
+int RunPull(Bench& b, size_t n) {
+  std::vector<uint64_t> keys(n);
+  std::vector<float> out(n * b.dim);
+  std::vector<double> times, cpu;
+  for (uint32_t it = 0; it <= FLAGS_iterations; ++it) {
+    Draw(&b.rng, keys, {});
+    ps::Status s = Sync(b);
+    if (!s.ok()) return Fail("barrier", s);
+    const double c0 = CpuSeconds();
+    auto t0 = Clock::now();
+    s = b.client->Pull(b.table, keys, out);
+    if (!s.ok()) return Fail("pull", s);
+    s = Sync(b);
+    if (!s.ok()) return Fail("barrier", s);
+    auto t1 = Clock::now();
+    if (it == 0) continue;
+    times.push_back(Seconds(t0, t1));
+    cpu.push_back(CpuSeconds() - c0);
+  }
+  const double t = Median(times);
+  const double total = static_cast<double>(n) * b.num_workers;
+  const double bytes = total * static_cast<double>(b.dim * sizeof(float));
+  std::printf(
+      "pull: median %.4f s = %.1f M keys/s, %.2f GB/s over %u worker(s) "
+      "(this worker's CPU %.3f s over its threads)\n",
+      t, total / t / 1e6, bytes / t / 1e9, b.num_workers, Median(cpu));
+  std::printf("RESULT mode=pull mkeys_per_s=%.2f gb_per_s=%.3f\n",
+              total / t / 1e6, bytes / t / 1e9);
+  return 0;
+}
+
+int RunTrain(Bench& b) {
+  const size_t n = size_t{FLAGS_batch_examples} * FLAGS_example_keys;
+  std::vector<uint64_t> keys(n);
+  std::vector<float> grads(n * b.dim), out(n * b.dim);
+  std::vector<double> push_s, pull_s;
+  for (uint32_t it = 0; it < kTrainWarmupBatches + FLAGS_batches; ++it) {
+    Draw(&b.rng, keys, grads);
+    auto t0 = Clock::now();
+    ps::Status s = b.client->Pull(b.table, keys, out);
+    if (!s.ok()) return Fail("pull", s);
+    auto t1 = Clock::now();
+    s = b.client->Push(b.table, keys, grads);
+    if (s.ok()) s = b.client->WaitApplied();
+    if (!s.ok()) return Fail("push", s);
+    auto t2 = Clock::now();
+    if (it < kTrainWarmupBatches) continue;
+    pull_s.push_back(Seconds(t0, t1));
+    push_s.push_back(Seconds(t1, t2));
+  }
+  double pushing = 0;
+  for (double t : push_s) pushing += t;
+  const double per_s = push_s.size() / pushing;
+  std::printf(
+      "train: %u steps of %zu keys: %.0f pushes/s; push p50 %.3f ms, p99 "
+      "%.3f ms; pull p50 %.3f ms, p99 %.3f ms\n",
+      FLAGS_batches, n, per_s, Quantile(push_s, 0.5) * 1e3,
+      Quantile(push_s, 0.99) * 1e3, Quantile(pull_s, 0.5) * 1e3,
+      Quantile(pull_s, 0.99) * 1e3);
+  std::printf(
+      "RESULT mode=train pushes_per_s=%.1f push_p50_ms=%.4f "
+      "push_p99_ms=%.4f pull_p50_ms=%.4f pull_p99_ms=%.4f\n",
+      per_s, Quantile(push_s, 0.5) * 1e3, Quantile(push_s, 0.99) * 1e3,
+      Quantile(pull_s, 0.5) * 1e3, Quantile(pull_s, 0.99) * 1e3);
+  return 0;
+}
+
+// Prints the peak RSS of this worker and of the servers (the largest).
+int ReportPeakRss(const std::vector<pid_t>& servers) {
+  auto self = ps::bench::PeakRssKib(0);
+  if (!self.ok()) return Fail("peak RSS", self.status());
+  uint64_t server_kib = 0;
+  for (pid_t pid : servers) {
+    auto kib = ps::bench::PeakRssKib(pid);
+    if (!kib.ok()) return Fail("peak RSS of a server", kib.status());
+    std::printf("server pid %d: peak RSS %.1f MiB\n", static_cast<int>(pid),
+                *kib / 1024.0);
+    server_kib = std::max(server_kib, *kib);
+  }
+  std::printf("RESULT mode=rss worker_peak_mib=%.1f", *self / 1024.0);
+  if (!servers.empty()) {
+    std::printf(" server_peak_mib=%.1f", server_kib / 1024.0);
+  }
+  std::printf("\n");
+  return 0;
+}
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  for (std::string a; std::getline(ss, a, ',');) {
+    if (!a.empty()) parts.push_back(a);
+  }
+  return parts;
 }
 
 }  // namespace
@@ -70,10 +287,7 @@ int main(int argc, char** argv) {
   ps::worker::PsClient::Options o;
   o.worker_id = FLAGS_worker_id;
   o.num_workers = FLAGS_num_workers;
-  std::stringstream ss(FLAGS_servers);
-  for (std::string a; std::getline(ss, a, ',');) {
-    if (!a.empty()) o.servers.push_back(a);
-  }
+  o.servers = SplitCommas(FLAGS_servers);
   auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);
   if (!transport.ok()) {
     std::fprintf(stderr, "ps_bench: --transport %s\n",
@@ -81,13 +295,28 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.transport = *transport;
-  if (FLAGS_mode != "push" && FLAGS_mode != "pull" && FLAGS_mode != "both") {
-    std::fprintf(stderr, "ps_bench: --mode must be push, pull or both\n");
+  Mode mode = Mode::kBoth;
+  if (!ParseMode(FLAGS_mode, &mode)) {
+    std::fprintf(stderr,
+                 "ps_bench: --mode must be push, pull, both or train\n");
     return 2;
   }
-  if (FLAGS_iterations == 0 || FLAGS_keys == 0) {
-    std::fprintf(stderr, "ps_bench: --iterations and --keys must be >= 1\n");
+  if (FLAGS_iterations == 0 || FLAGS_keys == 0 || FLAGS_batches == 0 ||
+      FLAGS_batch_examples == 0 || FLAGS_example_keys == 0) {
+    std::fprintf(stderr,
+                 "ps_bench: --iterations, --keys, --batches, "
+                 "--batch_examples and --example_keys must be >= 1\n");
     return 2;
+  }
+  // Read before connecting, so that a wrong file is a usage error up front.
+  std::vector<pid_t> server_pids;
+  for (const std::string& path : SplitCommas(FLAGS_server_pid_files)) {
+    auto pid = ps::bench::ReadPidFile(path);
+    if (!pid.ok()) {
+      Fail("--server_pid_files", pid.status());
+      return 2;
+    }
+    server_pids.push_back(*pid);
   }
   auto client_or = ps::worker::PsClient::Connect(o);
   if (!client_or.ok()) return Fail("connect", client_or.status());
@@ -114,66 +343,28 @@ int main(int argc, char** argv) {
                  spec->name().c_str(), spec->dim(), FLAGS_dim);
     return 2;
   }
-  const uint32_t table = spec->id();
-  const size_t n = FLAGS_keys;
-  const size_t dim = spec->dim();
-  std::vector<uint64_t> keys(n);
-  std::mt19937_64 rng(FLAGS_seed);
-  for (auto& k : keys) k = rng();
-  std::vector<float> grads(n * dim, 1.0f / 1024);
-  std::vector<float> out(n * dim);
-  const double value_bytes = static_cast<double>(n * dim * sizeof(float));
+  Bench b;
+  b.client = client.get();
+  b.table = spec->id();
+  b.dim = spec->dim();
+  b.num_workers = FLAGS_num_workers;
+  // Each worker its own keys (mt19937_64 streams of different seeds).
+  b.rng.seed(FLAGS_seed * 1000003 + FLAGS_worker_id);
 
   std::printf(
-      "ps_bench: %zu keys, table %s (dim %zu, capacity %llu), %zu "
+      "ps_bench: worker %u of %u, table %s (dim %zu, capacity %llu), %zu "
       "server(s), transport %s\n",
-      n, spec->name().c_str(), dim,
+      FLAGS_worker_id, FLAGS_num_workers, spec->name().c_str(), b.dim,
       static_cast<unsigned long long>(spec->capacity()), o.servers.size(),
       FLAGS_transport.c_str());
-  if (FLAGS_mode != "pull") {
-    std::vector<double> applied, call, cpu;
-    for (uint32_t it = 0; it <= FLAGS_iterations; ++it) {
-      const double c0 = CpuSeconds();
-      auto t0 = Clock::now();
-      ps::Status s = client->Push(table, keys, grads);
-      if (!s.ok()) return Fail("push", s);
-      auto t1 = Clock::now();
-      s = client->WaitApplied();
-      if (!s.ok()) return Fail("wait applied", s);
-      auto t2 = Clock::now();
-      if (it == 0) continue;  // warm-up: first-touch of buffers
-      applied.push_back(std::chrono::duration<double>(t2 - t0).count());
-      call.push_back(std::chrono::duration<double>(t1 - t0).count());
-      cpu.push_back(CpuSeconds() - c0);
-    }
-    const double t = Median(applied);
-    std::printf(
-        "push: median %.4f s = %.1f M keys/s, %.2f GB/s (Push call alone: "
-        "%.1f M keys/s; worker CPU %.3f s = %.1f M keys per CPU-second)\n",
-        t, n / t / 1e6, value_bytes / t / 1e9, n / Median(call) / 1e6,
-        Median(cpu), n / Median(cpu) / 1e6);
-    std::printf("RESULT mode=push mkeys_per_s=%.2f gb_per_s=%.3f\n",
-                n / t / 1e6, value_bytes / t / 1e9);
+  int rc = 0;
+  if (mode == Mode::kTrain) rc = RunTrain(b);
+  if (rc == 0 && (mode == Mode::kPush || mode == Mode::kBoth)) {
+    rc = RunPush(b, FLAGS_keys);
   }
-  if (FLAGS_mode != "push") {
-    std::vector<double> times, cpu;
-    for (uint32_t it = 0; it <= FLAGS_iterations; ++it) {
-      const double c0 = CpuSeconds();
-      auto t0 = Clock::now();
-      ps::Status s = client->Pull(table, keys, out);
-      if (!s.ok()) return Fail("pull", s);
-      auto t1 = Clock::now();
-      if (it == 0) continue;
-      times.push_back(std::chrono::duration<double>(t1 - t0).count());
-      cpu.push_back(CpuSeconds() - c0);
-    }
-    const double t = Median(times);
-    std::printf(
-        "pull: median %.4f s = %.1f M keys/s, %.2f GB/s (worker CPU %.3f s "
-        "over its threads)\n",
-        t, n / t / 1e6, value_bytes / t / 1e9, Median(cpu));
-    std::printf("RESULT mode=pull mkeys_per_s=%.2f gb_per_s=%.3f\n",
-                n / t / 1e6, value_bytes / t / 1e9);
+  if (rc == 0 && (mode == Mode::kPull || mode == Mode::kBoth)) {
+    rc = RunPull(b, FLAGS_keys);
   }
-  return 0;
+  if (rc == 0) rc = ReportPeakRss(server_pids);
+  return rc;
 }

@@ -1,26 +1,61 @@
 #!/usr/bin/env bash
-# Push and pull throughput of the parameter server on loopback: ps_launch
-# starts ps_server processes on 127.0.0.1 (free ports) with a bench table
-# config (HASHED, sgd) and runs bench/ps_bench as their one worker, against
-# 1 and 2 servers over shm and tcp; prints one table.
+# Push and pull throughput of the parameter server on loopback, next to its
+# peer measured in the same run: ps_launch starts ps_server processes on
+# 127.0.0.1 (free ports) with bench tables (HASHED, sgd) and runs
+# bench/ps_bench as their workers; prints one table.
 #
-#   10M keys (uint64, one float each), table bench1: 16M rows x dim 1
-#   1M keys x dim 16, table bench16: 2M rows x dim 16
+# Every timed iteration pushes / pulls keys and gradients drawn new for it
+# (uniform random uint64 ids, one float per dim). A push is timed until the
+# servers applied it (Push + WaitApplied); a pull until the rows are in the
+# caller's buffer. Medians of 5 iterations per run.
 #
-# A push is timed until the servers applied it (Push + WaitApplied); a pull
-# until the rows are in the caller's buffer. The peer figures are those of
-# the issue (ps-lite with a no-op server on this machine kind: push 42.6,
-# pull 29.7 M keys/s); ratio = ours / peer.
+# Rows (M keys/s unless said):
+#   push_10M_shm, pull_10M_shm, push_10M_tcp, pull_10M_tcp
+#       10M keys, 1 server, 1 worker, table bench1 (16M rows x dim 1), over
+#       shm / tcp. Peer: dmlc/ps-lite's own 10M-key benchmark with a no-op
+#       server (../shared/tools/pslite-bench.sh, median of 3 runs, in this
+#       run). ps-lite has only zmq over tcp on loopback, so the same peer
+#       figure stands against our shm and our tcp rows. ratio = ours / peer.
+#       Ours counts keys applied with SGD; the peer's server does nothing.
+#   push_1M_dim16_shm, pull_1M_dim16_shm (GB/s of values, keys x 16 x 4 B)
+#       1M keys into bench16 (2M rows x dim 16), 1 server.
+#   rss_worker_10M_shm, rss_server_10M_shm (MiB): peak RSS (VmHWM) of the
+#       worker and the server of the push_10M_shm run. It counts the shared
+#       memory a process touched: the server's table region, and the rows a
+#       shm worker read out of it.
+#   {push,pull}_<K>_dim<D>_<S>srv_<T>: every run of the matrix (keys, dim,
+#       servers 1|2, transport shm|tcp).
+# With --scaling, also (shm, 10M keys per worker, medians of 3 iterations,
+# tables of 1M / 10M / 100M rows x dim 1, 400 MB of floats at 100M):
+#   scale_{push,pull}_<R>rows_<S>srv_<W>wrk: the cluster's M keys/s for S
+#       servers and W workers (W workers push / pull W x 10M keys at once,
+#       lined up by a Barrier; M keys/s = W x 10M / time).
+#   scale_rss_{worker,server}_<R>rows_<S>srv_<W>wrk (MiB): peak RSS of
+#       worker 0 and of the largest server.
+#   train_<S>srv_{pushes_per_s, push_p50_ms, push_p99_ms, pull_p50_ms,
+#       pull_p99_ms}: 500 steps of CTR-training shape into the 100M-row
+#       table, 1 worker: a Pull then a Push (+ WaitApplied) of 1,000 examples
+#       x 39 keys; pushes/s = steps / time spent pushing.
 #
-# Usage: scripts/bench_ps.sh [--json FILE] [--quick] [--build-dir=DIR]
+# Usage: scripts/bench_ps.sh [--json FILE] [--quick] [--scaling] [--build-dir=DIR]
 #   --json FILE  also write {"results":[{name,value,unit,peer,peer_value,ratio}]}
-#   --quick      fewer iterations and 1M keys instead of 10M (smoke test)
+#   --quick      fewer iterations, 1M keys instead of 10M, no peer (smoke test)
+#   --scaling    also the scaling table and the training-shaped case (above)
 #   --build-dir=DIR  use ps_server/ps_bench of an existing build
+# The peer: $PSLITE_BENCH, else ../shared/tools/pslite-bench.sh next to the
+# source tree. When it cannot build or run, one "peer skipped: ..." line
+# and the peer rows with peer value 0 (no ratio).
 set -euo pipefail
 source "$(dirname "$0")/bench_lib.sh"  # sets $root
-quick=0
-bench_option() { case "$1" in --quick) quick=1 ;; *) return 1 ;; esac; }
-bench_parse bench_ps 2,18 "$@"
+quick=0 scaling=0
+bench_option() {
+  case "$1" in
+    --quick) quick=1 ;;
+    --scaling) scaling=1 ;;
+    *) return 1 ;;
+  esac
+}
+bench_parse bench_ps 2,47 "$@"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -29,61 +64,121 @@ for b in server/ps_server bench/ps_bench launch/ps_launch; do
   [ -x "$build_dir/$b" ] || { echo "bench_ps: $build_dir/$b was not built" >&2; exit 1; }
 done
 
-cat >"$work/bench.tables" <<'TABLES'
-table { id: 1 name: "bench1" kind: HASHED dim: 1 capacity: 16777216
-        optimizer { name: "sgd" learning_rate: 0.01 } }
-table { id: 2 name: "bench16" kind: HASHED dim: 16 capacity: 2097152
+keys=10000000 keys16=1000000 iters=5 scale_iters=3 batches=500
+[ "$quick" = 1 ] && { keys=1000000 keys16=200000 iters=2 scale_iters=1 batches=50; }
+
+# table FILE NAME ROWS DIM: a tables file holding one HASHED sgd table.
+table() {
+  cat >"$1" <<TABLES
+table { id: 1 name: "$2" kind: HASHED dim: $4 capacity: $3
         optimizer { name: "sgd" learning_rate: 0.01 } }
 TABLES
+}
+table "$work/bench1.tables" bench1 16777216 1
+table "$work/bench16.tables" bench16 2097152 16
 
-keys=10000000 keys16=1000000 iters=5
-[ "$quick" = 1 ] && { keys=1000000 keys16=200000 iters=2; }
-
-# run NAME SERVERS TRANSPORT TABLE DIM KEYS: one cluster of SERVERS shards
-# with ps_bench as its worker; appends its figures to $work/results as
-# samples push_NAME, pull_NAME (M keys/s) and push_gbs_NAME, pull_gbs_NAME.
+# run NAME SERVERS WORKERS TRANSPORT TABLES TABLE DIM ARGS...: one cluster
+# with ps_bench as its workers (ARGS are more ps_bench flags); appends
+# worker 0's RESULT figures to $work/results as samples MODE_FIELD_NAME
+# (push_mkeys_per_s_NAME, train_push_p99_ms_NAME, rss_server_peak_mib_NAME...).
 run() {
-  local name=$1 n=$2 transport=$3 table=$4 dim=$5 keys=$6 dir="$work/$1"
-  "$build_dir/launch/ps_launch" --servers="$n" --workers=1 \
-    --tables="$work/bench.tables" --transport="$transport" \
+  local name=$1 n=$2 w=$3 transport=$4 tables=$5 tab=$6 dim=$7 dir="$work/$1" i pids=""
+  shift 7
+  for ((i = 0; i < n; i++)); do pids+="${pids:+,}$dir/server-$i.pid"; done
+  "$build_dir/launch/ps_launch" --servers="$n" --workers="$w" \
+    --tables="$tables" --transport="$transport" \
     --server_bin="$build_dir/server/ps_server" \
     --worker_bin="$build_dir/bench/ps_bench" \
-    --worker_args="--table=$table --dim=$dim --keys=$keys --iterations=$iters --mode=both" \
+    --worker_args="--table=$tab --dim=$dim --server_pid_files=$pids $*" \
     --run_dir="$dir" >/dev/null 2>"$work/launch.err" || {
     echo "bench_ps: ps_bench failed ($name):" >&2
-    cat "$work/launch.err" "$dir/worker-0.log" >&2
+    cat "$work/launch.err" "$dir"/worker-*.log >&2
     exit 1
   }
-  sed -nE "s/^RESULT mode=(push|pull) .*mkeys_per_s=([0-9.]+) gb_per_s=([0-9.]+).*/\\1_$name \\2 M keys\/s\\n\\1_gbs_$name \\3 GB\/s/p" \
-    "$dir/worker-0.log" >>"$work/results"
+  awk -v run="$name" '$1 == "RESULT" {
+      mode = substr($2, 6)
+      for (i = 3; i <= NF; i++) { split($i, kv, "="); print mode "_" kv[1] "_" run, kv[2] }
+    }' "$dir/worker-0.log" >>"$work/results"
 }
+
+# The peer first, on a machine the runs below have not warmed.
+peer_push=0 peer_pull=0
+peer_label="ps-lite, no-op server, zmq/tcp loopback (this run)"
+peer=${PSLITE_BENCH:-$root/../shared/tools/pslite-bench.sh}
+if [ "$quick" = 1 ]; then
+  echo "peer skipped: --quick measures ${keys} keys, the peer 10M"
+elif [ ! -f "$peer" ]; then
+  echo "peer skipped: no $peer (set PSLITE_BENCH to shared/tools/pslite-bench.sh)"
+elif ! line=$(bash "$peer" 3 2>"$work/peer.err" | tail -n 1) ||
+     ! [[ "$line" =~ ^[0-9.]+\ [0-9.]+$ ]]; then
+  echo "peer skipped: $peer failed: $(tail -n 1 "$work/peer.err")"
+else
+  # The peer prints the medians in ms for 10M keys: M keys/s = 10 / s.
+  read -r push_ms pull_ms <<<"$line"
+  peer_push=$(awk -v ms="$push_ms" 'BEGIN { printf "%.2f", 10 / (ms / 1000) }')
+  peer_pull=$(awk -v ms="$pull_ms" 'BEGIN { printf "%.2f", 10 / (ms / 1000) }')
+  echo "peer: $(tail -n 1 "$work/peer.err")"
+fi
+[ "$peer_push" = 0 ] && peer_label="ps-lite skipped (see above)"
 
 : >"$work/results"
 label=$((keys / 1000000))M
 label16=$((keys16 / 1000000))M
 [ "$keys16" -lt 1000000 ] && label16=$((keys16 / 1000))K
+both="--mode=both --iterations=$iters"
 rows=""
 for transport in shm tcp; do
   for n in 1 2; do
     name="${label}_dim1_${n}srv_${transport}" name16="${label16}_dim16_${n}srv_${transport}"
-    run "$name" "$n" "$transport" bench1 1 "$keys"
-    run "$name16" "$n" "$transport" bench16 16 "$keys16"
+    run "$name" "$n" 1 "$transport" "$work/bench1.tables" bench1 1 $both --keys="$keys"
+    run "$name16" "$n" 1 "$transport" "$work/bench16.tables" bench16 16 $both --keys="$keys16"
     for c in "$name" "$name16"; do
-      rows+="row push_$c \"M keys/s\" push_$c - -"$'\n'"row pull_$c \"M keys/s\" pull_$c - -"$'\n'
+      for m in push pull; do
+        rows+="row ${m}_$c \"M keys/s\" ${m}_mkeys_per_s_$c - -"$'\n'
+      done
     done
   done
 done
 
-peer="ps-lite no-op server (issue figure)"
+if [ "$scaling" = 1 ]; then
+  scale="--mode=both --iterations=$scale_iters --keys=$keys"
+  for r in 1 10 100; do
+    table "$work/rows${r}M.tables" "rows${r}M" $((r * 1000000)) 1
+    for n in 1 2; do
+      for w in 1 2; do
+        c="${r}Mrows_${n}srv_${w}wrk"
+        run "scale_$c" "$n" "$w" shm "$work/rows${r}M.tables" "rows${r}M" 1 $scale
+        for m in push pull; do
+          rows+="row scale_${m}_$c \"M keys/s\" ${m}_mkeys_per_s_scale_$c - -"$'\n'
+        done
+        for p in worker server; do
+          rows+="row scale_rss_${p}_$c MiB rss_${p}_peak_mib_scale_$c - -"$'\n'
+        done
+      done
+    done
+  done
+  for n in 1 2; do
+    run "train_${n}srv" "$n" 1 shm "$work/rows100M.tables" rows100M 1 \
+      --mode=train --batches="$batches" --batch_examples=1000 --example_keys=39
+    rows+="row train_${n}srv_pushes_per_s pushes/s train_pushes_per_s_train_${n}srv - -"$'\n'
+    for f in push_p50 push_p99 pull_p50 pull_p99; do
+      rows+="row train_${n}srv_${f}_ms ms train_${f}_ms_train_${n}srv - -"$'\n'
+    done
+  done
+fi
+
 {
   cat "$work/results"
   for t in shm tcp; do
-    echo "row push_10M_$t \"M keys/s\" push_${label}_dim1_1srv_$t 42.6 higher $peer"
-    echo "row pull_10M_$t \"M keys/s\" pull_${label}_dim1_1srv_$t 29.7 higher $peer"
+    echo "row push_10M_$t \"M keys/s\" push_mkeys_per_s_${label}_dim1_1srv_$t $peer_push higher $peer_label"
+    echo "row pull_10M_$t \"M keys/s\" pull_mkeys_per_s_${label}_dim1_1srv_$t $peer_pull higher $peer_label"
   done
-  echo "row push_1M_dim16_shm GB/s push_gbs_${label16}_dim16_1srv_shm - -"
-  echo "row pull_1M_dim16_shm GB/s pull_gbs_${label16}_dim16_1srv_shm - -"
+  echo "row push_1M_dim16_shm GB/s push_gb_per_s_${label16}_dim16_1srv_shm - -"
+  echo "row pull_1M_dim16_shm GB/s pull_gb_per_s_${label16}_dim16_1srv_shm - -"
+  echo "row rss_worker_10M_shm MiB rss_worker_peak_mib_${label}_dim1_1srv_shm - -"
+  echo "row rss_server_10M_shm MiB rss_server_peak_mib_${label}_dim1_1srv_shm - -"
   echo "$rows"
 } | bench_report ${json:+--json="$json"}
-echo "(push = Push + WaitApplied; GB/s counts keys x dim x 4 bytes of values;"
-echo " issue's peer, ps-lite with a no-op server: push 42.6, pull 29.7 M keys/s)"
+echo "(push = Push + WaitApplied of fresh keys, counted as applied with SGD;"
+echo " the peer is ps-lite over zmq/tcp on loopback for both our shm and tcp rows;"
+echo " GB/s counts keys x dim x 4 bytes of values; ratio = ours / peer)"
