@@ -148,6 +148,22 @@ ps::Status Sync(const Bench& b) {
   return b.num_workers > 1 ? b.client->Barrier() : ps::Status::OK();
 }
 
+// The cluster's rate when every worker moved n keys in `seconds`.
+struct Rate {
+  double seconds, mkeys_per_s, gb_per_s;
+};
+Rate RateOf(const Bench& b, size_t n, double seconds) {
+  const double total = static_cast<double>(n) * b.num_workers;
+  const double bytes = total * static_cast<double>(b.dim * sizeof(float));
+  return {seconds, total / seconds / 1e6, bytes / seconds / 1e9};
+}
+
+// The line scripts/bench_ps.sh reads.
+void PrintResult(const char* mode, const Rate& r) {
+  std::printf("RESULT mode=%s mkeys_per_s=%.2f gb_per_s=%.3f\n", mode,
+              r.mkeys_per_s, r.gb_per_s);
+}
+
 int RunPush(Bench& b, size_t n) {
   std::vector<uint64_t> keys(n);
   std::vector<float> grads(n * b.dim);
@@ -169,17 +185,14 @@ int RunPush(Bench& b, size_t n) {
     call.push_back(Seconds(t0, t1));
     cpu.push_back(CpuSeconds() - c0);
   }
-  const double t = Median(applied);
-  const double total = static_cast<double>(n) * b.num_workers;
-  const double bytes = total * static_cast<double>(b.dim * sizeof(float));
+  const Rate r = RateOf(b, n, Median(applied));
   std::printf(
       "push: median %.4f s = %.1f M keys/s, %.2f GB/s over %u worker(s) "
       "(this worker's Push call alone: %.1f M keys/s; its CPU %.3f s = %.1f "
       "M keys per CPU-second)\n",
-      t, total / t / 1e6, bytes / t / 1e9, b.num_workers,
+      r.seconds, r.mkeys_per_s, r.gb_per_s, b.num_workers,
       n / Median(call) / 1e6, Median(cpu), n / Median(cpu) / 1e6);
-  std::printf("RESULT mode=push mkeys_per_s=%.2f gb_per_s=%.3f\n",
-              total / t / 1e6, bytes / t / 1e9);
+  PrintResult("push", r);
   return 0;
 }
 
@@ -202,15 +215,12 @@ int RunPull(Bench& b, size_t n) {
     times.push_back(Seconds(t0, t1));
     cpu.push_back(CpuSeconds() - c0);
   }
-  const double t = Median(times);
-  const double total = static_cast<double>(n) * b.num_workers;
-  const double bytes = total * static_cast<double>(b.dim * sizeof(float));
+  const Rate r = RateOf(b, n, Median(times));
   std::printf(
       "pull: median %.4f s = %.1f M keys/s, %.2f GB/s over %u worker(s) "
       "(this worker's CPU %.3f s over its threads)\n",
-      t, total / t / 1e6, bytes / t / 1e9, b.num_workers, Median(cpu));
-  std::printf("RESULT mode=pull mkeys_per_s=%.2f gb_per_s=%.3f\n",
-              total / t / 1e6, bytes / t / 1e9);
+      r.seconds, r.mkeys_per_s, r.gb_per_s, b.num_workers, Median(cpu));
+  PrintResult("pull", r);
   return 0;
 }
 
