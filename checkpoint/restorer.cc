@@ -84,6 +84,18 @@ class RestoreSink : public EntrySink {
     if (current_ == nullptr) return Status::OK();  // not restored here
     PerTable& p = *current_;
     const TableTarget& t = *p.target;
+    // The scan checked the value against the state arrays its shard's
+    // manifest entry records; the copy below uses the server's count.
+    const size_t row_bytes = size_t{table.spec->dim()} * sizeof(float);
+    const size_t want =
+        row_bytes * (1 + t.state_arrays) + (table.exact ? 8 : 0);
+    if (value.size() != want && !(table.exact && value.empty())) {
+      return Corruption(
+          "table id " + std::to_string(table.spec->id()) + " id " +
+          std::to_string(id) + ": a value of " + std::to_string(value.size()) +
+          " bytes, " + std::to_string(want) + " for " +
+          std::to_string(t.state_arrays) + " optimizer state arrays");
+    }
     if (table.exact) {
       if (p.new_map.ShardOfKey(id) != shard_id_) return Status::OK();
       p.optimizer_steps =
@@ -97,7 +109,6 @@ class RestoreSink : public EntrySink {
     p.optimizer_steps =
         std::max(p.optimizer_steps, table.entry->optimizer_steps());
     const size_t dim = table.spec->dim();
-    const size_t row_bytes = dim * sizeof(float);
     const uint64_t local = id - t.first_row;
     const char* src = value.data();
     std::memcpy(t.values + local * dim, src, row_bytes);
