@@ -1,17 +1,14 @@
 #include "checkpoint/restorer.h"
 
-#include <rocksdb/db.h>
-#include <rocksdb/iterator.h>
-
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <memory>
+#include <thread>
 #include <unordered_map>
 
-#include "checkpoint/rocksdb_options.h"
-#include "checkpoint/row_codec.h"
+#include "checkpoint/shard_scan.h"
 #include "protocol/shard_map.h"
 
 namespace ps::checkpoint {
@@ -40,94 +37,132 @@ const ps::proto::TableSpec* FindSpec(const proto::Manifest& m, uint32_t id) {
   return nullptr;
 }
 
-// Called per entry of a scan; value empty for an EXACT tombstone.
-using EntryFn = std::function<Status(const ps::proto::TableSpec& spec,
-                                     const proto::ShardTableEntry& entry,
-                                     uint64_t id, std::string_view value)>;
-
-// Scans one shard database whole: every entry is checked (key, table, value
-// size) and fed to `fn`; the count and checksum must match the manifest.
-Status ScanShard(const std::string& checkpoint_path, const proto::Manifest& m,
-                 const proto::ShardEntry& shard, const EntryFn& fn,
-                 uint64_t* bytes_read) {
-  const std::string dir = JoinPath(checkpoint_path, shard.path());
-  const std::string where = "checkpoint " + checkpoint_path + " shard " +
-                            std::to_string(shard.shard_id()) + " (" + dir + ")";
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) {
-    return Corruption(where + ": the shard's database is missing");
-  }
-  rocksdb::Options options = CheckpointDbOptions();
-  rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(options, dir, &raw);
-  if (!s.ok()) {
-    return Corruption(where + ": cannot open the database: " + s.ToString());
-  }
-  std::unique_ptr<rocksdb::DB> db(raw);
-  std::unique_ptr<rocksdb::Iterator> it(
-      db->NewIterator(CheckpointScanOptions()));
-  uint64_t count = 0, checksum = 0;
-  std::unordered_map<uint32_t, std::pair<const ps::proto::TableSpec*,
-                                         const proto::ShardTableEntry*>>
-      tables;
-  for (const auto& e : shard.tables()) {
-    const ps::proto::TableSpec* spec = FindSpec(m, e.table_id());
-    if (spec == nullptr) {
-      return Corruption(where + ": table id " + std::to_string(e.table_id()) +
-                        " is not in the manifest's tables");
-    }
-    tables[e.table_id()] = {spec, &e};
-  }
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    const rocksdb::Slice k = it->key(), v = it->value();
-    uint32_t table_id;
-    uint64_t id;
-    if (!DecodeKey(std::string_view(k.data(), k.size()), &table_id, &id)) {
-      return Corruption(where + ": a key of " + std::to_string(k.size()) +
-                        " bytes (12 expected)");
-    }
-    auto t = tables.find(table_id);
-    if (t == tables.end()) {
-      return Corruption(where + ": an entry of table id " +
-                        std::to_string(table_id) +
-                        " that the shard's manifest entry does not list");
-    }
-    const auto& [spec, entry] = t->second;
-    const bool exact = spec->kind() == ps::proto::EXACT;
-    const size_t want =
-        ValueBytes(spec->dim(), static_cast<int>(entry->state_arrays()), exact);
-    if (v.size() != want && !(exact && v.size() == 0 && !entry->full())) {
-      return Corruption(where + ": " + TableWhere(*spec) + " id " +
-                        std::to_string(id) + " has a value of " +
-                        std::to_string(v.size()) + " bytes, " +
-                        std::to_string(want) + " expected");
-    }
-    const std::string_view value(v.data(), v.size());
-    checksum += EntryChecksum(table_id, id, value);
-    ++count;
-    *bytes_read += k.size() + v.size();
-    if (fn) PS_RETURN_IF_ERROR(fn(*spec, *entry, id, value));
-  }
-  if (!it->status().ok()) {
-    return Corruption(where + ": " + it->status().ToString());
-  }
-  if (count != shard.entries()) {
-    return Corruption(where + ": " + std::to_string(count) +
-                      " entries, the manifest records " +
-                      std::to_string(shard.entries()));
-  }
-  if (checksum != shard.checksum()) {
-    return Corruption(where + ": checksum mismatch over " +
-                      std::to_string(count) +
-                      " entries (a row or its state was altered)");
-  }
-  return Status::OK();
-}
-
 struct ExactRow {
   std::vector<float> data;  // values, state arrays
   uint64_t last_update = 0;
 };
+
+// What one key range of an old shard gives the new shard. HASHED/DENSE rows
+// are copied straight from RocksDB's block into the target's buffers (the
+// ranges are disjoint, so are the rows they write); EXACT entries of the new
+// shard are kept in key order, in one flat buffer, and applied after the
+// readers join, range by range, as a single reader would have. Counters are
+// per range, merged after.
+class RestoreSink : public EntrySink {
+ public:
+  struct PerTable {
+    TableTarget* target = nullptr;
+    protocol::ShardMap new_map;  // EXACT: whose key is whose
+    uint64_t full_rows = 0;
+    uint64_t optimizer_steps = 0;
+  };
+  struct ExactEntry {
+    uint32_t table_id;
+    uint64_t key;
+    size_t offset;   // into exact_bytes_
+    bool tombstone;  // the key has no row any more
+  };
+
+  RestoreSink(const RestoreTarget& target,
+              const std::unordered_map<uint32_t, TableTarget*>& targets)
+      : shard_id_(target.shard_id) {
+    for (const auto& [id, t] : targets) {
+      tables_.emplace(id, PerTable{t,
+                                   protocol::ShardMap(1, target.num_shards,
+                                                      t->spec.kind(), id),
+                                   0, 0});
+    }
+  }
+
+  Status Add(const ScanTable& table, uint64_t id,
+             std::string_view value) override {
+    if (&table != last_table_) {
+      last_table_ = &table;
+      auto it = tables_.find(table.spec->id());
+      current_ = it == tables_.end() ? nullptr : &it->second;
+    }
+    if (current_ == nullptr) return Status::OK();  // not restored here
+    PerTable& p = *current_;
+    const TableTarget& t = *p.target;
+    // The scan checked the value against the state arrays its shard's
+    // manifest entry records; the copy below uses the server's count.
+    const size_t row_bytes = size_t{table.spec->dim()} * sizeof(float);
+    const size_t want =
+        row_bytes * (1 + t.state_arrays) + (table.exact ? 8 : 0);
+    if (value.size() != want && !(table.exact && value.empty())) {
+      return Corruption(
+          "table id " + std::to_string(table.spec->id()) + " id " +
+          std::to_string(id) + ": a value of " + std::to_string(value.size()) +
+          " bytes, " + std::to_string(want) + " for " +
+          std::to_string(t.state_arrays) + " optimizer state arrays");
+    }
+    if (table.exact) {
+      if (p.new_map.ShardOfKey(id) != shard_id_) return Status::OK();
+      p.optimizer_steps =
+          std::max(p.optimizer_steps, table.entry->optimizer_steps());
+      exact_.push_back(
+          {table.spec->id(), id, exact_bytes_.size(), value.empty()});
+      exact_bytes_.append(value);
+      return Status::OK();
+    }
+    if (id < t.first_row || id >= t.first_row + t.rows) return Status::OK();
+    p.optimizer_steps =
+        std::max(p.optimizer_steps, table.entry->optimizer_steps());
+    const size_t dim = table.spec->dim();
+    const uint64_t local = id - t.first_row;
+    const char* src = value.data();
+    std::memcpy(t.values + local * dim, src, row_bytes);
+    src += row_bytes;
+    for (int s = 0; s < t.state_arrays; ++s) {
+      if (t.state[s] != nullptr) {
+        std::memcpy(t.state[s] + local * dim, src, row_bytes);
+      }
+      src += row_bytes;
+    }
+    if (table.entry->full()) ++p.full_rows;
+    return Status::OK();
+  }
+
+  // After the scan: counters into the targets and `full_rows`, EXACT
+  // entries into `exact_rows`. Call for the ranges in key order.
+  void MergeInto(
+      std::unordered_map<uint32_t, uint64_t>* full_rows,
+      std::unordered_map<uint32_t, std::map<uint64_t, ExactRow>>* exact_rows) {
+    for (auto& [id, p] : tables_) {
+      p.target->optimizer_steps =
+          std::max(p.target->optimizer_steps, p.optimizer_steps);
+      if (p.full_rows > 0) (*full_rows)[id] += p.full_rows;
+    }
+    for (const ExactEntry& e : exact_) {
+      auto& rows = (*exact_rows)[e.table_id];
+      if (e.tombstone) {
+        rows.erase(e.key);
+        continue;
+      }
+      const TableTarget& t = *tables_.at(e.table_id).target;
+      const size_t floats = size_t{t.spec.dim()} * (1 + t.state_arrays);
+      const char* src = exact_bytes_.data() + e.offset;
+      ExactRow& row = rows[e.key];
+      row.data.resize(floats);
+      std::memcpy(row.data.data(), src, floats * sizeof(float));
+      std::memcpy(&row.last_update, src + floats * sizeof(float), 8);
+    }
+  }
+
+ private:
+  const uint32_t shard_id_;
+  std::unordered_map<uint32_t, PerTable> tables_;
+  const ScanTable* last_table_ = nullptr;
+  PerTable* current_ = nullptr;
+  std::vector<ExactEntry> exact_;
+  std::string exact_bytes_;
+};
+
+int ReadersOf(int requested) {
+  if (requested > 0) return requested;
+  return static_cast<int>(
+      std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 8));
+}
 
 }  // namespace
 
@@ -254,51 +289,15 @@ StatusOr<RestoreResult> RestoreShard(const std::string& checkpoint_path,
         if (a < t->first_row + t->rows && t->first_row < b) needed = true;
       }
       if (!needed) continue;
-      EntryFn fn = [&](const ps::proto::TableSpec& spec,
-                       const proto::ShardTableEntry& entry, uint64_t id,
-                       std::string_view value) -> Status {
-        auto ti = targets.find(spec.id());
-        if (ti == targets.end()) return Status::OK();
-        TableTarget* t = ti->second;
-        const size_t row_bytes = size_t{spec.dim()} * sizeof(float);
-        if (spec.kind() == ps::proto::EXACT) {
-          const protocol::ShardMap new_map(1, target->num_shards, spec.kind(),
-                                           spec.id());
-          if (new_map.ShardOfKey(id) != target->shard_id) return Status::OK();
-          t->optimizer_steps =
-              std::max(t->optimizer_steps, entry.optimizer_steps());
-          auto& rows = exact_rows[spec.id()];
-          if (value.empty()) {
-            rows.erase(id);
-            return Status::OK();
-          }
-          ExactRow& row = rows[id];
-          const size_t floats = size_t{spec.dim()} * (1 + t->state_arrays);
-          row.data.resize(floats);
-          std::memcpy(row.data.data(), value.data(), floats * sizeof(float));
-          std::memcpy(&row.last_update, value.data() + floats * sizeof(float),
-                      8);
-          return Status::OK();
-        }
-        if (id < t->first_row || id >= t->first_row + t->rows) {
-          return Status::OK();
-        }
-        t->optimizer_steps =
-            std::max(t->optimizer_steps, entry.optimizer_steps());
-        const uint64_t local = id - t->first_row;
-        const char* p = value.data();
-        std::memcpy(t->values + local * spec.dim(), p, row_bytes);
-        p += row_bytes;
-        for (int s = 0; s < t->state_arrays; ++s) {
-          if (t->state[s] != nullptr) {
-            std::memcpy(t->state[s] + local * spec.dim(), p, row_bytes);
-          }
-          p += row_bytes;
-        }
-        if (entry.full()) ++full_rows[spec.id()];
-        return Status::OK();
+      std::vector<std::unique_ptr<RestoreSink>> sinks;
+      auto make_sink = [&](size_t) -> EntrySink* {
+        sinks.push_back(std::make_unique<RestoreSink>(*target, targets));
+        return sinks.back().get();
       };
-      PS_RETURN_IF_ERROR(ScanShard(c.path, m, shard, fn, &result.bytes_read));
+      PS_RETURN_IF_ERROR(ScanShard(c.path, m, shard,
+                                   {.readers = ReadersOf(target->readers)},
+                                   make_sink, &result.bytes_read));
+      for (auto& sink : sinks) sink->MergeInto(&full_rows, &exact_rows);
     }
   }
 
@@ -376,7 +375,8 @@ StatusOr<proto::Manifest> VerifyCheckpoint(const std::string& checkpoint_path) {
   const proto::Manifest& m = chain.back().manifest;
   uint64_t bytes = 0;
   for (const auto& shard : m.shards()) {
-    PS_RETURN_IF_ERROR(ScanShard(checkpoint_path, m, shard, nullptr, &bytes));
+    PS_RETURN_IF_ERROR(ScanShard(checkpoint_path, m, shard,
+                                 {.readers = ReadersOf(0)}, nullptr, &bytes));
   }
   return m;
 }

@@ -15,7 +15,8 @@
 // first, then each increment in order (per table: from the last checkpoint
 // where that table is full).
 //
-// Verification: every old shard database read is scanned whole, its entry
+// Verification: every old shard database read is scanned whole (by several
+// reader threads, checkpoint/shard_scan.h), its entry
 // count and checksum compared with the manifest, and RocksDB checks its
 // block checksums: a flipped byte surfaces as kCorruption naming the shard
 // directory (and RocksDB's message names the file).
@@ -54,6 +55,10 @@ struct TableTarget {
 struct RestoreTarget {
   uint32_t shard_id = 0;
   uint32_t num_shards = 1;
+  // Threads reading one old shard's database at a time, each over the key
+  // range of some of its SST files (checkpoint/shard_scan.h); 0: one per
+  // hardware thread, at most 8. The rows restored do not depend on it.
+  int readers = 0;
   std::vector<TableTarget> tables;
 };
 

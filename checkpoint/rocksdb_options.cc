@@ -32,6 +32,15 @@ rocksdb::Options CheckpointDbOptions() {
   return o;
 }
 
+rocksdb::Options CheckpointReadDbOptions() {
+  rocksdb::Options o = CheckpointDbOptions();
+  // RocksDB's default tells the kernel every file is read at random
+  // (POSIX_FADV_RANDOM), which turns its readahead off: each of the scan's
+  // reads would then wait for the disk.
+  o.advise_random_on_open = false;
+  return o;
+}
+
 rocksdb::ReadOptions CheckpointScanOptions() {
   rocksdb::ReadOptions r;
   r.verify_checksums = true;

@@ -24,6 +24,10 @@
 namespace ps::checkpoint {
 
 rocksdb::Options CheckpointDbOptions();
+// Opening a checkpoint to read it (restore, verify): CheckpointDbOptions with
+// settings that only the reader sees (nothing of the files' format): the
+// kernel's readahead left on, as restore reads every file front to back.
+rocksdb::Options CheckpointReadDbOptions();
 // Reads: block checksums verified, no block cache pollution, large
 // readahead for the sequential scan.
 rocksdb::ReadOptions CheckpointScanOptions();

@@ -13,6 +13,9 @@
 // shard's checksum is the sum of its entries' (order independent).
 #pragma once
 
+// Inlined: an entry is 100s of bytes, where the call and the library's
+// generic build cost as much as the hashing (restore checks every entry).
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <cstdint>
