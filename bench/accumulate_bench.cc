@@ -1,14 +1,15 @@
 // Server-side apply speed: decode sparse packets and fold them into a table.
 //
 //   BM_DecodeAccumulate/threads:N  each of N threads decodes packets (fp16
-//       values, 100k rows at 1% density of a 10M-row, dim-1 table) and adds
-//       them with atomic float adds into the one shared table, as N apply
-//       threads of a server do. items_per_second = nonzeros per second of
+//       values, 100k rows at 1% density of a 10M-row, dim-1 table, rows
+//       strictly increasing as the format has them) and adds them with
+//       atomic float adds into the one shared table, as N apply threads of
+//       a server do. items_per_second = nonzeros per second of
 //       all threads together, by the wall clock (so a busy machine lowers
 //       it; compare the CPU column). scripts/bench_kernels.sh reads these
 //       names.
 //   BM_DecodeAccumulateExclusive   the same on one thread with the
-//       non-atomic single-owner path.
+//       non-atomic single-owner path (a server's one apply thread).
 //   BM_Decode                      decoding alone (the reference that shows
 //       how much of the time accumulation takes).
 //   BM_Accumulate/<mode>/<dim>/<table rows>  accumulation alone of already

@@ -1,12 +1,22 @@
 // Sparse detection speed, each next to its reference in the same binary:
 //   BM_ReadBandwidth_64MiB     a SIMD sum over the 64 MiB gradient: how fast
 //                              one core can read that buffer at all
-//   BM_DetectThreshold_64MiB   threshold detection (|g| >= eps, ~1% kept)
-//                              over the same buffer, one thread; the target
-//                              is >= 0.7x the read bandwidth
-//   BM_DetectThreshold_64MiB_Pool/threads:2   the same with a pool of 2
+//   BM_ReadBandwidth_64MiB_Prefetch  the same sum with software prefetch
+//                              4 KiB ahead, as the detection loop does (so
+//                              the reference is not weaker than the kernel's
+//                              own way of reading)
+//   BM_DetectThreshold_64MiB   threshold detection (|g| >= eps, 1.0% kept,
+//                              indices only) over the same buffer, one
+//                              thread; the target is >= 0.7x the read
+//                              bandwidth
+//   BM_DetectThreshold_64MiB_Density/pct:P  the same at P% kept (1, 5, 10:
+//                              the densities a push sends), indices only
+//   BM_DetectThreshold_64MiB_Values/pct:P   the same writing the selected
+//                              values too (what a push needs next)
+//   BM_DetectThreshold_64MiB_Pool/threads:2   1% with a pool of 2
 //   BM_TopK/<n>                exact top-k (k = n/100) of n floats, 1 thread
-// bytes_per_second is the gradient size over the time (GB/s).
+// bytes_per_second is the gradient size over the time (GB/s); every
+// detection states the measured density as kept_fraction.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -32,10 +42,15 @@ const std::vector<float>& Gradient(size_t n) {
   return g;
 }
 
+template <bool kPrefetch>
 __attribute__((target("avx2"))) float SumAvx2(const float* p, size_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    if constexpr (kPrefetch) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + 1024), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + 1040), _MM_HINT_T0);
+    }
     a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
     a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
     a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
@@ -61,35 +76,81 @@ float SumScalar(const float* p, size_t n) {
   return s;
 }
 
-void BM_ReadBandwidth_64MiB(benchmark::State& state) {
+template <bool kPrefetch>
+void ReadBandwidth(benchmark::State& state) {
   const auto& g = Gradient(kFloats64MiB);
   const bool avx2 = ActiveCpuFeatures().avx2;
   for (auto _ : state) {
-    float s =
-        avx2 ? SumAvx2(g.data(), g.size()) : SumScalar(g.data(), g.size());
+    float s = avx2 ? SumAvx2<kPrefetch>(g.data(), g.size())
+                   : SumScalar(g.data(), g.size());
     benchmark::DoNotOptimize(s);
   }
   state.SetBytesProcessed(state.iterations() *
                           int64_t(g.size() * sizeof(float)));
 }
+void BM_ReadBandwidth_64MiB(benchmark::State& s) { ReadBandwidth<false>(s); }
 BENCHMARK(BM_ReadBandwidth_64MiB)->Unit(benchmark::kMillisecond);
+void BM_ReadBandwidth_64MiB_Prefetch(benchmark::State& s) {
+  ReadBandwidth<true>(s);
+}
+BENCHMARK(BM_ReadBandwidth_64MiB_Prefetch)->Unit(benchmark::kMillisecond);
 
-// |g| >= 2.576 keeps ~1% of a standard normal gradient.
-constexpr float kEps1Pct = 2.576f;
+// |g| >= eps keeps P% of a standard normal gradient: the two-sided normal
+// quantiles.
+float EpsForPercent(int64_t pct) {
+  switch (pct) {
+    case 1:
+      return 2.5758f;
+    case 5:
+      return 1.9600f;
+    case 10:
+      return 1.6449f;
+  }
+  return 0.0f;
+}
 
-void BM_DetectThreshold_64MiB(benchmark::State& state) {
+void Detect(benchmark::State& state, int64_t pct, bool with_values) {
   const auto& g = Gradient(kFloats64MiB);
+  const float eps = EpsForPercent(pct);
   std::vector<uint32_t> idx;
+  std::vector<float> values;
   for (auto _ : state) {
-    if (!DetectThreshold(g, kEps1Pct, nullptr, &idx).ok())
+    if (!DetectThreshold(g, eps, nullptr, &idx, with_values ? &values : nullptr)
+             .ok())
       state.SkipWithError("detect failed");
     benchmark::DoNotOptimize(idx.data());
+    benchmark::DoNotOptimize(values.data());
   }
   state.counters["kept_fraction"] = static_cast<double>(idx.size()) / g.size();
   state.SetBytesProcessed(state.iterations() *
                           int64_t(g.size() * sizeof(float)));
 }
+
+void BM_DetectThreshold_64MiB(benchmark::State& state) {
+  Detect(state, 1, false);
+}
 BENCHMARK(BM_DetectThreshold_64MiB)->Unit(benchmark::kMillisecond);
+
+void BM_DetectThreshold_64MiB_Density(benchmark::State& state) {
+  Detect(state, state.range(0), false);
+}
+BENCHMARK(BM_DetectThreshold_64MiB_Density)
+    ->ArgName("pct")
+    ->Arg(1)
+    ->Arg(5)
+    ->Arg(10)
+    ->Unit(benchmark::kMillisecond);
+
+void BM_DetectThreshold_64MiB_Values(benchmark::State& state) {
+  Detect(state, state.range(0), true);
+}
+BENCHMARK(BM_DetectThreshold_64MiB_Values)
+    ->ArgName("pct")
+    ->Arg(1)
+    ->Arg(10)
+    ->Unit(benchmark::kMillisecond);
+
+constexpr float kEps1Pct = 2.5758f;
 
 void BM_DetectThreshold_64MiB_Pool(benchmark::State& state) {
   const auto& g = Gradient(kFloats64MiB);

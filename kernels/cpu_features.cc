@@ -3,6 +3,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace ps::kernels {
 
 CpuFeatures DetectCpuFeatures() {
@@ -14,6 +18,11 @@ CpuFeatures DetectCpuFeatures() {
   // F16C has no __builtin_cpu_supports name in GCC 12; it ships with every
   // AVX2 CPU from both vendors, so AVX2 implies it in practice.
   f.f16c = f.avx2;
+  // CPUID leaf 7, EBX bit 11 (no __builtin_cpu_supports name for it). A
+  // CPU whose microcode disabled TSX clears the bit, or makes every
+  // transaction abort, which the user of this flag must survive.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) f.rtm = (b >> 11) & 1;
 #endif
   return f;
 }

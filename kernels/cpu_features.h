@@ -9,6 +9,9 @@ struct CpuFeatures {
   bool avx2 = false;
   bool f16c = false;
   bool fma = false;
+  // Intel's restricted transactional memory (XBEGIN/XEND), which
+  // sparse_accumulate uses to make a batch of plain adds atomic.
+  bool rtm = false;
 };
 
 // What the CPU supports (cpuid via the compiler's builtins).

@@ -44,11 +44,15 @@ Status ErrorFeedback::Step(std::span<const float> gradient, ThreadPool* pool,
   const size_t dim = options_.row_dim;
   const bool threshold =
       options_.selection == ErrorFeedbackOptions::Selection::kThreshold;
+  if (dim == 1 && threshold) {
+    // The scan hands out the values with the indices: no second, scattered
+    // read of the residual to gather them.
+    PS_RETURN_IF_ERROR(DetectThreshold(residual_, options_.epsilon, pool,
+                                       &out->rows, &out->values));
+    return Send(options_.value_type, /*gathered=*/true, out);
+  }
   if (dim == 1) {
-    PS_RETURN_IF_ERROR(
-        threshold
-            ? DetectThreshold(residual_, options_.epsilon, pool, &out->rows)
-            : DetectTopK(residual_, options_.k, pool, &out->rows));
+    PS_RETURN_IF_ERROR(DetectTopK(residual_, options_.k, pool, &out->rows));
   } else {
     PS_RETURN_IF_ERROR(
         threshold
@@ -57,7 +61,7 @@ Status ErrorFeedback::Step(std::span<const float> gradient, ThreadPool* pool,
             : DetectRowsTopK(residual_, dim, options_.norm, options_.k, pool,
                              &out->rows, &scratch_));
   }
-  return Send(options_.value_type, out);
+  return Send(options_.value_type, /*gathered=*/false, out);
 }
 
 Status ErrorFeedback::Flush(ThreadPool* pool, SparseSelection* out) {
@@ -73,19 +77,26 @@ Status ErrorFeedback::Flush(ThreadPool* pool, SparseSelection* out) {
                                            RowNorm::kMaxAbs, tiny, pool,
                                            &out->rows, &scratch_));
   }
-  return Send(ValueType::kFp32, out);
+  return Send(ValueType::kFp32, /*gathered=*/false, out);
 }
 
-Status ErrorFeedback::Send(ValueType type, SparseSelection* out) {
+Status ErrorFeedback::Send(ValueType type, bool gathered,
+                           SparseSelection* out) {
   const size_t dim = options_.row_dim;
   const size_t n = out->rows.size() * dim;
   out->value_type = type;
   out->int8_block = options_.int8_block;
-  out->values.resize(n);
+  if (!gathered) {
+    out->values.resize(n);
+    for (size_t r = 0; r < out->rows.size(); ++r)
+      std::memcpy(out->values.data() + r * dim,
+                  residual_.data() + size_t{out->rows[r]} * dim,
+                  dim * sizeof(float));
+  }
+  if (out->values.size() != n)
+    return Internal("error feedback: " + std::to_string(out->values.size()) +
+                    " values gathered for " + std::to_string(n));
   float* sent = out->values.data();
-  for (size_t r = 0; r < out->rows.size(); ++r)
-    std::memcpy(sent + r * dim, residual_.data() + size_t{out->rows[r]} * dim,
-                dim * sizeof(float));
   // The original values, for the stats, before they are replaced.
   std::vector<float> original;
   if (options_.stats != nullptr && options_.stats->enabled() &&

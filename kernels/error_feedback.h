@@ -80,8 +80,10 @@ class ErrorFeedback {
   const ErrorFeedbackOptions& options() const { return options_; }
 
  private:
-  // Sends `rows` of residual_ as `type`, updating residual_.
-  Status Send(ValueType type, SparseSelection* out);
+  // Sends out->rows of residual_ as `type`, updating residual_. `gathered`:
+  // out->values already holds those rows of residual_ (else Send copies
+  // them).
+  Status Send(ValueType type, bool gathered, SparseSelection* out);
 
   ErrorFeedbackOptions options_;
   std::vector<float> residual_;

@@ -4,9 +4,14 @@
 //
 // Two modes:
 //   kAtomic    several threads (one per sender or apply thread) may add into
-//              the same table at the same time; every float add is an atomic
-//              read-modify-write, so no update is lost. The sum is exact up to
-//              the order in which float additions happen to round.
+//              the same table at the same time; every float add is atomic (a
+//              locked read-modify-write, or one of a small batch of plain adds
+//              inside a hardware transaction where the CPU has Intel RTM), so
+//              no update is lost. The sum is exact up to the order in which
+//              float additions of different threads happen to round.
+//
+// On one thread both modes add in the order given, so the table ends up bit
+// for bit as after the plain loop table[row] += value in that order.
 //   kExclusive the caller owns the table (no other thread reads or writes the
 //              touched rows during the call): plain loads and stores, SIMD.
 //

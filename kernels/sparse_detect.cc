@@ -13,33 +13,36 @@
 namespace ps::kernels {
 namespace internal {
 
-void ScanGeEpsScalar(const float* g, size_t begin, size_t end, float eps,
-                     IndexBuffer* out) {
+// The scalar scanners write like the AVX2 ones: the index always, the count
+// advanced by the comparison, so there is no branch on the data.
+size_t ScanGeEpsScalar(const float* g, size_t begin, size_t end, float eps,
+                       uint32_t* dst, float* values) {
+  size_t n = 0;
   for (size_t i = begin; i < end; ++i) {
-    if (std::fabs(g[i]) >= eps) out->Push(static_cast<uint32_t>(i));
+    dst[n] = static_cast<uint32_t>(i);
+    if (values != nullptr) values[n] = g[i];
+    n += std::fabs(g[i]) >= eps ? 1 : 0;
   }
+  return n;
 }
 
-void ScanGeKeyScalar(const float* g, size_t begin, size_t end, uint32_t key,
-                     IndexBuffer* out) {
+size_t ScanGeKeyScalar(const float* g, size_t begin, size_t end, uint32_t key,
+                       uint32_t* dst, float* values) {
+  size_t n = 0;
   for (size_t i = begin; i < end; ++i) {
-    if (MagnitudeKey(std::bit_cast<uint32_t>(g[i])) >= key)
-      out->Push(static_cast<uint32_t>(i));
+    dst[n] = static_cast<uint32_t>(i);
+    if (values != nullptr) values[n] = g[i];
+    n += MagnitudeKey(std::bit_cast<uint32_t>(g[i])) >= key ? 1 : 0;
   }
-}
-
-void ThresholdScanScalar(const float* g, size_t begin, size_t end, float eps,
-                         std::vector<uint32_t>* out) {
-  IndexBuffer buf;
-  ScanGeEpsScalar(g, begin, end, eps, &buf);
-  out->insert(out->end(), buf.data(), buf.data() + buf.size());
+  return n;
 }
 
 }  // namespace internal
 
 namespace {
 
-using internal::IndexBuffer;
+using internal::kScanBlock;
+using internal::kScanSlack;
 using internal::MagnitudeKey;
 
 // Large enough that a chunk amortizes waking a thread.
@@ -56,29 +59,80 @@ Status CheckSize(size_t n, const char* what) {
 
 int Chunks(ThreadPool* pool) { return pool == nullptr ? 1 : pool->size(); }
 
-// Runs scan(begin, end, buffer) per chunk and concatenates the buffers in
-// chunk order, which is index order.
-void ScanParallel(size_t n, ThreadPool* pool,
-                  const std::function<void(size_t, size_t, IndexBuffer*)>& scan,
-                  std::vector<uint32_t>* out) {
-  std::vector<IndexBuffer> parts(Chunks(pool));
-  ParallelFor(pool, n, kMinChunk,
-              [&](size_t b, size_t e, int c) { scan(b, e, &parts[c]); });
-  size_t total = 0;
-  for (const auto& p : parts) total += p.size();
-  out->resize(total);
-  size_t at = 0;
-  for (const auto& p : parts) {
-    if (p.size() > 0) std::memcpy(out->data() + at, p.data(), 4 * p.size());
-    at += p.size();
+// One block scanner: scan(begin, end, dst, values) -> count (see
+// sparse_detect_internal.h).
+using BlockScan = std::function<size_t(size_t, size_t, uint32_t*, float*)>;
+
+// Scans [begin, end) block by block into buffers that stay in the L1 cache
+// and appends each block's survivors to `indices` (and `values`): one pass
+// over the gradient, and the output is written once, densely.
+void ScanAppend(size_t begin, size_t end, const BlockScan& scan,
+                std::vector<uint32_t>* indices, std::vector<float>* values) {
+  alignas(32) uint32_t idx[kScanBlock + kScanSlack];
+  alignas(32) float val[kScanBlock + kScanSlack];
+  for (size_t b = begin; b < end; b += kScanBlock) {
+    const size_t e = std::min(end, b + kScanBlock);
+    const size_t n = scan(b, e, idx, values != nullptr ? val : nullptr);
+    indices->insert(indices->end(), idx, idx + n);
+    if (values != nullptr) values->insert(values->end(), val, val + n);
+  }
+}
+
+// Runs ScanAppend per chunk of the pool and concatenates the chunks in
+// order, which is index order. `indices` and `values` were cleared.
+void ScanParallel(size_t n, ThreadPool* pool, const BlockScan& scan,
+                  std::vector<uint32_t>* indices, std::vector<float>* values) {
+  if (Chunks(pool) == 1 || n < 2 * kMinChunk) {
+    ScanAppend(0, n, scan, indices, values);
+    return;
+  }
+  struct Part {
+    std::vector<uint32_t> indices;
+    std::vector<float> values;
+  };
+  std::vector<Part> parts(Chunks(pool));
+  ParallelFor(pool, n, kMinChunk, [&](size_t b, size_t e, int c) {
+    ScanAppend(b, e, scan, &parts[c].indices,
+               values != nullptr ? &parts[c].values : nullptr);
+  });
+  for (const Part& p : parts) {
+    indices->insert(indices->end(), p.indices.begin(), p.indices.end());
+    if (values != nullptr)
+      values->insert(values->end(), p.values.begin(), p.values.end());
   }
 }
 
 }  // namespace
 
+namespace internal {
+
+void ThresholdScanScalar(const float* g, size_t begin, size_t end, float eps,
+                         std::vector<uint32_t>* out) {
+  ScanAppend(
+      begin, end,
+      [&](size_t b, size_t e, uint32_t* d, float* v) {
+        return ScanGeEpsScalar(g, b, e, eps, d, v);
+      },
+      out, nullptr);
+}
+
+void ThresholdScanAvx2(const float* g, size_t begin, size_t end, float eps,
+                       std::vector<uint32_t>* out) {
+  ScanAppend(
+      begin, end,
+      [&](size_t b, size_t e, uint32_t* d, float* v) {
+        return ScanGeEpsAvx2(g, b, e, eps, d, v);
+      },
+      out, nullptr);
+}
+
+}  // namespace internal
+
 Status DetectThreshold(std::span<const float> gradient, float epsilon,
-                       ThreadPool* pool, std::vector<uint32_t>* indices) {
+                       ThreadPool* pool, std::vector<uint32_t>* indices,
+                       std::vector<float>* values) {
   indices->clear();
+  if (values != nullptr) values->clear();
   PS_RETURN_IF_ERROR(CheckSize(gradient.size(), "gradient"));
   if (!(epsilon >= 0.0f))
     return InvalidArgument("threshold epsilon must be >= 0, got " +
@@ -87,13 +141,11 @@ Status DetectThreshold(std::span<const float> gradient, float epsilon,
   const bool avx2 = UseAvx2();
   ScanParallel(
       gradient.size(), pool,
-      [&](size_t b, size_t e, IndexBuffer* out) {
-        if (avx2)
-          internal::ScanGeEpsAvx2(g, b, e, epsilon, out);
-        else
-          internal::ScanGeEpsScalar(g, b, e, epsilon, out);
+      [&](size_t b, size_t e, uint32_t* d, float* v) {
+        return avx2 ? internal::ScanGeEpsAvx2(g, b, e, epsilon, d, v)
+                    : internal::ScanGeEpsScalar(g, b, e, epsilon, d, v);
       },
-      indices);
+      indices, values);
   return Status::OK();
 }
 
@@ -155,13 +207,11 @@ Status DetectTopK(std::span<const float> gradient, size_t k, ThreadPool* pool,
   const bool avx2 = UseAvx2();
   ScanParallel(
       n, pool,
-      [&](size_t b, size_t e, IndexBuffer* out) {
-        if (avx2)
-          internal::ScanGeKeyAvx2(g, b, e, cut, out);
-        else
-          internal::ScanGeKeyScalar(g, b, e, cut, out);
+      [&](size_t b, size_t e, uint32_t* d, float* v) {
+        return avx2 ? internal::ScanGeKeyAvx2(g, b, e, cut, d, v)
+                    : internal::ScanGeKeyScalar(g, b, e, cut, d, v);
       },
-      indices);
+      indices, nullptr);
   size_t kept = 0;
   for (uint32_t i : *indices) {
     uint32_t key = MagnitudeKey(bits[i]);

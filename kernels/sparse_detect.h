@@ -24,9 +24,14 @@ namespace ps::kernels {
 inline constexpr uint64_t kMaxDetectEntries = uint64_t{1} << 32;
 
 // Indices i with |g[i]| >= epsilon. epsilon must be >= 0 and not NaN
-// (epsilon 0 selects every non-NaN entry).
+// (epsilon 0 selects every non-NaN entry; an infinite epsilon the infinite
+// entries; denormals compare as the numbers they are, unless the calling
+// thread has set the CPU's denormals-are-zero mode). With `values`, also
+// g[i] for each selected i, in the same order (cleared first, capacity
+// reused). One pass over the gradient: compare and compaction together.
 Status DetectThreshold(std::span<const float> gradient, float epsilon,
-                       ThreadPool* pool, std::vector<uint32_t>* indices);
+                       ThreadPool* pool, std::vector<uint32_t>* indices,
+                       std::vector<float>* values = nullptr);
 
 // The k entries of largest |g| (all of them when k >= size), ties broken by
 // the lower index: exact and deterministic, whatever the thread count.

@@ -1,41 +1,25 @@
-// Pieces shared by sparse_detect.cc and its AVX2 twin.
+// Pieces shared by sparse_detect.cc and its AVX2 twin: the block scanners.
+//
+// A scanner reads g[begin, end) once and writes the index of every selected
+// entry (and, when `values` is not null, the entry itself) in increasing
+// order at dst / values, returning how many it wrote. Compare and compaction
+// are one pass without branches on the data: every group of 8 lanes stores
+// its packed survivors whatever their number and the write position advances
+// by the count, so a scanner may write up to kScanSlack entries past the
+// ones it reports. The caller gives room for (end - begin) + kScanSlack.
+// Callers keep end - begin <= kScanBlock, so dst is a small buffer that
+// stays in L1 and the output grows by one copy of the survivors per block.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
 namespace ps::kernels::internal {
 
-// A growable index buffer that does not zero what it reserves: the scanners
-// write up to 32 indices past the end before they know how many count.
-class IndexBuffer {
- public:
-  size_t size() const { return size_; }
-  const uint32_t* data() const { return data_.get(); }
-  void clear() { size_ = 0; }
-  // Makes room for `extra` more entries and returns where they go.
-  uint32_t* Reserve(size_t extra) {
-    if (size_ + extra > cap_) {
-      size_t cap = std::max(cap_ * 2, size_ + extra + 1024);
-      std::unique_ptr<uint32_t[]> grown(new uint32_t[cap]);
-      if (size_ > 0) std::copy(data_.get(), data_.get() + size_, grown.get());
-      data_ = std::move(grown);
-      cap_ = cap;
-    }
-    return data_.get() + size_;
-  }
-  void Commit(size_t n) { size_ += n; }
-  void Push(uint32_t v) {
-    *Reserve(1) = v;
-    ++size_;
-  }
-
- private:
-  std::unique_ptr<uint32_t[]> data_;
-  size_t size_ = 0, cap_ = 0;
-};
+// Entries one scanner call covers at most (16 KiB of floats), and the room
+// past the reported entries a scanner may scribble over.
+inline constexpr size_t kScanBlock = 4096;
+inline constexpr size_t kScanSlack = 8;
 
 // The order key of |g|: the bits of |g| as an unsigned integer (which orders
 // non-negative floats), with NaN mapped to 0 (ranked like zero).
@@ -44,14 +28,14 @@ inline uint32_t MagnitudeKey(uint32_t bits) {
   return key > 0x7f800000 ? 0 : key;
 }
 
-// Appends i in [begin, end) with |g[i]| >= eps / MagnitudeKey(g[i]) >= key.
-void ScanGeEpsScalar(const float* g, size_t begin, size_t end, float eps,
-                     IndexBuffer* out);
-void ScanGeEpsAvx2(const float* g, size_t begin, size_t end, float eps,
-                   IndexBuffer* out);
-void ScanGeKeyScalar(const float* g, size_t begin, size_t end, uint32_t key,
-                     IndexBuffer* out);
-void ScanGeKeyAvx2(const float* g, size_t begin, size_t end, uint32_t key,
-                   IndexBuffer* out);
+// Selects i with |g[i]| >= eps (NaN never) / MagnitudeKey(g[i]) >= key.
+size_t ScanGeEpsScalar(const float* g, size_t begin, size_t end, float eps,
+                       uint32_t* dst, float* values);
+size_t ScanGeEpsAvx2(const float* g, size_t begin, size_t end, float eps,
+                     uint32_t* dst, float* values);
+size_t ScanGeKeyScalar(const float* g, size_t begin, size_t end, uint32_t key,
+                       uint32_t* dst, float* values);
+size_t ScanGeKeyAvx2(const float* g, size_t begin, size_t end, uint32_t key,
+                     uint32_t* dst, float* values);
 
 }  // namespace ps::kernels::internal

@@ -2,21 +2,33 @@
 
 #include <string>
 
+#include "kernels/cpu_features.h"
+#include "kernels/varint_index_internal.h"
+
 namespace ps::kernels {
 namespace {
 
 std::string Num(uint64_t v) { return std::to_string(v); }
 
+Status EndsInside(const uint8_t* end, uint32_t i,
+                  const internal::VarintCursor& cur) {
+  return Corruption("index section (" + Num(end - cur.section) +
+                    " bytes) ends inside index " + Num(i) + " of " +
+                    Num(cur.total));
+}
+
 }  // namespace
 
+namespace internal {
+
 template <bool kStore>
-Status DecodeDeltaVarints(const uint8_t* section, size_t bytes, uint32_t n,
-                          uint32_t* out, DeltaVarintSummary* summary) {
-  const uint8_t* p = section;
-  const uint8_t* const end = section + bytes;
-  uint64_t row = 0;
-  bool zero_delta = false;
-  for (uint32_t i = 0; i < n; ++i) {
+Status DecodeVarintsScalar(const uint8_t* end, uint32_t until, uint32_t* out,
+                           VarintCursor* cur) {
+  const uint8_t* p = cur->p;
+  uint64_t row = cur->row;
+  bool zero_delta = cur->zero_delta;
+  uint32_t i = cur->done;
+  for (; i < until; ++i) {
     uint32_t delta;
     if (end - p >= 5) {  // room for the longest varint: no per-byte checks
       uint32_t b = p[0];
@@ -53,10 +65,7 @@ Status DecodeDeltaVarints(const uint8_t* section, size_t bytes, uint32_t n,
       delta = 0;
       int shift = 0;
       for (;;) {
-        if (p >= end)
-          return Corruption("index section (" + Num(bytes) +
-                            " bytes) ends inside index " + Num(i) + " of " +
-                            Num(n));
+        if (p >= end) return EndsInside(end, i, *cur);
         uint32_t b = *p++;
         if (shift == 28 && b > 0x0f)
           return Corruption("varint index " + Num(i) +
@@ -70,11 +79,43 @@ Status DecodeDeltaVarints(const uint8_t* section, size_t bytes, uint32_t n,
     row += delta;
     if constexpr (kStore) out[i] = static_cast<uint32_t>(row);
   }
-  if (p != end)
-    return Corruption("index section has " + Num(end - p) +
+  cur->p = p;
+  cur->row = row;
+  cur->zero_delta = zero_delta;
+  cur->done = i;
+  return Status::OK();
+}
+
+template Status DecodeVarintsScalar<true>(const uint8_t*, uint32_t, uint32_t*,
+                                          VarintCursor*);
+template Status DecodeVarintsScalar<false>(const uint8_t*, uint32_t, uint32_t*,
+                                           VarintCursor*);
+
+}  // namespace internal
+
+template <bool kStore>
+Status DecodeDeltaVarints(const uint8_t* section, size_t bytes, uint32_t n,
+                          uint32_t* out, DeltaVarintSummary* summary) {
+  const uint8_t* const end = section + bytes;
+  internal::VarintCursor cur;
+  cur.section = section;
+  cur.total = n;
+  cur.p = section;
+  if constexpr (kStore) {
+    // The first index alone (it may be 0), then the bulk eight bytes at a
+    // time where the CPU can, then the rest with every check.
+    if (n > 0 && ActiveCpuFeatures().avx2) {
+      PS_RETURN_IF_ERROR(
+          internal::DecodeVarintsScalar<true>(end, 1, out, &cur));
+      internal::DecodeVarintsAvx2(end, n, out, &cur);
+    }
+  }
+  PS_RETURN_IF_ERROR(internal::DecodeVarintsScalar<kStore>(end, n, out, &cur));
+  if (cur.p != end)
+    return Corruption("index section has " + Num(end - cur.p) +
                       " bytes left after " + Num(n) + " indices");
-  summary->last = row;
-  summary->zero_delta = zero_delta;
+  summary->last = cur.row;
+  summary->zero_delta = cur.zero_delta;
   return Status::OK();
 }
 

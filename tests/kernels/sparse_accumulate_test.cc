@@ -107,6 +107,33 @@ TEST_P(AccumulateModeTest, MatchesReferenceForManySizesAndDims) {
   }
 }
 
+// On one thread both modes add in the order given, so with real-valued
+// gradients and repeated rows the table is bit for bit the plain loop's,
+// for lists shorter and longer than the prefetch distance (64 lines) and
+// rows of one to several cache lines.
+TEST_P(AccumulateModeTest, OneThreadIsBitForBitThePlainLoopInOrder) {
+  std::mt19937 rng(11);
+  for (uint32_t dim : {1u, 3u, 16u, 17u, 64u}) {
+    for (size_t n : {1u, 2u, 63u, 64u, 65u, 300u, 5000u}) {
+      const uint32_t num_rows = 2000;
+      std::vector<float> table(static_cast<size_t>(num_rows) * dim);
+      for (float& x : table)
+        x = std::uniform_real_distribution<float>(-1, 1)(rng);
+      const SparseList list =
+          RandomList(rng, n, num_rows / 20, dim, /*integer_values=*/false);
+      std::vector<float> want = table;
+      for (size_t i = 0; i < n; ++i)
+        for (uint32_t j = 0; j < dim; ++j)
+          want[size_t{list.rows[i]} * dim + j] += list.values[i * dim + j];
+      ASSERT_TRUE(AccumulateRows(list.rows, list.values,
+                                 DenseRows{table.data(), num_rows, dim},
+                                 GetParam())
+                      .ok());
+      ASSERT_EQ(table, want) << "dim " << dim << " n " << n;
+    }
+  }
+}
+
 TEST_P(AccumulateModeTest, BadIndexIsOutOfRangeAndLeavesTableUntouched) {
   const uint32_t dim = 4;
   std::vector<float> table(10 * dim, 1.0f);

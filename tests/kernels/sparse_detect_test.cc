@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -17,7 +19,18 @@
 namespace ps::kernels {
 namespace {
 
-const size_t kSizes[] = {0, 1, 7, 8, 31, 32, 33, 100, 1000, (1u << 17) + 3};
+// Edge sizes around the 8-lane groups, the 32-entry loop and the 4096-entry
+// blocks of the scanners (sparse_detect_internal.h), and one that the pool
+// splits.
+const size_t kSizes[] = {
+    0, 1, 7, 8, 31, 32, 33, 100, 1000, 4095, 4096, 4097, (1u << 17) + 3};
+
+// Floats as bits, so NaN payloads and signed zeros compare exactly.
+std::vector<uint32_t> Bits(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<uint32_t>(v[i]);
+  return b;
+}
 
 float Mag(float v) { return std::isnan(v) ? 0.0f : std::fabs(v); }
 
@@ -51,7 +64,14 @@ std::vector<uint32_t> RefTopK(const std::vector<float>& g, size_t k) {
   return RefTopKFromOrder(RankOrder(g), k);
 }
 
-enum class Shape { kRandom, kZeros, kAllAbove, kFewValues, kWithNaN };
+enum class Shape {
+  kRandom,
+  kZeros,
+  kAllAbove,
+  kFewValues,
+  kWithNaN,
+  kSpecials,  // NaN of both signs, +-inf, denormals, +-0, +-FLT_MAX
+};
 
 std::vector<float> Make(size_t n, Shape shape, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -74,13 +94,39 @@ std::vector<float> Make(size_t n, Shape shape, std::mt19937& rng) {
       case Shape::kWithNaN:
         g[i] = (i % 11 == 3) ? NAN : (i % 13 == 5) ? INFINITY : normal(rng);
         break;
+      case Shape::kSpecials: {
+        const float specials[] = {NAN,
+                                  -NAN,
+                                  INFINITY,
+                                  -INFINITY,
+                                  std::numeric_limits<float>::denorm_min(),
+                                  -std::numeric_limits<float>::denorm_min(),
+                                  std::numeric_limits<float>::min() / 4,
+                                  0.0f,
+                                  -0.0f,
+                                  std::numeric_limits<float>::max(),
+                                  -std::numeric_limits<float>::max()};
+        const size_t pick = rng() % 16;
+        g[i] = pick < std::size(specials) ? specials[pick] : normal(rng);
+        break;
+      }
     }
   }
   return g;
 }
 
-const Shape kShapes[] = {Shape::kRandom, Shape::kZeros, Shape::kAllAbove,
-                         Shape::kFewValues, Shape::kWithNaN};
+const Shape kShapes[] = {Shape::kRandom,    Shape::kZeros,   Shape::kAllAbove,
+                         Shape::kFewValues, Shape::kWithNaN, Shape::kSpecials};
+
+// Thresholds: every entry, typical ones, the smallest denormal (what
+// ErrorFeedback::Flush uses), the smallest normal, and infinity.
+const float kEpsilons[] = {0.0f,
+                           0.5f,
+                           1.0f,
+                           2.5f,
+                           std::numeric_limits<float>::denorm_min(),
+                           std::numeric_limits<float>::min(),
+                           INFINITY};
 
 TEST(SparseDetectTest, ThresholdMatchesReference) {
   std::mt19937 rng(1);
@@ -88,12 +134,23 @@ TEST(SparseDetectTest, ThresholdMatchesReference) {
   for (size_t n : kSizes) {
     for (Shape shape : kShapes) {
       std::vector<float> g = Make(n, shape, rng);
-      for (float eps : {0.0f, 0.5f, 1.0f, 2.5f}) {
+      for (float eps : kEpsilons) {
         std::vector<uint32_t> want = RefThreshold(g, eps), got, got_pool;
         ASSERT_TRUE(DetectThreshold(g, eps, nullptr, &got).ok());
         ASSERT_TRUE(DetectThreshold(g, eps, &pool, &got_pool).ok());
         ASSERT_EQ(got, want) << "n=" << n << " eps=" << eps;
         ASSERT_EQ(got_pool, want) << "n=" << n << " eps=" << eps;
+        // With values: the same indices, and g at each, bit for bit.
+        std::vector<float> want_values;
+        for (uint32_t i : want) want_values.push_back(g[i]);
+        std::vector<float> values = {1.0f}, values_pool;
+        ASSERT_TRUE(DetectThreshold(g, eps, nullptr, &got, &values).ok());
+        ASSERT_TRUE(
+            DetectThreshold(g, eps, &pool, &got_pool, &values_pool).ok());
+        ASSERT_EQ(got, want) << "n=" << n << " eps=" << eps;
+        ASSERT_EQ(got_pool, want) << "n=" << n << " eps=" << eps;
+        ASSERT_EQ(Bits(values), Bits(want_values)) << "n=" << n;
+        ASSERT_EQ(Bits(values_pool), Bits(want_values)) << "n=" << n;
       }
     }
   }
@@ -137,18 +194,27 @@ TEST(SparseDetectTest, Avx2ScannersMatchScalar) {
     for (Shape shape : kShapes) {
       std::vector<float> g = Make(n, shape, rng);
       for (size_t begin : {size_t{0}, std::min<size_t>(n, 5)}) {
-        for (float eps : {0.0f, 0.7f}) {
+        for (float eps : kEpsilons) {
           std::vector<uint32_t> a, b;
           internal::ThresholdScanScalar(g.data(), begin, n, eps, &a);
           internal::ThresholdScanAvx2(g.data(), begin, n, eps, &b);
           ASSERT_EQ(a, b) << n;
         }
+        // The block scanners themselves, indices and values, on one block
+        // (the callers keep blocks <= kScanBlock).
+        const size_t end = std::min(n, begin + internal::kScanBlock);
+        const size_t room = end - begin + internal::kScanSlack;
         for (uint32_t key : {0u, 1u, 0x3f000000u, 0x7f800000u}) {
-          internal::IndexBuffer a, b;
-          internal::ScanGeKeyScalar(g.data(), begin, n, key, &a);
-          internal::ScanGeKeyAvx2(g.data(), begin, n, key, &b);
-          ASSERT_EQ(std::vector<uint32_t>(a.data(), a.data() + a.size()),
-                    std::vector<uint32_t>(b.data(), b.data() + b.size()));
+          std::vector<uint32_t> ia(room), ib(room);
+          std::vector<float> va(room), vb(room);
+          size_t na = internal::ScanGeKeyScalar(g.data(), begin, end, key,
+                                                ia.data(), va.data());
+          size_t nb = internal::ScanGeKeyAvx2(g.data(), begin, end, key,
+                                              ib.data(), vb.data());
+          ASSERT_EQ(na, nb);
+          ia.resize(na), ib.resize(nb), va.resize(na), vb.resize(nb);
+          ASSERT_EQ(ia, ib);
+          ASSERT_EQ(Bits(va), Bits(vb));
         }
       }
     }
