@@ -78,29 +78,43 @@ StatusOr<RemoteMapping*> ShmTransport::Mapped(const RemoteRegion& region) {
   return m;
 }
 
-StatusOr<uint8_t*> ShmTransport::Resolve(const RemoteRegion& region,
-                                         uint64_t offset, uint64_t length,
-                                         uint32_t access) {
-  if (stream_->lost()) return PeerLost("peer " + peer_name_ + " lost");
-  PS_ASSIGN_OR_RETURN(RemoteMapping * m, Mapped(region));
-  bool live =
+inline StatusOr<uint8_t*> ShmTransport::Resolve(const RemoteRegion& region,
+                                                uint64_t offset,
+                                                uint64_t length,
+                                                uint32_t access) {
+  if (stream_->lost()) [[unlikely]] {
+    return PeerLost("peer " + peer_name_ + " lost");
+  }
+  RemoteMapping* m = MappingOf(region);
+  if (!m->ready.load(std::memory_order_acquire)) [[unlikely]] {
+    PS_ASSIGN_OR_RETURN(m, Mapped(region));
+  }
+  const bool live =
       m->slot < LivenessPage::kSlots &&
       __atomic_load_n(&liveness_[m->slot], __ATOMIC_ACQUIRE) == region.key();
   if (live && (m->access & access) == access &&
       InBounds(offset, length, m->size)) [[likely]] {
     return m->base + offset;
   }
-  // The error path builds its message; the hot path above allocates nothing.
+  return Refusal(region, *m, offset, length, access);
+}
+
+Status ShmTransport::Refusal(const RemoteRegion& region, const RemoteMapping& m,
+                             uint64_t offset, uint64_t length,
+                             uint32_t access) const {
   const std::string where =
       "region " + std::to_string(region.id()) + " on " + peer_name_;
+  const bool live =
+      m.slot < LivenessPage::kSlots &&
+      __atomic_load_n(&liveness_[m.slot], __ATOMIC_ACQUIRE) == region.key();
   if (!live) return NotRegistered(where + " is not registered");
-  if ((m->access & access) != access) {
-    return AccessDenied(where + " allows " + AccessToString(m->access) +
+  if ((m.access & access) != access) {
+    return AccessDenied(where + " allows " + AccessToString(m.access) +
                         ", not " + AccessToString(access));
   }
   return OutOfRange(where + ": offset " + std::to_string(offset) + " + " +
                     std::to_string(length) + " is past its end (" +
-                    std::to_string(m->size) + " bytes)");
+                    std::to_string(m.size) + " bytes)");
 }
 
 Status ShmTransport::Execute(const Op& op) {
@@ -156,12 +170,13 @@ Status ShmTransport::Execute(const Op& op) {
 }
 
 Request ShmTransport::Post(const Op& op) {
-  if (!MappingOf(*op.remote)->mappable ||
-      (op.notify_remote != nullptr &&
-       !MappingOf(*op.notify_remote)->mappable)) {
-    return stream_->Post(op);
-  }
+  if (Streamed(op)) return stream_->Post(op);
   return Request(Execute(op));
+}
+
+Status ShmTransport::Run(const Op& op) {
+  if (Streamed(op)) return stream_->Run(op);
+  return Execute(op);
 }
 
 Request ShmTransport::PostBatch(std::span<const Op> ops) {

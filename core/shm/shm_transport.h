@@ -26,6 +26,7 @@ class ShmTransport : public Transport {
 
   Request Post(const Op& op) override;
   Request PostBatch(std::span<const Op> ops) override;
+  Status Run(const Op& op) override;
   Status Flush() override;
   bool lost() const override { return stream_->lost(); }
 
@@ -36,12 +37,22 @@ class ShmTransport : public Transport {
         peer_name_(std::move(peer_name)),
         peer_instance_(peer_instance) {}
 
+  // True when `op` goes through the stream transport: a region the peer
+  // registered from its own memory cannot be mapped.
+  static bool Streamed(const Op& op) {
+    return !MappingOf(*op.remote)->mappable ||
+           (op.notify_remote != nullptr &&
+            !MappingOf(*op.notify_remote)->mappable);
+  }
   // The mapping of `region`, made on first use; or why there is none.
   StatusOr<RemoteMapping*> Mapped(const RemoteRegion& region);
   // Checks liveness, access and bounds against the owner's truth and returns
-  // the address of `offset`.
+  // the address of `offset`. Inline and without allocation when they pass.
   StatusOr<uint8_t*> Resolve(const RemoteRegion& region, uint64_t offset,
                              uint64_t length, uint32_t access);
+  // Why Resolve refused (the slow path, which words the message).
+  Status Refusal(const RemoteRegion& region, const RemoteMapping& m,
+                 uint64_t offset, uint64_t length, uint32_t access) const;
   Status Execute(const Op& op);
 
   std::unique_ptr<StreamTransport> stream_;
