@@ -111,19 +111,6 @@ Status PreCheck(bool ours, const RemoteRegion& r, OpType type,
   return Status::OK();
 }
 
-// True when an op passes every check of PreCheck: the common case, decided
-// without building a message.
-bool Passes(bool ours, const RemoteRegion& r, OpType type,
-            std::span<const Segment> segs) {
-  const uint32_t need = NeededAccess(type);
-  if (!ours || (r.access() & need) != need) return false;
-  for (const Segment& s : segs) {
-    if (!internal::InBounds(s.remote_offset, s.length, r.size())) return false;
-  }
-  return !((type == OpType::kFetchAdd || type == OpType::kCompareSwap) &&
-           segs[0].remote_offset % 8 != 0);
-}
-
 Op PutOp(const void* src, size_t length, const RemoteRegion& dst,
          uint64_t offset) {
   Op op;
@@ -189,15 +176,34 @@ Op PutNotifyOp(const void* src, size_t length, const RemoteRegion& dst,
 }  // namespace
 
 Status Endpoint::PreCheckOp(const Op& op) const {
-  const bool ours = op.remote->endpoint_ == this;
-  Segment flag{nullptr, op.notify_offset, 8};
-  const bool notify_ok = op.notify_remote == nullptr ||
-                         (Passes(op.notify_remote->endpoint_ == this,
-                                 *op.notify_remote, OpType::kPut, {&flag, 1}) &&
-                          op.notify_offset % 8 == 0);
-  if (notify_ok && Passes(ours, *op.remote, op.type, op.segs())) [[likely]] {
+  // Every check of PreCheck, decided without a call or a message: the
+  // common case.
+  const RemoteRegion& r = *op.remote;
+  const uint32_t need = NeededAccess(op.type);
+  bool pass = r.endpoint_ == this && (r.access_ & need) == need;
+  if (op.segments.empty()) {
+    pass = pass && internal::InBounds(op.single.remote_offset, op.single.length,
+                                      r.size_);
+  } else {
+    for (const Segment& s : op.segments) {
+      pass = pass && internal::InBounds(s.remote_offset, s.length, r.size_);
+    }
+  }
+  if (op.type == OpType::kFetchAdd || op.type == OpType::kCompareSwap) {
+    pass = pass && op.single.remote_offset % 8 == 0;
+  }
+  if (op.notify_remote != nullptr) {
+    const RemoteRegion& n = *op.notify_remote;
+    pass = pass && n.endpoint_ == this &&
+           (n.access_ & kRemoteWrite) == kRemoteWrite &&
+           internal::InBounds(op.notify_offset, 8, n.size_) &&
+           op.notify_offset % 8 == 0;
+  }
+  if (pass) [[likely]] {
     return Status::OK();
   }
+  const bool ours = r.endpoint_ == this;
+  Segment flag{nullptr, op.notify_offset, 8};
   // The slow path words the first failure.
   PS_RETURN_IF_ERROR(PreCheck(ours, *op.remote, op.type, op.segs()));
   if (op.notify_remote == nullptr) return Internal("pre-checks disagree");

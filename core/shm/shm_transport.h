@@ -47,12 +47,14 @@ class ShmTransport : public Transport {
   // The mapping of `region`, made on first use; or why there is none.
   StatusOr<RemoteMapping*> Mapped(const RemoteRegion& region);
   // Checks liveness, access and bounds against the owner's truth and returns
-  // the address of `offset`. Inline and without allocation when they pass.
-  StatusOr<uint8_t*> Resolve(const RemoteRegion& region, uint64_t offset,
-                             uint64_t length, uint32_t access);
-  // Why Resolve refused (the slow path, which words the message).
-  Status Refusal(const RemoteRegion& region, const RemoteMapping& m,
-                 uint64_t offset, uint64_t length, uint32_t access) const;
+  // the address of `offset`, or null with *why set. Inline, without a call
+  // or an allocation, when the region is mapped and the checks pass.
+  uint8_t* Resolve(const RemoteRegion& region, uint64_t offset, uint64_t length,
+                   uint32_t access, Status* why);
+  // The rest of Resolve: the first mapping, a lost peer, a refusal worded.
+  [[gnu::noinline, gnu::cold]] uint8_t* ResolveSlowly(
+      const RemoteRegion& region, uint64_t offset, uint64_t length,
+      uint32_t access, Status* why);
   Status Execute(const Op& op);
 
   std::unique_ptr<StreamTransport> stream_;
