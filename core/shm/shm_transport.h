@@ -56,6 +56,7 @@ class ShmTransport : public Transport {
       const RemoteRegion& region, uint64_t offset, uint64_t length,
       uint32_t access, Status* why);
   Status Execute(const Op& op);
+  Status PutOne(const Op& op);
 
   std::unique_ptr<StreamTransport> stream_;
   const std::string peer_name_;
