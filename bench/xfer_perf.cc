@@ -2,10 +2,17 @@
 // per transport, measured the way ucx_perftest measures UCX:
 //   put_bw / get_bw  pipelined: a window of non-blocking operations, then
 //                    Flush (puts) or Wait (gets); GB/s = 1e9 bytes/s.
-//   put_lat          ping-pong of 8-byte PutWithNotify: each side waits for
-//                    the notify word in its own region (a flag apart from
-//                    the data), then answers; half the round trip, median.
+//   put_lat          ping-pong of 8-byte puts polled on the target memory,
+//                    as ucp_put_lat: the put's data is the sequence number,
+//                    each side waits for it in its own region, then
+//                    answers; half the round trip, median. A put that does
+//                    not complete at once (tcp) is waited for after the
+//                    answer arrived, so one is in flight per side.
+//   put_notify_lat   the same with PutWithNotify (data, then a notify word
+//                    on its own cache line); not in the default --tests.
 //   fetch_add_lat    blocking FetchAdd64 round trip, median.
+//   compare_swap_lat blocking CompareSwap64 round trip (each one swaps),
+//                    median.
 // The program forks its peer (before any context exists, so it forks a
 // process without threads), talks to it over a socketpair, prints a table
 // and one "RESULT name value unit" line per headline figure.
@@ -51,11 +58,38 @@ DEFINE_bool(rotate_buffers, false,
             "remote region instead of reusing one offset (as ucx_perftest "
             "does)");
 DEFINE_bool(quick, false, "fewer repetitions and shorter runs (for CI)");
+DEFINE_string(tests, "put_bw,get_bw,put_lat,fetch_add_lat,compare_swap_lat",
+              "figures to measure, comma-separated: put_bw, get_bw, put_lat, "
+              "put_notify_lat, fetch_add_lat, compare_swap_lat");
 
 namespace ps::xfer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The figures --tests selects (parsed once into a set of these).
+enum class Test : unsigned {
+  kPutBw = 1,
+  kGetBw = 2,
+  kPutLat = 4,
+  kPutNotifyLat = 8,
+  kFetchAddLat = 16,
+  kCompareSwapLat = 32,
+};
+struct TestName {
+  Test test;
+  const char* name;
+};
+constexpr TestName kTests[] = {
+    {Test::kPutBw, "put_bw"},
+    {Test::kGetBw, "get_bw"},
+    {Test::kPutLat, "put_lat"},
+    {Test::kPutNotifyLat, "put_notify_lat"},
+    {Test::kFetchAddLat, "fetch_add_lat"},
+    {Test::kCompareSwapLat, "compare_swap_lat"},
+};
+using TestSet = unsigned;
+bool Has(TestSet set, Test t) { return (set & static_cast<unsigned>(t)) != 0; }
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -156,6 +190,34 @@ ContextOptions Options(const std::string& name, TransportChoice t) {
   return o;
 }
 
+// One side of a ping-pong over `ep`: Send puts `v` into the other side's
+// ping region (as the data word, or as the notify word after the data);
+// Await polls this side's region for the other side's `v`. The request of
+// a put that did not complete at once is waited for just before the next
+// Send or after the answer came, so at most one is in flight.
+struct PingPong {
+  Endpoint& ep;
+  const RemoteRegion& remote;  // the other side's ping region
+  const uint64_t* mine;        // the word the other side writes here
+  bool notify;
+  Request in_flight;
+
+  PingPong(Endpoint& e, const RemoteRegion& r, MemoryRegion& own, bool n)
+      : ep(e),
+        remote(r),
+        mine(reinterpret_cast<const uint64_t*>(
+            static_cast<uint8_t*>(own.data()) + (n ? kPingFlag : kPingData))),
+        notify(n) {}
+  void Send(uint64_t v) {
+    Check(in_flight.Wait(), "ping-pong put");
+    in_flight = notify ? ep.PostPutWithNotify(&v, 8, remote, kPingData, remote,
+                                              kPingFlag, v)
+                       : ep.PostPut(&v, 8, remote, kPingData);
+  }
+  void Await(uint64_t v) { PollFor(mine, v); }
+  ~PingPong() { Check(in_flight.Wait(), "ping-pong put"); }
+};
+
 // The peer: owns the target region of the bandwidth tests and answers
 // ping-pongs.
 int RunPeer(Control& control, TransportChoice t, size_t region_size) {
@@ -166,8 +228,6 @@ int RunPeer(Control& control, TransportChoice t, size_t region_size) {
                Hex(ping->descriptor()));
   std::shared_ptr<Endpoint> ep;
   RemoteRegion origin_ping;
-  const auto* my_flag = reinterpret_cast<const uint64_t*>(
-      static_cast<uint8_t*>(ping->data()) + kPingFlag);
   for (;;) {
     std::vector<std::string> w = Words(control.Receive());
     if (w.empty()) continue;
@@ -176,14 +236,13 @@ int RunPeer(Control& control, TransportChoice t, size_t region_size) {
       ep = Check(ctx->Connect(w[1]), "peer connect");
       origin_ping = Check(ep->Import(Unhex(w[2])), "peer import");
       control.Send("ok");
-    } else if (w[0] == "pong" && w.size() == 3) {
-      uint64_t first = std::stoull(w[1]), count = std::stoull(w[2]);
+    } else if (w[0] == "pong" && w.size() == 4) {
+      uint64_t first = std::stoull(w[2]), count = std::stoull(w[3]);
+      PingPong pp(*ep, origin_ping, *ping, w[1] == "notify");
       control.Send("ok");
       for (uint64_t v = first; v < first + count; ++v) {
-        PollFor(my_flag, v);
-        Check(ep->PutWithNotify(&v, 8, origin_ping, kPingData, origin_ping,
-                                kPingFlag, v),
-              "pong");
+        pp.Await(v);
+        pp.Send(v);
       }
     }
   }
@@ -244,7 +303,7 @@ struct Figure {
 };
 
 void MeasureTransport(TransportChoice t, const std::string& label,
-                      std::vector<Figure>* figures) {
+                      TestSet tests, std::vector<Figure>* figures) {
   const size_t region_size = std::max<size_t>(64 << 20, FLAGS_max_size);
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
@@ -283,6 +342,7 @@ void MeasureTransport(TransportChoice t, const std::string& label,
                        "local buffer");
     Measurer m{*ep, big, region_size, buffer};
     for (bool put : {true, false}) {
+      if (!Has(tests, put ? Test::kPutBw : Test::kGetBw)) continue;
       for (size_t size = FLAGS_min_size; size <= FLAGS_max_size;
            size *= std::max<uint64_t>(2, FLAGS_size_step)) {
         std::vector<double> reps;
@@ -297,46 +357,55 @@ void MeasureTransport(TransportChoice t, const std::string& label,
       }
     }
 
-    // Put latency: ping-pong of 8-byte PutWithNotify.
-    const auto* my_flag = reinterpret_cast<const uint64_t*>(
-        static_cast<uint8_t*>(ping->data()) + kPingFlag);
-    uint64_t next = 1;
-    std::vector<double> lat_reps;
+    // Latency: a median per repetition of `one` (timed per call, microseconds
+    // = its seconds * `scale`), then the median of those; a warm-up first.
     std::vector<double> samples(FLAGS_lat_iters);
-    for (int r = -1; r < FLAGS_reps; ++r) {
-      const int iters = r < 0 ? FLAGS_warmup : FLAGS_lat_iters;
-      peer.Send("pong " + std::to_string(next) + " " + std::to_string(iters));
-      if (peer.Receive() != "ok") Die("peer refused the ping-pong");
-      for (int i = 0; i < iters; ++i, ++next) {
-        const auto start = Clock::now();
-        Check(ep->PutWithNotify(&next, 8, peer_ping, kPingData, peer_ping,
-                                kPingFlag, next),
-              "ping");
-        PollFor(my_flag, next);
-        if (r >= 0) samples[i] = Seconds(start, Clock::now()) * 1e6 / 2;
+    auto latency = [&](const char* test, double scale, auto&& before_rep,
+                       auto&& one) {
+      std::vector<double> reps;
+      for (int r = -1; r < FLAGS_reps; ++r) {
+        const int iters = r < 0 ? FLAGS_warmup : FLAGS_lat_iters;
+        before_rep(iters);
+        for (int i = 0; i < iters; ++i) {
+          const auto start = Clock::now();
+          one();
+          if (r >= 0) samples[i] = Seconds(start, Clock::now()) * scale;
+        }
+        if (r >= 0) reps.push_back(Median(samples));
       }
-      if (r >= 0) lat_reps.push_back(Median(samples));
+      figures->push_back({label, test, 8, Median(reps),
+                          *std::min_element(reps.begin(), reps.end()),
+                          *std::max_element(reps.begin(), reps.end()), "us"});
+    };
+    uint64_t next = 1;
+    for (bool notify : {false, true}) {
+      if (!Has(tests, notify ? Test::kPutNotifyLat : Test::kPutLat)) continue;
+      PingPong pp(*ep, peer_ping, *ping, notify);
+      auto start_peer = [&](int iters) {
+        peer.Send(std::string("pong ") + (notify ? "notify " : "plain ") +
+                  std::to_string(next) + " " + std::to_string(iters));
+        if (peer.Receive() != "ok") Die("peer refused the ping-pong");
+      };
+      latency(notify ? "put_notify_lat" : "put_lat", 1e6 / 2, start_peer, [&] {
+        pp.Send(next);
+        pp.Await(next++);
+      });
     }
-    figures->push_back({label, "put_lat", 8, Median(lat_reps),
-                        *std::min_element(lat_reps.begin(), lat_reps.end()),
-                        *std::max_element(lat_reps.begin(), lat_reps.end()),
-                        "us"});
-
-    // Atomic latency: blocking FetchAdd64 round trip.
-    std::vector<double> add_reps;
-    for (int r = -1; r < FLAGS_reps; ++r) {
-      const int iters = r < 0 ? FLAGS_warmup : FLAGS_lat_iters;
-      for (int i = 0; i < iters; ++i) {
-        const auto start = Clock::now();
-        Check(ep->FetchAdd64(big, 0, 1).status(), "fetch_add");
-        if (r >= 0) samples[i] = Seconds(start, Clock::now()) * 1e6;
-      }
-      if (r >= 0) add_reps.push_back(Median(samples));
+    auto nothing = [](int) {};
+    if (Has(tests, Test::kFetchAddLat)) {
+      latency("fetch_add_lat", 1e6, nothing,
+              [&] { Check(ep->FetchAdd64(big, 0, 1).status(), "fetch_add"); });
     }
-    figures->push_back({label, "fetch_add_lat", 8, Median(add_reps),
-                        *std::min_element(add_reps.begin(), add_reps.end()),
-                        *std::max_element(add_reps.begin(), add_reps.end()),
-                        "us"});
+    if (Has(tests, Test::kCompareSwapLat)) {
+      // Every one swaps: the word goes expected -> expected + 1.
+      uint64_t expected = Check(ep->CompareSwap64(big, 8, 0, 0), "swap");
+      latency("compare_swap_lat", 1e6, nothing, [&] {
+        uint64_t was = Check(ep->CompareSwap64(big, 8, expected, expected + 1),
+                             "compare_swap");
+        if (was != expected) Die("compare-swap found an unexpected value");
+        ++expected;
+      });
+    }
     peer.Send("exit");
   }  // the origin's context goes before the next fork
   int status = 0;
@@ -365,6 +434,16 @@ int Main() {
     Die("--min_size must be in 1 .. --max_size");
   }
   if (FLAGS_reps < 1 || FLAGS_lat_iters < 1) Die("--reps and --lat_iters >= 1");
+  TestSet tests = 0;
+  std::stringstream test_list(FLAGS_tests);
+  for (std::string name; std::getline(test_list, name, ',');) {
+    const TestName* found = nullptr;
+    for (const TestName& t : kTests) {
+      if (name == t.name) found = &t;
+    }
+    if (found == nullptr) Die("--tests: unknown figure '" + name + "'");
+    tests |= static_cast<unsigned>(found->test);
+  }
   std::vector<Figure> figures;
   std::stringstream list(FLAGS_transports);
   for (std::string name; std::getline(list, name, ',');) {
@@ -372,13 +451,13 @@ int Main() {
         name, {TransportChoice::kShm, TransportChoice::kTcp,
                TransportChoice::kVerbs});
     if (!choice.ok()) Die("--transports: " + choice.status().message());
-    MeasureTransport(*choice, name, &figures);
+    MeasureTransport(*choice, name, tests, &figures);
   }
 
-  std::printf("%-5s %-14s %9s %12s %12s %12s %5s\n", "tport", "test", "size",
+  std::printf("%-5s %-16s %9s %12s %12s %12s %5s\n", "tport", "test", "size",
               "median", "min", "max", "unit");
   for (const Figure& f : figures) {
-    std::printf("%-5s %-14s %9s %12.4f %12.4f %12.4f %5s\n",
+    std::printf("%-5s %-16s %9s %12.4f %12.4f %12.4f %5s\n",
                 f.transport.c_str(), f.test.c_str(), SizeName(f.size).c_str(),
                 f.median, f.min, f.max, f.unit.c_str());
   }
@@ -387,8 +466,8 @@ int Main() {
     const bool bw = f.unit == "GB/s";
     if (bw && f.size != (1 << 20)) continue;
     std::string name = f.transport + "_" + f.test + "_";
-    if (f.test == "fetch_add_lat")
-      name = f.transport + "_fetch_add_lat";
+    if (f.test == "fetch_add_lat" || f.test == "compare_swap_lat")
+      name = f.transport + "_" + f.test;
     else
       name += bw ? "1MiB" : "8B";
     std::printf("RESULT %s %.4f %s\n", name.c_str(), f.median, f.unit.c_str());

@@ -111,77 +111,45 @@ Status PreCheck(bool ours, const RemoteRegion& r, OpType type,
   return Status::OK();
 }
 
-}  // namespace
-
-Request Endpoint::PostOp(const Op& op) {
-  Status s =
-      PreCheck(op.remote->endpoint_ == this, *op.remote, op.type, op.segs());
-  if (s.ok() && op.notify_remote != nullptr) {
-    Segment flag{nullptr, op.notify_offset, 8};
-    s = PreCheck(op.notify_remote->endpoint_ == this, *op.notify_remote,
-                 OpType::kPut, {&flag, 1});
-    if (s.ok() && op.notify_offset % 8 != 0) {
-      s = InvalidArgument("notify word at offset " +
-                          std::to_string(op.notify_offset) +
-                          " is not 8-byte aligned");
-    }
-  }
-  if (!s.ok()) return Request(std::move(s));
-  return transport_->Post(op);
-}
-
-Request Endpoint::PostPut(const void* src, size_t length,
-                          const RemoteRegion& dst, uint64_t offset) {
+Op PutOp(const void* src, size_t length, const RemoteRegion& dst,
+         uint64_t offset) {
   Op op;
   op.type = OpType::kPut;
   op.remote = &dst;
   op.single = Segment{const_cast<void*>(src), offset, length};
-  return PostOp(op);
+  return op;
 }
 
-Request Endpoint::PostGet(void* dst, size_t length, const RemoteRegion& src,
-                          uint64_t offset) {
+Op GetOp(void* dst, size_t length, const RemoteRegion& src, uint64_t offset) {
   Op op;
   op.type = OpType::kGet;
   op.remote = &src;
   op.single = Segment{dst, offset, length};
-  return PostOp(op);
+  return op;
 }
 
-Request Endpoint::PostWriteV(std::span<const Segment> segments,
-                             const RemoteRegion& dst) {
-  if (segments.empty()) return Request();
+Op VectorOp(OpType type, std::span<const Segment> segments,
+            const RemoteRegion& r) {
   Op op;
-  op.type = OpType::kWriteV;
-  op.remote = &dst;
+  op.type = type;
+  op.remote = &r;
   op.segments = segments;
-  return PostOp(op);
+  return op;
 }
 
-Request Endpoint::PostReadV(std::span<const Segment> segments,
-                            const RemoteRegion& src) {
-  if (segments.empty()) return Request();
-  Op op;
-  op.type = OpType::kReadV;
-  op.remote = &src;
-  op.segments = segments;
-  return PostOp(op);
-}
-
-Request Endpoint::PostFetchAdd64(const RemoteRegion& dst, uint64_t offset,
-                                 uint64_t value, uint64_t* previous) {
+Op FetchAddOp(const RemoteRegion& dst, uint64_t offset, uint64_t value,
+              uint64_t* previous) {
   Op op;
   op.type = OpType::kFetchAdd;
   op.remote = &dst;
   op.single = Segment{nullptr, offset, 8};
   op.operand0 = value;
   op.result = previous;
-  return PostOp(op);
+  return op;
 }
 
-Request Endpoint::PostCompareSwap64(const RemoteRegion& dst, uint64_t offset,
-                                    uint64_t expected, uint64_t desired,
-                                    uint64_t* previous) {
+Op CompareSwapOp(const RemoteRegion& dst, uint64_t offset, uint64_t expected,
+                 uint64_t desired, uint64_t* previous) {
   Op op;
   op.type = OpType::kCompareSwap;
   op.remote = &dst;
@@ -189,14 +157,12 @@ Request Endpoint::PostCompareSwap64(const RemoteRegion& dst, uint64_t offset,
   op.operand0 = expected;
   op.operand1 = desired;
   op.result = previous;
-  return PostOp(op);
+  return op;
 }
 
-Request Endpoint::PostPutWithNotify(const void* src, size_t length,
-                                    const RemoteRegion& dst, uint64_t offset,
-                                    const RemoteRegion& notify_region,
-                                    uint64_t notify_offset,
-                                    uint64_t notify_value) {
+Op PutNotifyOp(const void* src, size_t length, const RemoteRegion& dst,
+               uint64_t offset, const RemoteRegion& notify_region,
+               uint64_t notify_offset, uint64_t notify_value) {
   Op op;
   op.type = OpType::kPutNotify;
   op.remote = &dst;
@@ -204,7 +170,103 @@ Request Endpoint::PostPutWithNotify(const void* src, size_t length,
   op.notify_remote = &notify_region;
   op.notify_offset = notify_offset;
   op.notify_value = notify_value;
-  return PostOp(op);
+  return op;
+}
+
+}  // namespace
+
+Status Endpoint::PreCheckOp(const Op& op) const {
+  // Every check of PreCheck, decided without a call or a message: the
+  // common case.
+  const RemoteRegion& r = *op.remote;
+  const uint32_t need = NeededAccess(op.type);
+  bool pass = r.endpoint_ == this && (r.access_ & need) == need;
+  if (op.segments.empty()) {
+    pass = pass && internal::InBounds(op.single.remote_offset, op.single.length,
+                                      r.size_);
+  } else {
+    for (const Segment& s : op.segments) {
+      pass = pass && internal::InBounds(s.remote_offset, s.length, r.size_);
+    }
+  }
+  if (op.type == OpType::kFetchAdd || op.type == OpType::kCompareSwap) {
+    pass = pass && op.single.remote_offset % 8 == 0;
+  }
+  if (op.notify_remote != nullptr) {
+    const RemoteRegion& n = *op.notify_remote;
+    pass = pass && n.endpoint_ == this &&
+           (n.access_ & kRemoteWrite) == kRemoteWrite &&
+           internal::InBounds(op.notify_offset, 8, n.size_) &&
+           op.notify_offset % 8 == 0;
+  }
+  if (pass) [[likely]] {
+    return Status::OK();
+  }
+  const bool ours = r.endpoint_ == this;
+  Segment flag{nullptr, op.notify_offset, 8};
+  // The slow path words the first failure.
+  PS_RETURN_IF_ERROR(PreCheck(ours, *op.remote, op.type, op.segs()));
+  if (op.notify_remote == nullptr) return Internal("pre-checks disagree");
+  PS_RETURN_IF_ERROR(PreCheck(op.notify_remote->endpoint_ == this,
+                              *op.notify_remote, OpType::kPut, {&flag, 1}));
+  return InvalidArgument("notify word at offset " +
+                         std::to_string(op.notify_offset) +
+                         " is not 8-byte aligned");
+}
+
+Request Endpoint::PostOp(const Op& op) {
+  Status s = PreCheckOp(op);
+  if (!s.ok()) [[unlikely]] {
+    return Request(std::move(s));
+  }
+  return transport_->Post(op);
+}
+
+Status Endpoint::RunOp(const Op& op) {
+  PS_RETURN_IF_ERROR(PreCheckOp(op));
+  return transport_->Run(op);
+}
+
+Request Endpoint::PostPut(const void* src, size_t length,
+                          const RemoteRegion& dst, uint64_t offset) {
+  return PostOp(PutOp(src, length, dst, offset));
+}
+
+Request Endpoint::PostGet(void* dst, size_t length, const RemoteRegion& src,
+                          uint64_t offset) {
+  return PostOp(GetOp(dst, length, src, offset));
+}
+
+Request Endpoint::PostWriteV(std::span<const Segment> segments,
+                             const RemoteRegion& dst) {
+  if (segments.empty()) return Request();
+  return PostOp(VectorOp(OpType::kWriteV, segments, dst));
+}
+
+Request Endpoint::PostReadV(std::span<const Segment> segments,
+                            const RemoteRegion& src) {
+  if (segments.empty()) return Request();
+  return PostOp(VectorOp(OpType::kReadV, segments, src));
+}
+
+Request Endpoint::PostFetchAdd64(const RemoteRegion& dst, uint64_t offset,
+                                 uint64_t value, uint64_t* previous) {
+  return PostOp(FetchAddOp(dst, offset, value, previous));
+}
+
+Request Endpoint::PostCompareSwap64(const RemoteRegion& dst, uint64_t offset,
+                                    uint64_t expected, uint64_t desired,
+                                    uint64_t* previous) {
+  return PostOp(CompareSwapOp(dst, offset, expected, desired, previous));
+}
+
+Request Endpoint::PostPutWithNotify(const void* src, size_t length,
+                                    const RemoteRegion& dst, uint64_t offset,
+                                    const RemoteRegion& notify_region,
+                                    uint64_t notify_offset,
+                                    uint64_t notify_value) {
+  return PostOp(PutNotifyOp(src, length, dst, offset, notify_region,
+                            notify_offset, notify_value));
 }
 
 Request Endpoint::Post(const Batch& batch) {
@@ -219,28 +281,30 @@ Request Endpoint::Post(const Batch& batch) {
 
 Status Endpoint::Put(const void* src, size_t length, const RemoteRegion& dst,
                      uint64_t offset) {
-  return PostPut(src, length, dst, offset).Wait();
+  return RunOp(PutOp(src, length, dst, offset));
 }
 
 Status Endpoint::Get(void* dst, size_t length, const RemoteRegion& src,
                      uint64_t offset) {
-  return PostGet(dst, length, src, offset).Wait();
+  return RunOp(GetOp(dst, length, src, offset));
 }
 
 Status Endpoint::WriteV(std::span<const Segment> segments,
                         const RemoteRegion& dst) {
-  return PostWriteV(segments, dst).Wait();
+  if (segments.empty()) return Status::OK();
+  return RunOp(VectorOp(OpType::kWriteV, segments, dst));
 }
 
 Status Endpoint::ReadV(std::span<const Segment> segments,
                        const RemoteRegion& src) {
-  return PostReadV(segments, src).Wait();
+  if (segments.empty()) return Status::OK();
+  return RunOp(VectorOp(OpType::kReadV, segments, src));
 }
 
 StatusOr<uint64_t> Endpoint::FetchAdd64(const RemoteRegion& dst,
                                         uint64_t offset, uint64_t value) {
   uint64_t previous = 0;
-  PS_RETURN_IF_ERROR(PostFetchAdd64(dst, offset, value, &previous).Wait());
+  PS_RETURN_IF_ERROR(RunOp(FetchAddOp(dst, offset, value, &previous)));
   return previous;
 }
 
@@ -249,7 +313,7 @@ StatusOr<uint64_t> Endpoint::CompareSwap64(const RemoteRegion& dst,
                                            uint64_t desired) {
   uint64_t previous = 0;
   PS_RETURN_IF_ERROR(
-      PostCompareSwap64(dst, offset, expected, desired, &previous).Wait());
+      RunOp(CompareSwapOp(dst, offset, expected, desired, &previous)));
   return previous;
 }
 
@@ -257,9 +321,8 @@ Status Endpoint::PutWithNotify(const void* src, size_t length,
                                const RemoteRegion& dst, uint64_t offset,
                                const RemoteRegion& notify_region,
                                uint64_t notify_offset, uint64_t notify_value) {
-  return PostPutWithNotify(src, length, dst, offset, notify_region,
-                           notify_offset, notify_value)
-      .Wait();
+  return RunOp(PutNotifyOp(src, length, dst, offset, notify_region,
+                           notify_offset, notify_value));
 }
 
 Status Endpoint::Flush() { return transport_->Flush(); }

@@ -117,6 +117,10 @@ class Endpoint {
            std::shared_ptr<internal::TransportProvider> provider,
            std::unique_ptr<internal::Transport> transport);
   Request PostOp(const internal::Op& op);
+  // The blocking form of PostOp.
+  Status RunOp(const internal::Op& op);
+  // The early checks of `op` against its regions' descriptors.
+  Status PreCheckOp(const internal::Op& op) const;
 
   const std::string peer_name_;
   const uint64_t peer_instance_;

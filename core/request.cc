@@ -14,9 +14,6 @@ bool Request::Test(Status* status) {
   return true;
 }
 
-Status Request::Wait() {
-  if (pending_ == nullptr) return done_;
-  return pending_->Wait();
-}
+Status Request::WaitPending() { return pending_->Wait(); }
 
 }  // namespace ps::xfer

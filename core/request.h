@@ -27,9 +27,18 @@ class Request {
   bool Test(Status* status = nullptr);
   // Blocks until the operation finished or the endpoint's peer timeout
   // passed (then the peer is declared lost and this returns kPeerLost).
-  Status Wait();
+  Status Wait() {
+    // Inline for what finished at once (same-host copies): no call, and an
+    // OK status is not copied.
+    if (pending_ == nullptr) [[likely]] {
+      return done_.ok() ? Status() : done_;
+    }
+    return WaitPending();
+  }
 
  private:
+  Status WaitPending();
+
   Status done_;
   std::shared_ptr<internal::RequestState> pending_;
 };

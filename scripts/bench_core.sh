@@ -7,6 +7,10 @@
 #                fetching add, a round trip like our FetchAdd64)
 #   tcp bandwidth vs iperf3, one stream; tcp latency vs ucx_perftest
 #                ucp_put_lat with UCX_TLS=tcp (ucx tcp bandwidth is shown too)
+#   tcp atomics  FetchAdd64 and CompareSwap64 round trips vs our own tcp put
+#                latency of the same run (tcp_put_lat_8B, the ping-pong
+#                one-way time): the goal is an atomic within 1.5x of a put,
+#                a ratio (put / atomic) of at least 0.67
 # and prints one table. Ratios are ours/peer for bandwidth and peer/ours for
 # latency: above 1.0 means we are ahead.
 #
@@ -153,6 +157,8 @@ row shm_fetch_add_lat us ours_shm_fetch_add_lat ucx_shm_fadd_lat lower ucx_perft
 row tcp_put_bw_1MiB GB/s ours_tcp_put_bw_1MiB iperf3_bw*1.25e-10 higher iperf3 (1 stream)
 row tcp_get_bw_1MiB GB/s ours_tcp_get_bw_1MiB iperf3_bw*1.25e-10 higher iperf3 (1 stream)
 row tcp_put_lat_8B us ours_tcp_put_lat_8B ucx_tcp_put_lat_8B lower ucx_perftest ucp_put_lat (tcp)
+row tcp_fetch_add_lat us ours_tcp_fetch_add_lat ours_tcp_put_lat_8B lower our tcp put latency (8 B)
+row tcp_compare_swap_lat us ours_tcp_compare_swap_lat ours_tcp_put_lat_8B lower our tcp put latency (8 B)
 ROWS
   if grep -q '^ours_verbs_put_bw_64KiB ' "$results"; then  # --verbs-vm
     echo "row verbs_put_bw_64KiB GB/s ours_verbs_put_bw_64KiB ib_write_bw_64KiB higher ib_write_bw (rxe guest)"
@@ -162,7 +168,7 @@ ROWS
   cat <<'ROWS'
 extra tcp_put_bw_1MiB GB/s ours_tcp_put_bw_1MiB ucx_tcp_put_bw_1MiB higher ucx_perftest ucp_put_bw (tcp)
 extra tcp_get_bw_1MiB GB/s ours_tcp_get_bw_1MiB ucx_tcp_get_bw_1MiB higher ucx_perftest ucp_get (tcp)
-extra tcp_fetch_add_lat us ours_tcp_fetch_add_lat - - -
+extra shm_compare_swap_lat us ours_shm_compare_swap_lat - - -
 ROWS
 } | bench_report ${json:+--json="$json"}
 echo "ratio: ours/peer for bandwidth, peer/ours for latency; above 1.0 = we are ahead"

@@ -4,10 +4,6 @@
 
 namespace ps::xfer::internal {
 
-bool InBounds(uint64_t offset, uint64_t length, uint64_t size) {
-  return offset <= size && length <= size - offset;
-}
-
 std::shared_ptr<MemoryRegion> RegionTable::WrapForTesting(
     uint64_t id, uint64_t key, void* data, size_t size, uint32_t access) {
   std::shared_ptr<MemoryRegion> region(new MemoryRegion());
@@ -40,10 +36,13 @@ StatusOr<std::shared_ptr<MemoryRegion>> RegionTable::Remove(uint64_t id) {
 StatusOr<std::shared_ptr<MemoryRegion>> RegionTable::Check(
     uint64_t id, uint64_t key, uint64_t instance, uint64_t offset,
     uint64_t length, uint32_t access, const std::string& peer) const {
-  const std::string where =
-      "region " + std::to_string(id) + " on " + owner_ + " (from " + peer + ")";
+  // Words an error; the checks that pass build no string.
+  auto where = [&] {
+    return "region " + std::to_string(id) + " on " + owner_ + " (from " + peer +
+           ")";
+  };
   if (instance != instance_) {
-    return StaleDescriptor(where +
+    return StaleDescriptor(where() +
                            ": the descriptor is from an earlier instance of " +
                            owner_ + "; import a fresh one");
   }
@@ -53,14 +52,15 @@ StatusOr<std::shared_ptr<MemoryRegion>> RegionTable::Check(
     auto it = regions_.find(id);
     if (it != regions_.end()) region = it->second;
   }
-  if (region == nullptr) return NotRegistered(where + " is not registered");
-  if (region->key() != key) return InvalidKey(where + ": wrong remote key");
+  if (region == nullptr) return NotRegistered(where() + " is not registered");
+  if (region->key() != key) return InvalidKey(where() + ": wrong remote key");
   if ((region->access() & access) != access) {
-    return AccessDenied(where + " allows " + AccessToString(region->access()) +
-                        ", not " + AccessToString(access));
+    return AccessDenied(where() + " allows " +
+                        AccessToString(region->access()) + ", not " +
+                        AccessToString(access));
   }
   if (!InBounds(offset, length, region->size())) {
-    return OutOfRange(where + ": offset " + std::to_string(offset) + " + " +
+    return OutOfRange(where() + ": offset " + std::to_string(offset) + " + " +
                       std::to_string(length) + " is past its end (" +
                       std::to_string(region->size()) + " bytes)");
   }

@@ -53,6 +53,8 @@ class RegionTable {
 // Shared by every transport's origin-side pre-check and the target's check:
 // kOutOfRange unless [offset, offset + length) lies inside `size` bytes
 // (overflow-safe).
-bool InBounds(uint64_t offset, uint64_t length, uint64_t size);
+inline bool InBounds(uint64_t offset, uint64_t length, uint64_t size) {
+  return offset <= size && length <= size - offset;
+}
 
 }  // namespace ps::xfer::internal

@@ -5,8 +5,8 @@
 // Adding a transport means adding a folder that implements both and a line
 // in internal/transport_registry.cc.
 //
-// Thread-safety: Post, PostBatch, Flush and lost are called from any number
-// of threads at once.
+// Thread-safety: Post, PostBatch, Run, Flush and lost are called from any
+// number of threads at once.
 #pragma once
 
 #include "base/status.h"
@@ -26,6 +26,10 @@ class Transport {
   virtual Request Post(const Op& op) = 0;
   // Posts several operations at once; one request for all of them.
   virtual Request PostBatch(std::span<const Op> ops) = 0;
+  // Runs `op` to completion on the calling thread (the blocking forms of
+  // Endpoint). A transport whose replies come from a socket lets the caller
+  // read its own reply while it waits, instead of waking another thread.
+  virtual Status Run(const Op& op) { return Post(op).Wait(); }
   // Every operation posted before the call has completed.
   virtual Status Flush() = 0;
   // True once the peer was declared lost.

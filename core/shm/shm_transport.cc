@@ -13,6 +13,17 @@
 namespace ps::xfer::internal {
 namespace {
 
+// memcpy, with the 8-byte case (a word, the common small put) inline.
+inline void Copy(void* dst, const void* src, size_t n) {
+  if (n == sizeof(uint64_t)) {
+    uint64_t word;
+    std::memcpy(&word, src, sizeof(word));
+    std::memcpy(dst, &word, sizeof(word));
+  } else {
+    std::memcpy(dst, src, n);
+  }
+}
+
 // Writable only where the owner lets peers write: the owner sends a
 // read-only descriptor, sealed against writes, for the other regions, on
 // which a writable shared mapping fails.
@@ -78,60 +89,86 @@ StatusOr<RemoteMapping*> ShmTransport::Mapped(const RemoteRegion& region) {
   return m;
 }
 
-StatusOr<uint8_t*> ShmTransport::Resolve(const RemoteRegion& region,
-                                         uint64_t offset, uint64_t length,
-                                         uint32_t access) {
-  if (stream_->lost()) return PeerLost("peer " + peer_name_ + " lost");
-  PS_ASSIGN_OR_RETURN(RemoteMapping * m, Mapped(region));
-  bool live =
+// The hot path: a few loads and compares, no call, no allocation.
+[[gnu::always_inline]] inline uint8_t* ShmTransport::Resolve(
+    const RemoteRegion& region, uint64_t offset, uint64_t length,
+    uint32_t access, Status* why) {
+  const RemoteMapping* m = MappingOf(region);
+  if (!stream_->lost() && m->ready.load(std::memory_order_acquire) &&
       m->slot < LivenessPage::kSlots &&
-      __atomic_load_n(&liveness_[m->slot], __ATOMIC_ACQUIRE) == region.key();
-  if (live && (m->access & access) == access &&
-      InBounds(offset, length, m->size)) [[likely]] {
+      __atomic_load_n(&liveness_[m->slot], __ATOMIC_ACQUIRE) == region.key() &&
+      (m->access & access) == access && InBounds(offset, length, m->size))
+      [[likely]] {
     return m->base + offset;
   }
-  // The error path builds its message; the hot path above allocates nothing.
+  return ResolveSlowly(region, offset, length, access, why);
+}
+
+uint8_t* ShmTransport::ResolveSlowly(const RemoteRegion& region,
+                                     uint64_t offset, uint64_t length,
+                                     uint32_t access, Status* why) {
+  if (stream_->lost()) {
+    *why = PeerLost("peer " + peer_name_ + " lost");
+    return nullptr;
+  }
+  auto mapped = Mapped(region);
+  if (!mapped.ok()) {
+    *why = mapped.status();
+    return nullptr;
+  }
+  const RemoteMapping& m = **mapped;
+  const bool live =
+      m.slot < LivenessPage::kSlots &&
+      __atomic_load_n(&liveness_[m.slot], __ATOMIC_ACQUIRE) == region.key();
+  if (live && (m.access & access) == access &&
+      InBounds(offset, length, m.size)) {
+    return m.base + offset;  // mapped just now
+  }
   const std::string where =
       "region " + std::to_string(region.id()) + " on " + peer_name_;
-  if (!live) return NotRegistered(where + " is not registered");
-  if ((m->access & access) != access) {
-    return AccessDenied(where + " allows " + AccessToString(m->access) +
+  if (!live) {
+    *why = NotRegistered(where + " is not registered");
+  } else if ((m.access & access) != access) {
+    *why = AccessDenied(where + " allows " + AccessToString(m.access) +
                         ", not " + AccessToString(access));
+  } else {
+    *why = OutOfRange(where + ": offset " + std::to_string(offset) + " + " +
+                      std::to_string(length) + " is past its end (" +
+                      std::to_string(m.size) + " bytes)");
   }
-  return OutOfRange(where + ": offset " + std::to_string(offset) + " + " +
-                    std::to_string(length) + " is past its end (" +
-                    std::to_string(m->size) + " bytes)");
+  return nullptr;
 }
 
 Status ShmTransport::Execute(const Op& op) {
   const RemoteRegion& r = *op.remote;
+  Status why;
   switch (op.type) {
     case OpType::kPut:
     case OpType::kWriteV:
       for (const Segment& s : op.segs()) {
-        PS_ASSIGN_OR_RETURN(
-            uint8_t * p, Resolve(r, s.remote_offset, s.length, kRemoteWrite));
-        std::memcpy(p, s.local, s.length);
+        uint8_t* p = Resolve(r, s.remote_offset, s.length, kRemoteWrite, &why);
+        if (p == nullptr) return why;
+        Copy(p, s.local, s.length);
       }
       return Status::OK();
     case OpType::kGet:
     case OpType::kReadV:
       for (const Segment& s : op.segs()) {
-        PS_ASSIGN_OR_RETURN(uint8_t * p,
-                            Resolve(r, s.remote_offset, s.length, kRemoteRead));
-        std::memcpy(s.local, p, s.length);
+        uint8_t* p = Resolve(r, s.remote_offset, s.length, kRemoteRead, &why);
+        if (p == nullptr) return why;
+        Copy(s.local, p, s.length);
       }
       return Status::OK();
     case OpType::kFetchAdd: {
-      PS_ASSIGN_OR_RETURN(
-          uint8_t * p, Resolve(r, op.single.remote_offset, 8, kRemoteAtomic));
+      uint8_t* p = Resolve(r, op.single.remote_offset, 8, kRemoteAtomic, &why);
+      if (p == nullptr) return why;
       *op.result = __atomic_fetch_add(reinterpret_cast<uint64_t*>(p),
                                       op.operand0, __ATOMIC_SEQ_CST);
       return Status::OK();
     }
     case OpType::kCompareSwap: {
-      PS_ASSIGN_OR_RETURN(
-          uint8_t * p, Resolve(r, op.single.remote_offset, 8, kRemoteAtomic));
+      uint8_t* p = Resolve(r, op.single.remote_offset, 8, kRemoteAtomic, &why);
+      if (p == nullptr) return why;
       uint64_t expected = op.operand0;
       __atomic_compare_exchange_n(reinterpret_cast<uint64_t*>(p), &expected,
                                   op.operand1, false, __ATOMIC_SEQ_CST,
@@ -140,12 +177,13 @@ Status ShmTransport::Execute(const Op& op) {
       return Status::OK();
     }
     case OpType::kPutNotify: {
-      PS_ASSIGN_OR_RETURN(
-          uint8_t * flag,
-          Resolve(*op.notify_remote, op.notify_offset, 8, kRemoteWrite));
-      PS_ASSIGN_OR_RETURN(uint8_t * p, Resolve(r, op.single.remote_offset,
-                                               op.single.length, kRemoteWrite));
-      std::memcpy(p, op.single.local, op.single.length);
+      uint8_t* flag =
+          Resolve(*op.notify_remote, op.notify_offset, 8, kRemoteWrite, &why);
+      if (flag == nullptr) return why;
+      uint8_t* p = Resolve(r, op.single.remote_offset, op.single.length,
+                           kRemoteWrite, &why);
+      if (p == nullptr) return why;
+      Copy(p, op.single.local, op.single.length);
       // Release: a reader that acquires the new word sees all of the data.
       __atomic_store_n(reinterpret_cast<uint64_t*>(flag), op.notify_value,
                        __ATOMIC_RELEASE);
@@ -155,13 +193,28 @@ Status ShmTransport::Execute(const Op& op) {
   return Internal("unknown operation");
 }
 
+// A put of one segment, the latency-bound case, without Execute's switch.
+inline Status ShmTransport::PutOne(const Op& op) {
+  Status why;
+  uint8_t* p = Resolve(*op.remote, op.single.remote_offset, op.single.length,
+                       kRemoteWrite, &why);
+  if (p == nullptr) return why;
+  Copy(p, op.single.local, op.single.length);
+  return Status::OK();
+}
+
 Request ShmTransport::Post(const Op& op) {
-  if (!MappingOf(*op.remote)->mappable ||
-      (op.notify_remote != nullptr &&
-       !MappingOf(*op.notify_remote)->mappable)) {
-    return stream_->Post(op);
+  if (Streamed(op)) return stream_->Post(op);
+  if (op.type == OpType::kPut && op.segments.empty()) {
+    return Request(PutOne(op));
   }
   return Request(Execute(op));
+}
+
+Status ShmTransport::Run(const Op& op) {
+  if (Streamed(op)) return stream_->Run(op);
+  if (op.type == OpType::kPut && op.segments.empty()) return PutOne(op);
+  return Execute(op);
 }
 
 Request ShmTransport::PostBatch(std::span<const Op> ops) {

@@ -26,6 +26,7 @@ class ShmTransport : public Transport {
 
   Request Post(const Op& op) override;
   Request PostBatch(std::span<const Op> ops) override;
+  Status Run(const Op& op) override;
   Status Flush() override;
   bool lost() const override { return stream_->lost(); }
 
@@ -36,13 +37,26 @@ class ShmTransport : public Transport {
         peer_name_(std::move(peer_name)),
         peer_instance_(peer_instance) {}
 
+  // True when `op` goes through the stream transport: a region the peer
+  // registered from its own memory cannot be mapped.
+  static bool Streamed(const Op& op) {
+    return !MappingOf(*op.remote)->mappable ||
+           (op.notify_remote != nullptr &&
+            !MappingOf(*op.notify_remote)->mappable);
+  }
   // The mapping of `region`, made on first use; or why there is none.
   StatusOr<RemoteMapping*> Mapped(const RemoteRegion& region);
   // Checks liveness, access and bounds against the owner's truth and returns
-  // the address of `offset`.
-  StatusOr<uint8_t*> Resolve(const RemoteRegion& region, uint64_t offset,
-                             uint64_t length, uint32_t access);
+  // the address of `offset`, or null with *why set. Inline, without a call
+  // or an allocation, when the region is mapped and the checks pass.
+  uint8_t* Resolve(const RemoteRegion& region, uint64_t offset, uint64_t length,
+                   uint32_t access, Status* why);
+  // The rest of Resolve: the first mapping, a lost peer, a refusal worded.
+  [[gnu::noinline, gnu::cold]] uint8_t* ResolveSlowly(
+      const RemoteRegion& region, uint64_t offset, uint64_t length,
+      uint32_t access, Status* why);
   Status Execute(const Op& op);
+  Status PutOne(const Op& op);
 
   std::unique_ptr<StreamTransport> stream_;
   const std::string peer_name_;

@@ -13,8 +13,17 @@
 // is lost when the new connection cannot be made within the peer timeout
 // (counted from the last byte that moved), or when it restarted. Without a
 // Reconnect (the same-host socket) a broken connection loses the peer.
+//
+// Replies are read by one thread at a time, the holder of the read lock:
+// the reader thread, or a caller of Run (a blocking operation) that polls
+// the socket itself while it waits. A polling caller saves the wake-up of
+// the reader thread and the hand-over from it (on loopback most of an
+// atomic's round trip). While callers poll, the reader thread parks; it
+// takes over when nobody polls and replies are due, and does whatever a
+// poller's read failed at (reconnecting, declaring the peer lost).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -27,7 +36,7 @@
 
 namespace ps::xfer::internal {
 
-class StreamTransport : public Transport {
+class StreamTransport final : public Transport {
  public:
   // A new connection to the same peer, past the hello that resumes the
   // session, made before the deadline. kPeerLost (the peer restarted or
@@ -44,8 +53,10 @@ class StreamTransport : public Transport {
 
   Request Post(const Op& op) override;
   Request PostBatch(std::span<const Op> ops) override;
+  Status Run(const Op& op) override;
   Status Flush() override;
-  bool lost() const override;
+  // Inline: the shm transport asks before every mapped copy.
+  bool lost() const override { return lost_->load(std::memory_order_acquire); }
 
   // Same-host connections: asks the target for the memfd of region
   // `region_id` (0: the target's liveness page), checked against key and
@@ -56,6 +67,7 @@ class StreamTransport : public Transport {
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
+  const std::atomic<bool>* lost_;  // the Impl's flag
 };
 
 }  // namespace ps::xfer::internal

@@ -356,6 +356,54 @@ TEST_P(StreamTransportTest, FourThreadsPostConcurrently) {
   EXPECT_EQ(total, uint64_t{kThreads} * kIters);
 }
 
+// Callers of Run read replies themselves (their own and others'), beside
+// the reader thread that completes the posted requests: every reply lands
+// with its own request. Two threads run blocking operations, two post and
+// wait; each checks its own data, and the fetch-adds of all four return
+// every previous value once.
+TEST_P(StreamTransportTest, RunningCallersReadRepliesBesidePostedOnes) {
+  constexpr int kThreads = 4;
+  constexpr int kIters = 200;
+  constexpr size_t kSlot = 64 << 10;
+  const uint64_t counter = kThreads * kSlot;
+  RemoteRegion r = AddRegion(1, counter + 8, kRemoteAll);
+  std::atomic<int> failures{0};
+  std::vector<std::vector<uint64_t>> previous(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const bool run = t % 2 == 0;
+      auto apply = [&](const Op& op) {
+        return run ? transport_->Run(op) : transport_->Post(op).Wait();
+      };
+      std::vector<char> back(kSlot);
+      const uint64_t base = static_cast<uint64_t>(t) * kSlot;
+      for (int i = 0; i < kIters; ++i) {
+        // Sizes up to the slot: some replies take several reads.
+        const size_t n = 1 + static_cast<size_t>((i * 7919 + t) % kSlot);
+        std::vector<char> mine = Pattern(n, i * kThreads + t);
+        uint64_t prev = ~uint64_t{0};
+        if (!apply(MakeOp(OpType::kPut, r, mine.data(), base, n)).ok() ||
+            !apply(AtomicOp(OpType::kFetchAdd, r, counter, 1, 0, &prev))
+                 .ok() ||
+            !apply(MakeOp(OpType::kGet, r, back.data(), base, n)).ok() ||
+            std::memcmp(back.data(), mine.data(), n) != 0) {
+          ++failures;
+        }
+        previous[t].push_back(prev);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::vector<uint64_t> all;
+  for (const auto& v : previous) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_EQ(all[i], i) << "a fetch-add result went missing or twice";
+  }
+}
+
 TEST_P(StreamTransportTest, MapRegionPassesADescriptor) {
   RemoteRegion r = AddRegion(1, 64, kRemoteAll);
   wire::MapReply reply{};
