@@ -384,8 +384,7 @@ TEST_P(StreamTransportTest, RunningCallersReadRepliesBesidePostedOnes) {
         std::vector<char> mine = Pattern(n, i * kThreads + t);
         uint64_t prev = ~uint64_t{0};
         if (!apply(MakeOp(OpType::kPut, r, mine.data(), base, n)).ok() ||
-            !apply(AtomicOp(OpType::kFetchAdd, r, counter, 1, 0, &prev))
-                 .ok() ||
+            !apply(AtomicOp(OpType::kFetchAdd, r, counter, 1, 0, &prev)).ok() ||
             !apply(MakeOp(OpType::kGet, r, back.data(), base, n)).ok() ||
             std::memcmp(back.data(), mine.data(), n) != 0) {
           ++failures;

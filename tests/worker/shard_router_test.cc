@@ -52,9 +52,9 @@ TEST(ShardRouterTest, BatchRowsAreTheScalarRows) {
     keys[i] = i < 8 ? ~uint64_t{0} - i : rng();
   }
   std::vector<uint64_t> rows(keys.size());
-  for (uint64_t cap : {uint64_t{1}, uint64_t{3}, uint64_t{16777216},
-                       uint64_t{16777213}, (uint64_t{1} << 40) + 5,
-                       ~uint64_t{0} >> 1}) {
+  for (uint64_t cap :
+       {uint64_t{1}, uint64_t{3}, uint64_t{16777216}, uint64_t{16777213},
+        (uint64_t{1} << 40) + 5, ~uint64_t{0} >> 1}) {
     for (proto::TableKind kind : {proto::HASHED, proto::DENSE}) {
       ShardRouter loc(Spec(kind, cap, 9), 1);
       for (size_t n : {size_t{0}, size_t{7}, size_t{8}, keys.size()}) {
@@ -76,7 +76,8 @@ TEST(ShardRouterTest, FastModIsExactAtTheEdges) {
     for (uint64_t x : std::initializer_list<uint64_t>{
              0ull, 1ull, cap - 1, cap, cap + 1, UINT64_MAX, UINT64_MAX - 1,
              UINT64_MAX / 2}) {
-      EXPECT_EQ(loc.row_hash().FastMod(x), x % cap) << "x " << x << " cap " << cap;
+      EXPECT_EQ(loc.row_hash().FastMod(x), x % cap)
+          << "x " << x << " cap " << cap;
     }
   }
 }
