@@ -30,24 +30,18 @@ bool PushPipeline::Sparsifies() const {
   return config_.sparsify != proto::SPARSIFY_NONE;
 }
 
-// Encodes sorted `rows`/`values` of one shard and writes the packets.
+// Encodes sorted `rows`/`values` of one shard into `buffers` and writes the
+// packets.
 Status PushPipeline::SendRows(uint32_t shard, kernels::ValueType type,
                               std::span<const uint32_t> rows,
-                              std::span<const float> values, ShardState& st) {
+                              std::span<const float> values,
+                              EncodeBuffers& buffers) {
   if (rows.empty()) return Status::OK();
   InboxWriter& inbox = servers_[shard].inbox();
   PS_RETURN_IF_ERROR(protocol::EncodeSparsePackets(
-      MetaFor(shard, type), rows, values, inbox.max_packet_bytes(), &st.encoded,
-      &st.packets));
-  return inbox.WritePackets(st.encoded, st.packets);
-}
-
-// Rows per encode chunk: about four slots' worth, so the first packets
-// reach the server early and the buffers stay in cache.
-size_t PushPipeline::ChunkRows(uint32_t shard, kernels::ValueType type) const {
-  const size_t row_bytes = spec_.dim() * kernels::ValueTypeBytes(type) + 2;
-  return std::max<size_t>(
-      1, 4 * servers_[shard].inbox().max_packet_bytes() / row_bytes);
+      MetaFor(shard, type), rows, values, inbox.max_packet_bytes(),
+      &buffers.bytes, &buffers.packets));
+  return inbox.WritePackets(buffers.bytes, buffers.packets);
 }
 
 void PushPipeline::EnsureState(bool dense) {
@@ -175,7 +169,7 @@ Status PushPipeline::SendSparsified(uint32_t s) {
   st.sums.ClearTouched();  // the sums are zero again for the next push
   PS_RETURN_IF_ERROR(status);
   return SendRows(s, st.selection.value_type, st.selection.rows,
-                  st.selection.values, st);
+                  st.selection.values, st.buffers);
 }
 
 // Sums a large push by partitioning; each pool thread encodes and writes
@@ -185,17 +179,12 @@ Status PushPipeline::PushPartitioned(std::span<const uint64_t> keys,
                                      std::span<const float> grads) {
   const kernels::ValueType type = PushType();
   const size_t parts = static_cast<size_t>(pool_.size());
-  if (part_encoded_.size() < parts) part_encoded_.resize(parts);
+  if (part_buffers_.size() < parts) part_buffers_.resize(parts);
   return partitioned_.Sum(
       router_, spec_.dim(), keys, grads, pool_,
       [&](size_t part, uint32_t s, std::span<const uint32_t> rows,
           std::span<const float> values) {
-        Encoded& e = part_encoded_[part];
-        InboxWriter& inbox = servers_[s].inbox();
-        PS_RETURN_IF_ERROR(protocol::EncodeSparsePackets(
-            MetaFor(s, type), rows, values, inbox.max_packet_bytes(), &e.bytes,
-            &e.packets));
-        return inbox.WritePackets(e.bytes, e.packets);
+        return SendRows(s, type, rows, values, part_buffers_[part]);
       });
 }
 
@@ -223,7 +212,7 @@ Status PushPipeline::PushSorted(std::span<const uint64_t> keys,
         for (uint32_t j = 0; j < dim; ++j) v[j] += g[j];
       }
     }
-    status = SendRows(s, PushType(), st.rows, st.values, st);
+    status = SendRows(s, PushType(), st.rows, st.values, st.buffers);
   }
   return status;
 }
@@ -268,8 +257,8 @@ Status PushPipeline::PostWholeTable(std::span<const float> grads) {
     const uint64_t rows = router_.RowsOf(s);
     st.rows.resize(rows);
     for (uint64_t r = 0; r < rows; ++r) st.rows[r] = static_cast<uint32_t>(r);
-    PS_RETURN_IF_ERROR(
-        SendRows(s, type, st.rows, grads.subspan(first * dim, rows * dim), st));
+    PS_RETURN_IF_ERROR(SendRows(
+        s, type, st.rows, grads.subspan(first * dim, rows * dim), st.buffers));
   }
   return Status::OK();
 }
@@ -281,7 +270,7 @@ Status PushPipeline::PostResiduals() {
     if (st.feedback == nullptr) continue;
     PS_RETURN_IF_ERROR(st.feedback->Flush(nullptr, &st.selection));
     PS_RETURN_IF_ERROR(SendRows(s, kernels::ValueType::kFp32, st.selection.rows,
-                                st.selection.values, st));
+                                st.selection.values, st.buffers));
   }
   return Status::OK();
 }

@@ -69,6 +69,12 @@ class PushPipeline {
   Status PostResiduals();
 
  private:
+  // Where packets are encoded before they are written; reused from push to
+  // push.
+  struct EncodeBuffers {
+    std::vector<uint8_t> bytes;
+    std::vector<protocol::EncodedPacket> packets;
+  };
   // Per shard: the dense sums, the error feedback of a sparsifying table
   // (created at its first push) and the encode buffers.
   struct ShardState {
@@ -77,19 +83,17 @@ class PushPipeline {
     kernels::SparseSelection selection;
     std::vector<uint32_t> rows;
     std::vector<float> values;
-    std::vector<uint8_t> encoded;
-    std::vector<protocol::EncodedPacket> packets;
+    EncodeBuffers buffers;
   };
 
   protocol::SparsePacketMeta MetaFor(uint32_t shard,
                                      kernels::ValueType type) const;
   kernels::ValueType PushType() const;
   bool Sparsifies() const;
-  size_t ChunkRows(uint32_t shard, kernels::ValueType type) const;
   void EnsureState(bool dense);
   Status SendRows(uint32_t shard, kernels::ValueType type,
                   std::span<const uint32_t> rows, std::span<const float> values,
-                  ShardState& st);
+                  EncodeBuffers& buffers);
   void AccumulateRange(std::span<const uint64_t> keys,
                        std::span<const float> grads, uint64_t lo, uint64_t hi);
   void AccumulateDense(std::span<const uint64_t> keys,
@@ -112,12 +116,8 @@ class PushPipeline {
   std::vector<ShardState> shards_;  // sized at the first push
   // Large pushes of unsparsified tables, and each pool thread's encode
   // buffers for them.
-  struct Encoded {
-    std::vector<uint8_t> bytes;
-    std::vector<protocol::EncodedPacket> packets;
-  };
   PartitionedSums partitioned_;
-  std::vector<Encoded> part_encoded_;
+  std::vector<EncodeBuffers> part_buffers_;
   // Sort-path scratch for small pushes.
   std::vector<std::vector<uint64_t>> pairs_;  // per shard
   std::vector<uint64_t> sort_scratch_;
