@@ -106,22 +106,13 @@ void ScanParallel(size_t n, ThreadPool* pool, const BlockScan& scan,
 
 namespace internal {
 
-void ThresholdScanScalar(const float* g, size_t begin, size_t end, float eps,
-                         std::vector<uint32_t>* out) {
+void ThresholdScan(bool avx2, const float* g, size_t begin, size_t end,
+                   float eps, std::vector<uint32_t>* out) {
   ScanAppend(
       begin, end,
       [&](size_t b, size_t e, uint32_t* d, float* v) {
-        return ScanGeEpsScalar(g, b, e, eps, d, v);
-      },
-      out, nullptr);
-}
-
-void ThresholdScanAvx2(const float* g, size_t begin, size_t end, float eps,
-                       std::vector<uint32_t>* out) {
-  ScanAppend(
-      begin, end,
-      [&](size_t b, size_t e, uint32_t* d, float* v) {
-        return ScanGeEpsAvx2(g, b, e, eps, d, v);
+        return avx2 ? ScanGeEpsAvx2(g, b, e, eps, d, v)
+                    : ScanGeEpsScalar(g, b, e, eps, d, v);
       },
       out, nullptr);
 }

@@ -65,12 +65,11 @@ Status DetectRowsTopK(std::span<const float> gradient, size_t dim, RowNorm norm,
                       std::vector<float>* scratch = nullptr);
 
 namespace internal {
-// The two threshold scanners over [begin, end) of `g`, appending to `out`;
-// exposed so tests can compare them. The Avx2 one needs AVX2.
-void ThresholdScanScalar(const float* g, size_t begin, size_t end, float eps,
-                         std::vector<uint32_t>* out);
-void ThresholdScanAvx2(const float* g, size_t begin, size_t end, float eps,
-                       std::vector<uint32_t>* out);
+// The threshold scan over [begin, end) of `g` with the AVX2 or the scalar
+// scanner, appending to `out`; exposed so tests can compare the two. `avx2`
+// needs a CPU with AVX2.
+void ThresholdScan(bool avx2, const float* g, size_t begin, size_t end,
+                   float eps, std::vector<uint32_t>* out);
 }  // namespace internal
 
 }  // namespace ps::kernels

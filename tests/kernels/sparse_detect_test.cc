@@ -196,8 +196,8 @@ TEST(SparseDetectTest, Avx2ScannersMatchScalar) {
       for (size_t begin : {size_t{0}, std::min<size_t>(n, 5)}) {
         for (float eps : kEpsilons) {
           std::vector<uint32_t> a, b;
-          internal::ThresholdScanScalar(g.data(), begin, n, eps, &a);
-          internal::ThresholdScanAvx2(g.data(), begin, n, eps, &b);
+          internal::ThresholdScan(false, g.data(), begin, n, eps, &a);
+          internal::ThresholdScan(true, g.data(), begin, n, eps, &b);
           ASSERT_EQ(a, b) << n;
         }
         // The block scanners themselves, indices and values, on one block
