@@ -38,8 +38,9 @@ Status StreamTransport::Impl::Run(const Op& op) {
 
 void StreamTransport::Impl::PollReplies() {
   std::unique_lock read(read_mu_, std::try_to_lock);
-  if (!read.owns_lock() || read_failed_.load(std::memory_order_relaxed)) {
-    return;
+  if (!read.owns_lock() || read_failed_.load(std::memory_order_relaxed) ||
+      lost_.load(std::memory_order_seq_cst)) {
+    return;  // the reader thread fails (or failed) what is pending
   }
   for (;;) {
     bool got = false;
@@ -109,6 +110,9 @@ void StreamTransport::Impl::ReadReplies() {
       break;
     }
   }
+  // Under read_mu_: a poller inside ReadOneReply holds a pending entry that
+  // FailAll is about to take away; once it is done, pollers see lost_.
+  std::lock_guard read(read_mu_);
   FailAll();
 }
 
@@ -137,8 +141,9 @@ Status StreamTransport::Impl::ReadOneReply(bool block, bool* got) {
   if (h.magic != wire::kReplyMagic) {
     return Corruption("bad reply magic from " + peer_);
   }
-  // Only this thread removes entries, so `p` stays valid while the lock is
-  // released (deque::push_back keeps references).
+  // Only the holder of read_mu_ removes entries (this reader, or FailAll
+  // under it), so `p` stays valid while mu_ is released (deque::push_back
+  // keeps references).
   PendingReply* p;
   {
     std::lock_guard lock(mu_);
