@@ -221,7 +221,7 @@ Request ShmTransport::PostBatch(std::span<const Op> ops) {
   std::vector<Op> streamed;
   Status first_error;
   for (const Op& op : ops) {
-    if (!MappingOf(*op.remote)->mappable) {
+    if (Streamed(op)) {
       streamed.push_back(op);
       continue;
     }
