@@ -150,14 +150,12 @@ BENCHMARK(BM_DetectThreshold_64MiB_Values)
     ->Arg(10)
     ->Unit(benchmark::kMillisecond);
 
-constexpr float kEps1Pct = 2.5758f;
-
 void BM_DetectThreshold_64MiB_Pool(benchmark::State& state) {
   const auto& g = Gradient(kFloats64MiB);
   ThreadPool pool(2);
   std::vector<uint32_t> idx;
   for (auto _ : state) {
-    if (!DetectThreshold(g, kEps1Pct, &pool, &idx).ok())
+    if (!DetectThreshold(g, EpsForPercent(1), &pool, &idx).ok())
       state.SkipWithError("detect failed");
     benchmark::DoNotOptimize(idx.data());
   }

@@ -51,7 +51,8 @@ inline void PrefetchForWrite(const float* p) {
 // Prefetches every line of a row of `dim` floats.
 inline void PrefetchRow(const float* row, size_t dim) {
   for (size_t j = 0; j < dim; j += kLineFloats) PrefetchForWrite(row + j);
-  PrefetchForWrite(row + dim - 1);  // the row may straddle one more line
+  // The row may straddle one more line (a one-float row cannot).
+  if (dim > 1) PrefetchForWrite(row + dim - 1);
 }
 
 // Rows ahead for a row of `dim` floats: kAheadLines lines' worth, >= 2.
