@@ -3,7 +3,7 @@
 namespace ps::xfer {
 
 std::string AccessToString(uint32_t access) {
-  if ((access & kRemoteAll) == 0) return "local-only";
+  if ((access & kAllAccessFlags) == 0) return "local-only";
   std::string out;
   auto add = [&](uint32_t bit, const char* name) {
     if (!(access & bit)) return;
@@ -13,6 +13,7 @@ std::string AccessToString(uint32_t access) {
   add(kRemoteRead, "read");
   add(kRemoteWrite, "write");
   add(kRemoteAtomic, "atomic");
+  add(kNotifyEvents, "notify-events");
   return out;
 }
 

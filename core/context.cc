@@ -7,6 +7,7 @@
 
 #include "core/internal/context_impl.h"
 #include "core/internal/hello.h"
+#include "core/internal/notification_ring.h"
 #include "core/internal/region_state.h"
 #include "core/internal/sealed_memfd.h"
 #include "core/internal/transport_registry.h"
@@ -33,6 +34,9 @@ ContextImpl::ContextImpl(ContextOptions options)
 Status ContextImpl::Start() {
   PS_RETURN_IF_ERROR(RequireSecretFor(options_.listen_host, options_.secret,
                                       "the xfer listener of " + options_.name));
+  PS_ASSIGN_OR_RETURN(
+      notifications_,
+      NotificationRing::Create(options_.name, options_.notification_capacity));
   std::vector<HelloAcceptor::Listener> listeners(1);
   PS_ASSIGN_OR_RETURN(listeners[0].fd, net::ListenTcp(options_.listen_host,
                                                       options_.listen_port));
@@ -46,6 +50,7 @@ Status ContextImpl::Start() {
   env.instance = instance_;
   env.host_id = host_id_;
   env.regions = &regions_;
+  env.notifications = notifications_;
   env.listeners = &listeners;
   std::string described;
   for (const auto& p : providers_) {
@@ -173,9 +178,20 @@ const std::string& Context::name() const { return impl_->options_.name; }
 std::string Context::address() const { return impl_->address_; }
 uint64_t Context::instance() const { return impl_->instance_; }
 
+namespace {
+
+Status CheckAccessFlags(uint32_t access) {
+  if ((access & ~kAllAccessFlags) == 0) return Status::OK();
+  return InvalidArgument("access flags " + std::to_string(access) +
+                         " have bits that are no flag of core/access.h");
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<MemoryRegion>> Context::Allocate(size_t length,
                                                           uint32_t access) {
   if (length == 0) return InvalidArgument("cannot allocate an empty region");
+  PS_RETURN_IF_ERROR(CheckAccessFlags(access));
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t mapped = (length + page - 1) / page * page;
   // Sealed (core/internal/sealed_memfd.h): a same-host peer that maps the memfd
@@ -200,6 +216,7 @@ StatusOr<std::shared_ptr<MemoryRegion>> Context::Register(void* data,
   if (data == nullptr || length == 0) {
     return InvalidArgument("cannot register an empty region");
   }
+  PS_RETURN_IF_ERROR(CheckAccessFlags(access));
   std::unique_ptr<MemoryRegion> r(new MemoryRegion());
   r->data_ = data;
   r->size_ = length;
@@ -217,5 +234,19 @@ StatusOr<std::shared_ptr<Endpoint>> Context::Connect(
 }
 
 Status Context::Fence() { return impl_->Fence(); }
+
+StatusOr<Notification> Context::WaitNotification(
+    std::chrono::milliseconds timeout) {
+  std::optional<Notification> n = impl_->notifications()->Wait(timeout);
+  if (!n.has_value()) {
+    return Timeout("no notification for " + impl_->options_.name + " within " +
+                   std::to_string(timeout.count()) + " ms");
+  }
+  return *n;
+}
+
+std::optional<Notification> Context::PollNotification() {
+  return impl_->notifications()->Poll();
+}
 
 }  // namespace ps::xfer

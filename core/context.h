@@ -13,6 +13,11 @@
 //   ep->Flush();
 //   uint64_t old = ep->FetchAdd64(r, 128, 1).value();
 //
+//   // Completion events: the owner of a kNotifyEvents region sleeps until a
+//   // peer's PutWithNotify lands in it.
+//   auto inbox = ctx->Allocate(4096, kRemoteWrite | kNotifyEvents).value();
+//   Notification n = ctx->WaitNotification(std::chrono::seconds(1)).value();
+//
 // The transport to each peer is chosen at Connect: shm when the peer runs on
 // the same host (memory is mapped and copied directly), verbs (RDMA) when
 // both have an RDMA device, tcp otherwise. Options::transport or the
@@ -29,10 +34,12 @@
 // never holds up other connections.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +49,7 @@
 #include "core/auth.h"
 #include "core/endpoint.h"
 #include "core/memory_region.h"
+#include "core/notification.h"
 
 namespace ps::xfer {
 
@@ -71,6 +79,12 @@ struct ContextOptions {
   std::string ib_device;
   int ib_port = 0;
   int ib_gid_index = -1;
+  // Cells of the notification queue (a power of two, 2 to 2^20): the
+  // notifications that may wait unread before a put-with-notify into a
+  // kNotifyEvents region waits for room (up to peer_timeout_ms) and then
+  // fails with kResourceExhausted. 64 bytes each, shared with same-host
+  // peers.
+  uint32_t notification_capacity = 4096;
 };
 
 namespace internal {
@@ -110,6 +124,19 @@ class Context {
 
   // Flushes every endpoint this context connected.
   Status Fence();
+
+  // Completion events (core/notification.h): every put-with-notify whose
+  // notify word lies in a region of this context registered with
+  // kNotifyEvents queues one, after the data and the word are in place.
+  // Events from one sender's operations that were ordered (by Flush, or by
+  // blocking calls) come in that order; others in any order.
+  //
+  // The next notification, waiting up to `timeout` for one: the thread
+  // sleeps (a futex, woken by the sender) rather than spins. kTimeout when
+  // none came. Any number of threads may wait; each event goes to one.
+  StatusOr<Notification> WaitNotification(std::chrono::milliseconds timeout);
+  // The next notification if one is queued now, else nullopt.
+  std::optional<Notification> PollNotification();
 
  private:
   explicit Context(std::unique_ptr<internal::ContextImpl> impl);

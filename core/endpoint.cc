@@ -327,4 +327,8 @@ Status Endpoint::PutWithNotify(const void* src, size_t length,
 
 Status Endpoint::Flush() { return transport_->Flush(); }
 
+Status Endpoint::WriteFence() { return transport_->WriteFence(); }
+
+Status Endpoint::ReadFence() { return transport_->ReadFence(); }
+
 }  // namespace ps::xfer

@@ -3,8 +3,9 @@
 // application code taking part.
 //
 // Semantics (tested in tests/core):
-// - No ordering between operations unless separated by Flush, or tied by
-//   PutWithNotify (the notify word is never visible before the data).
+// - No ordering between operations unless separated by Flush or a fence
+//   (WriteFence, ReadFence), or tied by PutWithNotify (the notify word is
+//   never visible before the data).
 // - A completed Put is visible to any later Get, from any origin.
 // - Atomics are atomic against other atomics on the same 8-byte aligned word,
 //   from any origin and any transport.
@@ -110,6 +111,23 @@ class Endpoint {
   // Waits until every operation posted to this peer before the call has
   // completed and is visible. Returns the first error among them, if any.
   Status Flush();
+
+  // Fences: cheaper than Flush where the transport allows, and weaker.
+  // Each returns kPeerLost once the peer is lost; an operation's own error
+  // comes from its request and from the next Flush (where a transport
+  // falls back to Flush, as verbs does, the fence may return it instead).
+  //
+  // WriteFence: every Put, WriteV, PutWithNotify and atomic posted before
+  // the call takes effect at the target before any operation posted after
+  // it. It orders; it does not say that they are done. tcp: free (the
+  // target executes one connection's requests in order); shm: free unless
+  // operations on the peer's application memory are still in flight.
+  Status WriteFence();
+  // ReadFence: every Get, ReadV and atomic posted before the call has
+  // completed: its data (previous value) is in local memory. tcp: waits
+  // for the last read's reply only, not for the writes after it; shm:
+  // free unless reads of the peer's application memory are in flight.
+  Status ReadFence();
 
  private:
   friend class internal::ContextImpl;

@@ -22,6 +22,7 @@
 #include "core/descriptor.pb.h"
 #include "core/internal/hello.h"
 #include "core/internal/hello_acceptor.h"
+#include "core/internal/notification_ring.h"
 #include "core/internal/region_table.h"
 #include "core/internal/transport_provider.h"
 #include "net/connect.h"
@@ -50,6 +51,9 @@ class ContextImpl {
   StatusOr<std::shared_ptr<Endpoint>> Connect(const std::string& address);
   Status Fence();
 
+  // The queue of notifications to this context; set by Start.
+  NotificationRing* notifications() const { return notifications_.get(); }
+
   const ContextOptions options_;
   const uint64_t instance_;
   const std::string host_id_;
@@ -66,6 +70,8 @@ class ContextImpl {
   TransportProvider* FindProvider(uint32_t id) const;
 
   RegionTable regions_;
+  // Shared with the providers' servers, which may outlive the context.
+  std::shared_ptr<NotificationRing> notifications_;
   std::atomic<uint64_t> next_region_id_{1};
   // In order of preference (transport_registry.cc).
   std::vector<std::shared_ptr<TransportProvider>> providers_;

@@ -5,8 +5,8 @@
 // Adding a transport means adding a folder that implements both and a line
 // in internal/transport_registry.cc.
 //
-// Thread-safety: Post, PostBatch, Run, Flush and lost are called from any
-// number of threads at once.
+// Thread-safety: Post, PostBatch, Run, Flush, the fences and lost are called
+// from any number of threads at once.
 #pragma once
 
 #include "base/status.h"
@@ -32,6 +32,10 @@ class Transport {
   virtual Status Run(const Op& op) { return Post(op).Wait(); }
   // Every operation posted before the call has completed.
   virtual Status Flush() = 0;
+  // Endpoint::WriteFence / ReadFence (core/endpoint.h). A transport that
+  // cannot do them cheaper flushes.
+  virtual Status WriteFence() { return Flush(); }
+  virtual Status ReadFence() { return Flush(); }
   // True once the peer was declared lost.
   virtual bool lost() const = 0;
 };

@@ -31,6 +31,7 @@
 #include "core/context.h"
 #include "core/descriptor.pb.h"
 #include "core/internal/hello_acceptor.h"
+#include "core/internal/notification_ring.h"
 #include "core/internal/region_state.h"
 #include "core/internal/region_table.h"
 #include "core/internal/transport.h"
@@ -52,6 +53,9 @@ struct ProviderEnv {
   uint64_t instance = 0;
   std::string host_id;
   const RegionTable* regions = nullptr;  // valid until Stop
+  // The context's notification queue: targets queue an event for each
+  // put-with-notify into a kNotifyEvents region.
+  std::shared_ptr<NotificationRing> notifications;
   // Start may add listeners for the hello acceptor (a same-host socket).
   std::vector<HelloAcceptor::Listener>* listeners = nullptr;
 };

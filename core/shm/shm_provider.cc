@@ -147,7 +147,8 @@ StatusOr<std::unique_ptr<Transport>> ShmProvider::HandOver(
   // Maps the peer's liveness page: the memfd hand-over itself.
   PS_ASSIGN_OR_RETURN(
       std::unique_ptr<ShmTransport> shm,
-      ShmTransport::Create(std::move(stream), reply.name(), reply.instance()));
+      ShmTransport::Create(std::move(stream), reply.name(), reply.instance(),
+                           env_.instance, env_.options->peer_timeout_ms));
   peer.fd->Reset();  // the hello's tcp connection is not needed any more
   return std::unique_ptr<Transport>(std::move(shm));
 }
@@ -164,15 +165,18 @@ std::function<void(net::UniqueFd)> ShmProvider::Answer(
     greeting.answer->set_answer(unix_name_);
     return {};
   }
-  return [this, name = greeting.hello->name()](net::UniqueFd fd) {
+  return [this, name = greeting.hello->name(),
+          instance = greeting.hello->instance()](net::UniqueFd fd) {
     VLOG(1) << env_.options->name << ": serving " << name
             << " over unix socket";
     MapRegionHandler map = [this](const wire::RequestHeader& r,
                                   wire::MapReply* out, int* memfd) {
       return MapRegion(r, out, memfd);
     };
-    auto server = std::make_unique<StreamServer>(std::move(fd), env_.regions,
-                                                 name, std::move(map));
+    auto server = std::make_unique<StreamServer>(
+        std::move(fd), env_.regions, name, std::move(map), nullptr,
+        NotifyTargetFor(env_.notifications, instance,
+                        env_.options->peer_timeout_ms));
     std::lock_guard<std::mutex> lock(mu_);
     servers_.push_back(std::move(server));
   };
@@ -181,6 +185,15 @@ std::function<void(net::UniqueFd)> ShmProvider::Answer(
 Status ShmProvider::MapRegion(const wire::RequestHeader& request,
                               wire::MapReply* reply, int* memfd) {
   const std::string& owner = env_.options->name;
+  if (request.region_id == wire::kNotificationRingId) {
+    if (request.instance != env_.instance) {
+      return StaleDescriptor("notification queue of another instance of " +
+                             owner);
+    }
+    *reply = wire::MapReply{env_.notifications->bytes(), kRemoteWrite, 0};
+    *memfd = env_.notifications->memfd();
+    return Status::OK();
+  }
   if (request.region_id == 0) {  // the liveness page
     if (request.instance != env_.instance) {
       return StaleDescriptor("liveness page of another instance of " + owner);

@@ -38,7 +38,7 @@ int Protection(uint32_t access) {
 
 StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(
     std::unique_ptr<StreamTransport> stream, std::string peer_name,
-    uint64_t peer_instance) {
+    uint64_t peer_instance, uint64_t self_instance, int peer_timeout_ms) {
   wire::MapReply reply{};
   net::UniqueFd fd;
   PS_RETURN_IF_ERROR(stream->MapRegion(0, 0, peer_instance, &reply, &fd));
@@ -52,7 +52,8 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(
                        "mmap liveness page of " + peer_name, errno);
   }
   std::unique_ptr<ShmTransport> t(
-      new ShmTransport(std::move(stream), std::move(peer_name), peer_instance));
+      new ShmTransport(std::move(stream), std::move(peer_name), peer_instance,
+                       self_instance, peer_timeout_ms));
   t->liveness_ = static_cast<const uint64_t*>(p);
   return t;
 }
@@ -176,21 +177,60 @@ Status ShmTransport::Execute(const Op& op) {
       *op.result = expected;  // the previous value either way
       return Status::OK();
     }
-    case OpType::kPutNotify: {
-      uint8_t* flag =
-          Resolve(*op.notify_remote, op.notify_offset, 8, kRemoteWrite, &why);
-      if (flag == nullptr) return why;
-      uint8_t* p = Resolve(r, op.single.remote_offset, op.single.length,
-                           kRemoteWrite, &why);
-      if (p == nullptr) return why;
-      Copy(p, op.single.local, op.single.length);
-      // Release: a reader that acquires the new word sees all of the data.
-      __atomic_store_n(reinterpret_cast<uint64_t*>(flag), op.notify_value,
-                       __ATOMIC_RELEASE);
-      return Status::OK();
-    }
+    case OpType::kPutNotify:
+      return PutNotify(op);
   }
   return Internal("unknown operation");
+}
+
+Status ShmTransport::PutNotify(const Op& op) {
+  Status why;
+  uint8_t* flag =
+      Resolve(*op.notify_remote, op.notify_offset, 8, kRemoteWrite, &why);
+  if (flag == nullptr) return why;
+  uint8_t* p = Resolve(*op.remote, op.single.remote_offset, op.single.length,
+                       kRemoteWrite, &why);
+  if (p == nullptr) return why;
+  // The owner's truth, mapped by Resolve: whether it wants an event. Its
+  // cell is claimed before the data moves, so a full queue refuses the put
+  // with nothing written.
+  NotificationRing* ring = nullptr;
+  uint64_t cell = 0;
+  if (MappingOf(*op.notify_remote)->access & kNotifyEvents) {
+    PS_ASSIGN_OR_RETURN(ring, PeerRing());
+    PS_ASSIGN_OR_RETURN(cell, ring->Claim(ring_wait_));
+  }
+  Copy(p, op.single.local, op.single.length);
+  // Release: a reader that acquires the new word sees all of the data.
+  __atomic_store_n(reinterpret_cast<uint64_t*>(flag), op.notify_value,
+                   __ATOMIC_RELEASE);
+  if (ring != nullptr) {
+    ring->Publish(cell, Notification{self_instance_, op.notify_remote->id(),
+                                     op.notify_offset, op.notify_value});
+  }
+  return Status::OK();
+}
+
+StatusOr<NotificationRing*> ShmTransport::PeerRing() {
+  if (NotificationRing* ring =
+          peer_ring_ready_.load(std::memory_order_acquire)) {
+    return ring;
+  }
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  if (peer_ring_ != nullptr) return peer_ring_.get();
+  wire::MapReply reply{};
+  net::UniqueFd fd;
+  PS_RETURN_IF_ERROR(stream_->MapRegion(wire::kNotificationRingId, 0,
+                                        peer_instance_, &reply, &fd));
+  void* p = mmap(nullptr, reply.size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                 fd.get(), 0);
+  if (p == MAP_FAILED) {
+    return ErrnoStatus(StatusCode::kIOError,
+                       "mmap the notification queue of " + peer_name_, errno);
+  }
+  PS_ASSIGN_OR_RETURN(peer_ring_, NotificationRing::Attach(p, reply.size));
+  peer_ring_ready_.store(peer_ring_.get(), std::memory_order_release);
+  return peer_ring_.get();
 }
 
 // A put of one segment, the latency-bound case, without Execute's switch.
@@ -241,6 +281,11 @@ Status ShmTransport::Flush() {
   // understands). Then wait for the streamed ones.
   flushes_.fetch_add(1, std::memory_order_seq_cst);
   return stream_->Flush();
+}
+
+Status ShmTransport::WriteFence() {
+  flushes_.fetch_add(1, std::memory_order_seq_cst);  // as in Flush
+  return stream_->Drain();
 }
 
 }  // namespace ps::xfer::internal

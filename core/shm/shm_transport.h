@@ -3,13 +3,18 @@
 // with memcpy and CPU atomics: the peer's CPU does nothing, and every
 // operation completes before Post returns. Regions the peer registered from
 // its own memory cannot be mapped; those go through the stream transport on
-// the Unix socket that also hands out the memfds.
+// the Unix socket that also hands out the memfds. A put-with-notify into a
+// kNotifyEvents region also queues its notification in the peer's ring,
+// mapped like a region (core/internal/notification_ring.h).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "core/internal/notification_ring.h"
 #include "core/internal/transport.h"
 #include "core/shm/remote_mapping.h"
 #include "core/stream/stream_transport.h"
@@ -19,23 +24,33 @@ namespace ps::xfer::internal {
 class ShmTransport : public Transport {
  public:
   // Maps the peer's liveness page over `stream` (a Unix socket connection).
+  // `self_instance` is this context's, the sender of our notifications;
+  // a put-with-notify waits up to half of `peer_timeout_ms` for room in the
+  // peer's notification queue.
   static StatusOr<std::unique_ptr<ShmTransport>> Create(
       std::unique_ptr<StreamTransport> stream, std::string peer_name,
-      uint64_t peer_instance);
+      uint64_t peer_instance, uint64_t self_instance, int peer_timeout_ms);
   ~ShmTransport() override;
 
   Request Post(const Op& op) override;
   Request PostBatch(std::span<const Op> ops) override;
   Status Run(const Op& op) override;
   Status Flush() override;
+  // Mapped operations are complete when Post returns; only streamed ones
+  // (application memory of the peer) are waited for.
+  Status WriteFence() override;
+  Status ReadFence() override { return WriteFence(); }
   bool lost() const override { return stream_->lost(); }
 
  private:
   ShmTransport(std::unique_ptr<StreamTransport> stream, std::string peer_name,
-               uint64_t peer_instance)
+               uint64_t peer_instance, uint64_t self_instance,
+               int peer_timeout_ms)
       : stream_(std::move(stream)),
         peer_name_(std::move(peer_name)),
-        peer_instance_(peer_instance) {}
+        peer_instance_(peer_instance),
+        self_instance_(self_instance),
+        ring_wait_(peer_timeout_ms / 2) {}
 
   // True when `op` goes through the stream transport: a region the peer
   // registered from its own memory cannot be mapped.
@@ -57,12 +72,22 @@ class ShmTransport : public Transport {
       uint32_t access, Status* why);
   Status Execute(const Op& op);
   Status PutOne(const Op& op);
+  // Copies a put-with-notify's data, stores its word and, when the word's
+  // region asks for events, queues one in the peer's notification ring.
+  Status PutNotify(const Op& op);
+  // The peer's notification ring, mapped on first use.
+  StatusOr<NotificationRing*> PeerRing();
 
   std::unique_ptr<StreamTransport> stream_;
   const std::string peer_name_;
   const uint64_t peer_instance_;
+  const uint64_t self_instance_;
+  const std::chrono::milliseconds ring_wait_;
   const uint64_t* liveness_ = nullptr;  // the peer's page, read-only
   std::atomic<uint64_t> flushes_{0};
+  std::mutex ring_mu_;  // serializes the ring's first mapping
+  std::unique_ptr<NotificationRing> peer_ring_;  // guarded by ring_mu_
+  std::atomic<NotificationRing*> peer_ring_ready_{nullptr};
 };
 
 }  // namespace ps::xfer::internal

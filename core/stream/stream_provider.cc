@@ -182,7 +182,7 @@ std::function<void(net::UniqueFd)> StreamProvider::Answer(
     sessions_[offer.session()] = SessionEntry{session, {}, 0};
   }
   if (session != nullptr) greeting.answer->set_answer("session");
-  return [this, name, session,
+  return [this, name, instance, session,
           old = std::shared_ptr<StreamServer>(std::move(old))](
              net::UniqueFd fd) mutable {
     if (old != nullptr) {
@@ -192,7 +192,9 @@ std::function<void(net::UniqueFd)> StreamProvider::Answer(
     }
     VLOG(1) << env_.options->name << ": serving " << name << " over tcp";
     auto server = std::make_unique<StreamServer>(
-        std::move(fd), env_.regions, name, MapRegionHandler(), session);
+        std::move(fd), env_.regions, name, MapRegionHandler(), session,
+        NotifyTargetFor(env_.notifications, instance,
+                        env_.options->peer_timeout_ms));
     std::lock_guard<std::mutex> lock(mu_);
     servers_.push_back(std::move(server));
   };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "net/transfer.h"
@@ -60,12 +61,14 @@ bool IsRead(uint16_t op) {
 class StreamServer::Connection {
  public:
   Connection(int fd, const RegionTable* regions, const std::string& peer,
-             const MapRegionHandler& map_region, StreamSession* session)
+             const MapRegionHandler& map_region, StreamSession* session,
+             const NotifyTarget& notify)
       : fd_(fd),
         regions_(regions),
         peer_(peer),
         map_region_(map_region),
-        session_(session) {}
+        session_(session),
+        notify_(notify) {}
 
   void Run() {
     for (;;) {
@@ -255,9 +258,31 @@ class StreamServer::Connection {
       if (!word.ok()) return Reject(h, word.status(), h.length);
       flag = *word;
     }
-    PS_RETURN_IF_ERROR(RecvAll(
-        fd_, static_cast<char*>((*region)->data()) + h.offset, h.length));
+    // A notification's cell is claimed before the data moves: a full queue
+    // refuses the put with nothing written.
+    std::optional<uint64_t> cell;
+    if (notify_region != nullptr && (notify_region->access() & kNotifyEvents)) {
+      if (notify_.ring == nullptr) {
+        return Reject(h,
+                      NotSupported("this connection queues no notifications"),
+                      h.length);
+      }
+      StatusOr<uint64_t> claimed = notify_.ring->Claim(notify_.wait);
+      if (!claimed.ok()) return Reject(h, claimed.status(), h.length);
+      cell = *claimed;
+    }
+    Status received = RecvAll(
+        fd_, static_cast<char*>((*region)->data()) + h.offset, h.length);
+    if (!received.ok()) {
+      if (cell.has_value()) notify_.ring->Void(*cell);
+      return received;
+    }
     if (flag != nullptr) __atomic_store_n(flag, h.operand0, __ATOMIC_RELEASE);
+    if (cell.has_value()) {
+      notify_.ring->Publish(
+          *cell, Notification{notify_.peer_instance, notify_region->id(),
+                              h.operand1, h.operand0});
+    }
     return Reply(h, Status::OK());
   }
 
@@ -391,16 +416,19 @@ class StreamServer::Connection {
   const std::string& peer_;
   const MapRegionHandler& map_region_;
   StreamSession* const session_;  // null: the connection cannot resume
+  const NotifyTarget& notify_;
 };
 
 StreamServer::StreamServer(UniqueFd fd, const RegionTable* regions,
                            std::string peer_name, MapRegionHandler map_region,
-                           std::shared_ptr<StreamSession> session)
+                           std::shared_ptr<StreamSession> session,
+                           NotifyTarget notify)
     : fd_(std::move(fd)),
       regions_(regions),
       peer_name_(std::move(peer_name)),
       map_region_(std::move(map_region)),
-      session_(std::move(session)) {
+      session_(std::move(session)),
+      notify_(std::move(notify)) {
   int size = kSocketBufferBytes;
   setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
   setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
@@ -413,7 +441,8 @@ StreamServer::~StreamServer() {
 }
 
 void StreamServer::Run() {
-  Connection(fd_.get(), regions_, peer_name_, map_region_, session_.get())
+  Connection(fd_.get(), regions_, peer_name_, map_region_, session_.get(),
+             notify_)
       .Run();
   // Wakes a peer still waiting for replies: the connection is over.
   shutdown(fd_.get(), SHUT_RDWR);

@@ -7,12 +7,14 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "base/status.h"
+#include "core/internal/notification_ring.h"
 #include "core/internal/region_table.h"
 #include "core/stream/stream_session.h"
 #include "core/stream/wire.h"
@@ -26,6 +28,27 @@ namespace ps::xfer::internal {
 using MapRegionHandler = std::function<Status(
     const wire::RequestHeader& request, wire::MapReply* reply, int* memfd)>;
 
+// Where a server queues the notification of each put-with-notify into a
+// kNotifyEvents region (core/notification.h).
+struct NotifyTarget {
+  // Null: such puts are refused (kNotSupported).
+  std::shared_ptr<NotificationRing> ring;
+  uint64_t peer_instance = 0;  // the sender the notifications name
+  // How long a put may wait for room in a full ring before it is refused
+  // (kResourceExhausted): less than the origin's peer timeout, so the
+  // refusal arrives before the origin gives up on us.
+  std::chrono::milliseconds wait{0};
+};
+
+// The target of a connection from `peer_instance` in a context whose peer
+// timeout is `peer_timeout_ms`: a full ring holds a put half of that.
+inline NotifyTarget NotifyTargetFor(std::shared_ptr<NotificationRing> ring,
+                                    uint64_t peer_instance,
+                                    int peer_timeout_ms) {
+  return {std::move(ring), peer_instance,
+          std::chrono::milliseconds(peer_timeout_ms / 2)};
+}
+
 class StreamServer {
  public:
   // Starts serving `fd` (the hello is already done) on a new thread.
@@ -33,7 +56,8 @@ class StreamServer {
   // `session` is null on connections that cannot be re-established.
   StreamServer(net::UniqueFd fd, const RegionTable* regions,
                std::string peer_name, MapRegionHandler map_region,
-               std::shared_ptr<StreamSession> session = nullptr);
+               std::shared_ptr<StreamSession> session = nullptr,
+               NotifyTarget notify = {});
   // Stops (shuts the socket down) and joins the thread.
   ~StreamServer();
   StreamServer(const StreamServer&) = delete;
@@ -53,6 +77,7 @@ class StreamServer {
   const std::string peer_name_;
   MapRegionHandler map_region_;
   const std::shared_ptr<StreamSession> session_;
+  const NotifyTarget notify_;
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };

@@ -37,6 +37,9 @@ Request StreamTransport::Impl::Send(OutgoingMessage& m,
       p.id = m.headers[i].request_id = next_id_++;
       m.headers[i].acked_through = acked;
       if (!p.replay.empty()) PatchKeptHeader(p.replay, p.id, acked);
+      if (wire::ReturnsData(m.headers[i].op)) {
+        last_read_id_.store(p.id, std::memory_order_release);
+      }
       pending_.push_back(std::move(p));
     }
     // Before publishing the new ids, so the reader's stall check measures
@@ -88,25 +91,37 @@ Status StreamTransport::Impl::MapRegion(uint64_t region_id, uint64_t key,
   return Send(m, state, true).Wait();
 }
 
-Status StreamTransport::Impl::Flush() {
-  const uint64_t target = posted_id_.load(std::memory_order_acquire);
+void StreamTransport::Impl::WaitThrough(std::unique_lock<std::mutex>& lock,
+                                        uint64_t target) {
   auto caught_up = [&] {
     return completed_id_.load(std::memory_order_acquire) >= target;
   };
-  std::unique_lock lock(mu_);
-  if (!caught_up()) {
-    lock.unlock();
-    bool done = SpinBriefly(caught_up);
-    lock.lock();
-    if (!done) {
-      ++flush_sleepers_;
-      flushed_.wait(lock, caught_up);
-      --flush_sleepers_;
-    }
+  if (caught_up()) return;
+  lock.unlock();
+  bool done = SpinBriefly(caught_up);
+  lock.lock();
+  if (!done) {
+    ++flush_sleepers_;
+    flushed_.wait(lock, caught_up);
+    --flush_sleepers_;
   }
+}
+
+Status StreamTransport::Impl::Flush() {
+  const uint64_t target = posted_id_.load(std::memory_order_acquire);
+  std::unique_lock lock(mu_);
+  WaitThrough(lock, target);
   Status first = std::exchange(first_error_, Status::OK());
   if (first.ok() && lost_.load(std::memory_order_relaxed)) first = lost_reason_;
   return first;
+}
+
+Status StreamTransport::Impl::Drain(bool reads_only) {
+  const uint64_t target =
+      (reads_only ? last_read_id_ : posted_id_).load(std::memory_order_acquire);
+  std::unique_lock lock(mu_);
+  WaitThrough(lock, target);
+  return lost_.load(std::memory_order_relaxed) ? lost_reason_ : Status::OK();
 }
 
 Status StreamTransport::Impl::LostStatus() {
@@ -250,6 +265,17 @@ Request StreamTransport::PostBatch(std::span<const Op> ops) {
 Status StreamTransport::Run(const Op& op) { return impl_->Run(op); }
 
 Status StreamTransport::Flush() { return impl_->Flush(); }
+
+Status StreamTransport::WriteFence() {
+  // The target executes a connection's requests in the order they were
+  // sent, and a resumed session sends the unanswered ones again in that
+  // order before any new one: writes are ordered without waiting.
+  return lost() ? impl_->Drain(false) : Status::OK();
+}
+
+Status StreamTransport::ReadFence() { return impl_->Drain(true); }
+
+Status StreamTransport::Drain() { return impl_->Drain(false); }
 
 Status StreamTransport::MapRegion(uint64_t region_id, uint64_t key,
                                   uint64_t instance, wire::MapReply* reply,

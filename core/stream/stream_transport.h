@@ -55,6 +55,11 @@ class StreamTransport final : public Transport {
   Request PostBatch(std::span<const Op> ops) override;
   Status Run(const Op& op) override;
   Status Flush() override;
+  Status WriteFence() override;
+  Status ReadFence() override;
+  // Waits until every request posted before has its reply; kPeerLost once
+  // lost, else OK (errors stay for Flush).
+  Status Drain();
   // Inline: the shm transport asks before every mapped copy.
   bool lost() const override { return lost_->load(std::memory_order_acquire); }
 

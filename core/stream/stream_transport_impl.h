@@ -63,6 +63,10 @@ class StreamTransport::Impl : private net::TransferWatch {
   Request Post(std::span<const Op> ops, bool reader_needed = true);
   Status Run(const Op& op);
   Status Flush();
+  // Waits for the replies of every request posted before (of every read,
+  // get, readv or atomic, with `reads_only`); kPeerLost once lost, else OK
+  // (errors stay for Flush).
+  Status Drain(bool reads_only);
   bool lost() const { return lost_.load(std::memory_order_acquire); }
   const std::atomic<bool>& lost_flag() const { return lost_; }
   Status MapRegion(uint64_t region_id, uint64_t key, uint64_t instance,
@@ -71,6 +75,9 @@ class StreamTransport::Impl : private net::TransferWatch {
  private:
   Request Send(OutgoingMessage& m, const std::shared_ptr<RequestState>& state,
                bool reader_needed);
+  // Waits, holding `lock` on mu_ on return, until completed_id_ reaches
+  // `target`.
+  void WaitThrough(std::unique_lock<std::mutex>& lock, uint64_t target);
 
   void ConfigureSocket(int fd) const {
     int size = kSocketBufferBytes;
@@ -206,6 +213,8 @@ class StreamTransport::Impl : private net::TransferWatch {
   // Highest request id registered / completed (replies come in order).
   std::atomic<uint64_t> posted_id_{0};
   std::atomic<uint64_t> completed_id_{0};
+  // Highest request id whose reply carries data (ReadFence waits for it).
+  std::atomic<uint64_t> last_read_id_{0};
   std::atomic<bool> lost_{false};
 
   // Reading replies (see the header): the read lock, the failure a polling

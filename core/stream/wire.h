@@ -35,6 +35,20 @@ enum class WireOp : uint16_t {
   kMapRegion = 8,    // same-host only: reply carries MapReply + the memfd
 };
 
+// Whether the reply to `op` carries data the origin waits for: what a
+// read fence waits for.
+inline bool ReturnsData(uint16_t op) {
+  switch (static_cast<WireOp>(op)) {
+    case WireOp::kGet:
+    case WireOp::kReadV:
+    case WireOp::kFetchAdd:
+    case WireOp::kCompareSwap:
+      return true;
+    default:
+      return false;
+  }
+}
+
 struct RequestHeader {
   uint32_t magic = kRequestMagic;
   uint16_t op = 0;
@@ -70,8 +84,13 @@ struct ReplyHeader {
 };
 static_assert(sizeof(ReplyHeader) == 32);
 
+// kMapRegion's region_id for the target's notification queue
+// (core/internal/notification_ring.h), which same-host peers map writable.
+constexpr uint64_t kNotificationRingId = ~uint64_t{0};
+
 // Payload of a successful kMapRegion reply; the region's memfd travels with
-// it as SCM_RIGHTS ancillary data. region_id 0 asks for the liveness page.
+// it as SCM_RIGHTS ancillary data. region_id 0 asks for the liveness page,
+// kNotificationRingId for the notification queue.
 struct MapReply {
   uint64_t size;
   uint32_t access;

@@ -178,6 +178,13 @@ Status VerbsTransport::Impl::Plan(
       return Status::OK();
     }
     case OpType::kPutNotify: {
+      if (op.notify_remote->access() & kNotifyEvents) {
+        return NotSupported(
+            "notification events over verbs are not supported yet (region " +
+            std::to_string(op.notify_remote->id()) + " of " +
+            op.notify_remote->owner() +
+            " has kNotifyEvents); use shm or tcp for it");
+      }
       PS_ASSIGN_OR_RETURN(uint64_t flag_base, target(*op.notify_remote));
       write(region, base, op.single.local, op.single.remote_offset,
             op.single.length);
