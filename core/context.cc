@@ -236,11 +236,11 @@ StatusOr<std::shared_ptr<Endpoint>> Context::Connect(
 Status Context::Fence() { return impl_->Fence(); }
 
 StatusOr<Notification> Context::WaitNotification(
-    std::chrono::milliseconds timeout) {
+    std::chrono::microseconds timeout) {
   std::optional<Notification> n = impl_->notifications()->Wait(timeout);
   if (!n.has_value()) {
     return Timeout("no notification for " + impl_->options_.name + " within " +
-                   std::to_string(timeout.count()) + " ms");
+                   std::to_string(timeout.count()) + " us");
   }
   return *n;
 }

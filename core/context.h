@@ -85,6 +85,7 @@ struct ContextOptions {
   // fails with kResourceExhausted. 64 bytes each, shared with same-host
   // peers.
   uint32_t notification_capacity = 4096;
+  static constexpr uint32_t kMaxNotificationCapacity = 1u << 20;
 };
 
 namespace internal {
@@ -134,7 +135,7 @@ class Context {
   // The next notification, waiting up to `timeout` for one: the thread
   // sleeps (a futex, woken by the sender) rather than spins. kTimeout when
   // none came. Any number of threads may wait; each event goes to one.
-  StatusOr<Notification> WaitNotification(std::chrono::milliseconds timeout);
+  StatusOr<Notification> WaitNotification(std::chrono::microseconds timeout);
   // The next notification if one is queued now, else nullopt.
   std::optional<Notification> PollNotification();
 

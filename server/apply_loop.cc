@@ -18,6 +18,10 @@ namespace {
 // worker cannot starve the others sharing a thread.
 constexpr uint32_t kBudgetPerInbox = 8;
 
+// How long a lone idle apply thread sleeps between looks at its stop flag
+// when no packet rings: what StopAndDrain may wait.
+constexpr uint32_t kLoneThreadWaitUs = 20'000;
+
 }  // namespace
 
 ApplyLoop::ApplyLoop(Shard* shard, Inboxes* inboxes, ServerStats* stats,
@@ -78,6 +82,8 @@ void ApplyLoop::Run(uint32_t thread_index) {
     // Read the flag before polling: a stop seen here is followed by at least
     // one full pass, so every packet complete at StopAndDrain is applied.
     const bool stopping = stop_.load(std::memory_order_acquire);
+    // Before the poll: a packet whose ring is dropped here is visible to it.
+    inboxes_->ForgetRings();
     uint64_t progress = 0;
     for (uint32_t w : mine) progress += Consume(w, kBudgetPerInbox, &scratch);
     if (progress > 0) {
@@ -96,7 +102,12 @@ void ApplyLoop::Run(uint32_t thread_index) {
       _mm_pause();
       continue;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    // One thread hears every ring, so it sleeps until one (or a stop's
+    // short timeout); several wake on rings that may be another's inbox,
+    // so each also looks again after its sleep, as the policy says.
+    inboxes_->WaitForRing(threads_ == 1
+                              ? std::chrono::microseconds(kLoneThreadWaitUs)
+                              : std::chrono::microseconds(sleep_us));
     sleep_us = std::min(sleep_us * 2, std::max(idle.sleep_max_us, 1u));
   }
 }

@@ -15,9 +15,11 @@
 // its own gradient, never our bounds. A bad packet is counted, logged once
 // per sender with the reason, and skipped: the head moves on.
 //
-// Idle policy: poll for `spin_us`, then sleep, starting at sleep_min_us and
-// doubling to sleep_max_us while nothing arrives (this machine shares its
-// cores with workers). sleep_max_us 0 spins forever (dedicated cores).
+// Idle policy: poll for `spin_us`, then sleep until a packet rings the
+// inboxes' doorbell (server/inboxes.h), so an idle server costs no CPU. With
+// several apply threads a ring may be for another thread's inbox, so each
+// sleeps at most sleep_min_us, doubling to sleep_max_us while nothing
+// arrives, between looks. sleep_max_us 0 spins forever (dedicated cores).
 //
 // Buffers are sized once for the largest packet a slot can hold, so steady
 // applying allocates nothing.

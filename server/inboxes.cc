@@ -24,12 +24,14 @@ StatusOr<std::unique_ptr<Inboxes>> Inboxes::Create(xfer::Context* context,
         std::to_string(slot_bytes));
   }
   std::unique_ptr<Inboxes> in(new Inboxes);
+  in->context_ = context;
   in->words_.workers = workers;
   in->slots_ = slots;
   in->slot_bytes_ = slot_bytes;
   const uint64_t inbox_bytes = uint64_t{slots} * slot_bytes;
   for (uint32_t w = 0; w < workers; ++w) {
-    auto r = context->Allocate(inbox_bytes, xfer::kRemoteWrite);
+    auto r = context->Allocate(inbox_bytes,
+                               xfer::kRemoteWrite | xfer::kNotifyEvents);
     if (!r.ok()) {
       return ResourceExhausted(
           "cannot allocate the inbox of worker " + std::to_string(w) + " (" +

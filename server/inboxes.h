@@ -6,6 +6,13 @@
 // (remote read, write and atomics: workers read inbox heads and write their
 // clocks there).
 //
+// The doorbell: the inbox regions are kNotifyEvents, so every packet's
+// PutWithNotify also queues a notification in the context (core/
+// notification.h) after the packet is visible. An idle apply thread sleeps
+// in WaitForRing instead of polling; a busy one drops the rings it no
+// longer needs (ForgetRings) before each poll of its inboxes, so that every
+// packet whose ring it dropped is visible to that poll.
+//
 // Memory ordering: a worker's PutWithNotify stores the slot's sequence word
 // with release semantics after the data (shm: a CPU store from the worker's
 // process; tcp: our progress thread after receiving the bytes), so
@@ -14,6 +21,7 @@
 // worker that sees a head may reuse the slots below it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -66,6 +74,18 @@ class Inboxes {
   uint64_t Clock(uint32_t worker) const {
     return __atomic_load_n(Word(words_.ClockOffset(worker)), __ATOMIC_ACQUIRE);
   }
+  // Drops the rings queued so far (each packet rings once). Returns how
+  // many.
+  uint64_t ForgetRings() {
+    uint64_t n = 0;
+    while (context_->PollNotification().has_value()) ++n;
+    return n;
+  }
+  // Sleeps until a packet rings or `timeout` passes; true if one rang.
+  bool WaitForRing(std::chrono::microseconds timeout) {
+    return context_->WaitNotification(timeout).ok();
+  }
+
   // Tells workers that read it that this server is going away.
   void SetShutdown() {
     __atomic_store_n(Word(words_.ShutdownOffset()), uint64_t{1},
@@ -79,6 +99,7 @@ class Inboxes {
         static_cast<uint8_t*>(status_region_->data()) + offset);
   }
 
+  xfer::Context* context_ = nullptr;  // outlives the inboxes
   protocol::StatusWords words_{0};
   uint32_t slots_ = 0;
   uint32_t slot_bytes_ = 0;

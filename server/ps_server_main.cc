@@ -92,16 +92,20 @@ DEFINE_string(port_file, "",
               "tests find a --port=0 server). Written atomically.");
 DEFINE_uint32(idle_spin_us, 50,
               "Idle policy of the apply threads: after the last packet they "
-              "poll without sleeping for this many microseconds, then start "
-              "sleeping between polls (--idle_sleep_min_us).");
+              "poll without sleeping for this many microseconds, then sleep "
+              "until a packet rings the inboxes' doorbell (a worker's put "
+              "wakes them; an idle server costs no CPU).");
 DEFINE_uint32(idle_sleep_min_us, 50,
-              "Idle policy: the first sleep (microseconds) between polls of an "
-              "idle apply thread; it doubles on every empty poll up to "
-              "--idle_sleep_max_us.");
+              "Idle policy with several --apply_threads (a ring may be for "
+              "another thread's inbox): the first sleep (microseconds) between "
+              "looks of an idle apply thread; it doubles on every empty look "
+              "up to --idle_sleep_max_us. One apply thread sleeps until a "
+              "ring.");
 DEFINE_uint32(idle_sleep_max_us, 200,
-              "Idle policy: the longest sleep (microseconds) between polls of "
-              "an idle apply thread, i.e. the most latency a pause adds to the "
-              "next packet. 0: never sleep, spin (only with dedicated cores).");
+              "Idle policy with several --apply_threads: the longest sleep "
+              "(microseconds) between looks of an idle apply thread, i.e. the "
+              "most latency a pause adds to a packet whose ring another thread "
+              "heard. 0: never sleep, spin (only with dedicated cores).");
 DEFINE_string(checkpoint_dir, "",
               "Directory of this cluster's checkpoints (shared by every "
               "server: each writes its shard there, shard 0 commits). Empty: "

@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+#include <bit>
 #include <chrono>
 #include <filesystem>
 
@@ -85,6 +87,11 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   co.transport = o.transport;
   co.secret = o.secret;
   co.peer_timeout_ms = o.timeout_ms;
+  // Room for a doorbell ring per packet in flight, twice over (the apply
+  // threads drop the rings before each poll; server/inboxes.h).
+  co.notification_capacity = std::bit_ceil(
+      std::clamp<uint64_t>(2 * uint64_t{o.num_workers} * o.inbox_slots, 4096,
+                           xfer::ContextOptions::kMaxNotificationCapacity));
   auto context = xfer::Context::Create(co);
   if (!context.ok()) return context.status().WithContext("xfer context");
   s->context_ = std::move(*context);

@@ -15,6 +15,7 @@
 #include "core/context.h"
 #include "core/endpoint.h"
 #include "core/memory_region.h"
+#include "core/registered_pool.h"
 #include "core/remote_region.h"
 #include "core/request.h"
 
@@ -56,7 +57,17 @@ struct ps_xfer_batch {
   ps::xfer::Batch batch;
 };
 
+struct ps_xfer_pool {
+  std::shared_ptr<ps::xfer::Context> context;
+  std::unique_ptr<ps::xfer::RegisteredPool> pool;
+};
+
 namespace ps::xfer::c_api {
+
+// Checked before an access mask reaches C++.
+inline bool KnownAccess(uint32_t access) {
+  return (access & ~kAllAccessFlags) == 0;
+}
 
 // Records `status` as this thread's last error (unless OK) and returns its
 // code.

@@ -46,6 +46,7 @@ static_assert(static_cast<uint32_t>(PS_XFER_REMOTE_READ) == kRemoteRead);
 static_assert(static_cast<uint32_t>(PS_XFER_REMOTE_WRITE) == kRemoteWrite);
 static_assert(static_cast<uint32_t>(PS_XFER_REMOTE_ATOMIC) == kRemoteAtomic);
 static_assert(static_cast<uint32_t>(PS_XFER_REMOTE_ALL) == kRemoteAll);
+static_assert(static_cast<uint32_t>(PS_XFER_NOTIFY_EVENTS) == kNotifyEvents);
 
 static_assert(PS_XFER_TRANSPORT_AUTO ==
               static_cast<int>(TransportChoice::kAuto));
@@ -59,9 +60,6 @@ static_assert(PS_XFER_TRANSPORT_VERBS ==
 // and a thread reading it never sees another thread's failure.
 thread_local std::string last_error;
 
-// Checked before an access mask reaches C++, which would store unknown bits.
-bool KnownAccess(uint32_t access) { return (access & ~kRemoteAll) == 0; }
-
 std::string OrEmpty(const char* s) { return s != nullptr ? s : ""; }
 
 // Allocate and Register differ only in the C++ call.
@@ -74,7 +72,8 @@ ps_xfer_status NewRegion(const char* function, ps_xfer_context* context,
     if (context == nullptr) return InvalidArg(function, "context is NULL");
     if (!KnownAccess(access)) {
       return InvalidArg(function,
-                        "access has bits other than PS_XFER_REMOTE_*");
+                        "access has bits other than PS_XFER_REMOTE_* and "
+                        "PS_XFER_NOTIFY_EVENTS");
     }
     auto region = make(*context->context);
     if (!region.ok()) return Report(region.status());
@@ -147,6 +146,7 @@ ps_xfer_status ps_xfer_context_options_init(ps_xfer_context_options* options) {
     options->ib_device = nullptr;
     options->ib_port = defaults->ib_port;
     options->ib_gid_index = defaults->ib_gid_index;
+    options->notification_capacity = defaults->notification_capacity;
     return PS_XFER_OK;
   });
 }
@@ -186,6 +186,9 @@ ps_xfer_status ps_xfer_context_create(const ps_xfer_context_options* options,
     o.ib_device = OrEmpty(options->ib_device);
     o.ib_port = options->ib_port;
     o.ib_gid_index = options->ib_gid_index;
+    if (options->notification_capacity != 0) {
+      o.notification_capacity = options->notification_capacity;
+    }
     auto context = ps::xfer::Context::Create(std::move(o));
     if (!context.ok()) return Report(context.status());
     auto handle = std::make_unique<ps_xfer_context>();

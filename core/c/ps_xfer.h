@@ -15,6 +15,8 @@
  *   ps_xfer_remote    RemoteRegion     (ps_xfer_import = Endpoint::Import)
  *   ps_xfer_request   Request          (from every ps_xfer_put, _get, ...)
  *   ps_xfer_batch     Batch            (ps_xfer_batch_post = Endpoint::Post)
+ *   ps_xfer_pool      RegisteredPool   (ps_xfer_pool_alloc = Allocate)
+ *   ps_xfer_notification  Notification (ps_xfer_wait_notification)
  *   ps_xfer_status    ps::StatusCode   (the same numbers)
  * The semantics are the C++ ones: no ordering between operations unless
  * separated by ps_xfer_flush or tied by ps_xfer_put_with_notify; every
@@ -88,7 +90,11 @@ enum {
   PS_XFER_REMOTE_READ = 1u << 0,   /* get, readv */
   PS_XFER_REMOTE_WRITE = 1u << 1,  /* put, writev, put_with_notify */
   PS_XFER_REMOTE_ATOMIC = 1u << 2, /* fetch_add64, compare_swap64 */
-  PS_XFER_REMOTE_ALL = 7u
+  PS_XFER_REMOTE_ALL = 7u,
+  /* Grants nothing: a put_with_notify whose notify word lies in the region
+   * also queues a notification at the owner (ps_xfer_wait_notification).
+   * Not over verbs yet (PS_XFER_NOT_SUPPORTED). */
+  PS_XFER_NOTIFY_EVENTS = 1u << 3
 };
 
 /* Which transport carries an endpoint; AUTO lets connect choose (shm on the
@@ -124,6 +130,9 @@ typedef struct ps_xfer_context_options {
   const char* ib_device; /* RDMA device for verbs; NULL: $XFER_IB_DEV/first */
   int ib_port;           /* 0: $XFER_IB_PORT or the first active port */
   int ib_gid_index;      /* -1: $XFER_IB_GID_INDEX or chosen */
+  /* Cells of the notification queue: a power of two from 2 to 2^20;
+   * default 4096. */
+  uint32_t notification_capacity;
 } ps_xfer_context_options;
 
 /* Fills *options with the C++ defaults. */
@@ -277,6 +286,73 @@ ps_xfer_status ps_xfer_batch_clear(ps_xfer_batch* batch);
 ps_xfer_status ps_xfer_batch_post(ps_xfer_endpoint* endpoint,
                                   const ps_xfer_batch* batch,
                                   ps_xfer_request** out);
+
+/* Fences (core/endpoint.h), cheaper than ps_xfer_flush where the transport
+ * allows. write_fence: every put, writev, put_with_notify and atomic posted
+ * before takes effect at the target before any operation posted after it
+ * (it orders; it does not wait on tcp). read_fence: every get, readv and
+ * atomic posted before has its data in local memory. Each returns
+ * PS_XFER_PEER_LOST once the peer is lost; an operation's own error comes
+ * from its request and the next flush. */
+ps_xfer_status ps_xfer_write_fence(ps_xfer_endpoint* endpoint);
+ps_xfer_status ps_xfer_read_fence(ps_xfer_endpoint* endpoint);
+
+/* A completion event (core/notification.h): a put_with_notify stored
+ * `value` into the word at `offset` of region `region_id` (its id at the
+ * owner) of a PS_XFER_NOTIFY_EVENTS region; `sender` is the sending
+ * context's instance. The put's data and word are visible before it is. */
+typedef struct ps_xfer_notification {
+  uint64_t sender;
+  uint64_t region_id;
+  uint64_t offset;
+  uint64_t value;
+} ps_xfer_notification;
+
+/* The next notification to this context, waiting up to `timeout_us`
+ * microseconds for one (the thread sleeps, it does not spin);
+ * PS_XFER_TIMEOUT when none came. Any number of threads may wait; each
+ * notification goes to one of them. */
+ps_xfer_status ps_xfer_wait_notification(ps_xfer_context* context,
+                                         int64_t timeout_us,
+                                         ps_xfer_notification* out);
+/* The next notification if one is queued: *got = 1 and *out set, else
+ * *got = 0; never waits. */
+ps_xfer_status ps_xfer_poll_notification(ps_xfer_context* context,
+                                         ps_xfer_notification* out, int* got);
+/* The id of a region at its owner, as notifications name it. */
+ps_xfer_status ps_xfer_region_id(const ps_xfer_region* region, uint64_t* id);
+
+/* A registered pool (core/registered_pool.h): one region of `bytes`
+ * allocated and registered once, handed out in blocks that peers address
+ * by (the pool's descriptor, the block's offset). Blocks are aligned to
+ * `alignment` (a power of two from 8 to the page size; 0: 64) or more.
+ * The pool keeps its context; destroying it deregisters the region. */
+typedef struct ps_xfer_pool ps_xfer_pool;
+typedef struct ps_xfer_block {
+  uint64_t offset; /* in the pool's region: what peers address */
+  size_t size;     /* as asked */
+  void* data;      /* this process's address of the block */
+} ps_xfer_block;
+
+ps_xfer_status ps_xfer_pool_create(ps_xfer_context* context, size_t bytes,
+                                   uint32_t access, size_t alignment,
+                                   ps_xfer_pool** out);
+ps_xfer_status ps_xfer_pool_destroy(ps_xfer_pool* pool);
+/* A block of `bytes`; `alignment` 0: the pool's. PS_XFER_RESOURCE_EXHAUSTED
+ * when no free range holds it (the message says what is free). */
+ps_xfer_status ps_xfer_pool_alloc(ps_xfer_pool* pool, size_t bytes,
+                                  size_t alignment, ps_xfer_block* out);
+/* PS_XFER_INVALID_ARGUMENT for a block that is not live in this pool (freed
+ * twice, or another pool's); the pool is unchanged then. */
+ps_xfer_status ps_xfer_pool_free(ps_xfer_pool* pool,
+                                 const ps_xfer_block* block);
+/* The pool region's descriptor (as ps_xfer_region_descriptor), owned by the
+ * pool handle. */
+ps_xfer_status ps_xfer_pool_descriptor(const ps_xfer_pool* pool,
+                                       const void** data, size_t* length);
+/* Bytes in live blocks, and the pool's size. */
+ps_xfer_status ps_xfer_pool_usage(const ps_xfer_pool* pool, size_t* used,
+                                  size_t* capacity);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -210,7 +210,7 @@ std::optional<Notification> NotificationRing::Poll() {
 }
 
 std::optional<Notification> NotificationRing::Wait(
-    std::chrono::milliseconds timeout) {
+    std::chrono::microseconds timeout) {
   using Clock = std::chrono::steady_clock;
   if (std::optional<Notification> n = Poll()) return n;
   const Clock::time_point deadline = Clock::now() + timeout;

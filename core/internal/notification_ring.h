@@ -33,6 +33,7 @@
 #include <optional>
 
 #include "base/status_or.h"
+#include "core/context.h"
 #include "core/internal/sealed_memfd.h"
 #include "core/notification.h"
 
@@ -40,8 +41,8 @@ namespace ps::xfer::internal {
 
 class NotificationRing {
  public:
-  static constexpr uint32_t kDefaultCapacity = 4096;
-  static constexpr uint32_t kMaxCapacity = 1u << 20;
+  static constexpr uint32_t kMaxCapacity =
+      ContextOptions::kMaxNotificationCapacity;
 
   // A new ring of `capacity` cells (a power of two, 2 to kMaxCapacity) in a
   // sealed memfd that same-host peers may map writable (`memfd()`).
@@ -75,7 +76,7 @@ class NotificationRing {
   std::optional<Notification> Poll();
   // Consumer: the next notification, sleeping up to `timeout` for one;
   // nullopt when none came.
-  std::optional<Notification> Wait(std::chrono::milliseconds timeout);
+  std::optional<Notification> Wait(std::chrono::microseconds timeout);
 
  private:
   struct Header;

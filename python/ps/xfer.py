@@ -36,6 +36,14 @@ Failures raise :mod:`ps.errors` classes with the C++ status message:
 of the wrong type raises ``TypeError``, a non-contiguous or read-only one
 ``InvalidArgumentError``.
 
+Completion events: a region allocated with ``NOTIFY_EVENTS`` makes every
+``put_with_notify`` whose notify word lies in it queue a
+:class:`Notification` at the owner (after the data), which
+:meth:`Context.wait_notification` returns; the waiting thread sleeps. A
+:class:`Pool` is one registered region handed out in blocks that peers
+address by (the pool's descriptor, the block's offset). ``write_fence`` and
+``read_fence`` order writes and complete reads more cheaply than ``flush``.
+
 Lifetimes: regions and endpoints keep their context alive. Dropping the
 Python :class:`Context` therefore does not stop it while a region, endpoint,
 remote region or request made from it is still referenced; it stops (closes
@@ -44,6 +52,7 @@ array stays referenced by its context until :meth:`Context.deregister` or
 the context's end, since peers may write it until then.
 """
 
+import collections
 import enum
 
 import numpy as np
@@ -52,8 +61,9 @@ from ps import _arrays, errors
 from ps._native import xfer as _xfer
 
 __all__ = [
-    "Access", "NONE", "READ", "WRITE", "ATOMIC", "ALL", "Context", "Endpoint",
-    "MemoryRegion", "RemoteRegion", "Request", "Batch",
+    "Access", "NONE", "READ", "WRITE", "ATOMIC", "ALL", "NOTIFY_EVENTS",
+    "Context", "Endpoint", "MemoryRegion", "RemoteRegion", "Request", "Batch",
+    "Notification", "Pool", "Block",
 ]
 
 MemoryRegion = _xfer.MemoryRegion
@@ -69,10 +79,24 @@ class Access(enum.IntFlag):
     WRITE = 2  # put, writev, put_with_notify
     ATOMIC = 4  # fetch_add, compare_swap
     ALL = 7
+    # Grants nothing: put_with_notify into the region queues a Notification
+    # at the owner (not over verbs yet).
+    NOTIFY_EVENTS = 8
 
 
-NONE, READ, WRITE, ATOMIC, ALL = (Access.NONE, Access.READ, Access.WRITE,
-                                  Access.ATOMIC, Access.ALL)
+NONE, READ, WRITE, ATOMIC, ALL, NOTIFY_EVENTS = (
+    Access.NONE, Access.READ, Access.WRITE, Access.ATOMIC, Access.ALL,
+    Access.NOTIFY_EVENTS)
+
+Notification = collections.namedtuple(
+    "Notification", ["sender", "region_id", "offset", "value"])
+Notification.__doc__ = """A put_with_notify landed: the sending context's
+``instance``, the notify word's region (its ``id`` here) and offset, and
+the value stored."""
+
+Block = collections.namedtuple("Block", ["offset", "size", "array"])
+Block.__doc__ = """A block of a :class:`Pool`: its byte ``offset`` in the
+pool's region (what peers address), ``size`` and its memory (uint8)."""
 
 
 def _as_array(buffer):
@@ -114,11 +138,13 @@ class Context:
 
     def __init__(self, name="xfer", *, listen_host="127.0.0.1",
                  listen_port=0, advertise_host="", transport="auto",
-                 peer_timeout_ms=10000, secret=b""):
+                 peer_timeout_ms=10000, secret=b"",
+                 notification_capacity=4096):
         self._ctx = _xfer.Context(
             name=name, listen_host=listen_host, listen_port=listen_port,
             advertise_host=advertise_host, transport=transport,
-            peer_timeout_ms=peer_timeout_ms, secret=bytes(secret))
+            peer_timeout_ms=peer_timeout_ms, secret=bytes(secret),
+            notification_capacity=notification_capacity)
 
     def __repr__(self):
         return f"<ps.xfer.Context {self.name} at {self.address}>"
@@ -162,6 +188,70 @@ class Context:
     def fence(self):
         """Flushes every endpoint this context connected."""
         self._ctx.fence()
+
+    def wait_notification(self, timeout=None):
+        """The next :class:`Notification` to this context, sleeping up to
+        ``timeout`` seconds (None: until one comes); None on timeout."""
+        while True:
+            step = 3600.0 if timeout is None else timeout
+            got = self._ctx.wait_notification(int(step * 1e6))
+            if got is not None:
+                return Notification(*got)
+            if timeout is not None:
+                return None
+
+    def poll_notification(self):
+        """The next :class:`Notification` if one is queued, else None."""
+        got = self._ctx.poll_notification()
+        return None if got is None else Notification(*got)
+
+    def pool(self, nbytes, access=ALL, alignment=64):
+        """A :class:`Pool` of ``nbytes`` registered once with ``access``."""
+        return Pool(self, nbytes, access, alignment)
+
+
+class Pool:
+    """One registered region handed out in blocks (core/registered_pool.h).
+
+    Peers import ``descriptor`` once and address a block by its offset;
+    ``allocate`` raises ResourceExhaustedError when no free range holds the
+    block, ``free`` InvalidArgumentError for a block not live here.
+    """
+
+    __slots__ = ("_pool",)
+
+    def __init__(self, context, nbytes, access=ALL, alignment=64):
+        self._pool = _xfer.RegisteredPool(context._ctx, int(nbytes),
+                                          int(access), int(alignment))
+
+    def allocate(self, nbytes, alignment=0):
+        """A :class:`Block` of ``nbytes`` (aligned to ``alignment``, 0: the
+        pool's)."""
+        return Block(*self._pool.allocate(int(nbytes), int(alignment)))
+
+    def free(self, block):
+        """Returns ``block`` to the pool."""
+        self._pool.free(block.offset, block.size)
+
+    @property
+    def descriptor(self):
+        """What peers pass to :meth:`Endpoint.import_region`."""
+        return self._pool.descriptor
+
+    @property
+    def region_id(self):
+        """The pool region's id, as notifications name it."""
+        return self._pool.region_id
+
+    @property
+    def used(self):
+        """Bytes in live blocks."""
+        return self._pool.used
+
+    @property
+    def capacity(self):
+        """The pool's size in bytes."""
+        return self._pool.capacity
 
 
 class Endpoint:
@@ -269,6 +359,17 @@ class Endpoint:
         """Returns once every operation posted to this peer before it has
         completed and is visible; raises the first failure among them."""
         self._ep.flush()
+
+    def write_fence(self):
+        """Every write and atomic posted before takes effect at the target
+        before any operation posted after (it orders; on tcp it does not
+        wait)."""
+        self._ep.write_fence()
+
+    def read_fence(self):
+        """Returns once every get, readv and atomic posted before has its
+        data in place."""
+        self._ep.read_fence()
 
 
 class Batch:

@@ -74,10 +74,16 @@ uint64_t Word(const py::handle& value) {
 
 namespace {
 
+// (sender, region_id, offset, value): python/ps/xfer.py names the fields.
+py::tuple NotificationTuple(const xfer::Notification& n) {
+  return py::make_tuple(n.sender, n.region_id, n.offset, n.value);
+}
+
 std::shared_ptr<ContextHandle> MakeContext(
     std::string name, std::string listen_host, int listen_port,
     std::string advertise_host, const std::string& transport,
-    int peer_timeout_ms, const py::bytes& secret) {
+    int peer_timeout_ms, const py::bytes& secret,
+    uint32_t notification_capacity) {
   if (listen_port < 0 || listen_port > 65535) {
     ThrowInvalidArgument("listen_port " + std::to_string(listen_port) +
                          " is not a port number (0 to 65535)");
@@ -95,6 +101,7 @@ std::shared_ptr<ContextHandle> MakeContext(
   }
   o.transport = *choice;
   o.peer_timeout_ms = peer_timeout_ms;
+  o.notification_capacity = notification_capacity;
   std::string secret_bytes = secret;
   // No secret given: the environment's, as for the C++ processes.
   o.secret = ValueOrThrow(secret_bytes.empty()
@@ -110,9 +117,10 @@ std::shared_ptr<ContextHandle> MakeContext(
 }
 
 uint32_t AccessFlags(int64_t access) {
-  if (access < 0 || (access & ~int64_t{xfer::kRemoteAll}) != 0) {
-    ThrowInvalidArgument("access " + std::to_string(access) +
-                         " is not a combination of READ, WRITE and ATOMIC");
+  if (access < 0 || (access & ~int64_t{xfer::kAllAccessFlags}) != 0) {
+    ThrowInvalidArgument(
+        "access " + std::to_string(access) +
+        " is not a combination of READ, WRITE, ATOMIC and NOTIFY_EVENTS");
   }
   return static_cast<uint32_t>(access);
 }
@@ -193,7 +201,8 @@ void BindContext(py::module_& m) {
       .def(py::init(&MakeContext), py::kw_only(), py::arg("name") = "xfer",
            py::arg("listen_host") = "127.0.0.1", py::arg("listen_port") = 0,
            py::arg("advertise_host") = "", py::arg("transport") = "auto",
-           py::arg("peer_timeout_ms") = 10000, py::arg("secret") = py::bytes())
+           py::arg("peer_timeout_ms") = 10000, py::arg("secret") = py::bytes(),
+           py::arg("notification_capacity") = 4096)
       .def_property_readonly(
           "name", [](const ContextHandle& c) { return c.context->name(); })
       .def_property_readonly(
@@ -218,13 +227,32 @@ void BindContext(py::module_& m) {
             return e;
           },
           py::arg("address"))
-      .def("fence", [](ContextHandle& c) {
-        Status s;
-        {
-          py::gil_scoped_release release;
-          s = c.context->Fence();
-        }
-        ThrowIfError(s);
+      .def("fence",
+           [](ContextHandle& c) {
+             Status s;
+             {
+               py::gil_scoped_release release;
+               s = c.context->Fence();
+             }
+             ThrowIfError(s);
+           })
+      .def(
+          "wait_notification",
+          [](ContextHandle& c, int64_t timeout_us) -> py::object {
+            if (timeout_us < 0) ThrowInvalidArgument("timeout is negative");
+            StatusOr<xfer::Notification> n = [&] {
+              py::gil_scoped_release release;
+              return c.context->WaitNotification(
+                  std::chrono::microseconds(timeout_us));
+            }();
+            if (n.status().Is(StatusCode::kTimeout)) return py::none();
+            return NotificationTuple(ValueOrThrow(std::move(n)));
+          },
+          py::arg("timeout_us"))
+      .def("poll_notification", [](ContextHandle& c) -> py::object {
+        std::optional<xfer::Notification> n = c.context->PollNotification();
+        if (!n.has_value()) return py::none();
+        return NotificationTuple(*n);
       });
 }
 
@@ -262,6 +290,7 @@ void BindXfer(py::module_ m) {
   BindRegion(m);
   BindXferEndpoint(m);
   BindContext(m);
+  BindPool(m);
 }
 
 }  // namespace ps::python

@@ -198,6 +198,19 @@ auto Blocking(RequestPtr (*post)(EndpointHandle&, Args...)) {
   };
 }
 
+// An endpoint call that waits (flush, the fences), made without the GIL;
+// its failure raised.
+auto Waiting(Status (xfer::Endpoint::*call)()) {
+  return [call](EndpointHandle& e) {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = (e.endpoint.get()->*call)();
+    }
+    ThrowIfError(s);
+  };
+}
+
 void BindEndpoint(py::module_& m) {
   py::class_<EndpointHandle, std::shared_ptr<EndpointHandle>> c(
       m, "Endpoint", "core/endpoint.h: the connection to one peer context.");
@@ -225,14 +238,9 @@ void BindEndpoint(py::module_& m) {
             return r;
           },
           py::arg("descriptor"))
-      .def("flush", [](EndpointHandle& e) {
-        Status s;
-        {
-          py::gil_scoped_release release;
-          s = e.endpoint->Flush();
-        }
-        ThrowIfError(s);
-      });
+      .def("flush", Waiting(&xfer::Endpoint::Flush))
+      .def("write_fence", Waiting(&xfer::Endpoint::WriteFence))
+      .def("read_fence", Waiting(&xfer::Endpoint::ReadFence));
   const py::arg src("src"), dst("dst"), remote("remote"), segments("segments");
   const py::arg_v offset = py::arg("offset") = 0;
   c.def("post_put", &PostPut, src, remote, offset)

@@ -138,5 +138,7 @@ uint64_t ByteOffset(int64_t value, const char* name);
 uint64_t Word(const py::handle& value);
 
 void BindXferEndpoint(py::module_& m);
+// RegisteredPool (xfer_pool_bindings.cc).
+void BindPool(py::module_& m);
 
 }  // namespace ps::python

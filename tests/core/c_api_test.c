@@ -367,6 +367,8 @@ int main(int argc, char** argv) {
   RUN(InProcess(PS_XFER_TRANSPORT_TCP, PS_XFER_TRANSPORT_TCP));
   RUN(InProcess(PS_XFER_TRANSPORT_AUTO, PS_XFER_TRANSPORT_SHM));
   RUN(ClosedPort());
+  RUN(PoolsEventsAndFences(PS_XFER_TRANSPORT_TCP));
+  RUN(PoolsEventsAndFences(PS_XFER_TRANSPORT_AUTO));
   RUN(WithChild());
   printf("c_api_test: all checks passed\n");
   return 0;

@@ -57,6 +57,8 @@ int CheckOwnerView(const uint8_t* mem);
 /* The second process: Serve is its main (the test binary run with "--serve
  * WRITE_FD READ_FD"); WithChild starts it and checks it over tcp and shm. */
 int Serve(int to_parent, int from_parent);
+/* Registered pools, completion events and fences (c_api_events.c). */
+int PoolsEventsAndFences(ps_xfer_transport transport);
 int WithChild(void);
 
 #endif /* PS_TESTS_CORE_C_API_TEST_H_ */

@@ -201,6 +201,59 @@ def test_flush_and_fence(pair):
     assert pair.region.array[512] == 99
 
 
+def test_write_and_read_fences(pair):
+    pair.ep.post_put(np.full(64, 7, np.uint8), pair.remote, 256)
+    pair.ep.write_fence()
+    out = np.zeros(64, np.uint8)
+    req = pair.ep.post_get(out, pair.remote, 256)
+    pair.ep.read_fence()
+    assert req.test() and out.tolist() == [7] * 64
+
+
+def test_notifications_follow_their_data(pair):
+    bell = pair.target.allocate(64, xfer.WRITE | xfer.NOTIFY_EVENTS)
+    remote_bell = pair.ep.import_region(bell.descriptor)
+    start = time.monotonic()
+    assert pair.target.wait_notification(timeout=0.2) is None
+    assert time.monotonic() - start >= 0.2
+    assert pair.target.poll_notification() is None
+    for value in range(1, 6):
+        pair.ep.put_with_notify(np.full(32, value, np.uint8), pair.remote,
+                                value * 32, remote_bell, 8, value)
+    for value in range(1, 6):
+        n = pair.target.wait_notification(timeout=10)
+        assert n == xfer.Notification(pair.origin.instance, bell.id, 8, value)
+        assert pair.region.array[value * 32:(value + 1) * 32].tolist() == (
+            [value] * 32)
+    # A plain region queues nothing.
+    pair.ep.put_with_notify(np.ones(8, np.uint8), pair.remote, 0, pair.remote,
+                            8, 1)
+    assert pair.target.poll_notification() is None
+
+
+def test_pool_blocks_reached_by_offset(pair):
+    pool = pair.target.pool(1 << 16, xfer.WRITE)
+    assert (pool.capacity, pool.used) == (1 << 16, 0)
+    blocks = [pool.allocate(1 << 14) for _ in range(4)]
+    with pytest.raises(errors.ResourceExhaustedError, match="no room"):
+        pool.allocate(1)
+    remote = pair.ep.import_region(pool.descriptor)
+    for i, block in enumerate(blocks):
+        pair.ep.put(np.full(block.size, i + 1, np.uint8), remote, block.offset)
+    pair.ep.flush()
+    for i, block in enumerate(blocks):
+        assert (block.array == i + 1).all()
+    pool.free(blocks[2])
+    with pytest.raises(errors.InvalidArgumentError, match="no live block"):
+        pool.free(blocks[2])
+    again = pool.allocate(100, alignment=256)
+    assert again.offset == blocks[2].offset and again.offset % 256 == 0
+    with pytest.raises(errors.InvalidArgumentError, match="alignment"):
+        pool.allocate(8, alignment=3)
+    with pytest.raises(errors.InvalidArgumentError):
+        pair.target.pool(4096, access=1 << 6)
+
+
 def test_threads_share_an_endpoint(pair):
     def run(i):
         mine = np.full(128, i, np.uint8)
@@ -299,7 +352,7 @@ def test_bad_buffers(pair):
     with pytest.raises(errors.InvalidArgumentError):
         pair.target.allocate(0)
     with pytest.raises(errors.InvalidArgumentError, match="access"):
-        pair.target.allocate(64, 8)
+        pair.target.allocate(64, 16)
 
 
 def test_bad_context_options():
