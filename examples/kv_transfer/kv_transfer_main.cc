@@ -36,9 +36,11 @@ DEFINE_string(transport, "auto",
 DEFINE_uint64(seed, 1,
               "seed of the values' pattern; both roles must use the same "
               "(another makes decode report the bytes that differ)");
-DEFINE_uint64(segments_per_op, 16384,
+DEFINE_uint64(segments_per_op, 1024,
               "prefill: segments per WriteV, 1..65536 (the tcp wire's limit "
-              "a request); a layer takes ceil(2 x tokens / this) WriteVs");
+              "a request); a layer takes ceil(segments / this) WriteVs, a "
+              "segment being one K/V and token's head range (merged where "
+              "contiguous)");
 DEFINE_bool(fill_per_layer, true,
             "prefill: write each layer's values just before sending it, as a "
             "model computing layer by layer; false: write the whole cache "

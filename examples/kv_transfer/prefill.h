@@ -25,8 +25,10 @@ struct PrefillOptions {
   KvShape shape;
   xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
   uint64_t seed = 1;
-  // Segments per WriteV (1 .. 65536, the tcp wire's limit).
-  size_t segments_per_op = 16384;
+  // Segments per WriteV (1 .. 65536, the tcp wire's limit). 1024 segments
+  // of 1 KiB (4 heads of 128) make 1 MiB operations: small enough that tcp's
+  // copy of each request stays in the cache.
+  size_t segments_per_op = 1024;
   // true: each layer's values are written just before it is sent (as a
   // model computing layer by layer); false: the whole cache is written
   // first and the transfers move bytes only.
