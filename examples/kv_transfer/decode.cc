@@ -1,6 +1,7 @@
 // The decode role: receive and check the KV cache layer by layer (decode.h).
 #include "examples/kv_transfer/decode.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
