@@ -4,17 +4,20 @@
 // layer into several WriteVs; decode checks every byte. Bad input: a prefill
 // whose shape differs from decode's, a decode whose pattern seed differs
 // (its byte check must catch it), an empty head range: each ends with a
-// clear message and a nonzero status. Every process is stopped and reaped
-// (launch::Process), on any path out of a test.
+// clear message and a nonzero status; so does a prefill killed half-way
+// (decode hears nothing for its --timeout_ms). Every process is stopped and
+// reaped (launch::Process), on any path out of a test.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "launch/process.h"
@@ -154,6 +157,32 @@ TEST(KvTransferBadInputTest, WrongBytesAreReportedByDecode) {
   EXPECT_NE(out.find("layer 0: "), std::string::npos) << out;
   // Prefill loses its peer: it fails too, and says so.
   EXPECT_EQ(ExitOf(prefill), 1) << ReadAll(prefill.log);
+}
+
+TEST(KvTransferBadInputTest, LostPrefillIsReportedByDecode) {
+  Scratch dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string handoff = "--peer_file=" + dir.path() + "/handoff";
+  std::vector<std::string> shape = Shape();
+  shape.back() = "--timeout_ms=1000";  // decode's wait for the next layer
+  Program decode =
+      Start(dir, "decode",
+            With(shape, {"--role=decode", handoff, "--iterations=1000"}));
+  Program prefill =
+      Start(dir, "prefill", With(Shape(), {"--role=prefill", handoff}));
+  ASSERT_NE(prefill.process, nullptr);
+  // Killed in the middle of the run, once decode has seen two transfers.
+  const int64_t deadline = launch::MonotonicMillis() + kExitWaitMs;
+  while (ReadAll(decode.log).find("transfer 2/1000") == std::string::npos &&
+         launch::MonotonicMillis() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  prefill.process->Signal(SIGKILL);
+  EXPECT_EQ(ExitOf(decode), 1) << ReadAll(decode.log);
+  const std::string out = ReadAll(decode.log);
+  EXPECT_NE(out.find("then nothing for 1000 ms: prefill was lost or stalled"),
+            std::string::npos)
+      << out;
 }
 
 TEST(KvTransferBadInputTest, EmptyHeadRangeIsAUsageError) {
