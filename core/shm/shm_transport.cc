@@ -9,6 +9,7 @@
 #include "core/internal/region_table.h"
 #include "core/internal/sealed_memfd.h"
 #include "core/shm/liveness_page.h"
+#include "core/shm/streaming_copy.h"
 
 namespace ps::xfer::internal {
 namespace {
@@ -145,13 +146,27 @@ Status ShmTransport::Execute(const Op& op) {
   Status why;
   switch (op.type) {
     case OpType::kPut:
-    case OpType::kWriteV:
+    case OpType::kWriteV: {
+      // Many segments of a large operation stream (streaming_copy.h); one
+      // segment is memcpy's to decide.
+      size_t total = 0;
+      for (const Segment& s : op.segments) total += s.length;
+      const bool stream = total >= kStreamingCopyBytes;
       for (const Segment& s : op.segs()) {
         uint8_t* p = Resolve(r, s.remote_offset, s.length, kRemoteWrite, &why);
-        if (p == nullptr) return why;
-        Copy(p, s.local, s.length);
+        if (p == nullptr) {
+          if (stream) StreamingFence();
+          return why;
+        }
+        if (stream) {
+          StreamingCopy(p, s.local, s.length);
+        } else {
+          Copy(p, s.local, s.length);
+        }
       }
+      if (stream) StreamingFence();
       return Status::OK();
+    }
     case OpType::kGet:
     case OpType::kReadV:
       for (const Segment& s : op.segs()) {

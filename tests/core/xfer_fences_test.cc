@@ -72,6 +72,39 @@ TEST_P(XferFencesTest, WritesBeforeTheFenceLandFirst) {
   EXPECT_TRUE(ep_->Flush().ok());
 }
 
+// A large scatter-gather write (streamed with non-temporal stores on shm:
+// core/shm/streaming_copy.h) lands whole, unaligned pieces included, before
+// the notify word of a put-with-notify after a write fence.
+TEST_P(XferFencesTest, LargeWriteVLandsWholeBeforeTheNotifyWord) {
+  constexpr size_t kPieces = 700, kPiece = 1001, kStride = 1030;
+  auto region = owner_->Allocate(kPieces * kStride + 64,
+                                 xfer::kRemoteWrite | xfer::kRemoteRead);
+  ASSERT_TRUE(region.ok());
+  xfer::RemoteRegion r = Import(**region);
+  std::vector<uint8_t> bytes(kPieces * kPiece);
+  FillPattern(bytes.data(), bytes.size(), 11);
+  std::vector<xfer::Segment> segments;
+  for (size_t i = 0; i < kPieces; ++i) {
+    segments.push_back({bytes.data() + i * kPiece, 3 + i * kStride, kPiece});
+  }
+  ASSERT_TRUE(ep_->WriteV(segments, r).ok());
+  ASSERT_TRUE(ep_->WriteFence().ok());
+  const uint64_t word = 1;
+  const uint64_t flag_at = kPieces * kStride + 8;
+  ASSERT_TRUE(ep_->PutWithNotify(&word, 0, r, flag_at, r, flag_at, 7).ok());
+  const auto* mem = static_cast<const uint8_t*>((*region)->data());
+  EXPECT_EQ(__atomic_load_n(reinterpret_cast<const uint64_t*>(mem + flag_at),
+                            __ATOMIC_ACQUIRE),
+            7u);
+  for (size_t i = 0; i < kPieces; ++i) {
+    ASSERT_EQ(
+        std::memcmp(mem + 3 + i * kStride, bytes.data() + i * kPiece, kPiece),
+        0)
+        << "piece " << i;
+    ASSERT_EQ(mem[3 + i * kStride + kPiece], 0) << "past piece " << i;
+  }
+}
+
 // After a read fence every get posted before it has its data.
 TEST_P(XferFencesTest, ReadsBeforeTheFenceHaveTheirData) {
   constexpr int kGets = 64;
