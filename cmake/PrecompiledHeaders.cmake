@@ -14,15 +14,9 @@
 # surface in files that use a PCH: that one warning stays a warning there.
 # -DPS_PCH=OFF builds without them (to check that every file includes what it
 # uses, which a forced-in PCH can hide).
-# Sanitizer builds leave them off by default for now: PCH there is not yet
-# verified against -Werror on the whole tree (turn on with -DPS_PCH=ON).
-if(PS_SANITIZE)
-  set(_ps_pch_default OFF)
-else()
-  set(_ps_pch_default ON)
-endif()
-option(PS_PCH "Precompile heavy third-party headers (gtest, protobuf, ...)"
-       ${_ps_pch_default})
+# Sanitizer builds use them too: they compile the same headers with more
+# instrumentation, so the PCH saves them at least as much.
+option(PS_PCH "Precompile heavy third-party headers (gtest, protobuf, ...)" ON)
 
 set(PS_PCH_STD_HEADERS
     <algorithm> <atomic> <chrono> <cstdint> <cstring> <functional> <map>
