@@ -454,6 +454,24 @@ def _readline(proc, timeout=10.0):
     return line.split()
 
 
+def _stop(proc, timeout=10.0):
+    """SIGSTOP, then waits until every thread of ``proc`` is stopped: kill()
+    returns before the signal has stopped a thread running on another
+    core, which may still answer a request meanwhile."""
+    proc.send_signal(signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    tasks = f"/proc/{proc.pid}/task"
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(tasks):
+            with open(f"{tasks}/{tid}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        if all(state in "tT" for state in states):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"peer {proc.pid} did not stop")
+
+
 @pytest.fixture
 def peer():
     """Starts peer processes (transport -> (proc, address, region, owned
@@ -513,7 +531,7 @@ def test_gil_released_while_waiting_on_a_stopped_peer(peer):
     ep = ctx.connect(address)
     owned = ep.import_region(owned_d)
     ep.get(np.zeros(8), owned)
-    proc.send_signal(signal.SIGSTOP)
+    _stop(proc)
     outcome = []
 
     def blocked_get():
