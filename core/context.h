@@ -130,7 +130,10 @@ class Context {
   // notify word lies in a region of this context registered with
   // kNotifyEvents queues one, after the data and the word are in place.
   // Events from one sender's operations that were ordered (by Flush, or by
-  // blocking calls) come in that order; others in any order.
+  // blocking calls) come in that order; others in any order. The event may
+  // be read before the sender's operation has returned: a target that
+  // exits on it can leave the sender with kPeerLost for a put that landed
+  // (have the sender say goodbye, as examples/kv_transfer does).
   //
   // The next notification, waiting up to `timeout` for one: the thread
   // sleeps (a futex, woken by the sender) rather than spins. kTimeout when
