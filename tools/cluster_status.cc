@@ -341,14 +341,15 @@ std::string FormatText(const ClusterStatus& c) {
         slowest = std::min(slowest, w.clock);
         fastest = std::max(fastest, w.clock);
       }
-      rows.push_back(
-          {std::to_string(w.id), WorkerStateName(w.state),
-           w.has_clock ? Num(w.clock) : "-", w.inbox, Num(w.applied),
-           Num(w.rejected),
-           w.last_seen_unix_ms > 0
-               ? Duration(c.asked_unix_ms - w.last_seen_unix_ms) + " ago"
-               : "-",
-           w.address.empty() ? "-" : w.address});
+      rows.push_back({std::to_string(w.id), WorkerStateName(w.state),
+                      w.has_clock ? Num(w.clock) : "-", w.inbox, Num(w.applied),
+                      Num(w.rejected),
+                      w.last_seen_unix_ms > 0
+                          ? Duration(std::max<int64_t>(
+                                0, c.asked_unix_ms - w.last_seen_unix_ms)) +
+                                " ago"
+                          : "-",
+                      w.address.empty() ? "-" : w.address});
     }
     out += "\n" + Table(rows);
     if (fastest > 0 || slowest != UINT64_MAX) {
