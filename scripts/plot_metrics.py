@@ -119,14 +119,16 @@ def main(argv):
         series.append("%s index %d using 2:4 with lines dt 2 title 'train AUC (recent)'"
                       % (td, first))
     g.append("plot " + ", ".join(series))
-    g += ["", "set title 'eval NE'", "set ylabel 'normalized entropy (< 1: beats the base rate)'"]
+    g += ["", "set title 'eval NE'", "set key top right",
+          "set ylabel 'normalized entropy (< 1: beats the base rate)'"]
     if evals:
         g.append("plot %s using 1:4 with linespoints lw 2 pt 7 title 'eval NE', "
                  "1 with lines dt 3 lc rgb 'gray' title 'base rate (NE 1)'" % ed)
     else:
         g.append("set yrange [0:2]\nplot 1 with lines dt 3 lc rgb 'gray' "
                  "title 'base rate (NE 1)'\nset yrange [*:*]")
-    g += ["", "set title 'samples/s'", "set ylabel 'examples per second'",
+    g += ["", "set title 'samples/s'",
+          "set ylabel 'examples per second (mean since the start)'",
           "set key bottom right"]
     if train:
         g.append("plot " + ", ".join(
