@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/help.h"
+
 namespace ps::cli {
 namespace {
 
@@ -181,6 +183,7 @@ Status CheckInteger(std::string_view name, T value, T lo, T hi,
 }  // namespace
 
 Status PrecheckFlags(int argc, char** argv) {
+  HandleHelpAndVersion(argc, argv);  // exits when asked for one
   const char* argv0 = argc > 0 ? argv[0] : nullptr;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];

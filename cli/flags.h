@@ -29,6 +29,8 @@ namespace ps::cli {
 // error, an unknown name is ignored (gflags ignores it as well), and the
 // sections that apply to other programs are skipped. Values are set through
 // gflags while checking; ParseCommandLineFlags sets them again afterwards.
+// First, --help, --helpfull and --version are answered (cli/help.h: printed,
+// then exit 0), so that every ps program handles them alike.
 Status PrecheckFlags(int argc, char** argv);
 
 // What a ps program's main() does with its command line: PrecheckFlags, then

@@ -127,6 +127,7 @@ bool SafeToRepeat(const proto::ControlRequest& request) {
     case proto::ControlRequest::kHello:
     case proto::ControlRequest::kExactPull:
     case proto::ControlRequest::kStats:
+    case proto::ControlRequest::kStatus:
     case proto::ControlRequest::kAuth:
       return true;
     case proto::ControlRequest::kCheckpoint:

@@ -25,6 +25,7 @@ PACKAGES=(
   python3-numpy python3-torch python3-pytest  # its arrays, torch module, tests
   libopenblas0-pthread        # numpy's and torch's BLAS (Debian's default is the 7x slower reference BLAS)
   python3-venv python3-pip python3-setuptools python3-wheel  # its offline install
+  gnuplot-nox                 # scripts/plot_metrics.sh: training curves as a PNG (the demo draws one)
 )
 
 missing=()

@@ -233,4 +233,12 @@ void Checkpointer::Finish() {
   WaitIdle();
 }
 
+Checkpointer::Progress Checkpointer::progress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Progress p;
+  p.last_cut_step = last_cut_step_;
+  if (restored_) p.restored_step = restored_manifest_.step();
+  return p;
+}
+
 }  // namespace ps::server

@@ -144,6 +144,14 @@ class Checkpointer {
   // Blocks until the background writes are done (tests).
   void WaitIdle();
 
+  // For the status request (ps_ctl status): this shard's newest cut (0:
+  // none) and the step restored at start (0: none). Any thread.
+  struct Progress {
+    uint64_t last_cut_step = 0;
+    uint64_t restored_step = 0;
+  };
+  Progress progress() const;
+
  private:
   struct Job {
     checkpoint::ShardSnapshot snapshot;

@@ -277,6 +277,7 @@ void ControlService::Serve(Connection* c) {
   }
   // Closed now, not when the accept loop reaps the thread.
   shutdown(fd, SHUT_RDWR);
+  if (options_.on_close) options_.on_close(c->peer);
   c->done.store(true, std::memory_order_release);
 }
 

@@ -60,6 +60,9 @@ class ControlService {
     xfer::ClusterSecret secret;
     int timeout_ms = 30000;
     uint32_t max_connections = 64;
+    // Called on the connection's thread once it closed (for the server's
+    // record of which workers are connected); may be empty.
+    std::function<void(const ControlPeer& peer)> on_close;
   };
   // Binds host:port. kNetwork if it cannot; kInvalidArgument for a
   // non-loopback host without a secret.

@@ -71,6 +71,19 @@ class Inboxes {
     return __atomic_load_n(Word(words_.InboxHeadOffset(worker)),
                            __ATOMIC_ACQUIRE);
   }
+  // Packets of `worker` waiting in its inbox (pushed, not yet applied):
+  // the slots after the head that hold the next packet numbers. A snapshot
+  // for monitoring; any thread.
+  uint32_t Pending(uint32_t worker) const {
+    const uint64_t head = Head(worker);
+    uint32_t n = 0;
+    while (n < slots_ && protocol::InboxSlotHeader::Read(
+                             Slot(worker, head + n + 1), head + n + 1)
+                                 .sequence == head + n + 1) {
+      ++n;
+    }
+    return n;
+  }
   uint64_t Clock(uint32_t worker) const {
     return __atomic_load_n(Word(words_.ClockOffset(worker)), __ATOMIC_ACQUIRE);
   }

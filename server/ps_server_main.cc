@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "cli/flags.h"
+#include "cli/version.h"
 #include "core/transport_name.h"
 #include "protocol/spec_choices.h"
 #include "protocol/table_config.h"
@@ -193,6 +194,7 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   o.inbox_slots = FLAGS_inbox_slots;
   o.slot_bytes = FLAGS_slot_bytes;
   o.checkpoint.dir = FLAGS_checkpoint_dir;
+  o.version = std::string(ps::cli::Version());
   o.checkpoint.every_steps = FLAGS_checkpoint_every_steps;
   o.checkpoint.every_secs = FLAGS_checkpoint_every_secs;
   o.checkpoint.keep = FLAGS_checkpoint_keep;

@@ -120,6 +120,7 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
                       Inboxes::Create(s->context_.get(), o.num_workers,
                                       o.inbox_slots, o.slot_bytes));
   s->stats_ = std::make_unique<ServerStats>(o.num_workers);
+  s->workers_.resize(o.num_workers);
   s->apply_ = std::make_unique<ApplyLoop>(s->shard_.get(), s->inboxes_.get(),
                                           s->stats_.get(), o.apply);
   Server* raw = s.get();
@@ -129,6 +130,7 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   cs.port = o.port;
   cs.secret = o.secret;
   cs.timeout_ms = o.timeout_ms;
+  cs.on_close = [raw](const ControlPeer& peer) { raw->NoteClose(peer); };
   cs.max_connections = o.max_control_connections != 0
                            ? o.max_control_connections
                            : 2 * o.num_workers + o.num_shards + 8;
@@ -254,6 +256,13 @@ proto::ControlReply Server::Handle(const proto::ControlRequest& request,
                                    ControlPeer* peer) {
   proto::ControlReply reply;
   Status s;
+  NoteRequest(*peer);
+  // A query of how this server stands: answered while starting and
+  // stopping too.
+  if (request.has_status()) {
+    *reply.mutable_status() = StatusReport();
+    return reply;
+  }
   if (serving_.load(std::memory_order_acquire) == Serving::kPeersOnly) {
     const bool peer_question =
         request.has_checkpoint() &&
@@ -325,6 +334,7 @@ proto::ControlReply Server::Hello(const proto::WorkerHello& hello,
     protocol::SetControlError(InvalidArgument(why), &reply);
     return reply;
   }
+  NoteHello(*peer, w);
   peer->worker_id = w;
   LOG(INFO) << WorkerName(w)
             << (hello.name().empty() ? "" : " (" + hello.name() + ")")

@@ -5,7 +5,8 @@
 // (server/apply_loop.h) and the control service (server/control_service.h),
 // and answers control requests: hello -> ClusterInfo with the descriptors
 // of this worker's inbox, the status words and every table's rows; exact
-// pushes and pulls; stats; shutdown.
+// pushes and pulls; stats; status (ps_ctl status: server_status.cc, also
+// answered while starting or stopping); shutdown.
 //
 //   auto server = Server::Create(options).value();   // allocates, listens
 //   server->Start();        // restores (agreed with the other shards), applies
@@ -27,11 +28,13 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "base/status_or.h"
@@ -74,6 +77,7 @@ struct ServerOptions {
   uint32_t inbox_slots = protocol::kDefaultInboxSlots;
   uint32_t slot_bytes = protocol::kDefaultSlotBytes;
   CheckpointOptions checkpoint;  // server/checkpointer.h
+  std::string version;           // reported by the status request
 };
 
 // kInvalidArgument naming the option at fault.
@@ -112,6 +116,8 @@ class Server {
 
   proto::StatsReply Stats() const;
   std::string StatsLine() const;
+  // What the status request answers (server_status.cc).
+  proto::ServerStatusReply StatusReport() const;
 
   // The parts, for tests that drive them directly.
   Shard* shard() const { return shard_.get(); }
@@ -130,6 +136,12 @@ class Server {
                    proto::ExactPullReply* reply);
   StatusOr<ExactTable*> FindExact(uint32_t table_id) const;
   void Drain();
+  // The record of the workers' control connections (server_status.cc):
+  // a hello on `peer` (worker_id not yet set to `w`), any request of a
+  // worker, a closed connection.
+  void NoteHello(const ControlPeer& peer, uint32_t w);
+  void NoteRequest(const ControlPeer& peer);
+  void NoteClose(const ControlPeer& peer);
 
   const ServerOptions options_;
   std::unique_ptr<xfer::Context> context_;
@@ -145,6 +157,18 @@ class Server {
   // only; while serving, everyone.
   enum class Serving { kPeersOnly, kEveryone };
   std::atomic<Serving> serving_{Serving::kPeersOnly};
+
+  // What the status request says of each worker.
+  struct WorkerRecord {
+    bool said_hello = false;
+    uint32_t open_connections = 0;
+    std::string address;
+    int64_t last_seen_unix_ms = 0;
+  };
+  const std::chrono::steady_clock::time_point started_ =
+      std::chrono::steady_clock::now();
+  mutable std::mutex workers_mu_;
+  std::vector<WorkerRecord> workers_;  // guarded by workers_mu_, by id
 
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;

@@ -28,6 +28,7 @@
 #include "worker/ps_worker_checkpoints.h"
 #include "worker/ps_worker_early_stop.h"
 #include "worker/train/local_param_store.h"
+#include "worker/train/metrics_out.h"
 #include "worker/train/model.h"
 #include "worker/train/ps_param_store.h"
 #include "worker/train/trainer.h"
@@ -103,6 +104,12 @@ DEFINE_uint32(max_failed_checkpoints, 3,
               "failure is a warning. 0: never stop.");
 DEFINE_string(metrics_json, "",
               "If set, write the final metrics here as JSON.");
+DEFINE_string(metrics_out, "",
+              "If set, append the training curves here as JSON lines while "
+              "training: a line per progress point (examples, samples/s, "
+              "train loss and AUC; every --progress_secs, every second "
+              "when progress lines are off) and per eval point (eval AUC, "
+              "logloss, NE). scripts/plot_metrics.sh FILE draws them.");
 DEFINE_uint64(seed, 1, "Seed of the held-out split.");
 DEFINE_uint32(holdout_every, 10,
               "Without --eval_data: hold out one line in this many.");
@@ -343,6 +350,11 @@ int Main(int argc, char** argv) {
   to.sparse_table = FLAGS_sparse_table;
   to.dense_table = FLAGS_dense_table;
   to.admission_sketch_bytes = ps::worker::AdmissionSketchBytes();
+  if (!FLAGS_metrics_out.empty()) {
+    auto metrics = ps::train::MetricsOut::Open(FLAGS_metrics_out, to.worker_id);
+    if (!metrics.ok()) return Fail(1, metrics.status().message());
+    to.metrics_out = std::move(*metrics);
+  }
 
   std::unique_ptr<ps::train::ParamStore> store;
   std::unique_ptr<ps::worker::CheckpointSync> checkpoint_sync;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "worker/eval/metrics.h"
+#include "worker/train/metrics_out.h"
 #include "worker/train/trainer.h"
 
 namespace ps::train {
@@ -56,7 +57,7 @@ void ProgressLog::AddBatch(double loss, std::span<const float> probs,
 }
 
 void ProgressLog::Line(uint32_t epoch, uint64_t n, uint64_t examples_per_epoch,
-                       double fraction_read, bool final_line) {
+                       double fraction_read, bool final_line, bool print) {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
           .count();
@@ -75,6 +76,11 @@ void ProgressLog::Line(uint32_t epoch, uint64_t n, uint64_t examples_per_epoch,
     done = (epoch + fraction_read) / epochs_;
   }
   const double eta = done > 0 ? elapsed * (1 - std::min(done, 1.0)) / done : -1;
+  if (metrics_ != nullptr) {
+    metrics_->Train(elapsed, epoch + 1, n, n / std::max(elapsed, 1e-9), loss,
+                    auc);
+  }
+  if (!print) return;
   char buf[256];
   std::snprintf(buf, sizeof(buf),
                 "epoch %u/%u  %s examples  %s samples/s  loss %.4f  "
@@ -90,7 +96,13 @@ void ProgressLog::Line(uint32_t epoch, uint64_t n, uint64_t examples_per_epoch,
   std::fflush(stderr);
 }
 
-void ProgressLog::EvalLine(const EvalPoint& p) {
+void ProgressLog::EvalLine(const EvalPoint& p, bool final_eval) {
+  if (metrics_ != nullptr) {
+    metrics_->Eval(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
+            .count(),
+        p, final_eval);
+  }
   if (in_place_) std::fprintf(stderr, "\n");
   const std::string at =
       p.step > 0 ? " (step " + std::to_string(p.step) + ")" : "";

@@ -127,6 +127,7 @@ StatusOr<TrainResult> Trainer::Run() {
 
   TrainResult result;
   ProgressLog progress(options_.epochs, options_.progress_in_place);
+  progress.set_metrics(options_.metrics_out.get());
   // With early stopping the loop runs on options whose gate calls hold the
   // eval points too.
   TrainerOptions run_options = options_;
@@ -157,7 +158,7 @@ StatusOr<TrainResult> Trainer::Run() {
                         Evaluate(final_eval ? options_.threads : 1));
     p.trained_examples = loop.examples();
     result.history.push_back(p);
-    progress.EvalLine(p);
+    progress.EvalLine(p, final_eval);
     WarnIfNoBetterThanBaseRate(p);
     if (early && final_eval) early->Observe(p);
     if (final_eval) {
@@ -166,9 +167,10 @@ StatusOr<TrainResult> Trainer::Run() {
     }
     return Status::OK();
   };
+  const bool print_progress = options_.progress_secs > 0;
   auto progress_line = [&](uint32_t epoch, bool final_line) {
     progress.Line(epoch, loop.examples(), examples_per_epoch,
-                  source->fraction_read(), final_line);
+                  source->fraction_read(), final_line, print_progress);
   };
 
   const uint32_t first_epoch = options_.start_epoch;
@@ -196,8 +198,11 @@ StatusOr<TrainResult> Trainer::Run() {
     }
     // This thread reports progress and runs interval evaluations.
     auto last_report = Clock::now();
-    const double period =
-        options_.progress_secs > 0 ? options_.progress_secs : 1e9;
+    // Without progress lines, curves (--metrics_out) still get a point a
+    // second.
+    const double period = print_progress           ? options_.progress_secs
+                          : progress.has_metrics() ? 1.0
+                                                   : 1e9;
     while (true) {
       {
         std::unique_lock<std::mutex> lock(done_mu);
@@ -229,7 +234,7 @@ StatusOr<TrainResult> Trainer::Run() {
                              std::to_string(options_.worker_id) + " in " +
                              options_.train_data);
     }
-    if (options_.progress_secs > 0) progress_line(epoch, true);
+    if (print_progress || progress.has_metrics()) progress_line(epoch, true);
     result.train_logloss = loop.epoch_logloss();
     if (result.early_stopped) break;
     // Early stopping has its own eval points: an eval here would be of no

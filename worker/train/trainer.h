@@ -54,6 +54,7 @@ namespace ps::train {
 struct SourceOptions;  // example_source.h
 
 class EarlyStop;
+class MetricsOut;
 class ProgressLog;
 class StepLoop;
 struct TrainResult;
@@ -74,6 +75,9 @@ struct TrainerOptions {
   uint64_t eval_every = 0;      // training examples between evals (0: off)
   double progress_secs = 10;
   bool progress_in_place = false;  // stderr is a terminal
+  // --metrics_out: every progress point (every progress_secs, or every
+  // second when progress lines are off) and eval point also goes here.
+  std::shared_ptr<MetricsOut> metrics_out;
   std::string sparse_table = "emb";
   std::string dense_table = "mlp";
 
