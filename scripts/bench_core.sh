@@ -33,19 +33,9 @@ bench_option() {
   esac
 }
 bench_parse bench_core 2,21 "$@"
-for tool in ucx_perftest iperf3 python3; do
-  command -v "$tool" >/dev/null ||
-    { echo "bench_core: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
-done
+bench_require bench_core ucx_perftest iperf3 python3
 
-work=$(mktemp -d)
-background=()
-cleanup() {
-  for pid in "${background[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  for pid in "${background[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+bench_scratch
 
 if [ -z "$build_dir" ]; then
   build_dir=$("$root/scripts/build.sh" | tail -n 1)

@@ -42,19 +42,9 @@ bench_option() {
   esac
 }
 bench_parse bench_kv 2,37 "$@"
-for tool in ucx_perftest python3; do
-  command -v "$tool" >/dev/null ||
-    { echo "bench_kv: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
-done
+bench_require bench_kv ucx_perftest python3
 
-work=$(mktemp -d)
-background=()
-cleanup() {
-  for pid in "${background[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  for pid in "${background[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+bench_scratch
 
 bench_tools kv_transfer memcpy_bw xfer_perf bench_report
 kv="$build_dir/examples/kv_transfer/kv_transfer"

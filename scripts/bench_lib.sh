@@ -13,6 +13,12 @@
 # bench_report [ARGS...]
 #   runs bench_report (bench/report/): the table and the --json file of
 #   every bench script (input format in bench/report/report.h).
+# bench_require NAME TOOL...
+#   exits 1, naming the first TOOL that is not installed.
+# bench_scratch
+#   sets $work, a temporary folder, and $background, an array the script
+#   adds the pids of its background processes to: at exit (or on INT/TERM)
+#   they are killed and the folder removed.
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 bench_parse() {
@@ -51,4 +57,26 @@ bench_tools() {
 
 bench_report() {
   "$build_dir/bench/report/bench_report" "$@"
+}
+
+bench_require() {
+  local name=$1 tool
+  shift
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null ||
+      { echo "$name: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+  done
+}
+
+bench_scratch() {
+  work=$(mktemp -d)
+  background=()
+  trap bench_cleanup EXIT INT TERM
+}
+
+bench_cleanup() {
+  local pid
+  for pid in "${background[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  for pid in "${background[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
 }
