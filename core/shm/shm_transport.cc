@@ -152,13 +152,19 @@ Status ShmTransport::Execute(const Op& op) {
       size_t total = 0;
       for (const Segment& s : op.segments) total += s.length;
       const bool stream = total >= kStreamingCopyBytes;
-      for (const Segment& s : op.segs()) {
+      const std::span<const Segment> segs = op.segs();
+      for (size_t i = 0; i < segs.size(); ++i) {
+        const Segment& s = segs[i];
         uint8_t* p = Resolve(r, s.remote_offset, s.length, kRemoteWrite, &why);
         if (p == nullptr) {
           if (stream) StreamingFence();
           return why;
         }
         if (stream) {
+          if (i + kStreamingPrefetchAhead < segs.size()) {
+            const Segment& later = segs[i + kStreamingPrefetchAhead];
+            StreamingPrefetch(later.local, later.length);
+          }
           StreamingCopy(p, s.local, s.length);
         } else {
           Copy(p, s.local, s.length);

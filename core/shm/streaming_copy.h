@@ -21,8 +21,19 @@ namespace ps::xfer::internal {
 
 // Operations at least this large (all segments together) stream.
 inline constexpr size_t kStreamingCopyBytes = 256 * 1024;
+// How far ahead the copier prefetches sources: the segment this many after
+// the one it copies, up to kStreamingPrefetchBytes of it. Sources of a
+// scatter-gather write are often strided (a head range out of every
+// token's heads), which the hardware prefetcher follows poorly: measured
+// here, a 1 KiB-of-2 KiB pattern copied at 9.4 GB/s with streaming stores
+// alone and at 15 GB/s with this (a plain contiguous memcpy: 18).
+inline constexpr size_t kStreamingPrefetchAhead = 4;
+inline constexpr size_t kStreamingPrefetchBytes = 1024;
 
+// AVX2 streams where the CPU has them, else a plain memcpy.
 void StreamingCopy(void* dst, const void* src, size_t n);
+// Asks for the first kStreamingPrefetchBytes of a later source.
+void StreamingPrefetch(const void* src, size_t n);
 void StreamingFence();
 
 }  // namespace ps::xfer::internal
