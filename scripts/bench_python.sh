@@ -4,7 +4,9 @@
 # (nn.EmbeddingBag(sparse=True), torch's Adagrad), (b) in PyTorch with the
 # embeddings on 1 ps_server (ps.torch.Embedding), (c) by ps_worker; and (b)
 # with 2 workers x 2 servers against 1 x 1 (samples/s, samples per CPU-second
-# of the whole job). Medians of alternating rounds. Usage:
+# of the whole job), next to plain PyTorch run twice side by side against
+# once (the machine's ceiling for that ratio). Medians of alternating
+# rounds. Usage:
 #   scripts/bench_python.sh [--rows=N] [--rounds=N] [--threads=N]
 #                           [--json FILE] [--build-dir=DIR]
 # The logic is bench/python/ctr_bench.py.
@@ -17,7 +19,7 @@ bench_option() {
     *) return 1 ;;
   esac
 }
-bench_parse bench_python 2,10 "$@"
+bench_parse bench_python 2,12 "$@"
 bench_tools ps_python_native ps_server ps_worker ps_datagen
 PYTHONPATH="$build_dir/python" PS_BUILD_DIR="$build_dir" \
   /usr/bin/python3 "$root/bench/python/ctr_bench.py" "${opts[@]}" \

@@ -10,7 +10,9 @@ Adam lr 0.001 for the MLP) and the same torch thread count, trained
   (c) ps_worker: the C++ trainer against 1 ps_server (with the model's
       shipped tables: frequency admission too, which the Python client
       does not apply, and DeepFM's MLP on the server);
-and (b) with 2 workers x 2 servers against 1 x 1. The servers run bsp: a
+and (b) with 2 workers x 2 servers against 1 x 1; and, as the ceiling of
+that 2 x 2 efficiency on the machine, (a) twice side by side (each process
+on half the lines) against (a) alone. The servers run bsp: a
 step sees every update of the step before, as in (a). Every configuration runs
 in its own processes, --rounds times, alternating; the table shows medians.
 CPU seconds of (b): the workers' and the servers' (apply threads included)
@@ -147,19 +149,43 @@ def child_main(argv):
 
 # -- the benchmark: every configuration, alternating rounds ---------------
 
-def run_child(kind, model, data, extra=()):
+def start_child(kind, model, train, data, extra):
     cmd = [sys.executable, __file__, "--child", "--kind", kind, "--model",
-           model, "--train", data["train"], "--eval", data["eval"], *extra]
+           model, "--train", train, "--eval", data["eval"], *extra]
     threads = extra[extra.index("--threads") + 1]
     # OpenBLAS (torch's BLAS here) would start a thread per core: the same
     # thread count as torch's in every configuration.
     env = dict(os.environ, GLOG_minloglevel="1", OPENBLAS_NUM_THREADS=threads)
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    for line in done.stdout.splitlines():
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def child_result(kind, model, proc):
+    out, err = proc.communicate()
+    for line in out.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])
-    raise RuntimeError(f"{kind} {model} failed (exit {done.returncode}):\n"
-                       f"{done.stderr[-3000:]}")
+    raise RuntimeError(f"{kind} {model} failed (exit {proc.returncode}):\n"
+                       f"{err[-3000:]}")
+
+
+def run_child(kind, model, data, extra=()):
+    return child_result(kind, model,
+                        start_child(kind, model, data["train"], data, extra))
+
+
+def run_side_by_side(kind, model, data, extra=()):
+    """Two children at once, each on its half of the lines: one job."""
+    procs = [start_child(kind, model, half, data, extra)
+             for half in data["halves"]]
+    parts = [child_result(kind, model, p) for p in procs]
+    examples = sum(x["examples"] for x in parts)
+    return {"samples_per_sec": examples / max(x["examples"] /
+                                               x["samples_per_sec"]
+                                               for x in parts),
+            "auc": parts[0]["auc"],
+            "cpu_seconds": sum(x["cpu_seconds"] for x in parts),
+            "examples": examples}
 
 
 def generate(build, rows, eval_rows, folder):
@@ -168,6 +194,14 @@ def generate(build, rows, eval_rows, folder):
                     "--model=fm", f"--rows={rows}", f"--eval_rows={eval_rows}",
                     f"--output={data['train']}", f"--eval_output={data['eval']}"],
                    check=True, capture_output=True)
+    # Every other line, as ps.data.Reader shares a file between 2 workers.
+    data["halves"] = [str(folder / f"train.{i}.tsv") for i in range(2)]
+    with open(data["train"]) as lines:
+        outs = [open(h, "w") for h in data["halves"]]
+        for n, line in enumerate(lines):
+            outs[n % 2].write(line)
+        for out in outs:
+            out.close()
     return data
 
 
@@ -195,13 +229,15 @@ def main(argv):
                     ((model, "ps"), "ps", model, threads),
                     ((model, "ps_worker"), "ps_worker", model, threads),
                     ((model, "ps_2x2"), "ps", model,
-                     threads + ["--workers", "2", "--servers", "2"])]
+                     threads + ["--workers", "2", "--servers", "2"]),
+                    ((model, "torch_2proc"), "torch", model, threads)]
     runs = {key: [] for key, *_ in configs}
     with tempfile.TemporaryDirectory(prefix="ps-bench-python-") as tmp:
         data = generate(build, args.rows, args.eval_rows, Path(tmp))
         for r in range(args.rounds):
             for key, kind, model, extra in configs:
-                result = run_child(kind, model, data, extra)
+                run = run_side_by_side if key[1] == "torch_2proc" else run_child
+                result = run(kind, model, data, extra)
                 runs[key].append(result)
                 print(f"round {r + 1} {model:7s} {key[1]:10s} "
                       f"{result['samples_per_sec']:9.0f} samples/s  "
@@ -236,6 +272,12 @@ def main(argv):
                 f"{model}_ps_2x2_samples_per_cpu_sec{suffix}",
                 med((model, "ps_2x2"), field), "samples/CPU-s",
                 "ps 1 worker x 1 server", med((model, "ps"), field)))
+        # What the same machine gives plain PyTorch for the same step from
+        # one process to two: the ceiling of the 2 x 2 ratio above.
+        results.append(row(f"{model}_torch_2proc_samples_per_cpu_sec",
+                           med((model, "torch_2proc"), "cpu_seconds"),
+                           "samples/CPU-s", "plain PyTorch, 1 process",
+                           med((model, "torch"), "cpu_seconds")))
     print(f"\nmedians of {args.rounds} rounds, {args.rows} rows, batch 1000, "
           f"{args.threads} torch thread(s):")
     for r in results:
