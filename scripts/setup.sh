@@ -25,6 +25,8 @@ PACKAGES=(
   python3-numpy python3-torch python3-pytest  # its arrays, torch module, tests
   libopenblas0-pthread        # numpy's and torch's BLAS (Debian's default is the 7x slower reference BLAS)
   python3-venv python3-pip python3-setuptools python3-wheel  # its offline install
+  libcpp-httplib-dev          # the /metrics endpoint of ps_server and ps_worker (metrics/)
+  prometheus                  # the metrics test scrapes a cluster with a real Prometheus
 )
 
 missing=()
