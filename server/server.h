@@ -45,6 +45,10 @@
 #include "server/server_stats.h"
 #include "server/shard.h"
 
+namespace ps::metrics {
+class Registry;
+}
+
 namespace ps::server {
 
 struct ServerOptions {
@@ -112,6 +116,9 @@ class Server {
 
   proto::StatsReply Stats() const;
   std::string StatsLine() const;
+  // Adds this server's metrics (collectors read at scrape time; see
+  // server_metrics.cc) to `registry`. The server must outlive every scrape.
+  void AddMetrics(metrics::Registry* registry) const;
 
   // The parts, for tests that drive them directly.
   Shard* shard() const { return shard_.get(); }
