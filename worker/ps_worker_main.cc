@@ -27,7 +27,9 @@
 #include "worker/ps_worker_admission.h"
 #include "worker/ps_worker_checkpoints.h"
 #include "worker/ps_worker_early_stop.h"
+#include "worker/ps_worker_metrics.h"
 #include "worker/train/local_param_store.h"
+#include "worker/train/metered_param_store.h"
 #include "worker/train/model.h"
 #include "worker/train/ps_param_store.h"
 #include "worker/train/trainer.h"
@@ -103,6 +105,13 @@ DEFINE_uint32(max_failed_checkpoints, 3,
               "failure is a warning. 0: never stop.");
 DEFINE_string(metrics_json, "",
               "If set, write the final metrics here as JSON.");
+DEFINE_int32(metrics_port, -1,
+             "Serve Prometheus metrics (text format) at "
+             "http://<--listen_host>:PORT/metrics while training: examples, "
+             "loss, samples/s, training and eval AUC, logloss and NE, push "
+             "and pull latency histograms, keys and bytes per table, process "
+             "CPU and RSS (see README, Metrics). 0 picks a free port "
+             "(logged); -1: off.");
 DEFINE_uint64(seed, 1, "Seed of the held-out split.");
 DEFINE_uint32(holdout_every, 10,
               "Without --eval_data: hold out one line in this many.");
@@ -271,6 +280,18 @@ int Main(int argc, char** argv) {
   if (ps::Status s = CheckFlags(); !s.ok()) {
     return Fail(kExitUsage, s.message());
   }
+  if (FLAGS_metrics_port < -1 || FLAGS_metrics_port > 65535) {
+    return Fail(kExitUsage,
+                "--metrics_port must be -1 (off) or in [0, 65535], not " +
+                    std::to_string(FLAGS_metrics_port));
+  }
+  std::unique_ptr<ps::worker_main::WorkerMetrics> metrics;
+  if (FLAGS_metrics_port >= 0) {
+    auto m = ps::worker_main::WorkerMetrics::Start(
+        FLAGS_listen_host, FLAGS_metrics_port, FLAGS_worker_id);
+    if (!m.ok()) return Fail(1, "--metrics_port: " + m.status().ToString());
+    metrics = std::move(*m);
+  }
 
   ps::train::ModelOptions mo;
   mo.name = FLAGS_model;
@@ -423,6 +444,14 @@ int Main(int argc, char** argv) {
     }
   }
 
+  if (metrics != nullptr) {
+    to.stats = metrics->stats();
+    auto metered = ps::train::MeteredParamStore::Create(
+        std::move(store), {FLAGS_sparse_table, FLAGS_dense_table},
+        metrics->labels(), metrics->registry());
+    if (!metered.ok()) return Fail(1, metered.status().ToString());
+    store = std::move(*metered);
+  }
   auto trainer = ps::train::Trainer::Create(to, model->get(), store.get());
   if (!trainer.ok()) return Fail(2, trainer.status().message());
   ps::Status admission = ps::worker::StartAdmission(&*trainer, FLAGS_eval_only);

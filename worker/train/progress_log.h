@@ -16,10 +16,13 @@
 namespace ps::train {
 
 struct EvalPoint;
+struct TrainStats;
 
 class ProgressLog {
  public:
-  ProgressLog(uint32_t epochs, bool in_place);
+  // `stats` (null: none) gets every batch and eval, and the running AUC
+  // on PublishAuc (train_stats.h).
+  ProgressLog(uint32_t epochs, bool in_place, TrainStats* stats = nullptr);
 
   // A trained batch: its loss summed over its probs.size() examples, and
   // their predictions and labels.
@@ -33,6 +36,8 @@ class ProgressLog {
   void Line(uint32_t epoch, uint64_t examples, uint64_t examples_per_epoch,
             double fraction_read, bool final_line);
   void EvalLine(const EvalPoint& point);
+  // With stats: the AUC over the recent training predictions into them.
+  void PublishAuc();
 
  private:
   // Recent training predictions, for a running AUC.
@@ -40,6 +45,7 @@ class ProgressLog {
 
   const uint32_t epochs_;
   const bool in_place_;
+  TrainStats* const stats_;
   const std::chrono::steady_clock::time_point start_;
   std::mutex mu_;  // what follows
   double loss_sum_ = 0;

@@ -1,0 +1,86 @@
+#include "worker/ps_worker_metrics.h"
+
+#include <glog/logging.h>
+
+#include "metrics/process_collector.h"
+
+namespace ps::worker_main {
+
+StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(
+    const std::string& host, int port, uint32_t worker_id) {
+  std::unique_ptr<WorkerMetrics> m(new WorkerMetrics());
+  m->labels_ = {{"worker", "worker-" + std::to_string(worker_id)}};
+  m->last_scrape_ = std::chrono::steady_clock::now();
+  WorkerMetrics* raw = m.get();
+  m->registry_.AddCollector(
+      [raw](metrics::CollectorSink& sink) { raw->Collect(sink); });
+  metrics::AddProcessCollector(&m->registry_);
+  PS_ASSIGN_OR_RETURN(m->exporter_,
+                      metrics::Exporter::Start(&m->registry_, host, port));
+  LOG(INFO) << "metrics: " << m->exporter_->url();
+  return m;
+}
+
+WorkerMetrics::~WorkerMetrics() { exporter_.reset(); }
+
+void WorkerMetrics::Collect(metrics::CollectorSink& sink) {
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  const uint64_t examples = stats_.examples.load(kRelaxed);
+  const double loss_sum = stats_.loss_sum.load(kRelaxed);
+  double rate, loss;
+  {
+    std::lock_guard<std::mutex> lock(rate_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    const double secs =
+        std::chrono::duration<double>(now - last_scrape_).count();
+    // Scrapes closer than 0.1 s apart keep the previous rate.
+    if (secs >= 0.1) {
+      last_rate_ = (examples - last_examples_) / secs;
+      if (examples > last_examples_) {
+        last_loss_ = (loss_sum - last_loss_sum_) / (examples - last_examples_);
+      }
+      last_scrape_ = now;
+      last_examples_ = examples;
+      last_loss_sum_ = loss_sum;
+    }
+    rate = last_rate_;
+    loss = last_loss_;
+  }
+  sink.Counter("ps_train_examples_total", "Training examples trained on.",
+               labels_, static_cast<double>(examples));
+  sink.Counter("ps_train_loss_sum_total",
+               "Sum of the training examples' logloss (over "
+               "ps_train_examples_total: the mean loss).",
+               labels_, loss_sum);
+  sink.Gauge("ps_train_loss",
+             "Mean training logloss of the examples since the previous "
+             "scrape.",
+             labels_, loss);
+  sink.Gauge("ps_train_samples_per_second",
+             "Training examples per second since the previous scrape.", labels_,
+             rate);
+  const double auc = stats_.train_auc.load(kRelaxed);
+  if (auc >= 0) {
+    sink.Gauge("ps_train_auc",
+               "AUC over the recent training predictions (the last 50000), "
+               "updated every second.",
+               labels_, auc);
+  }
+  const uint64_t evals = stats_.evaluations.load(kRelaxed);
+  sink.Counter("ps_eval_evaluations_total", "Evaluations done.", labels_,
+               static_cast<double>(evals));
+  if (evals > 0) {
+    sink.Gauge("ps_eval_auc", "AUC of the last evaluation.", labels_,
+               stats_.eval_auc.load(kRelaxed));
+    sink.Gauge("ps_eval_logloss", "Logloss of the last evaluation.", labels_,
+               stats_.eval_logloss.load(kRelaxed));
+    sink.Gauge("ps_eval_ne",
+               "Normalized entropy of the last evaluation (logloss over the "
+               "base rate's entropy; < 1 beats the base rate).",
+               labels_, stats_.eval_ne.load(kRelaxed));
+    sink.Gauge("ps_eval_examples", "Examples of the last evaluation.", labels_,
+               static_cast<double>(stats_.eval_examples.load(kRelaxed)));
+  }
+}
+
+}  // namespace ps::worker_main
