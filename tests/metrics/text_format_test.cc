@@ -21,14 +21,14 @@ TEST(TextFormat, SmallRegistryExactly) {
                    .value();
   c->Increment(41);
   c->Increment();
-  r.AddCounter("ps_rows_total", "Rows applied.", {{"shard", "1"}, {"table", "emb"}})
+  r.AddCounter("ps_rows_total", "Rows applied.",
+               {{"shard", "1"}, {"table", "emb"}})
       .value()
       ->Increment(7);
   r.AddGauge("ps_temperature_celsius", "A gauge.").value()->Set(-2.5);
-  Histogram* h =
-      r.AddHistogram("ps_push_seconds", "Push latency.", {0.25, 1, 4},
-                     {{"worker", "worker-0"}})
-          .value();
+  Histogram* h = r.AddHistogram("ps_push_seconds", "Push latency.",
+                                {0.25, 1, 4}, {{"worker", "worker-0"}})
+                     .value();
   h->Observe(0.125);
   h->Observe(0.5);
   h->Observe(0.5);
