@@ -26,10 +26,10 @@ StatusOr<std::unique_ptr<Exporter>> Exporter::Start(const Registry* registry,
                            std::to_string(port));
   }
   auto impl = std::make_unique<Impl>();
-  impl->server.Get("/metrics", [registry](const httplib::Request&,
-                                          httplib::Response& res) {
-    res.set_content(RenderText(registry->Snapshot()), kTextContentType);
-  });
+  impl->server.Get(
+      "/metrics", [registry](const httplib::Request&, httplib::Response& res) {
+        res.set_content(RenderText(registry->Snapshot()), kTextContentType);
+      });
   impl->server.set_keep_alive_max_count(100);
   int bound = port;
   if (port == 0) {

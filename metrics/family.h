@@ -36,7 +36,7 @@ struct Family {
   std::string name;
   std::string help;
   MetricType type = MetricType::kGauge;
-  std::vector<Sample> samples;               // counters and gauges
+  std::vector<Sample> samples;              // counters and gauges
   std::vector<HistogramSample> histograms;  // histograms
 };
 

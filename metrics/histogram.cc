@@ -36,8 +36,7 @@ HistogramSample Histogram::Snapshot(const Labels& labels) const {
   return h;
 }
 
-std::vector<double> ExponentialBounds(double start, double factor,
-                                      int count) {
+std::vector<double> ExponentialBounds(double start, double factor, int count) {
   std::vector<double> b;
   double v = start;
   for (int i = 0; i < count; ++i, v *= factor) b.push_back(v);

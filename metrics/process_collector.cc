@@ -39,10 +39,10 @@ ProcStat ReadStat() {
   const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
   try {
     s.cpu_seconds = (std::stod(f[11]) + std::stod(f[12])) / tick;  // 14, 15
-    s.threads = std::stod(f[17]);                                   // 20
-    s.start_seconds_after_boot = std::stod(f[19]) / tick;           // 22
-    s.vsize = std::stod(f[20]);                                     // 23
-    s.rss_bytes = std::stod(f[21]) * page;                          // 24
+    s.threads = std::stod(f[17]);                                  // 20
+    s.start_seconds_after_boot = std::stod(f[19]) / tick;          // 22
+    s.vsize = std::stod(f[20]);                                    // 23
+    s.rss_bytes = std::stod(f[21]) * page;                         // 24
     s.ok = true;
   } catch (...) {
     s.ok = false;

@@ -98,7 +98,8 @@ StatusOr<Histogram*> Registry::AddHistogram(const std::string& name,
   PS_ASSIGN_OR_RETURN(Entry * e,
                       Find(name, help, MetricType::kHistogram, labels));
   if (e->histogram == nullptr) {
-    e->histogram = std::make_unique<metrics::Histogram>(std::move(upper_bounds));
+    e->histogram =
+        std::make_unique<metrics::Histogram>(std::move(upper_bounds));
   } else if (e->histogram->upper_bounds() != upper_bounds) {
     return InvalidArgument("histogram " + name +
                            " is already registered with other bounds");

@@ -95,7 +95,7 @@ class Registry {
                         MetricType type, const Labels& labels);
 
   mutable std::mutex mu_;
-  std::deque<Entry> entries_;  // guarded by mu_; stable addresses
+  std::deque<Entry> entries_;          // guarded by mu_; stable addresses
   std::vector<Collector> collectors_;  // guarded by mu_
 };
 
