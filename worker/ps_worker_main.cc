@@ -397,6 +397,10 @@ int Main(int argc, char** argv) {
       return Fail(2, "--transport " + transport.status().message());
     }
     co.transport = *transport;
+    if (metrics != nullptr) {
+      co.counters =
+          metrics->MakeClientCounters(static_cast<uint32_t>(co.servers.size()));
+    }
     auto client = ps::worker::PsClient::Connect(co);
     if (!client.ok()) {
       return Fail(1, "cannot reach the servers (" + FLAGS_servers +
@@ -451,6 +455,7 @@ int Main(int argc, char** argv) {
         metrics->labels(), metrics->registry());
     if (!metered.ok()) return Fail(1, metered.status().ToString());
     store = std::move(*metered);
+    metrics->NameTables(*store, {FLAGS_sparse_table, FLAGS_dense_table});
   }
   auto trainer = ps::train::Trainer::Create(to, model->get(), store.get());
   if (!trainer.ok()) return Fail(2, trainer.status().message());

@@ -23,6 +23,24 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(
 
 WorkerMetrics::~WorkerMetrics() { exporter_.reset(); }
 
+worker::ClientCounters* WorkerMetrics::MakeClientCounters(uint32_t shards) {
+  if (client_owned_ == nullptr) {
+    client_owned_ = std::make_unique<worker::ClientCounters>(shards);
+    client_.store(client_owned_.get(), std::memory_order_release);
+  }
+  return client_owned_.get();
+}
+
+void WorkerMetrics::NameTables(const train::ParamStore& store,
+                               const std::vector<std::string>& names) {
+  std::lock_guard<std::mutex> lock(names_mu_);
+  for (const std::string& n : names) {
+    if (const proto::TableSpec* spec = store.table(n)) {
+      table_names_[spec->id()] = n;
+    }
+  }
+}
+
 void WorkerMetrics::Collect(metrics::CollectorSink& sink) {
   constexpr auto kRelaxed = std::memory_order_relaxed;
   const uint64_t examples = stats_.examples.load(kRelaxed);
@@ -65,6 +83,49 @@ void WorkerMetrics::Collect(metrics::CollectorSink& sink) {
                "AUC over the recent training predictions (the last 50000), "
                "updated every second.",
                labels_, auc);
+  }
+  if (const worker::ClientCounters* c =
+          client_.load(std::memory_order_acquire)) {
+    for (uint32_t s = 0; s < c->shards(); ++s) {
+      metrics::Labels l = labels_;
+      l.emplace_back("shard", std::to_string(s));
+      sink.Counter(
+          "ps_worker_inbox_credit_waits_total",
+          "Pushes that found a server's inbox full and waited for "
+          "credit (the server applying behind).",
+          l, static_cast<double>(c->shard(s)->credit_waits.load(kRelaxed)));
+      sink.Counter(
+          "ps_worker_inbox_credit_wait_seconds_total",
+          "Time pushes waited for inbox credit, in seconds.", l,
+          static_cast<double>(c->shard(s)->credit_wait_ns.load(kRelaxed)) *
+              1e-9);
+    }
+    std::map<uint32_t, std::string> names;
+    {
+      std::lock_guard<std::mutex> lock(names_mu_);
+      names = table_names_;
+    }
+    for (const auto& e : c->quant().Snapshot()) {
+      metrics::Labels l = labels_;
+      auto name = names.find(e.table);
+      l.emplace_back("table", name != names.end()
+                                  ? name->second
+                                  : "id-" + std::to_string(e.table));
+      l.emplace_back("type", std::string(kernels::ValueTypeName(e.type)));
+      sink.Gauge("ps_worker_quantization_relative_l2_error",
+                 "||sent - original|| / ||original|| of quantized push "
+                 "values (a sample of the pushes; every sparsified one).",
+                 l, e.stats.relative_l2_error());
+      sink.Gauge("ps_worker_quantization_max_abs_error",
+                 "Largest |sent - original| of a quantized push value.", l,
+                 e.stats.max_abs_error);
+      sink.Gauge("ps_worker_quantization_rms_error",
+                 "RMS of sent - original over quantized push values.", l,
+                 e.stats.rms_error());
+      sink.Counter("ps_worker_quantization_values_total",
+                   "Quantized push values whose error was measured.", l,
+                   static_cast<double>(e.stats.values));
+    }
   }
   const uint64_t evals = stats_.evaluations.load(kRelaxed);
   sink.Counter("ps_eval_evaluations_total", "Evaluations done.", labels_,

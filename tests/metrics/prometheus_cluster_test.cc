@@ -7,7 +7,8 @@
 //   - the rejected-packets counter of a shard rises after a garbage packet
 //     is written into one of its inboxes (as worker 2, whose inbox no
 //     trainer uses, through the xfer core);
-//   - the training AUC series exists for both workers.
+//   - the training AUC series exists for both workers, and so does the
+//     quantization error of their (fp16) pushes.
 // Prometheus, the workers and the servers are stopped afterwards (their
 // Process objects stop them whatever happens); every socket is 127.0.0.1.
 // Without the prometheus binary the test fails (CI installs it).
@@ -49,7 +50,7 @@ constexpr uint32_t kWorkers = 3;
 
 constexpr char kTables[] = R"(
 table { id: 1 name: "emb" kind: HASHED dim: 1 capacity: 65536
-        push_value_type: FP32 optimizer { name: "sgd" learning_rate: 0.05 } }
+        push_value_type: FP16 optimizer { name: "sgd" learning_rate: 0.05 } }
 )";
 
 std::string PrometheusBinary() {
@@ -67,10 +68,18 @@ std::string TrainingData(size_t lines) {
   for (size_t i = 0; i < lines; ++i) {
     const uint32_t a = rng() % 50, b = rng() % 50;
     const bool click = (a < 15) != (rng() % 10 == 0);
+    char field[32];
     out += click ? "1" : "0";
-    for (int f = 0; f < 13; ++f) out += "\t" + std::to_string(rng() % 20);
-    out += "\t" + std::to_string(a) + "a\t" + std::to_string(b) + "b";
-    for (int f = 2; f < 26; ++f) out += "\t" + std::to_string(rng() % 200);
+    for (int f = 0; f < 13; ++f) {
+      std::snprintf(field, sizeof(field), "\t%u", unsigned(rng() % 20));
+      out += field;
+    }
+    std::snprintf(field, sizeof(field), "\t%ua\t%ub", a, b);
+    out += field;
+    for (int f = 2; f < 26; ++f) {
+      std::snprintf(field, sizeof(field), "\t%u", unsigned(rng() % 200));
+      out += field;
+    }
     out += "\n";
   }
   return out;
@@ -344,6 +353,17 @@ TEST(PrometheusCluster, ScrapesAppliedRejectedAndAuc) {
   for (const auto& [k, v] : auc) {
     EXPECT_GE(v, 0) << k;
     EXPECT_LE(v, 1) << k;
+  }
+
+  // The kernels' quantization error of the fp16 pushes: small, not zero.
+  auto quant = WaitFor(
+      prometheus, "ps_worker_quantization_relative_l2_error",
+      [](const auto& r) { return r.size() == kTrainers; }, 5000, &error);
+  EXPECT_EQ(quant.size(), kTrainers) << error << Show(quant);
+  for (const auto& [k, v] : quant) {
+    EXPECT_NE(k.find("table=emb"), std::string::npos) << k;
+    EXPECT_GT(v, 0) << k;
+    EXPECT_LT(v, 1e-2) << k;
   }
 
   // Stop everything: Prometheus, the workers (still training), the servers.
