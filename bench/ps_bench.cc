@@ -349,6 +349,14 @@ int main(int argc, char** argv) {
     }
     server_pids.push_back(*pid);
   }
+  // With metrics, the client counts as ps_worker's does (credit waits,
+  // quantization error, reconnects).
+  std::unique_ptr<ps::worker::ClientCounters> counters;
+  if (FLAGS_metrics_port >= 0) {
+    counters = std::make_unique<ps::worker::ClientCounters>(
+        static_cast<uint32_t>(o.servers.size()));
+    o.counters = counters.get();
+  }
   auto client_or = ps::worker::PsClient::Connect(o);
   if (!client_or.ok()) return Fail("connect", client_or.status());
   auto client = std::move(client_or).value();

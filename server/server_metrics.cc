@@ -98,6 +98,11 @@ void Server::AddMetrics(metrics::Registry* registry) const {
       sink.Gauge("ps_server_table_rows", "Rows of a table this shard holds.", l,
                  static_cast<double>(table->rows()));
     }
+    const xfer::LinkStats link = context_->link_stats();
+    sink.Counter("ps_server_xfer_sessions_resumed_total",
+                 "Broken tcp connections of workers re-established to this "
+                 "server (their transfers completed once).",
+                 {{"shard", shard}}, static_cast<double>(link.resumed));
     const Checkpointer::PartStats& ck = checkpointer_->part_stats();
     constexpr auto kRelaxed = std::memory_order_relaxed;
     const metrics::Labels l = {{"shard", shard}};

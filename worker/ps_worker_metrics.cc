@@ -100,6 +100,14 @@ void WorkerMetrics::Collect(metrics::CollectorSink& sink) {
           static_cast<double>(c->shard(s)->credit_wait_ns.load(kRelaxed)) *
               1e-9);
     }
+    const xfer::LinkStats link = c->link()->Get();
+    sink.Counter("ps_worker_xfer_reconnects_total",
+                 "Broken connections to servers re-established (every "
+                 "transfer in flight completed once).",
+                 labels_, static_cast<double>(link.reconnects));
+    sink.Counter("ps_worker_xfer_peers_lost_total",
+                 "Servers lost: gone, or unreachable past --timeout_ms.",
+                 labels_, static_cast<double>(link.peers_lost));
     std::map<uint32_t, std::string> names;
     {
       std::lock_guard<std::mutex> lock(names_mu_);

@@ -1,7 +1,8 @@
 // ClientCounters: what a PsClient counts for monitoring when it is given
 // one (PsClient::Options::counters): per shard, the times a push waited for
 // inbox credit (the server's inbox full) and how long; and the kernels'
-// quantization error of its pushes (kernels/quant_stats.h). Owned by the
+// quantization error of its pushes (kernels/quant_stats.h); its xfer
+// context's reconnects and lost servers (core/link_stats.h). Owned by the
 // caller and outliving the client, so a reader (worker/ps_worker_metrics.h)
 // never depends on the client's lifetime. Thread-safe: relaxed atomics and
 // QuantStats' own lock; counted on slow paths only (a wait for credit) or
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/link_stats.h"
 #include "kernels/quant_stats.h"
 
 namespace ps::worker {
@@ -35,11 +37,14 @@ class ClientCounters {
   }
   kernels::QuantStats& quant() { return quant_; }
   const kernels::QuantStats& quant() const { return quant_; }
+  const std::shared_ptr<xfer::LinkCounters>& link() const { return link_; }
 
  private:
   const uint32_t shards_;
   std::unique_ptr<ShardCounters[]> per_shard_;
   kernels::QuantStats quant_{true};
+  const std::shared_ptr<xfer::LinkCounters> link_ =
+      std::make_shared<xfer::LinkCounters>();
 };
 
 }  // namespace ps::worker

@@ -108,6 +108,7 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const Options& options) {
   xo.advertise_host = options.advertise_host;
   xo.peer_timeout_ms = options.timeout_ms;
   xo.secret = options.secret;
+  if (options.counters != nullptr) xo.link_counters = options.counters->link();
   PS_ASSIGN_OR_RETURN(impl->xfer, xfer::Context::Create(xo));
   std::vector<std::unique_ptr<ServerLink>> links;
   for (uint32_t s = 0; s < options.servers.size(); ++s) {
