@@ -2,7 +2,8 @@
 // 1-shard cluster, a GET of /metrics shows the rows it applied (per worker
 // and per table), the rejection counters at 0, inbox and apply-thread
 // metrics and the process's RSS; other paths answer 404. A bad
-// --metrics_port is a clear error: out of range exits 2, a port in use 1.
+// --metrics_port is a clear error, of ps_server and of ps_worker alike: out
+// of range exits 2, a port in use 1.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -99,15 +100,14 @@ TEST(ServerMetrics, ScrapeShowsAppliedRows) {
   EXPECT_TRUE(cluster->Stop().ok());
 }
 
-// Runs ps_server with `flags` and returns its exit code (it must exit by
-// itself within 20 s) and its log.
-std::pair<int, std::string> RunServer(const std::vector<std::string>& flags,
-                                      const std::string& dir) {
+// Runs `argv` and returns its exit code (it must exit by itself within
+// 20 s) and its log.
+std::pair<int, std::string> RunProgram(const std::vector<std::string>& argv,
+                                       const std::string& dir) {
   launch::ProcessSpec spec;
-  spec.argv = {PS_SERVER_BIN, "--tables=" + dir + "/t.tables"};
-  spec.argv.insert(spec.argv.end(), flags.begin(), flags.end());
-  spec.log_path = dir + "/server.log";
-  spec.name = "server";
+  spec.argv = argv;
+  spec.log_path = dir + "/program.log";
+  spec.name = "program";
   auto p = launch::Process::Spawn(spec);
   if (!p.ok()) return {-1, p.status().ToString()};
   std::optional<int> code = (*p)->WaitExit(20000 * SlowdownFactor());
@@ -115,26 +115,76 @@ std::pair<int, std::string> RunServer(const std::vector<std::string>& flags,
   return {code.value_or(-1), launch::FileTail(spec.log_path, 4000)};
 }
 
-TEST(ServerMetrics, BadPortIsAClearError) {
-  auto dir = ScratchDir::Create("metrics-port").value();
-  ASSERT_TRUE(dir->WriteFile("t.tables", kTables).ok());
-  auto [code, log] = RunServer({"--metrics_port=70000"}, dir->path());
-  EXPECT_EQ(code, 2) << log;
-  EXPECT_NE(log.find("--metrics_port must be"), std::string::npos) << log;
+// "--name=value" (built step by step: GCC 12 sees phantom overflows in
+// string concatenations inside initializer lists).
+std::string Flag(const char* name, const std::string& value) {
+  std::string f = "--";
+  f += name;
+  f += '=';
+  f += value;
+  return f;
+}
 
-  // A port some other socket listens on.
+// A port some other socket listens on (closed by the caller).
+int ListeningPort(int* fd_out) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(a);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const int port = ntohs(a.sin_port);
-  std::tie(code, log) =
-      RunServer({"--metrics_port=" + std::to_string(port)}, dir->path());
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      listen(fd, 1) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *fd_out = fd;
+  return ntohs(a.sin_port);
+}
+
+TEST(WorkerMetrics, BadPortIsAClearError) {
+  auto dir = ScratchDir::Create("metrics-port").value();
+  const std::string tables = dir->WriteFile("t.tables", kTables).value();
+  const std::string data = dir->WriteFile("train.tsv", "1\t1\n").value();
+  std::vector<std::string> worker = {PS_WORKER_BIN, "--local"};
+  worker.push_back(Flag("tables", tables));
+  worker.push_back(Flag("train_data", data));
+  auto argv = worker;
+  argv.push_back("--metrics_port=-7");
+  auto [code, log] = RunProgram(argv, dir->path());
+  EXPECT_EQ(code, 2) << log;
+  EXPECT_NE(log.find("--metrics_port must be"), std::string::npos) << log;
+  int fd = -1;
+  const int port = ListeningPort(&fd);
+  ASSERT_GT(port, 0);
+  argv = worker;
+  argv.push_back(Flag("metrics_port", std::to_string(port)));
+  std::tie(code, log) = RunProgram(argv, dir->path());
+  close(fd);
+  EXPECT_EQ(code, 1) << log;
+  EXPECT_NE(
+      log.find("cannot serve metrics on 127.0.0.1:" + std::to_string(port)),
+      std::string::npos)
+      << log;
+}
+
+TEST(ServerMetrics, BadPortIsAClearError) {
+  auto dir = ScratchDir::Create("metrics-port").value();
+  const std::string tables = dir->WriteFile("t.tables", kTables).value();
+  std::vector<std::string> server = {PS_SERVER_BIN};
+  server.push_back(Flag("tables", tables));
+  auto argv = server;
+  argv.push_back("--metrics_port=70000");
+  auto [code, log] = RunProgram(argv, dir->path());
+  EXPECT_EQ(code, 2) << log;
+  EXPECT_NE(log.find("--metrics_port must be"), std::string::npos) << log;
+
+  int fd = -1;
+  const int port = ListeningPort(&fd);
+  ASSERT_GT(port, 0);
+  argv = server;
+  argv.push_back(Flag("metrics_port", std::to_string(port)));
+  std::tie(code, log) = RunProgram(argv, dir->path());
   close(fd);
   EXPECT_EQ(code, 1) << log;
   EXPECT_NE(
