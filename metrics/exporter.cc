@@ -31,6 +31,9 @@ StatusOr<std::unique_ptr<Exporter>> Exporter::Start(const Registry* registry,
         res.set_content(RenderText(registry->Snapshot()), kTextContentType);
       });
   impl->server.set_keep_alive_max_count(100);
+  // Two connections at a time (a Prometheus keeps one open) instead of the
+  // library's one thread per core, at least 8, idling in every process.
+  impl->server.new_task_queue = [] { return new httplib::ThreadPool(2); };
   int bound = port;
   if (port == 0) {
     bound = impl->server.bind_to_any_port(host);

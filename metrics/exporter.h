@@ -1,7 +1,7 @@
 // Exporter: serves a Registry as GET /metrics (the Prometheus text format)
 // over HTTP, with cpp-httplib (Debian's libcpp-httplib-dev); other paths
-// answer 404. One listener thread plus cpp-httplib's small worker pool; a
-// scrape renders a fresh Snapshot. Built only when cpp-httplib is found
+// answer 404. One listener thread plus 2 connection threads; a scrape
+// renders a fresh Snapshot. Built only when cpp-httplib is found
 // (PS_HAVE_HTTPLIB); otherwise Start says so (kNotSupported).
 //
 //   auto exporter = metrics::Exporter::Start(&registry, "127.0.0.1", 0);
