@@ -24,6 +24,10 @@
 // per second (steps / time spent pushing) and the p50 / p99 latency of one
 // push and of one pull.
 //
+// --metrics_port: serve Prometheus metrics as ps_worker does (process CPU
+// and RSS, push and pull latency histograms observed on every call), to
+// measure what metrics cost (scripts/bench_ps.sh --metrics).
+//
 // Last, the peak resident memory (VmHWM) of this worker and of the servers
 // whose pid files --server_pid_files names (same host only). One "RESULT"
 // line per figure for scripts (scripts/bench_ps.sh).
@@ -34,6 +38,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <span>
 #include <sstream>
@@ -44,6 +49,8 @@
 
 #include "bench/peak_rss.h"
 #include "core/transport_name.h"
+#include "metrics/exporter.h"
+#include "metrics/process_collector.h"
 #include "worker/client/ps_client.h"
 
 DEFINE_string(servers, "127.0.0.1:7000",
@@ -71,6 +78,9 @@ DEFINE_uint32(num_workers, 1,
               "Workers the servers expect; above 1 they run in lockstep "
               "(see above).");
 DEFINE_uint64(seed, 1, "Seed of the random keys and gradients.");
+DEFINE_int32(metrics_port, -1,
+             "Serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: a free "
+             "port, logged; -1: off), observing every push and pull.");
 
 namespace {
 
@@ -102,7 +112,14 @@ struct Bench {
   size_t dim = 1;
   uint32_t num_workers = 1;
   std::mt19937_64 rng;
+  // --metrics_port: latency of every Push / Pull call (null: off).
+  ps::metrics::Histogram* push_seconds = nullptr;
+  ps::metrics::Histogram* pull_seconds = nullptr;
 };
+
+void Observe(ps::metrics::Histogram* h, double seconds) {
+  if (h != nullptr) h->Observe(seconds);
+}
 
 // CPU seconds this process used (all threads): on a shared machine the
 // wall time of an iteration also counts other processes' turns.
@@ -177,6 +194,7 @@ int RunPush(Bench& b, size_t n) {
     s = b.client->Push(b.table, keys, grads);
     if (!s.ok()) return Fail("push", s);
     auto t1 = Clock::now();
+    Observe(b.push_seconds, Seconds(t0, t1));
     s = b.num_workers > 1 ? b.client->Barrier() : b.client->WaitApplied();
     if (!s.ok()) return Fail("wait applied", s);
     auto t2 = Clock::now();
@@ -208,6 +226,7 @@ int RunPull(Bench& b, size_t n) {
     auto t0 = Clock::now();
     s = b.client->Pull(b.table, keys, out);
     if (!s.ok()) return Fail("pull", s);
+    Observe(b.pull_seconds, Seconds(t0, Clock::now()));
     s = Sync(b);
     if (!s.ok()) return Fail("barrier", s);
     auto t1 = Clock::now();
@@ -239,6 +258,8 @@ int RunTrain(Bench& b) {
     if (s.ok()) s = b.client->WaitApplied();
     if (!s.ok()) return Fail("push", s);
     auto t2 = Clock::now();
+    Observe(b.pull_seconds, Seconds(t0, t1));
+    Observe(b.push_seconds, Seconds(t1, t2));
     if (it < kTrainWarmupBatches) continue;
     pull_s.push_back(Seconds(t0, t1));
     push_s.push_back(Seconds(t1, t2));
@@ -328,6 +349,14 @@ int main(int argc, char** argv) {
     }
     server_pids.push_back(*pid);
   }
+  // With metrics, the client counts as ps_worker's does (credit waits,
+  // quantization error, reconnects).
+  std::unique_ptr<ps::worker::ClientCounters> counters;
+  if (FLAGS_metrics_port >= 0) {
+    counters = std::make_unique<ps::worker::ClientCounters>(
+        static_cast<uint32_t>(o.servers.size()));
+    o.counters = counters.get();
+  }
   auto client_or = ps::worker::PsClient::Connect(o);
   if (!client_or.ok()) return Fail("connect", client_or.status());
   auto client = std::move(client_or).value();
@@ -358,6 +387,28 @@ int main(int argc, char** argv) {
   b.table = spec->id();
   b.dim = spec->dim();
   b.num_workers = FLAGS_num_workers;
+  ps::metrics::Registry registry;
+  std::unique_ptr<ps::metrics::Exporter> exporter;
+  if (FLAGS_metrics_port >= 0) {
+    const ps::metrics::Labels l = {
+        {"worker", "worker-" + std::to_string(FLAGS_worker_id)},
+        {"table", spec->name()}};
+    const auto bounds = ps::metrics::ExponentialBounds(1e-5, 2, 22);
+    ps::metrics::AddProcessCollector(&registry);
+    auto push = registry.AddHistogram("ps_worker_push_seconds",
+                                      "Latency of one push call.", bounds, l);
+    auto pull = registry.AddHistogram("ps_worker_pull_seconds",
+                                      "Latency of one pull call.", bounds, l);
+    if (!push.ok()) return Fail("metrics", push.status());
+    if (!pull.ok()) return Fail("metrics", pull.status());
+    b.push_seconds = *push;
+    b.pull_seconds = *pull;
+    auto e = ps::metrics::Exporter::Start(&registry, "127.0.0.1",
+                                          FLAGS_metrics_port);
+    if (!e.ok()) return Fail("--metrics_port", e.status());
+    exporter = std::move(*e);
+    std::printf("metrics: %s\n", exporter->url().c_str());
+  }
   // Each worker its own keys (mt19937_64 streams of different seeds).
   b.rng.seed(FLAGS_seed * 1000003 + FLAGS_worker_id);
 

@@ -42,3 +42,21 @@ if(NOT PS_WITH_CUDA STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "ps: CUDA kernels ${PS_HAVE_CUDA}")
+
+# cpp-httplib (libcpp-httplib-dev): the /metrics endpoint of ps_server and
+# ps_worker (metrics/exporter.h). Without it everything builds, and
+# --metrics_port says the build has no endpoint.
+set(PS_HAVE_HTTPLIB OFF)
+find_path(PS_HTTPLIB_INCLUDE_DIR httplib.h)
+if(PS_HTTPLIB_INCLUDE_DIR)
+  pkg_check_modules(HTTPLIB IMPORTED_TARGET cpp-httplib)
+  if(HTTPLIB_FOUND)
+    set(PS_HAVE_HTTPLIB ON)
+  endif()
+endif()
+if(PS_HAVE_HTTPLIB)
+  message(STATUS "ps: metrics endpoint ON (cpp-httplib ${HTTPLIB_VERSION})")
+else()
+  message(STATUS "ps: metrics endpoint OFF (libcpp-httplib-dev not found; "
+                 "scripts/setup.sh installs it)")
+endif()

@@ -51,6 +51,7 @@ Status ContextImpl::Start() {
   env.host_id = host_id_;
   env.regions = &regions_;
   env.notifications = notifications_;
+  env.link_counters = link_counters_;
   env.listeners = &listeners;
   std::string described;
   for (const auto& p : providers_) {
@@ -177,6 +178,8 @@ StatusOr<std::unique_ptr<Context>> Context::Create(ContextOptions options) {
 const std::string& Context::name() const { return impl_->options_.name; }
 std::string Context::address() const { return impl_->address_; }
 uint64_t Context::instance() const { return impl_->instance_; }
+
+LinkStats Context::link_stats() const { return impl_->link_counters_->Get(); }
 
 namespace {
 

@@ -48,6 +48,7 @@
 #include "core/access.h"
 #include "core/auth.h"
 #include "core/endpoint.h"
+#include "core/link_stats.h"
 #include "core/memory_region.h"
 #include "core/notification.h"
 
@@ -85,6 +86,9 @@ struct ContextOptions {
   // fails with kResourceExhausted. 64 bytes each, shared with same-host
   // peers.
   uint32_t notification_capacity = 4096;
+  // Where the context counts reconnects and lost peers (link_stats.h); null:
+  // counters of its own. Given, they may be read after the context is gone.
+  std::shared_ptr<LinkCounters> link_counters;
   static constexpr uint32_t kMaxNotificationCapacity = 1u << 20;
 };
 
@@ -141,6 +145,9 @@ class Context {
   StatusOr<Notification> WaitNotification(std::chrono::microseconds timeout);
   // The next notification if one is queued now, else nullopt.
   std::optional<Notification> PollNotification();
+
+  // Reconnects, resumed sessions and lost peers so far (link_stats.h).
+  LinkStats link_stats() const;
 
  private:
   explicit Context(std::unique_ptr<internal::ContextImpl> impl);

@@ -36,26 +36,33 @@
 #       pull_p99_ms}: 500 steps of CTR-training shape into the 100M-row
 #       table, 1 worker: a Pull then a Push (+ WaitApplied) of 1,000 examples
 #       x 39 keys; pushes/s = steps / time spent pushing.
+# With --metrics, also what the Prometheus metrics cost (goal: within 5%):
+#   metrics_{push,pull}_10M_{shm,tcp}: the 10M-key, 1-server runs with
+#       --metrics_port=0 on the server and the worker while a scraper GETs
+#       every /metrics once a second; peer: the same runs with metrics off,
+#       interleaved with them in this run (3 of each, medians).
 #
-# Usage: scripts/bench_ps.sh [--json FILE] [--quick] [--scaling] [--build-dir=DIR]
+# Usage: scripts/bench_ps.sh [--json FILE] [--quick] [--scaling] [--metrics] [--build-dir=DIR]
 #   --json FILE  also write {"results":[{name,value,unit,peer,peer_value,ratio}]}
 #   --quick      fewer iterations, 1M keys instead of 10M, no peer (smoke test)
 #   --scaling    also the scaling table and the training-shaped case (above)
+#   --metrics    also metrics on against metrics off (above)
 #   --build-dir=DIR  use ps_server/ps_bench of an existing build
 # The peer: $PSLITE_BENCH, else ../shared/tools/pslite-bench.sh next to the
 # source tree. When it cannot build or run, one "peer skipped: ..." line
 # and the peer rows with peer value 0 (no ratio).
 set -euo pipefail
 source "$(dirname "$0")/bench_lib.sh"  # sets $root
-quick=0 scaling=0
+quick=0 scaling=0 metrics=0
 bench_option() {
   case "$1" in
     --quick) quick=1 ;;
     --scaling) scaling=1 ;;
+    --metrics) metrics=1 ;;
     *) return 1 ;;
   esac
 }
-bench_parse bench_ps 2,47 "$@"
+bench_parse bench_ps 2,55 "$@"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -86,7 +93,7 @@ run() {
   shift 7
   for ((i = 0; i < n; i++)); do pids+="${pids:+,}$dir/server-$i.pid"; done
   "$build_dir/launch/ps_launch" --servers="$n" --workers="$w" \
-    --tables="$tables" --transport="$transport" \
+    --tables="$tables" --transport="$transport" --server_args="$server_args" \
     --server_bin="$build_dir/server/ps_server" \
     --worker_bin="$build_dir/bench/ps_bench" \
     --worker_args="--table=$tab --dim=$dim --server_pid_files=$pids $*" \
@@ -99,6 +106,20 @@ run() {
       mode = substr($2, 6)
       for (i = 3; i <= NF; i++) { split($i, kv, "="); print mode "_" kv[1] "_" run, kv[2] }
     }' "$dir/worker-0.log" >>"$work/results"
+}
+
+server_args=""
+
+# scrape DIR: GETs every /metrics URL the logs under DIR name, once a second,
+# until killed (what a Prometheus would cost the processes).
+scrape() {
+  local url
+  while sleep 1; do
+    for url in $(grep -ho 'metrics: http://[^ ]*/metrics' "$1"/*.log 2>/dev/null |
+                 cut -d' ' -f2); do
+      curl -s -o /dev/null --max-time 2 "$url" || true
+    done
+  done
 }
 
 # The peer first, on a machine the runs below have not warmed.
@@ -167,8 +188,43 @@ if [ "$scaling" = 1 ]; then
   done
 fi
 
+metric_rows=""
+if [ "$metrics" = 1 ]; then
+  # Off and on interleaved, so that a slower phase of the machine hits both.
+  for rep in 1 2 3; do
+    for transport in shm tcp; do
+      for on in 0 1; do
+        name="metrics${on}_${label}_${transport}_$rep"
+        sample="metrics${on}_${label}_${transport}"
+        if [ "$on" = 1 ]; then
+          server_args="--metrics_port=0"
+          mkdir -p "$work/$name"
+          scrape "$work/$name" &
+          scraper=$!
+          run "$name" 1 1 "$transport" "$work/bench1.tables" bench1 1 $both \
+            --keys="$keys" --metrics_port=0
+          kill "$scraper" 2>/dev/null || true
+          wait "$scraper" 2>/dev/null || true
+          server_args=""
+        else
+          run "$name" 1 1 "$transport" "$work/bench1.tables" bench1 1 $both \
+            --keys="$keys"
+        fi
+        # One sample name for the three repetitions: the report takes the median.
+        sed -i "s/_${name}\$/_${sample}/; s/_${name} /_${sample} /" "$work/results"
+      done
+    done
+  done
+  for transport in shm tcp; do
+    for m in push pull; do
+      metric_rows+="row metrics_${m}_${label}_$transport \"M keys/s\" ${m}_mkeys_per_s_metrics1_${label}_$transport ${m}_mkeys_per_s_metrics0_${label}_$transport higher metrics off (this run)"$'\n'
+    done
+  done
+fi
+
 {
   cat "$work/results"
+  echo "$metric_rows"
   for t in shm tcp; do
     echo "row push_10M_$t \"M keys/s\" push_mkeys_per_s_${label}_dim1_1srv_$t $peer_push higher $peer_label"
     echo "row pull_10M_$t \"M keys/s\" pull_mkeys_per_s_${label}_dim1_1srv_$t $peer_pull higher $peer_label"

@@ -69,16 +69,17 @@ run_suite() {  # $1: sanitizer list or empty
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
   # The 1M-row training acceptance runs (label acceptance) take minutes per
   # model on 2 cores: they run only when asked for (--acceptance).
-  # The deployment checks (labels deploy, multihost, slurm) test manifests,
+  # The deployment checks (labels deploy, multihost, slurm) and the metrics
+  # scraped by a real Prometheus (label prometheus) test manifests, scrapers,
   # namespaces and schedulers around the programs, not the programs' memory:
   # the release suite runs them once. So does the Python package's pytest
   # suite (label python): sanitizer builds leave the extension out, since an
   # instrumented module needs the sanitizer runtime preloaded into the
   # interpreter (python/CMakeLists.txt).
   case "$san" in
-    thread) label_args=(-L concurrency -LE 'acceptance|deploy|multihost|slurm') ;;
+    thread) label_args=(-L concurrency -LE 'acceptance|deploy|multihost|slurm|prometheus') ;;
     "") fuzz=1 label_args=(-LE acceptance) ;;
-    *) label_args=(-LE 'acceptance|deploy|multihost|slurm') ;;
+    *) label_args=(-LE 'acceptance|deploy|multihost|slurm|prometheus') ;;
   esac
   if [ $acceptance = 1 ]; then label_args=(-L acceptance) fuzz=0; fi
   # Sanitizer suites build only the test binaries they run (and the programs

@@ -121,16 +121,19 @@ uint32_t ApplyLoop::Consume(uint32_t worker, uint32_t budget,
   }
   uint64_t& head = cursors_[worker].head;
   uint32_t consumed = 0;
+  std::chrono::steady_clock::time_point busy_since{};
   while (consumed < budget) {
     const uint8_t* slot = inboxes_->Slot(worker, head + 1);
     const protocol::InboxSlotHeader slot_header =
         protocol::InboxSlotHeader::Read(slot, head + 1);
     if (slot_header.sequence != head + 1) break;
+    if (consumed == 0) busy_since = std::chrono::steady_clock::now();
     uint64_t rows = 0;
-    Status s = ApplyPacket(slot, slot_header, scratch, &rows);
+    RejectReason reason = RejectReason::kSlot;
+    Status s = ApplyPacket(slot, slot_header, scratch, &rows, &reason);
     if (s.ok()) {
-      stats_->PacketApplied(rows);
-    } else if (stats_->PacketRejected(worker)) {
+      stats_->PacketApplied(worker, rows, slot_header.length);
+    } else if (stats_->PacketRejected(worker, reason)) {
       LOG(WARNING) << "rejected packet " << head + 1 << " from "
                    << WorkerName(worker) << ": " << s.ToString()
                    << " (further rejected packets of " << WorkerName(worker)
@@ -140,14 +143,34 @@ uint32_t ApplyLoop::Consume(uint32_t worker, uint32_t budget,
     ++consumed;
     inboxes_->PublishHead(worker, head);
   }
+  if (consumed > 0) {
+    const uint64_t ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now() - busy_since)
+            .count());
+    std::atomic<uint64_t>& busy = cursors_[worker].busy_ns;
+    busy.store(busy.load(std::memory_order_relaxed) + ns,
+               std::memory_order_relaxed);
+  }
   return consumed;
+}
+
+double ApplyLoop::BusySeconds(uint32_t thread) const {
+  uint64_t ns = 0;
+  for (uint32_t w = thread; w < inboxes_->workers(); w += threads_) {
+    ns += cursors_[w].busy_ns.load(std::memory_order_relaxed);
+  }
+  return static_cast<double>(ns) * 1e-9;
 }
 
 Status ApplyLoop::ApplyPacket(const uint8_t* slot,
                               const protocol::InboxSlotHeader& slot_header,
-                              Scratch* scratch, uint64_t* rows_applied) {
+                              Scratch* scratch, uint64_t* rows_applied,
+                              RejectReason* reason) {
+  *reason = RejectReason::kSlot;
   PS_RETURN_IF_ERROR(slot_header.Validate(inboxes_->slot_bytes()));
   const std::span<const uint8_t> packet = slot_header.Packet(slot);
+  *reason = RejectReason::kHeader;
 
   protocol::SparsePacketExpectations expect;
   expect.table_rows = uint64_t{UINT32_MAX} + 1;
@@ -155,6 +178,7 @@ Status ApplyLoop::ApplyPacket(const uint8_t* slot,
   auto header = protocol::ParseSparsePacketHeader(packet, expect);
   if (!header.ok()) return header.status();
   const uint32_t table_id = header->meta.table_id;
+  *reason = RejectReason::kTable;
   TableShard* table = shard_->Find(table_id);
   if (table == nullptr) {
     return NotFound("unknown table id " + std::to_string(table_id));
@@ -170,13 +194,16 @@ Status ApplyLoop::ApplyPacket(const uint8_t* slot,
   expect.table_id = table_id;
   expect.max_row_count = static_cast<uint32_t>(scratch->rows.size());
   // The header parsed above, checked against the table, not parsed again.
+  *reason = RejectReason::kPayload;
   PS_RETURN_IF_ERROR(protocol::DecodeSparsePacket(
       packet, *header, expect, scratch->rows, scratch->values));
   const size_t n = header->row_count;
+  *reason = RejectReason::kApply;
   Status s = table->ApplyRows(
       std::span<const uint32_t>(scratch->rows.data(), n),
       std::span<float>(scratch->values.data(), n * table->dim()), mode_);
   if (!s.ok()) return s.WithContext("table " + table->spec().name());
+  table->CountApplied(n);
   *rows_applied = n;
   return Status::OK();
 }

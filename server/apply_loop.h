@@ -73,6 +73,10 @@ class ApplyLoop {
   uint64_t DrainOnce();
 
   uint32_t threads() const { return threads_; }
+  // Time apply thread `thread` spent consuming packets (from the first
+  // complete packet it saw in an inbox to the end of that inbox's batch),
+  // in seconds; any thread may read it (for metrics).
+  double BusySeconds(uint32_t thread) const;
 
  private:
   struct Scratch {
@@ -83,6 +87,7 @@ class ApplyLoop {
   // touches it; padded so two owners never share a line.
   struct alignas(64) InboxCursor {
     uint64_t head = 0;
+    std::atomic<uint64_t> busy_ns{0};  // one writer (the owner), relaxed
   };
 
   void Run(uint32_t thread_index);
@@ -92,7 +97,8 @@ class ApplyLoop {
   // once (its sequence showed the packet); returns why it was refused.
   Status ApplyPacket(const uint8_t* slot,
                      const protocol::InboxSlotHeader& slot_header,
-                     Scratch* scratch, uint64_t* rows_applied);
+                     Scratch* scratch, uint64_t* rows_applied,
+                     RejectReason* reason);
 
   Shard* const shard_;
   Inboxes* const inboxes_;

@@ -57,6 +57,7 @@
 // Thread-safe: Handle is called by the control connections' threads.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -152,6 +153,19 @@ class Checkpointer {
   };
   Progress progress() const;
 
+  // This shard's parts written so far (for metrics; relaxed atomics, any
+  // thread reads): how many, and the last one's step, bytes, cut pause and
+  // write time.
+  struct PartStats {
+    std::atomic<uint64_t> written{0};
+    std::atomic<uint64_t> failed{0};
+    std::atomic<uint64_t> last_step{0};
+    std::atomic<uint64_t> last_bytes{0};
+    std::atomic<double> last_pause_seconds{0};
+    std::atomic<double> last_write_seconds{0};
+  };
+  const PartStats& part_stats() const { return part_stats_; }
+
  private:
   struct Job {
     checkpoint::ShardSnapshot snapshot;
@@ -214,6 +228,7 @@ class Checkpointer {
   Shard* const shard_;
   PeerRegistry* const peers_;
   const uint64_t instance_;
+  PartStats part_stats_;
 
   std::mutex cut_mu_;  // one cut at a time
 

@@ -106,6 +106,7 @@ void Checkpointer::Write(Job job) {
                 "checkpoint this step again");
     LOG(ERROR) << "checkpoint step " << step << " shard " << k
                << " failed: " << stale;
+    part_stats_.failed.fetch_add(1, std::memory_order_relaxed);
     SetPart(step, Reply::FAILED, stale.ToString());
     if (k == 0) Settle(step, stale);
     previous_.reset();
@@ -165,6 +166,7 @@ void Checkpointer::Write(Job job) {
     // The baseline is of no use once this shard's part is missing: the
     // next checkpoint is full on every shard (IncrementalPossible).
     previous_.reset();
+    part_stats_.failed.fetch_add(1, std::memory_order_relaxed);
     SetPart(step, Reply::FAILED, entry.status().ToString());
     if (k == 0) {
       Settle(step, entry.status().WithContext("shard 0"));
@@ -175,6 +177,12 @@ void Checkpointer::Write(Job job) {
   }
   previous_ = std::move(job.snapshot);
   SetPart(step, Reply::WRITTEN);
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  part_stats_.last_step.store(step, kRelaxed);
+  part_stats_.last_bytes.store(entry->bytes(), kRelaxed);
+  part_stats_.last_pause_seconds.store(job.pause_ms / 1e3, kRelaxed);
+  part_stats_.last_write_seconds.store(entry->write_ms() / 1e3, kRelaxed);
+  part_stats_.written.fetch_add(1, kRelaxed);
   LOG(INFO) << "checkpoint step " << step << " shard " << k << ": "
             << (full ? "full" : "incremental of " + wo.parent) << ", "
             << entry->entries() << " entries, " << entry->bytes() / 1e6

@@ -17,12 +17,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "cli/flags.h"
 #include "cli/version.h"
 #include "core/transport_name.h"
+#include "metrics/exporter.h"
+#include "metrics/process_collector.h"
 #include "protocol/spec_choices.h"
 #include "protocol/table_config.h"
 #include "server/server.h"
@@ -145,6 +148,12 @@ DEFINE_uint64(test_hold_checkpoint_step, 0,
               "Tests only: the background write of the checkpoint of this "
               "step stops half-way (logging 'test hold: checkpoint step S') "
               "so that a crash test can kill -9 the server mid-write.");
+DEFINE_int32(metrics_port, -1,
+             "Serve Prometheus metrics (text format) at "
+             "http://<--listen_host>:PORT/metrics: packets, rows and bytes "
+             "applied and rejected per worker, inbox occupancy, apply-thread "
+             "busy time, EXACT tables, checkpoints, process CPU and RSS (see "
+             "README, Metrics). 0 picks a free port (logged); -1: off.");
 
 namespace {
 
@@ -270,6 +279,11 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  if (FLAGS_metrics_port < -1 || FLAGS_metrics_port > 65535) {
+    LOG(ERROR) << "--metrics_port must be -1 (off) or in [0, 65535], not "
+               << FLAGS_metrics_port;
+    return kExitBadConfig;
+  }
   auto options = OptionsFromFlags();
   if (!options.ok()) {
     LOG(ERROR) << options.status();
@@ -306,6 +320,24 @@ int main(int argc, char** argv) {
     server->reset();
     return started.Is(ps::StatusCode::kCancelled) ? 0 : kExitRuntime;
   }
+  // Declared after the server, reset before it: no scrape outlives it.
+  ps::metrics::Registry metrics_registry;
+  std::unique_ptr<ps::metrics::Exporter> metrics_exporter;
+  if (FLAGS_metrics_port >= 0) {
+    s->AddMetrics(&metrics_registry);
+    ps::metrics::AddProcessCollector(&metrics_registry);
+    auto exporter = ps::metrics::Exporter::Start(
+        &metrics_registry, FLAGS_listen_host, FLAGS_metrics_port);
+    if (!exporter.ok()) {
+      LOG(ERROR) << "--metrics_port: " << exporter.status();
+      s->RequestStop();
+      s->Run(0);
+      stop_signal_thread();
+      return kExitRuntime;
+    }
+    metrics_exporter = std::move(*exporter);
+    LOG(INFO) << "metrics: " << metrics_exporter->url();
+  }
   if (!FLAGS_port_file.empty()) {
     ps::Status w = WritePortFile(FLAGS_port_file, s->control_address());
     if (!w.ok()) {
@@ -318,6 +350,7 @@ int main(int argc, char** argv) {
   }
   LOG(INFO) << "ready: control " << s->control_address();
   s->Run(FLAGS_stats_every_secs);
+  metrics_exporter.reset();
   stop_signal_thread();
   server->reset();
   LOG(INFO) << "exited cleanly";

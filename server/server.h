@@ -48,6 +48,10 @@
 #include "server/server_stats.h"
 #include "server/shard.h"
 
+namespace ps::metrics {
+class Registry;
+}
+
 namespace ps::server {
 
 struct ServerOptions {
@@ -118,6 +122,9 @@ class Server {
   std::string StatsLine() const;
   // What the status request answers (server_status.cc).
   proto::ServerStatusReply StatusReport() const;
+  // Adds this server's metrics (collectors read at scrape time; see
+  // server_metrics.cc) to `registry`. The server must outlive every scrape.
+  void AddMetrics(metrics::Registry* registry) const;
 
   // The parts, for tests that drive them directly.
   Shard* shard() const { return shard_.get(); }

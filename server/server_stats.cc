@@ -6,9 +6,26 @@ std::string WorkerName(uint32_t worker) {
   return "worker-" + std::to_string(worker);
 }
 
+const char* RejectReasonName(RejectReason reason) {
+  switch (reason) {
+    case RejectReason::kSlot:
+      return "slot";
+    case RejectReason::kHeader:
+      return "header";
+    case RejectReason::kTable:
+      return "table";
+    case RejectReason::kPayload:
+      return "payload";
+    case RejectReason::kApply:
+      return "apply";
+  }
+  return "unknown";
+}
+
 ServerStats::ServerStats(uint32_t num_workers)
     : num_workers_(num_workers),
-      rejected_by_worker_(new std::atomic<uint64_t>[num_workers]) {
+      rejected_by_worker_(new std::atomic<uint64_t>[num_workers]),
+      per_worker_(new PerWorker[num_workers]) {
   for (uint32_t w = 0; w < num_workers; ++w) rejected_by_worker_[w] = 0;
 }
 
@@ -17,6 +34,36 @@ bool ServerStats::PacketRejected(uint32_t worker) {
   if (worker >= num_workers_) return false;
   return rejected_by_worker_[worker].fetch_add(1, std::memory_order_relaxed) ==
          0;
+}
+
+bool ServerStats::PacketRejected(uint32_t worker, RejectReason reason) {
+  if (worker < num_workers_) {
+    per_worker_[worker].rejected[static_cast<int>(reason)].fetch_add(
+        1, std::memory_order_relaxed);
+  }
+  return PacketRejected(worker);
+}
+
+uint64_t ServerStats::packets_applied_from(uint32_t worker) const {
+  if (worker >= num_workers_) return 0;
+  return per_worker_[worker].packets.load(std::memory_order_relaxed);
+}
+
+uint64_t ServerStats::rows_applied_from(uint32_t worker) const {
+  if (worker >= num_workers_) return 0;
+  return per_worker_[worker].rows.load(std::memory_order_relaxed);
+}
+
+uint64_t ServerStats::bytes_applied_from(uint32_t worker) const {
+  if (worker >= num_workers_) return 0;
+  return per_worker_[worker].bytes.load(std::memory_order_relaxed);
+}
+
+uint64_t ServerStats::rejected_from(uint32_t worker,
+                                    RejectReason reason) const {
+  if (worker >= num_workers_) return 0;
+  return per_worker_[worker].rejected[static_cast<int>(reason)].load(
+      std::memory_order_relaxed);
 }
 
 uint64_t ServerStats::rejected_from(uint32_t worker) const {

@@ -16,6 +16,7 @@
 // fixed once Create returns.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -60,6 +61,19 @@ class TableShard {
     return params_->Apply(rows, grads, mode);
   }
 
+  // Rows and packets applied from the inboxes (any apply thread counts,
+  // any thread reads: relaxed atomics, one add each per packet).
+  void CountApplied(uint64_t rows) const {
+    rows_applied_.fetch_add(rows, std::memory_order_relaxed);
+    packets_applied_.fetch_add(1, std::memory_order_relaxed);
+  }
+  uint64_t rows_applied() const {
+    return rows_applied_.load(std::memory_order_relaxed);
+  }
+  uint64_t packets_applied() const {
+    return packets_applied_.load(std::memory_order_relaxed);
+  }
+
   // "table emb (id 1, hashed, dim 16): rows [0, 500000) of 1000000, sgd lr
   // 0.1, 32 MB".
   std::string Describe() const;
@@ -72,6 +86,8 @@ class TableShard {
   std::shared_ptr<xfer::MemoryRegion> rows_region_;  // params_'s rows
   std::unique_ptr<table::ParamTable> params_;
   std::unique_ptr<ExactTable> exact_;
+  mutable std::atomic<uint64_t> rows_applied_{0};
+  mutable std::atomic<uint64_t> packets_applied_{0};
 };
 
 class Shard {

@@ -27,8 +27,10 @@
 #include "worker/ps_worker_admission.h"
 #include "worker/ps_worker_checkpoints.h"
 #include "worker/ps_worker_early_stop.h"
+#include "worker/ps_worker_metrics.h"
 #include "worker/train/local_param_store.h"
 #include "worker/train/metrics_out.h"
+#include "worker/train/metered_param_store.h"
 #include "worker/train/model.h"
 #include "worker/train/ps_param_store.h"
 #include "worker/train/trainer.h"
@@ -110,6 +112,13 @@ DEFINE_string(metrics_out, "",
               "train loss and AUC; every --progress_secs, every second "
               "when progress lines are off) and per eval point (eval AUC, "
               "logloss, NE). scripts/plot_metrics.sh FILE draws them.");
+DEFINE_int32(metrics_port, -1,
+             "Serve Prometheus metrics (text format) at "
+             "http://<--listen_host>:PORT/metrics while training: examples, "
+             "loss, samples/s, training and eval AUC, logloss and NE, push "
+             "and pull latency histograms, keys and bytes per table, process "
+             "CPU and RSS (see README, Metrics). 0 picks a free port "
+             "(logged); -1: off.");
 DEFINE_uint64(seed, 1, "Seed of the held-out split.");
 DEFINE_uint32(holdout_every, 10,
               "Without --eval_data: hold out one line in this many.");
@@ -278,6 +287,18 @@ int Main(int argc, char** argv) {
   if (ps::Status s = CheckFlags(); !s.ok()) {
     return Fail(kExitUsage, s.message());
   }
+  if (FLAGS_metrics_port < -1 || FLAGS_metrics_port > 65535) {
+    return Fail(kExitUsage,
+                "--metrics_port must be -1 (off) or in [0, 65535], not " +
+                    std::to_string(FLAGS_metrics_port));
+  }
+  std::unique_ptr<ps::worker_main::WorkerMetrics> metrics;
+  if (FLAGS_metrics_port >= 0) {
+    auto m = ps::worker_main::WorkerMetrics::Start(
+        FLAGS_listen_host, FLAGS_metrics_port, FLAGS_worker_id);
+    if (!m.ok()) return Fail(1, "--metrics_port: " + m.status().ToString());
+    metrics = std::move(*m);
+  }
 
   ps::train::ModelOptions mo;
   mo.name = FLAGS_model;
@@ -388,6 +409,10 @@ int Main(int argc, char** argv) {
       return Fail(2, "--transport " + transport.status().message());
     }
     co.transport = *transport;
+    if (metrics != nullptr) {
+      co.counters =
+          metrics->MakeClientCounters(static_cast<uint32_t>(co.servers.size()));
+    }
     auto client = ps::worker::PsClient::Connect(co);
     if (!client.ok()) {
       return Fail(1, "cannot reach the servers (" + FLAGS_servers +
@@ -435,6 +460,15 @@ int Main(int argc, char** argv) {
     }
   }
 
+  if (metrics != nullptr) {
+    to.stats = metrics->stats();
+    auto metered = ps::train::MeteredParamStore::Create(
+        std::move(store), {FLAGS_sparse_table, FLAGS_dense_table},
+        metrics->labels(), metrics->registry());
+    if (!metered.ok()) return Fail(1, metered.status().ToString());
+    store = std::move(*metered);
+    metrics->NameTables(*store, {FLAGS_sparse_table, FLAGS_dense_table});
+  }
   auto trainer = ps::train::Trainer::Create(to, model->get(), store.get());
   if (!trainer.ok()) return Fail(2, trainer.status().message());
   ps::Status admission = ps::worker::StartAdmission(&*trainer, FLAGS_eval_only);

@@ -66,6 +66,7 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
   peer.fd = &fd;
   peer.deadline = deadline;
   peer.peer_timeout = std::chrono::milliseconds(options_.peer_timeout_ms);
+  peer.link_counters = link_counters_;
   peer.hello_again = [&me, &address, deadline](int other) {
     return Handshake(me, other, MakeHello(me), address, deadline);
   };

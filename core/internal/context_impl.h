@@ -72,6 +72,14 @@ class ContextImpl {
   RegionTable regions_;
   // Shared with the providers' servers, which may outlive the context.
   std::shared_ptr<NotificationRing> notifications_;
+
+ public:
+  // Shared with the transports and providers (link_stats.h).
+  const std::shared_ptr<LinkCounters> link_counters_ =
+      options_.link_counters != nullptr ? options_.link_counters
+                                        : std::make_shared<LinkCounters>();
+
+ private:
   std::atomic<uint64_t> next_region_id_{1};
   // In order of preference (transport_registry.cc).
   std::vector<std::shared_ptr<TransportProvider>> providers_;

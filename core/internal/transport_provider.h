@@ -35,6 +35,7 @@
 #include "core/internal/region_state.h"
 #include "core/internal/region_table.h"
 #include "core/internal/transport.h"
+#include "core/link_stats.h"
 #include "core/transport_kind.h"
 #include "net/connect.h"
 #include "net/transfer.h"
@@ -58,6 +59,8 @@ struct ProviderEnv {
   std::shared_ptr<NotificationRing> notifications;
   // Start may add listeners for the hello acceptor (a same-host socket).
   std::vector<HelloAcceptor::Listener>* listeners = nullptr;
+  // The context's reconnect and loss counters (core/link_stats.h).
+  std::shared_ptr<LinkCounters> link_counters;
 };
 
 // What the Connect asked of one provider: whether it may carry the
@@ -93,6 +96,8 @@ struct DialedPeer {
       nullptr;             // the hello's connection; a provider may take it
   net::Deadline deadline;  // of the whole Connect
   std::chrono::milliseconds peer_timeout{0};
+  // The context's reconnect and loss counters (core/link_stats.h).
+  std::shared_ptr<LinkCounters> link_counters;
   // The hello again (without offers) on another connection to the same
   // listener, before the deadline: the listener's real reply.
   std::function<StatusOr<proto::HelloReply>(int fd)> hello_again;

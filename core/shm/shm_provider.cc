@@ -143,7 +143,8 @@ StatusOr<std::unique_ptr<Transport>> ShmProvider::HandOver(
     return PeerLost(reply.name() + " restarted during the connection");
   }
   auto stream = std::make_unique<StreamTransport>(std::move(ufd), reply.name(),
-                                                  peer.peer_timeout);
+                                                  peer.peer_timeout, nullptr,
+                                                  peer.link_counters);
   // Maps the peer's liveness page: the memfd hand-over itself.
   PS_ASSIGN_OR_RETURN(
       std::unique_ptr<ShmTransport> shm,

@@ -119,7 +119,8 @@ StatusOr<std::unique_ptr<Transport>> StreamProvider::Connect(Dial& dial) {
     };
   }
   return std::unique_ptr<Transport>(std::make_unique<StreamTransport>(
-      std::move(*peer.fd), name, peer.peer_timeout, std::move(reconnect)));
+      std::move(*peer.fd), name, peer.peer_timeout, std::move(reconnect),
+      peer.link_counters));
 }
 
 void StreamProvider::ForgetLocked() {
@@ -168,6 +169,9 @@ std::function<void(net::UniqueFd)> StreamProvider::Answer(
       return [](net::UniqueFd) {};  // its connector moved on long ago
     }
     it->second.attempt = offer.attempt();
+    if (env_.link_counters != nullptr) {
+      env_.link_counters->resumed.fetch_add(1, std::memory_order_relaxed);
+    }
     session = it->second.session;
     it->second.broken_at = {};
     // The old connection may still look alive from here (a reset seen by

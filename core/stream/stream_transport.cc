@@ -134,6 +134,9 @@ void StreamTransport::Impl::DeclareLost(const Status& why) {
   if (!lost_.load(std::memory_order_relaxed)) {
     lost_reason_ = PeerLost("peer " + peer_ + " lost: " + why.message());
     lost_.store(true, std::memory_order_seq_cst);
+    if (counters_ != nullptr && !closing_) {
+      counters_->peers_lost.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   // Wakes the reader (and any sender) blocked on the socket, or parked.
   shutdown(fd_.get(), SHUT_RDWR);
@@ -221,6 +224,9 @@ Status StreamTransport::Impl::Resume(const Status& why) {
       continue;  // broke again: dial again
     }
     NoteProgress();
+    if (counters_ != nullptr) {
+      counters_->reconnects.fetch_add(1, std::memory_order_relaxed);
+    }
     LOG(INFO) << "xfer: connection to " << peer_ << " re-established after "
               << std::chrono::duration_cast<std::chrono::milliseconds>(
                      std::chrono::steady_clock::now() - started)
@@ -247,9 +253,11 @@ Status StreamTransport::Impl::SendPendingAgain(size_t* resent) {
 
 StreamTransport::StreamTransport(UniqueFd fd, std::string peer_name,
                                  std::chrono::milliseconds peer_timeout,
-                                 Reconnect reconnect)
+                                 Reconnect reconnect,
+                                 std::shared_ptr<LinkCounters> counters)
     : impl_(std::make_unique<Impl>(std::move(fd), std::move(peer_name),
-                                   peer_timeout, std::move(reconnect))),
+                                   peer_timeout, std::move(reconnect),
+                                   std::move(counters))),
       lost_(&impl_->lost_flag()) {}
 
 StreamTransport::~StreamTransport() = default;

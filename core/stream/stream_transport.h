@@ -31,6 +31,7 @@
 
 #include "base/status_or.h"
 #include "core/internal/transport.h"
+#include "core/link_stats.h"
 #include "core/stream/wire.h"
 #include "net/unique_fd.h"
 
@@ -46,9 +47,12 @@ class StreamTransport final : public Transport {
 
   // `fd` is connected and past the hello; `reconnect` empty: a broken
   // connection loses the peer.
+  // `counters` (null: none) count its reconnects and the loss of the peer
+  // (core/link_stats.h).
   StreamTransport(net::UniqueFd fd, std::string peer_name,
                   std::chrono::milliseconds peer_timeout,
-                  Reconnect reconnect = nullptr);
+                  Reconnect reconnect = nullptr,
+                  std::shared_ptr<LinkCounters> counters = nullptr);
   ~StreamTransport() override;
 
   Request Post(const Op& op) override;

@@ -43,8 +43,10 @@ class StreamTransport::Impl : private net::TransferWatch {
   static constexpr size_t kKeptPoolBytes = size_t{32} << 20;
 
   Impl(UniqueFd fd, std::string peer_name,
-       std::chrono::milliseconds peer_timeout, Reconnect reconnect)
-      : fd_(std::move(fd)),
+       std::chrono::milliseconds peer_timeout, Reconnect reconnect,
+       std::shared_ptr<LinkCounters> counters)
+      : counters_(std::move(counters)),
+        fd_(std::move(fd)),
         peer_(std::move(peer_name)),
         timeout_ms_(peer_timeout.count()),
         timeout_ns_(static_cast<long long>(peer_timeout.count()) * 1'000'000),
@@ -55,6 +57,10 @@ class StreamTransport::Impl : private net::TransferWatch {
   }
 
   ~Impl() override {
+    {
+      std::lock_guard lock(mu_);
+      closing_ = true;  // a close, not a loss: not counted
+    }
     DeclareLost(PeerLost("the endpoint was closed"));
     reader_.join();
   }
@@ -192,6 +198,8 @@ class StreamTransport::Impl : private net::TransferWatch {
     return RecvV(&iov, 1, received_fd);
   }
 
+  // Reconnects and the loss of the peer are counted there (may be null).
+  const std::shared_ptr<LinkCounters> counters_;
   UniqueFd fd_;  // replaced by Resume, holding send_mu_ and mu_
   const std::string peer_;
   const long long timeout_ms_;
@@ -207,6 +215,7 @@ class StreamTransport::Impl : private net::TransferWatch {
   std::condition_variable flushed_;
   std::deque<PendingReply> pending_;  // guarded by mu_, in wire order
   bool reader_done_ = false;          // guarded by mu_
+  bool closing_ = false;              // guarded by mu_: the destructor runs
   Status lost_reason_;                // guarded by mu_
   Status first_error_;                // guarded by mu_: since the last Flush
   int flush_sleepers_ = 0;            // guarded by mu_

@@ -3,7 +3,8 @@
 // the connection is re-established and every operation completes exactly
 // once (fetch-adds add once, puts land, gets read); a peer that stays
 // unreachable past the peer timeout is lost in time; a peer that restarted
-// is lost at once; an orderly close is not resumed.
+// is lost at once; an orderly close is not resumed. The contexts' link
+// stats count the reconnects, resumed sessions and lost peers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -153,6 +154,8 @@ TEST_F(StreamReconnectTest, UnreachablePastTheTimeoutIsLost) {
   EXPECT_TRUE(s.Is(StatusCode::kPeerLost)) << s;
   EXPECT_LT(waited.count(), kTimeoutMs + 1500);
   EXPECT_TRUE(ep_->lost());
+  EXPECT_EQ(origin_->link_stats().peers_lost, 1u);
+  EXPECT_EQ(origin_->link_stats().reconnects, 0u);
 }
 
 // A reset shorter than the timeout, with nothing in flight: the next
@@ -173,6 +176,11 @@ TEST_F(StreamReconnectTest, ShortOutageIsRiddenOut) {
   ASSERT_TRUE(ep_->Get(&word, sizeof(word), remote_, 8).ok());
   EXPECT_EQ(word, 5u);
   EXPECT_FALSE(ep_->lost());
+  // Counted for monitoring (core/link_stats.h): one reconnect here, one
+  // resumed session at the target, nobody lost.
+  EXPECT_EQ(origin_->link_stats().reconnects, 1u);
+  EXPECT_EQ(origin_->link_stats().peers_lost, 0u);
+  EXPECT_EQ(target_->link_stats().resumed, 1u);
 }
 
 // The target restarted (a new instance at the same address) while the

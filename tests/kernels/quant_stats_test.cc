@@ -1,4 +1,5 @@
-// QuantStats: per (table, type) running max and RMS against a reference,
+// QuantStats: per (table, type) running max, RMS and relative L2 error
+// against a reference,
 // merged correctly from several threads at once, and inert when disabled.
 #include "kernels/quant_stats.h"
 
@@ -57,6 +58,15 @@ TEST(QuantStatsTest, DisabledRecordsNothingAndNonFiniteIsNotAveraged) {
   QuantErrorStats s = on.Get(1, ValueType::kInt8);
   EXPECT_EQ(s.values, 2u);
   EXPECT_DOUBLE_EQ(s.max_abs_error, 0.5);
+}
+
+TEST(QuantStatsTest, RelativeL2Error) {
+  QuantStats stats(true);
+  const std::vector<float> original = {3, 4}, sent = {3, 4.5f};
+  stats.Record(1, ValueType::kInt8, original, sent);
+  const QuantErrorStats s = stats.Get(1, ValueType::kInt8);
+  EXPECT_DOUBLE_EQ(s.relative_l2_error(), 0.5 / 5);
+  EXPECT_DOUBLE_EQ(QuantErrorStats{}.relative_l2_error(), 0.0);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "worker/client/inbox_writer.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "protocol/inbox_ring.h"
@@ -42,6 +43,23 @@ size_t InboxWriter::max_packet_bytes() const {
 
 Status InboxWriter::WaitForCredit(uint64_t n) {
   if (n - cached_head_ <= options_.slots) return Status::OK();
+  // Counted even when the first read of the head finds credit: a push
+  // that had to look is one the server was behind on.
+  const auto wait_start = std::chrono::steady_clock::now();
+  struct CountWait {
+    ShardCounters* c;
+    std::chrono::steady_clock::time_point start;
+    ~CountWait() {
+      if (c == nullptr) return;
+      c->credit_waits.fetch_add(1, std::memory_order_relaxed);
+      c->credit_wait_ns.fetch_add(
+          static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now() - start)
+                  .count()),
+          std::memory_order_relaxed);
+    }
+  } count_wait{options_.counters, wait_start};
   Backoff backoff(options_.timeout_ms);
   for (;;) {
     uint64_t head = 0;

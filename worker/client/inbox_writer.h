@@ -26,6 +26,7 @@
 #include "core/endpoint.h"
 #include "protocol/sparse_packet.h"
 #include "protocol/status_words.h"
+#include "worker/client/client_counters.h"
 
 namespace ps::worker {
 
@@ -41,6 +42,8 @@ class InboxWriter {
     uint32_t slot_bytes = 0;
     int timeout_ms = 30000;
     std::string server;  // for messages: "server 1 (127.0.0.1:7001)"
+    // Credit waits are counted here when set (client_counters.h).
+    ShardCounters* counters = nullptr;
   };
 
   explicit InboxWriter(Options options);

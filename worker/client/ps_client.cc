@@ -22,13 +22,14 @@ namespace {
 struct ClientTable {
   ClientTable(const proto::TableSpec& s,
               const protocol::TableRuntimeConfig& config, ServerGroup& servers,
-              const WorkerClock& clock, SharedPool& pool)
+              const WorkerClock& clock, SharedPool& pool,
+              kernels::QuantStats* quant)
       : spec(s), router(spec, servers.size()) {
     if (spec.kind() == proto::EXACT) {
       exact = std::make_unique<ExactPath>(spec, router, servers, clock);
     } else {
       push = std::make_unique<PushPipeline>(spec, config, router, servers,
-                                            clock, pool);
+                                            clock, pool, quant);
       pull = std::make_unique<PullPlanner>(spec, router, servers, pool);
     }
   }
@@ -91,6 +92,12 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const Options& options) {
                            " is not below the worker count " +
                            std::to_string(options.num_workers));
   }
+  if (options.counters != nullptr &&
+      options.counters->shards() < options.servers.size()) {
+    return InvalidArgument(
+        "client counters for " + std::to_string(options.counters->shards()) +
+        " shards, not " + std::to_string(options.servers.size()));
+  }
   auto impl = std::make_unique<Impl>();
   impl->worker_id = options.worker_id;
   impl->num_workers = options.num_workers;
@@ -101,6 +108,7 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const Options& options) {
   xo.advertise_host = options.advertise_host;
   xo.peer_timeout_ms = options.timeout_ms;
   xo.secret = options.secret;
+  if (options.counters != nullptr) xo.link_counters = options.counters->link();
   PS_ASSIGN_OR_RETURN(impl->xfer, xfer::Context::Create(xo));
   std::vector<std::unique_ptr<ServerLink>> links;
   for (uint32_t s = 0; s < options.servers.size(); ++s) {
@@ -112,6 +120,7 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const Options& options) {
     lo.num_workers = options.num_workers;
     lo.timeout_ms = options.timeout_ms;
     lo.secret = options.secret;
+    if (options.counters != nullptr) lo.counters = options.counters->shard(s);
     PS_ASSIGN_OR_RETURN(auto link, ServerLink::Connect(*impl->xfer, lo));
     links.push_back(std::move(link));
   }
@@ -134,7 +143,8 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const Options& options) {
     PS_ASSIGN_OR_RETURN(protocol::TableRuntimeConfig config,
                         protocol::TableRuntimeConfig::FromSpec(spec));
     impl->tables[spec.id()] = std::make_unique<ClientTable>(
-        spec, config, servers, *impl->clock, *impl->pool);
+        spec, config, servers, *impl->clock, *impl->pool,
+        options.counters != nullptr ? &options.counters->quant() : nullptr);
   }
   // Every server agrees with shard 0 on the tables and holds the rows the
   // shard map assigns it.

@@ -41,6 +41,7 @@
 #include "base/status_or.h"
 #include "core/context.h"
 #include "protocol/ps.pb.h"
+#include "worker/client/client_counters.h"
 #include "worker/client/pending_op.h"
 
 namespace ps::worker {
@@ -62,6 +63,10 @@ class PsClient {
     int timeout_ms = 30000;
     // The cluster secret (core/auth.h); empty: the servers must have none.
     xfer::ClusterSecret secret;
+    // Monitoring (null: none): credit waits per shard and the quantization
+    // error of pushes go there (client_counters.h); it has at least one
+    // shard per server and outlives the client.
+    ClientCounters* counters = nullptr;
   };
 
   // Says hello to every server, connects xfer and imports the regions;

@@ -37,6 +37,15 @@ Status PushPipeline::SendRows(uint32_t shard, kernels::ValueType type,
                               std::span<const float> values,
                               EncodeBuffers& buffers) {
   if (rows.empty()) return Status::OK();
+  if (quant_ != nullptr && type != kernels::ValueType::kFp32 &&
+      quant_sends_.fetch_add(1, std::memory_order_relaxed) %
+              kQuantSampleEvery ==
+          0) {
+    std::vector<float> seen(values.size());
+    kernels::RoundTrip(type, values.data(), values.size(),
+                       kernels::kDefaultInt8Block, seen.data());
+    quant_->Record(spec_.id(), type, values, seen);
+  }
   InboxWriter& inbox = servers_[shard].inbox();
   PS_RETURN_IF_ERROR(protocol::EncodeSparsePackets(
       MetaFor(shard, type), rows, values, inbox.max_packet_bytes(),
@@ -140,6 +149,8 @@ Status PushPipeline::EnsureFeedback(ShardState& st) {
   o.rows = st.sums.rows();
   o.row_dim = spec_.dim();
   o.value_type = PushType();
+  o.stats = quant_;
+  o.table_id = spec_.id();
   if (config_.sparsify == proto::SPARSIFY_TOPK) {
     o.selection = kernels::ErrorFeedbackOptions::Selection::kTopK;
   } else {

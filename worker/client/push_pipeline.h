@@ -27,6 +27,7 @@
 // table shard); pushes of different tables run in parallel.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -49,17 +50,24 @@ namespace ps::worker {
 
 class PushPipeline {
  public:
-  // Everything passed must outlive the pipeline.
+  // Everything passed must outlive the pipeline. `quant` (null: none)
+  // gets the quantization error of a sample of the quantized pushes (one
+  // in kQuantSampleEvery sends, round-tripped once more) and of every
+  // sparsified one (the error feedback records it).
   PushPipeline(const proto::TableSpec& spec,
                const protocol::TableRuntimeConfig& config,
                const ShardRouter& router, ServerGroup& servers,
-               const WorkerClock& clock, SharedPool& pool)
+               const WorkerClock& clock, SharedPool& pool,
+               kernels::QuantStats* quant = nullptr)
       : spec_(spec),
         config_(config),
         router_(router),
         servers_(servers),
         clock_(clock),
-        pool_(pool) {}
+        pool_(pool),
+        quant_(quant) {}
+
+  static constexpr uint64_t kQuantSampleEvery = 8;
 
   // Adds grads (keys.size() x dim) to the keys' rows.
   Status Post(std::span<const uint64_t> keys, std::span<const float> grads);
@@ -111,6 +119,8 @@ class PushPipeline {
   ServerGroup& servers_;
   const WorkerClock& clock_;
   SharedPool& pool_;
+  kernels::QuantStats* const quant_;
+  std::atomic<uint64_t> quant_sends_{0};
 
   std::mutex mu_;  // one push of this table at a time; guards what follows
   std::vector<ShardState> shards_;  // sized at the first push

@@ -79,6 +79,7 @@ Status ServerLink::Open(xfer::Context& xfer, const Options& options) {
   io.slot_bytes = info_.slot_bytes();
   io.timeout_ms = options.timeout_ms;
   io.server = name_;
+  io.counters = options.counters;
   inbox_ = std::make_unique<InboxWriter>(std::move(io));
   return inbox_->Start();
 }

@@ -34,6 +34,7 @@ class ServerLink {
     uint32_t num_workers = 1;
     int timeout_ms = 30000;
     xfer::ClusterSecret secret;
+    ShardCounters* counters = nullptr;  // credit waits (client_counters.h)
   };
 
   // Says hello as worker `worker_id`, checks the server is the expected

@@ -6,6 +6,7 @@
 
 #include "worker/eval/metrics.h"
 #include "worker/train/metrics_out.h"
+#include "worker/train/train_stats.h"
 #include "worker/train/trainer.h"
 
 namespace ps::train {
@@ -34,9 +35,10 @@ std::string Count(double n) {
 
 }  // namespace
 
-ProgressLog::ProgressLog(uint32_t epochs, bool in_place)
+ProgressLog::ProgressLog(uint32_t epochs, bool in_place, TrainStats* stats)
     : epochs_(epochs),
       in_place_(in_place),
+      stats_(stats),
       start_(std::chrono::steady_clock::now()) {}
 
 void ProgressLog::AddBatch(double loss, std::span<const float> probs,
@@ -44,6 +46,10 @@ void ProgressLog::AddBatch(double loss, std::span<const float> probs,
   std::lock_guard<std::mutex> lock(mu_);
   loss_sum_ += loss;
   loss_count_ += probs.size();
+  if (stats_ != nullptr) {
+    stats_->examples.fetch_add(probs.size(), std::memory_order_relaxed);
+    stats_->loss_sum.fetch_add(loss, std::memory_order_relaxed);
+  }
   for (size_t i = 0; i < probs.size(); ++i) {
     if (probs_.size() < kWindow) {
       probs_.push_back(probs[i]);
@@ -96,12 +102,32 @@ void ProgressLog::Line(uint32_t epoch, uint64_t n, uint64_t examples_per_epoch,
   std::fflush(stderr);
 }
 
+void ProgressLog::PublishAuc() {
+  if (stats_ == nullptr) return;
+  std::vector<float> probs, labels;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    probs = probs_;
+    labels = labels_;
+  }
+  if (probs.empty()) return;
+  stats_->train_auc.store(eval::Auc(probs, labels), std::memory_order_relaxed);
+}
+
 void ProgressLog::EvalLine(const EvalPoint& p, bool final_eval) {
   if (metrics_ != nullptr) {
     metrics_->Eval(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
             .count(),
         p, final_eval);
+  }
+  if (stats_ != nullptr) {
+    constexpr auto kRelaxed = std::memory_order_relaxed;
+    stats_->eval_auc.store(p.auc, kRelaxed);
+    stats_->eval_logloss.store(p.logloss, kRelaxed);
+    stats_->eval_ne.store(p.ne, kRelaxed);
+    stats_->eval_examples.store(p.examples, kRelaxed);
+    stats_->evaluations.fetch_add(1, kRelaxed);
   }
   if (in_place_) std::fprintf(stderr, "\n");
   const std::string at =

@@ -19,10 +19,13 @@ namespace ps::train {
 
 struct EvalPoint;
 class MetricsOut;
+struct TrainStats;
 
 class ProgressLog {
  public:
-  ProgressLog(uint32_t epochs, bool in_place);
+  // `stats` (null: none) gets every batch and eval, and the running AUC
+  // on PublishAuc (train_stats.h).
+  ProgressLog(uint32_t epochs, bool in_place, TrainStats* stats = nullptr);
 
   // A trained batch: its loss summed over its probs.size() examples, and
   // their predictions and labels.
@@ -41,6 +44,8 @@ class ProgressLog {
   // Where the points also go (null: nowhere); set before training starts.
   void set_metrics(MetricsOut* metrics) { metrics_ = metrics; }
   bool has_metrics() const { return metrics_ != nullptr; }
+  // With stats: the AUC over the recent training predictions into them.
+  void PublishAuc();
 
  private:
   // Recent training predictions, for a running AUC.
@@ -48,6 +53,7 @@ class ProgressLog {
 
   const uint32_t epochs_;
   const bool in_place_;
+  TrainStats* const stats_;
   const std::chrono::steady_clock::time_point start_;
   MetricsOut* metrics_ = nullptr;
   std::mutex mu_;  // what follows

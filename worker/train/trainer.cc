@@ -126,7 +126,8 @@ StatusOr<TrainResult> Trainer::Run() {
   }
 
   TrainResult result;
-  ProgressLog progress(options_.epochs, options_.progress_in_place);
+  ProgressLog progress(options_.epochs, options_.progress_in_place,
+                       options_.stats);
   progress.set_metrics(options_.metrics_out.get());
   // With early stopping the loop runs on options whose gate calls hold the
   // eval points too.
@@ -173,6 +174,9 @@ StatusOr<TrainResult> Trainer::Run() {
                   source->fraction_read(), final_line, print_progress);
   };
 
+  // Metrics: the running training AUC about once a second (and after each
+  // epoch, however short).
+  auto last_auc = Clock::now();
   const uint32_t first_epoch = options_.start_epoch;
   for (uint32_t epoch = first_epoch; epoch < options_.epochs; ++epoch) {
     const bool resumed_mid_epoch =
@@ -214,6 +218,10 @@ StatusOr<TrainResult> Trainer::Run() {
         progress_line(epoch, false);
         last_report = Clock::now();
       }
+      if (options_.stats != nullptr && SecondsSince(last_auc) >= 1) {
+        progress.PublishAuc();
+        last_auc = Clock::now();
+      }
       if (next_eval > 0 && loop.examples() >= next_eval) {
         next_eval += options_.eval_every;
         Status s = evaluate_now(false);
@@ -221,6 +229,7 @@ StatusOr<TrainResult> Trainer::Run() {
       }
     }
     for (auto& t : pool) t.join();
+    if (options_.stats != nullptr) progress.PublishAuc();
     PS_RETURN_IF_ERROR(loop.first_error());
     if (admission_ != nullptr) admission_->Freeze();  // counted one pass
     result.early_stopped = loop.stopped_early();

@@ -52,6 +52,7 @@
 namespace ps::train {
 
 struct SourceOptions;  // example_source.h
+struct TrainStats;     // train_stats.h
 
 class EarlyStop;
 class MetricsOut;
@@ -120,6 +121,9 @@ struct TrainerOptions {
       eval_cut;
   // --local: copy the parameters aside as the best / bring that copy back.
   std::function<Status()> keep_best, restore_best;
+  // Metrics (null: none): examples, loss, running AUC and every eval point
+  // go there as training runs (train_stats.h).
+  TrainStats* stats = nullptr;
 };
 
 struct TrainResult {

@@ -1,0 +1,376 @@
+// Acceptance: a real Prometheus (Debian's `prometheus`, which
+// scripts/setup.sh installs) scrapes a running cluster of 2 ps_server and 2
+// ps_worker processes on loopback, all with --metrics_port=0, every 500 ms;
+// the test asks its HTTP API (/api/v1/query):
+//   - the applied-rows counter of each shard is positive, is scraped at
+//     least twice and increases;
+//   - the rejected-packets counter of a shard rises after a garbage packet
+//     is written into one of its inboxes (as worker 2, whose inbox no
+//     trainer uses, through the xfer core);
+//   - the training AUC series exists for both workers, and so does the
+//     quantization error of their (fp16) pushes.
+// Prometheus, the workers and the servers are stopped afterwards (their
+// Process objects stop them whatever happens); every socket is 127.0.0.1.
+// Without the prometheus binary the test fails (CI installs it).
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/context.h"
+#include "launch/process.h"
+#include "launch/text_file.h"
+#include "protocol/control_channel.h"
+#include "protocol/inbox_ring.h"
+#include "tests/metrics/metrics_test_util.h"
+#include "tests/ps/ps_cluster.h"
+
+namespace ps::testing {
+namespace {
+
+namespace pb = google::protobuf;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kServers = 2;
+constexpr uint32_t kTrainers = 2;
+constexpr uint32_t kIntruder = 2;  // worker id of the garbage writer
+constexpr uint32_t kWorkers = 3;
+
+constexpr char kTables[] = R"(
+table { id: 1 name: "emb" kind: HASHED dim: 1 capacity: 65536
+        push_value_type: FP16 optimizer { name: "sgd" learning_rate: 0.05 } }
+)";
+
+std::string PrometheusBinary() {
+  for (const char* p : {"/usr/bin/prometheus", "/usr/local/bin/prometheus"}) {
+    if (access(p, X_OK) == 0) return p;
+  }
+  return "";
+}
+
+// Criteo-shaped lines whose label depends on two categorical fields, so the
+// model learns something (the AUC is a number, not a constant).
+std::string TrainingData(size_t lines) {
+  std::mt19937_64 rng(7);
+  std::string out;
+  for (size_t i = 0; i < lines; ++i) {
+    const uint32_t a = rng() % 50, b = rng() % 50;
+    const bool click = (a < 15) != (rng() % 10 == 0);
+    char field[32];
+    out += click ? "1" : "0";
+    for (int f = 0; f < 13; ++f) {
+      std::snprintf(field, sizeof(field), "\t%u", unsigned(rng() % 20));
+      out += field;
+    }
+    std::snprintf(field, sizeof(field), "\t%ua\t%ub", a, b);
+    out += field;
+    for (int f = 2; f < 26; ++f) {
+      std::snprintf(field, sizeof(field), "\t%u", unsigned(rng() % 200));
+      out += field;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// /api/v1/query?query=... -> {labels of the series -> value}.
+StatusOr<std::map<std::string, double>> Query(const std::string& prometheus,
+                                              const std::string& promql) {
+  std::string escaped;
+  for (unsigned char c : promql) {
+    if (std::isalnum(c) || c == '_' || c == '.' || c == '-') {
+      escaped.push_back(static_cast<char>(c));
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof(buf), "%%%02X", c);
+      escaped += buf;
+    }
+  }
+  PS_ASSIGN_OR_RETURN(std::string body,
+                      HttpGet(prometheus, "/api/v1/query?query=" + escaped));
+  pb::Struct json;
+  if (!pb::util::JsonStringToMessage(body, &json).ok()) {
+    return Corruption("not JSON: " + body);
+  }
+  const auto& f = json.fields();
+  if (!f.contains("status") || f.at("status").string_value() != "success") {
+    return Internal("query " + promql + " failed: " + body);
+  }
+  std::map<std::string, double> out;
+  for (const pb::Value& r : f.at("data")
+                                .struct_value()
+                                .fields()
+                                .at("result")
+                                .list_value()
+                                .values()) {
+    std::string key;
+    for (const auto& [k, v] :
+         r.struct_value().fields().at("metric").struct_value().fields()) {
+      if (k == "__name__" || k == "instance" || k == "job") continue;
+      key += k + "=" + v.string_value() + ",";
+    }
+    const auto& value =
+        r.struct_value().fields().at("value").list_value().values();
+    if (value.size() == 2) out[key] = std::stod(value[1].string_value());
+  }
+  return out;
+}
+
+// Polls `promql` until `ok(result)` or `timeout_ms`; the last result.
+std::map<std::string, double> WaitFor(
+    const std::string& prometheus, const std::string& promql,
+    const std::function<bool(const std::map<std::string, double>&)>& ok,
+    int timeout_ms, std::string* error) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::map<std::string, double> last;
+  while (true) {
+    auto r = Query(prometheus, promql);
+    if (r.ok()) {
+      last = *r;
+      if (ok(last)) return last;
+      *error = "";
+    } else {
+      *error = r.status().ToString();
+    }
+    if (Clock::now() > deadline) return last;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+std::string Show(const std::map<std::string, double>& m) {
+  std::string s = "{";
+  for (const auto& [k, v] : m) s += k + ": " + std::to_string(v) + "; ";
+  return s + "}";
+}
+
+// Says hello as worker kIntruder to shard `shard` and writes random bytes
+// into its inbox's first slot with a valid sequence word.
+Status WriteGarbage(const TestCluster& cluster, uint32_t shard) {
+  xfer::ContextOptions options;
+  options.name = "intruder";
+  options.transport = cluster.options().transport;
+  PS_ASSIGN_OR_RETURN(auto ctx, xfer::Context::Create(options));
+  PS_ASSIGN_OR_RETURN(auto control, protocol::ControlClient::Connect(
+                                        cluster.addresses()[shard],
+                                        {.timeout_ms = 10000, .secret = {}}));
+  proto::ControlRequest hello;
+  hello.mutable_hello()->set_worker_id(kIntruder);
+  hello.mutable_hello()->set_num_workers(kWorkers);
+  hello.mutable_hello()->set_name("worker-2");
+  PS_ASSIGN_OR_RETURN(proto::ControlReply reply, control.Call(hello));
+  if (!reply.has_cluster()) return Internal("hello without cluster info");
+  const proto::ClusterInfo& info = reply.cluster();
+  PS_ASSIGN_OR_RETURN(auto ep, ctx->Connect(info.xfer_address()));
+  PS_ASSIGN_OR_RETURN(xfer::RemoteRegion inbox,
+                      ep->Import(info.inbox_region()));
+  std::mt19937_64 rng(4242);
+  std::vector<uint8_t> junk(8 + 200);
+  for (auto& b : junk) b = static_cast<uint8_t>(rng());
+  const uint32_t length = 200;
+  std::memcpy(junk.data(), &length, 4);
+  std::memset(junk.data() + 4, 0, 4);
+  const uint64_t slot =
+      protocol::SlotOffset(1, info.inbox_slots(), info.slot_bytes());
+  PS_RETURN_IF_ERROR(ep->PutWithNotify(junk.data(), junk.size(), inbox,
+                                       slot + 8, inbox, slot, 1));
+  return ep->Flush();
+}
+
+TEST(PrometheusCluster, ScrapesAppliedRejectedAndAuc) {
+  const std::string prometheus_bin = PrometheusBinary();
+  ASSERT_FALSE(prometheus_bin.empty())
+      << "the prometheus binary is missing: scripts/setup.sh installs "
+         "Debian's prometheus";
+  ClusterOptions o;
+  o.num_servers = kServers;
+  o.num_workers = kWorkers;
+  o.apply_threads = 1;
+  o.tables = kTables;
+  o.extra_flags = {"--metrics_port=0"};
+  auto cluster_or = TestCluster::Start(o, "prometheus");
+  ASSERT_TRUE(cluster_or.ok()) << cluster_or.status();
+  auto& cluster = *cluster_or;
+  const std::string dir = cluster->dir();
+  std::vector<std::string> targets_server, targets_worker;
+  for (uint32_t s = 0; s < kServers; ++s) {
+    auto a = MetricsAddressFromLog(cluster->server(s).log_path(), 10000);
+    ASSERT_TRUE(a.ok()) << a.status();
+    targets_server.push_back(*a);
+  }
+  {
+    std::ofstream data(dir + "/train.tsv");
+    data << TrainingData(30000);
+  }
+  std::string servers;
+  for (const auto& a : cluster->addresses()) {
+    servers += (servers.empty() ? "" : ",") + a;
+  }
+  std::vector<std::unique_ptr<launch::Process>> workers;
+  for (uint32_t w = 0; w < kTrainers; ++w) {
+    launch::ProcessSpec spec;
+    spec.argv = {PS_WORKER_BIN,
+                 "--model=lr",
+                 "--sparse_table=emb",
+                 "--train_data=" + dir + "/train.tsv",
+                 "--servers=" + servers,
+                 "--worker_id=" + std::to_string(w),
+                 "--num_workers=" + std::to_string(kWorkers),
+                 "--batch_size=300",
+                 "--epochs=100000",
+                 "--eval_worker=-1",
+                 "--progress_secs=0",
+                 "--transport=" + TransportFlag(o.transport),
+                 "--metrics_port=0"};
+    spec.log_path = dir + "/worker-" + std::to_string(w) + ".log";
+    spec.name = "worker-" + std::to_string(w);
+    auto p = launch::Process::Spawn(spec);
+    ASSERT_TRUE(p.ok()) << p.status();
+    workers.push_back(std::move(*p));
+  }
+  for (auto& w : workers) {
+    auto a = MetricsAddressFromLog(w->log_path(), 20000);
+    ASSERT_TRUE(a.ok()) << a.status() << "\n"
+                        << launch::FileTail(w->log_path(), 3000);
+    targets_worker.push_back(*a);
+  }
+
+  auto port = FreeLoopbackPort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  const std::string prometheus = "127.0.0.1:" + std::to_string(*port);
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& a : v) s += (s.empty() ? "'" : ", '") + a + "'";
+    return "[" + s + "]";
+  };
+  {
+    std::ofstream config(dir + "/prometheus.yml");
+    config << "global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\n"
+           << "scrape_configs:\n"
+           << "  - job_name: ps_server\n    static_configs:\n"
+           << "      - targets: " << list(targets_server) << "\n"
+           << "  - job_name: ps_worker\n    static_configs:\n"
+           << "      - targets: " << list(targets_worker) << "\n";
+  }
+  launch::ProcessSpec spec;
+  spec.argv = {prometheus_bin, "--config.file=" + dir + "/prometheus.yml",
+               "--storage.tsdb.path=" + dir + "/tsdb",
+               "--web.listen-address=" + prometheus, "--log.level=warn"};
+  spec.log_path = dir + "/prometheus.log";
+  spec.name = "prometheus";
+  auto prom_or = launch::Process::Spawn(spec);
+  ASSERT_TRUE(prom_or.ok()) << prom_or.status();
+  auto& prom = *prom_or;
+  const auto tail = [&] {
+    return "\nprometheus log:\n" + launch::FileTail(spec.log_path, 2000);
+  };
+  std::string error;
+
+  // Applied rows: each shard positive, scraped at least twice ...
+  const std::string rows = "sum by (shard) (ps_server_rows_applied_total)";
+  auto first = WaitFor(
+      prometheus,
+      "min by (shard) (count_over_time(ps_server_rows_applied_total[1m]))",
+      [](const auto& r) {
+        if (r.size() != kServers) return false;
+        for (const auto& [k, v] : r) {
+          if (v < 2) return false;
+        }
+        return true;
+      },
+      15000, &error);
+  ASSERT_EQ(first.size(), kServers) << error << Show(first) << tail();
+  first = WaitFor(
+      prometheus, rows,
+      [](const auto& r) {
+        if (r.size() != kServers) return false;
+        for (const auto& [k, v] : r) {
+          if (v <= 0) return false;
+        }
+        return true;
+      },
+      10000, &error);
+  ASSERT_EQ(first.size(), kServers) << error << Show(first) << tail();
+  for (const auto& [k, v] : first) EXPECT_GT(v, 0) << k;
+  // ... and increasing.
+  auto later = WaitFor(
+      prometheus, rows,
+      [&](const auto& r) {
+        if (r.size() != kServers) return false;
+        for (const auto& [k, v] : r) {
+          if (!first.contains(k) || v <= first.at(k)) return false;
+        }
+        return true;
+      },
+      10000, &error);
+  for (const auto& [k, v] : first) {
+    EXPECT_GT(later[k], v) << k << " did not increase: " << Show(later)
+                           << error;
+  }
+
+  // Rejected: 0 on shard 0 until a garbage packet lands in its inbox.
+  const std::string rejected =
+      "sum by (shard) (ps_server_packets_rejected_total)";
+  auto before = WaitFor(
+      prometheus, rejected, [](const auto& r) { return r.size() == kServers; },
+      5000, &error);
+  ASSERT_EQ(before.size(), kServers) << error << Show(before);
+  EXPECT_EQ(before["shard=0,"], 0) << Show(before);
+  ASSERT_TRUE(WriteGarbage(*cluster, 0).ok());
+  auto after = WaitFor(
+      prometheus, rejected,
+      [](const auto& r) {
+        return r.contains("shard=0,") && r.at("shard=0,") > 0;
+      },
+      10000, &error);
+  EXPECT_EQ(after["shard=0,"], 1) << error << Show(after);
+  auto by_sender =
+      Query(prometheus, "ps_server_packets_rejected_total{shard=\"0\"} > 0");
+  ASSERT_TRUE(by_sender.ok()) << by_sender.status();
+  EXPECT_EQ(by_sender->size(), 1u) << Show(*by_sender);
+  if (!by_sender->empty()) {
+    EXPECT_NE(by_sender->begin()->first.find("worker=worker-2"),
+              std::string::npos)
+        << Show(*by_sender);
+  }
+
+  // The training AUC of both workers.
+  auto auc = WaitFor(
+      prometheus, "ps_train_auc",
+      [](const auto& r) { return r.size() == kTrainers; }, 10000, &error);
+  EXPECT_EQ(auc.size(), kTrainers) << error << Show(auc) << tail();
+  for (const auto& [k, v] : auc) {
+    EXPECT_GE(v, 0) << k;
+    EXPECT_LE(v, 1) << k;
+  }
+
+  // The kernels' quantization error of the fp16 pushes: small, not zero.
+  auto quant = WaitFor(
+      prometheus, "ps_worker_quantization_relative_l2_error",
+      [](const auto& r) { return r.size() == kTrainers; }, 5000, &error);
+  EXPECT_EQ(quant.size(), kTrainers) << error << Show(quant);
+  for (const auto& [k, v] : quant) {
+    EXPECT_NE(k.find("table=emb"), std::string::npos) << k;
+    EXPECT_GT(v, 0) << k;
+    EXPECT_LT(v, 1e-2) << k;
+  }
+
+  // Stop everything: Prometheus, the workers (still training), the servers.
+  EXPECT_TRUE(prom->Stop(SIGTERM, 10000).ok());
+  for (auto& w : workers) (void)w->Stop(SIGTERM, 10000);
+  EXPECT_TRUE(cluster->Stop().ok());
+}
+
+}  // namespace
+}  // namespace ps::testing
