@@ -142,24 +142,22 @@ int ListeningPort(int* fd_out) {
   return ntohs(a.sin_port);
 }
 
-TEST(WorkerMetrics, BadPortIsAClearError) {
-  auto dir = ScratchDir::Create("metrics-port").value();
-  const std::string tables = dir->WriteFile("t.tables", kTables).value();
-  const std::string data = dir->WriteFile("train.tsv", "1\t1\n").value();
-  std::vector<std::string> worker = {PS_WORKER_BIN, "--local"};
-  worker.push_back(Flag("tables", tables));
-  worker.push_back(Flag("train_data", data));
-  auto argv = worker;
-  argv.push_back("--metrics_port=-7");
-  auto [code, log] = RunProgram(argv, dir->path());
+// `program` (its flags but the port) refuses a port out of range (exit 2)
+// and one in use (exit 1), each with a message that names it.
+void ExpectBadPortsRefused(const std::vector<std::string>& program,
+                           const std::string& out_of_range,
+                           const std::string& dir) {
+  auto argv = program;
+  argv.push_back("--metrics_port=" + out_of_range);
+  auto [code, log] = RunProgram(argv, dir);
   EXPECT_EQ(code, 2) << log;
   EXPECT_NE(log.find("--metrics_port must be"), std::string::npos) << log;
   int fd = -1;
   const int port = ListeningPort(&fd);
   ASSERT_GT(port, 0);
-  argv = worker;
+  argv = program;
   argv.push_back(Flag("metrics_port", std::to_string(port)));
-  std::tie(code, log) = RunProgram(argv, dir->path());
+  std::tie(code, log) = RunProgram(argv, dir);
   close(fd);
   EXPECT_EQ(code, 1) << log;
   EXPECT_NE(
@@ -168,29 +166,20 @@ TEST(WorkerMetrics, BadPortIsAClearError) {
       << log;
 }
 
+TEST(WorkerMetrics, BadPortIsAClearError) {
+  auto dir = ScratchDir::Create("metrics-port").value();
+  const std::string tables = dir->WriteFile("t.tables", kTables).value();
+  const std::string data = dir->WriteFile("train.tsv", "1\t1\n").value();
+  ExpectBadPortsRefused({PS_WORKER_BIN, "--local", Flag("tables", tables),
+                         Flag("train_data", data)},
+                        "-7", dir->path());
+}
+
 TEST(ServerMetrics, BadPortIsAClearError) {
   auto dir = ScratchDir::Create("metrics-port").value();
   const std::string tables = dir->WriteFile("t.tables", kTables).value();
-  std::vector<std::string> server = {PS_SERVER_BIN};
-  server.push_back(Flag("tables", tables));
-  auto argv = server;
-  argv.push_back("--metrics_port=70000");
-  auto [code, log] = RunProgram(argv, dir->path());
-  EXPECT_EQ(code, 2) << log;
-  EXPECT_NE(log.find("--metrics_port must be"), std::string::npos) << log;
-
-  int fd = -1;
-  const int port = ListeningPort(&fd);
-  ASSERT_GT(port, 0);
-  argv = server;
-  argv.push_back(Flag("metrics_port", std::to_string(port)));
-  std::tie(code, log) = RunProgram(argv, dir->path());
-  close(fd);
-  EXPECT_EQ(code, 1) << log;
-  EXPECT_NE(
-      log.find("cannot serve metrics on 127.0.0.1:" + std::to_string(port)),
-      std::string::npos)
-      << log;
+  ExpectBadPortsRefused({PS_SERVER_BIN, Flag("tables", tables)}, "70000",
+                        dir->path());
 }
 
 }  // namespace
