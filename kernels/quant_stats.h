@@ -19,11 +19,11 @@
 namespace ps::kernels {
 
 struct QuantErrorStats {
-  uint64_t values = 0;         // values recorded
-  double max_abs_error = 0.0;  // largest |dequantized - original|
-  double sum_sq_error = 0.0;   // sum of squared errors
+  uint64_t values = 0;           // values recorded
+  double max_abs_error = 0.0;    // largest |dequantized - original|
+  double sum_sq_error = 0.0;     // sum of squared errors
   double sum_sq_original = 0.0;  // sum of squared originals (finite errors)
-  double rms_error() const;    // sqrt(sum_sq_error / values), 0 if none
+  double rms_error() const;      // sqrt(sum_sq_error / values), 0 if none
   // ||dequantized - original|| / ||original|| over everything recorded;
   // 0 when the originals are all 0.
   double relative_l2_error() const;
