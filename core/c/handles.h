@@ -64,17 +64,21 @@ struct ps_xfer_pool {
 
 namespace ps::xfer::c_api {
 
-// Checked before an access mask reaches C++.
-inline bool KnownAccess(uint32_t access) {
-  return (access & ~kAllAccessFlags) == 0;
-}
-
 // Records `status` as this thread's last error (unless OK) and returns its
 // code.
 ps_xfer_status Report(const Status& status);
 
 // PS_XFER_INVALID_ARGUMENT with "<function>: <what>".
 ps_xfer_status InvalidArg(const char* function, const char* what);
+
+// PS_XFER_OK for an access mask of known flags, else InvalidArg: checked
+// before the mask reaches C++.
+inline ps_xfer_status CheckAccess(const char* function, uint32_t access) {
+  if ((access & ~kAllAccessFlags) == 0) return PS_XFER_OK;
+  return InvalidArg(function,
+                    "access has bits other than PS_XFER_REMOTE_* and "
+                    "PS_XFER_NOTIFY_EVENTS");
+}
 
 // Runs an entry point's body, so that no C++ exception (bad_alloc from a
 // string, say) crosses into C, where it would terminate the program. The

@@ -70,10 +70,8 @@ ps_xfer_status NewRegion(const char* function, ps_xfer_context* context,
     if (out == nullptr) return InvalidArg(function, "out is NULL");
     *out = nullptr;
     if (context == nullptr) return InvalidArg(function, "context is NULL");
-    if (!KnownAccess(access)) {
-      return InvalidArg(function,
-                        "access has bits other than PS_XFER_REMOTE_* and "
-                        "PS_XFER_NOTIFY_EVENTS");
+    if (ps_xfer_status s = CheckAccess(function, access); s != PS_XFER_OK) {
+      return s;
     }
     auto region = make(*context->context);
     if (!region.ok()) return Report(region.status());

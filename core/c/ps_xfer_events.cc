@@ -6,9 +6,9 @@
 #include "core/c/handles.h"
 #include "core/c/ps_xfer.h"
 
+using ps::xfer::c_api::CheckAccess;
 using ps::xfer::c_api::Guard;
 using ps::xfer::c_api::InvalidArg;
-using ps::xfer::c_api::KnownAccess;
 using ps::xfer::c_api::Report;
 
 namespace {
@@ -80,10 +80,8 @@ ps_xfer_status ps_xfer_pool_create(ps_xfer_context* context, size_t bytes,
     if (out == nullptr) return InvalidArg(fn, "out is NULL");
     *out = nullptr;
     if (context == nullptr) return InvalidArg(fn, "context is NULL");
-    if (!KnownAccess(access)) {
-      return InvalidArg(fn,
-                        "access has bits other than PS_XFER_REMOTE_* and "
-                        "PS_XFER_NOTIFY_EVENTS");
+    if (ps_xfer_status s = CheckAccess(fn, access); s != PS_XFER_OK) {
+      return s;
     }
     auto pool = ps::xfer::RegisteredPool::Create(
         context->context.get(), bytes, access,
