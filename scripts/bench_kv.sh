@@ -19,6 +19,8 @@
 # Rows *_gbps have decode check every byte of each layer while later layers
 # are in flight (the example as it runs); *_nocheck_gbps the same transfer
 # with --noverify (on two cores the check takes CPU from the transfer).
+# Rows *_2lanes_* run prefill with --copy_threads=2 (two threads copy each
+# WriteV, core/shm/copy_lanes.h), also against a memcpy on two threads.
 # Shapes (fp16, 32 layers x 2 x tokens x 8 KV heads x 128; decode holds
 # heads [0, 4), so half the cache moves):
 #   2GiB    16384 tokens: a 2 GiB cache, 1 GiB moved
@@ -66,11 +68,11 @@ fi
 results="$work/results"
 : >"$results"
 
-# kv_run NAME TRANSPORT TOKENS [DECODE FLAGS...]: one decode / prefill
-# pair; records the decode's RESULT lines as NAME_<figure>.
+# kv_run NAME TRANSPORT TOKENS COPY_THREADS [DECODE FLAGS...]: one decode /
+# prefill pair; records the decode's RESULT lines as NAME_<figure>.
 kv_run() {
-  local name=$1 transport=$2 tokens=$3
-  shift 3
+  local name=$1 transport=$2 tokens=$3 lanes=$4
+  shift 4
   local handoff="$work/$name.handoff" shape
   shape=(--layers=32 --tokens="$tokens" --heads=8 --head_dim=128
          --transport="$transport" --timeout_ms=120000)
@@ -81,7 +83,7 @@ kv_run() {
   background+=("$decode")
   local prefill_ok=1
   GLOG_minloglevel=1 "$kv" --role=prefill --peer_file="$handoff" "${shape[@]}" \
-    --nofill_per_layer --segments_per_op=1024 >"$work/$name.prefill" 2>&1 ||
+    --nofill_per_layer --segments_per_op=1024 --copy_threads="$lanes" >"$work/$name.prefill" 2>&1 ||
     prefill_ok=0
   local decode_ok=1
   wait "$decode" || decode_ok=0
@@ -129,6 +131,11 @@ for s in "${shapes[@]}"; do
   "$build_dir/bench/memcpy_bw" --bytes="$moved" --reps=3 | tee "$work/memcpy_$shape" >&2
   grep '^RESULT ' "$work/memcpy_$shape" |
     awk -v n="$shape" '{print "memcpy_" n, $3, $4}' >>"$results"
+  echo "== $shape: memcpy of $moved bytes on 2 threads" >&2
+  "$build_dir/bench/memcpy_bw" --bytes="$moved" --reps=3 --threads=2 |
+    tee "$work/memcpy2_$shape" >&2
+  grep '^RESULT ' "$work/memcpy2_$shape" |
+    awk -v n="$shape" '{print "memcpy2_" n, $3, $4}' >>"$results"
   echo "== $shape: the same bytes in 1 KiB pieces every 2 KiB" >&2
   "$build_dir/bench/memcpy_bw" --bytes="$moved" --reps=3 --piece_bytes=1024 \
     --source_stride=2048 | tee "$work/scatter_$shape" >&2
@@ -136,10 +143,15 @@ for s in "${shapes[@]}"; do
     awk -v n="$shape" '{print "scatter_memcpy_" n, $3, $4}' >>"$results"
   for transport in shm tcp; do
     echo "== $shape over $transport" >&2
-    kv_run "kv_${shape}_$transport" "$transport" "$tokens"
+    kv_run "kv_${shape}_$transport" "$transport" "$tokens" 1
     echo "== $shape over $transport, decode not checking" >&2
-    kv_run "kv_${shape}_${transport}_nocheck" "$transport" "$tokens" --noverify
+    kv_run "kv_${shape}_${transport}_nocheck" "$transport" "$tokens" 1 \
+      --noverify
   done
+  echo "== $shape over shm, 2 copy lanes" >&2
+  kv_run "kv_${shape}_shm_2lanes" shm "$tokens" 2
+  echo "== $shape over shm, 2 copy lanes, decode not checking" >&2
+  kv_run "kv_${shape}_shm_nocheck_2lanes" shm "$tokens" 2 --noverify
 done
 
 echo "== xfer_perf --transports=tcp --tests=put_bw ${perf_args[*]}" >&2
@@ -162,6 +174,9 @@ ucx_put_bw ucx_tcp_put_bw_1MiB tcp $((ucx_iters / 5))
     cat <<ROWS
 row ${k}_shm_gbps GB/s ${k}_shm_gbps memcpy_${shape} higher memcpy (1 thread, same bytes)
 row ${k}_shm_nocheck_gbps GB/s ${k}_shm_nocheck_gbps memcpy_${shape} higher memcpy (1 thread, same bytes)
+row ${k}_shm_2lanes_gbps GB/s ${k}_shm_2lanes_gbps memcpy_${shape} higher memcpy (1 thread, same bytes)
+row ${k}_shm_nocheck_2lanes_gbps GB/s ${k}_shm_nocheck_2lanes_gbps memcpy_${shape} higher memcpy (1 thread, same bytes)
+row ${k}_shm_nocheck_2lanes_vs_2threads_gbps GB/s ${k}_shm_nocheck_2lanes_gbps memcpy2_${shape} higher memcpy (2 threads, same bytes)
 row ${k}_shm_vs_pattern_gbps GB/s ${k}_shm_gbps scatter_memcpy_${shape} higher memcpy in 1 KiB pieces (the hand-off's pattern, 1 process)
 row ${k}_shm_vs_ucx_gbps GB/s ${k}_shm_gbps ucx_shm_put_bw_1MiB higher ucx_perftest ucp_put_bw 1 MiB (shm)
 row ${k}_tcp_gbps GB/s ${k}_tcp_gbps ours_tcp_put_bw_1MiB higher our tcp put bandwidth (xfer_perf, 1 MiB)

@@ -145,6 +145,7 @@ ps_xfer_status ps_xfer_context_options_init(ps_xfer_context_options* options) {
     options->ib_port = defaults->ib_port;
     options->ib_gid_index = defaults->ib_gid_index;
     options->notification_capacity = defaults->notification_capacity;
+    options->copy_threads = defaults->copy_threads;
     return PS_XFER_OK;
   });
 }
@@ -187,6 +188,7 @@ ps_xfer_status ps_xfer_context_create(const ps_xfer_context_options* options,
     if (options->notification_capacity != 0) {
       o.notification_capacity = options->notification_capacity;
     }
+    o.copy_threads = options->copy_threads;
     auto context = ps::xfer::Context::Create(std::move(o));
     if (!context.ok()) return Report(context.status());
     auto handle = std::make_unique<ps_xfer_context>();

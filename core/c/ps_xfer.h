@@ -133,6 +133,9 @@ typedef struct ps_xfer_context_options {
   /* Cells of the notification queue: a power of two from 2 to 2^20;
    * default 4096. */
   uint32_t notification_capacity;
+  /* Threads copying one large same-host write together, the caller
+   * included: 1 .. 64; default 1. */
+  int copy_threads;
 } ps_xfer_context_options;
 
 /* Fills *options with the C++ defaults. */

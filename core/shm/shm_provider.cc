@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/shm/copy_lanes.h"
 #include "core/shm/liveness_page.h"
 #include "core/shm/remote_mapping.h"
 #include "core/shm/shm_transport.h"
@@ -66,6 +67,7 @@ class ShmProvider : public TransportProvider {
       const DialedPeer& peer, const proto::TransportAnswer* answer);
 
   ProviderEnv env_;
+  std::shared_ptr<CopyLanes> lanes_;  // null with copy_threads 1
   std::string unix_name_;
   // Shared with the regions' states, which may outlive the Context.
   std::shared_ptr<LivenessPage> liveness_;
@@ -75,6 +77,13 @@ class ShmProvider : public TransportProvider {
 
 Status ShmProvider::Start(const ProviderEnv& env) {
   env_ = env;
+  const int copy_threads = env_.options->copy_threads;
+  if (copy_threads < 1 || copy_threads > ContextOptions::kMaxCopyThreads) {
+    return InvalidArgument("copy_threads is " + std::to_string(copy_threads) +
+                           ", not 1 .. " +
+                           std::to_string(ContextOptions::kMaxCopyThreads));
+  }
+  if (copy_threads > 1) lanes_ = std::make_shared<CopyLanes>(copy_threads - 1);
   PS_ASSIGN_OR_RETURN(std::unique_ptr<LivenessPage> page,
                       LivenessPage::Create());
   liveness_ = std::move(page);
@@ -149,7 +158,8 @@ StatusOr<std::unique_ptr<Transport>> ShmProvider::HandOver(
   PS_ASSIGN_OR_RETURN(
       std::unique_ptr<ShmTransport> shm,
       ShmTransport::Create(std::move(stream), reply.name(), reply.instance(),
-                           env_.instance, env_.options->peer_timeout_ms));
+                           env_.instance, env_.options->peer_timeout_ms,
+                           lanes_));
   peer.fd->Reset();  // the hello's tcp connection is not needed any more
   return std::unique_ptr<Transport>(std::move(shm));
 }

@@ -2,9 +2,11 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "core/internal/region_table.h"
 #include "core/internal/sealed_memfd.h"
@@ -39,7 +41,8 @@ int Protection(uint32_t access) {
 
 StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(
     std::unique_ptr<StreamTransport> stream, std::string peer_name,
-    uint64_t peer_instance, uint64_t self_instance, int peer_timeout_ms) {
+    uint64_t peer_instance, uint64_t self_instance, int peer_timeout_ms,
+    std::shared_ptr<CopyLanes> lanes) {
   wire::MapReply reply{};
   net::UniqueFd fd;
   PS_RETURN_IF_ERROR(stream->MapRegion(0, 0, peer_instance, &reply, &fd));
@@ -54,7 +57,7 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(
   }
   std::unique_ptr<ShmTransport> t(
       new ShmTransport(std::move(stream), std::move(peer_name), peer_instance,
-                       self_instance, peer_timeout_ms));
+                       self_instance, peer_timeout_ms, std::move(lanes)));
   t->liveness_ = static_cast<const uint64_t*>(p);
   return t;
 }
@@ -147,31 +150,16 @@ Status ShmTransport::Execute(const Op& op) {
   switch (op.type) {
     case OpType::kPut:
     case OpType::kWriteV: {
-      // Many segments of a large operation stream (streaming_copy.h); one
-      // segment is memcpy's to decide.
-      size_t total = 0;
-      for (const Segment& s : op.segments) total += s.length;
-      const bool stream = total >= kStreamingCopyBytes;
-      const std::span<const Segment> segs = op.segs();
-      for (size_t i = 0; i < segs.size(); ++i) {
-        const Segment& s = segs[i];
-        uint8_t* p = Resolve(r, s.remote_offset, s.length, kRemoteWrite, &why);
-        if (p == nullptr) {
-          if (stream) StreamingFence();
-          return why;
-        }
-        if (stream) {
-          if (i + kStreamingPrefetchAhead < segs.size()) {
-            const Segment& later = segs[i + kStreamingPrefetchAhead];
-            StreamingPrefetch(later.local, later.length);
-          }
-          StreamingCopy(p, s.local, s.length);
-        } else {
-          Copy(p, s.local, s.length);
-        }
+      // Many segments of a large operation stream (streaming_copy.h), and
+      // share them out over the lanes when there are any; one segment is
+      // memcpy's to decide.
+      uint64_t total = 0;
+      for (const Segment& s : op.segs()) total += s.length;
+      if (lanes_ != nullptr && total >= kParallelCopyBytes &&
+          WriteInLanes(op, total, &why)) {
+        return why;
       }
-      if (stream) StreamingFence();
-      return Status::OK();
+      return WriteRange(op, 0, 0, 0, total, total >= kStreamingCopyBytes);
     }
     case OpType::kGet:
     case OpType::kReadV:
@@ -202,6 +190,62 @@ Status ShmTransport::Execute(const Op& op) {
       return PutNotify(op);
   }
   return Internal("unknown operation");
+}
+
+Status ShmTransport::WriteRange(const Op& op, size_t first,
+                                uint64_t first_start, uint64_t begin,
+                                uint64_t end, bool stream) {
+  const std::span<const Segment> segs = op.segs();
+  Status why;
+  uint64_t at = first_start;  // where segs[i] starts
+  for (size_t i = first; i < segs.size() && at < end; ++i) {
+    const Segment& s = segs[i];
+    const uint64_t from = std::max(begin, at) - at;
+    const uint64_t length = std::min<uint64_t>(s.length, end - at) - from;
+    at += s.length;
+    if (length == 0) continue;
+    uint8_t* p =
+        Resolve(*op.remote, s.remote_offset + from, length, kRemoteWrite, &why);
+    if (p == nullptr) {
+      if (stream) StreamingFence();
+      return why;
+    }
+    const auto* src = static_cast<const uint8_t*>(s.local) + from;
+    if (stream) {
+      if (i + kStreamingPrefetchAhead < segs.size()) {
+        const Segment& later = segs[i + kStreamingPrefetchAhead];
+        StreamingPrefetch(later.local, later.length);
+      }
+      StreamingCopy(p, src, length);
+    } else {
+      Copy(p, src, length);
+    }
+  }
+  if (stream) StreamingFence();
+  return Status::OK();
+}
+
+bool ShmTransport::WriteInLanes(const Op& op, uint64_t total, Status* status) {
+  const std::span<const Segment> segs = op.segs();
+  // starts[i]: where segment i begins in the operation's bytes.
+  std::vector<uint64_t> starts(segs.size());
+  uint64_t at = 0;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    starts[i] = at;
+    at += segs[i].length;
+  }
+  const size_t chunks = std::min<uint64_t>(
+      (total + kCopyChunkBytes - 1) / kCopyChunkBytes, CopyLanes::kMaxChunks);
+  const uint64_t chunk_bytes = (total + chunks - 1) / chunks;
+  const CopyLanes::ChunkFn copy = [&](size_t index) {
+    const uint64_t begin = index * chunk_bytes;
+    const uint64_t end = std::min(total, begin + chunk_bytes);
+    // The last segment starting at or before `begin`.
+    const size_t first = std::upper_bound(starts.begin(), starts.end(), begin) -
+                         starts.begin() - 1;
+    return WriteRange(op, first, starts[first], begin, end, true);
+  };
+  return lanes_->Run(chunks, copy, status);
 }
 
 Status ShmTransport::PutNotify(const Op& op) {

@@ -16,6 +16,7 @@
 
 #include "core/internal/notification_ring.h"
 #include "core/internal/transport.h"
+#include "core/shm/copy_lanes.h"
 #include "core/shm/remote_mapping.h"
 #include "core/stream/stream_transport.h"
 
@@ -27,9 +28,11 @@ class ShmTransport : public Transport {
   // `self_instance` is this context's, the sender of our notifications;
   // a put-with-notify waits up to half of `peer_timeout_ms` for room in the
   // peer's notification queue.
+  // `lanes` (may be null) share out large writes (copy_lanes.h).
   static StatusOr<std::unique_ptr<ShmTransport>> Create(
       std::unique_ptr<StreamTransport> stream, std::string peer_name,
-      uint64_t peer_instance, uint64_t self_instance, int peer_timeout_ms);
+      uint64_t peer_instance, uint64_t self_instance, int peer_timeout_ms,
+      std::shared_ptr<CopyLanes> lanes);
   ~ShmTransport() override;
 
   Request Post(const Op& op) override;
@@ -45,8 +48,9 @@ class ShmTransport : public Transport {
  private:
   ShmTransport(std::unique_ptr<StreamTransport> stream, std::string peer_name,
                uint64_t peer_instance, uint64_t self_instance,
-               int peer_timeout_ms)
+               int peer_timeout_ms, std::shared_ptr<CopyLanes> lanes)
       : stream_(std::move(stream)),
+        lanes_(std::move(lanes)),
         peer_name_(std::move(peer_name)),
         peer_instance_(peer_instance),
         self_instance_(self_instance),
@@ -71,6 +75,14 @@ class ShmTransport : public Transport {
       const RemoteRegion& region, uint64_t offset, uint64_t length,
       uint32_t access, Status* why);
   Status Execute(const Op& op);
+  // A Put or WriteV: bytes [begin, end) of its segments laid end to end,
+  // from segment `first` on, which starts at byte `first_start`. Streams
+  // (streaming_copy.h) when `stream`.
+  Status WriteRange(const Op& op, size_t first, uint64_t first_start,
+                    uint64_t begin, uint64_t end, bool stream);
+  // A WriteV of at least kParallelCopyBytes, shared out over lanes_ in
+  // chunks; false when the lanes are busy with another thread's write.
+  bool WriteInLanes(const Op& op, uint64_t total, Status* status);
   Status PutOne(const Op& op);
   // Copies a put-with-notify's data, stores its word and, when the word's
   // region asks for events, queues one in the peer's notification ring.
@@ -79,6 +91,7 @@ class ShmTransport : public Transport {
   StatusOr<NotificationRing*> PeerRing();
 
   std::unique_ptr<StreamTransport> stream_;
+  const std::shared_ptr<CopyLanes> lanes_;  // null: the caller copies alone
   const std::string peer_name_;
   const uint64_t peer_instance_;
   const uint64_t self_instance_;

@@ -46,6 +46,10 @@ DEFINE_bool(fill_per_layer, true,
             "model computing layer by layer; false: write the whole cache "
             "first, so that transfers move bytes only (what bench_kv.sh "
             "times)");
+DEFINE_int32(copy_threads, 1,
+             "prefill: threads that copy each same-host WriteV together, 1 "
+             "(the sending thread alone) .. 64 (xfer::ContextOptions::"
+             "copy_threads); more pays where cores are spare");
 DEFINE_uint64(in_flight_layers, 2,
               "prefill: layers whose operations may be incomplete at once");
 DEFINE_uint64(warmup, 0,
@@ -104,6 +108,8 @@ Status CheckFlags(KvShape* shape, HeadRange* heads,
       cli::CheckUintFlag("segments_per_op", FLAGS_segments_per_op, 1, 65536));
   PS_RETURN_IF_ERROR(
       cli::CheckUintFlag("in_flight_layers", FLAGS_in_flight_layers, 1, 4096));
+  PS_RETURN_IF_ERROR(cli::CheckIntFlag("copy_threads", FLAGS_copy_threads, 1,
+                                       xfer::ContextOptions::kMaxCopyThreads));
   PS_RETURN_IF_ERROR(cli::CheckUintFlag("warmup", FLAGS_warmup, 0, 1000));
   PS_RETURN_IF_ERROR(
       cli::CheckUintFlag("iterations", FLAGS_iterations, 1, 1000));
@@ -121,6 +127,7 @@ int RunPrefillRole(const KvShape& shape, xfer::TransportChoice transport) {
   o.segments_per_op = FLAGS_segments_per_op;
   o.fill_per_layer = FLAGS_fill_per_layer;
   o.in_flight_layers = FLAGS_in_flight_layers;
+  o.copy_threads = FLAGS_copy_threads;
   o.timeout_ms = FLAGS_timeout_ms;
   StatusOr<PrefillReport> r = RunPrefill(o);
   if (!r.ok()) return Fail(kExitFailed, "prefill: " + r.status().ToString());

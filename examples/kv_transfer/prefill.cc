@@ -49,6 +49,7 @@ StatusOr<PrefillReport> RunPrefill(const PrefillOptions& o) {
   co.name = "kv-prefill";
   co.transport = o.transport;
   co.peer_timeout_ms = o.timeout_ms;
+  co.copy_threads = o.copy_threads;
   PS_ASSIGN_OR_RETURN(std::unique_ptr<xfer::Context> ctx,
                       xfer::Context::Create(co));
   const HeadRange all = AllHeads(o.shape);

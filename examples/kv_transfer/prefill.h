@@ -34,6 +34,8 @@ struct PrefillOptions {
   // first and the transfers move bytes only.
   bool fill_per_layer = true;
   size_t in_flight_layers = 2;
+  // Threads copying each same-host WriteV (xfer::ContextOptions).
+  int copy_threads = 1;
   // How long to wait for the hand-off file, for decode's credits, and for a
   // silent peer (the Context's peer timeout).
   int timeout_ms = 30000;

@@ -133,18 +133,20 @@ class Context:
     16) authenticates peers; empty takes $PS_CLUSTER_SECRET_FILE or
     $PS_CLUSTER_SECRET, and without any a context may listen on loopback
     only. An operation without an answer for ``peer_timeout_ms`` declares
-    its peer lost.
+    its peer lost. ``copy_threads`` (1 to 64) threads copy each same-host
+    write of 512 KiB or more together, the caller's included.
     """
 
     def __init__(self, name="xfer", *, listen_host="127.0.0.1",
                  listen_port=0, advertise_host="", transport="auto",
                  peer_timeout_ms=10000, secret=b"",
-                 notification_capacity=4096):
+                 notification_capacity=4096, copy_threads=1):
         self._ctx = _xfer.Context(
             name=name, listen_host=listen_host, listen_port=listen_port,
             advertise_host=advertise_host, transport=transport,
             peer_timeout_ms=peer_timeout_ms, secret=bytes(secret),
-            notification_capacity=notification_capacity)
+            notification_capacity=notification_capacity,
+            copy_threads=copy_threads)
 
     def __repr__(self):
         return f"<ps.xfer.Context {self.name} at {self.address}>"

@@ -64,6 +64,12 @@ static int NullAndBadArguments(void) {
   o.secret_length = 5;
   CHECK_CODE(ps_xfer_context_create(&o, &ctx), PS_XFER_INVALID_ARGUMENT);
   CHECK(strstr(ps_xfer_last_error(), "secret") != NULL);
+  o.secret = NULL;
+  o.secret_length = 0;
+  CHECK(o.copy_threads == 1);
+  o.copy_threads = 0;
+  CHECK_CODE(ps_xfer_context_create(&o, &ctx), PS_XFER_INVALID_ARGUMENT);
+  CHECK(strstr(ps_xfer_last_error(), "copy_threads") != NULL);
   CHECK_CODE(ps_xfer_allocate(NULL, 64, 0, &region), PS_XFER_INVALID_ARGUMENT);
   CHECK_CODE(ps_xfer_register(NULL, &byte, 1, 0, &region),
              PS_XFER_INVALID_ARGUMENT);

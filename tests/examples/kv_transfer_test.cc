@@ -121,6 +121,29 @@ INSTANTIATE_TEST_SUITE_P(Transports, KvTransferTest,
                          ::testing::Values("shm", "tcp"),
                          [](const auto& info) { return info.param; });
 
+// Over shm with copy lanes: WriteVs of 768 KiB (1024 segments of heads
+// [0, 3) of 8), each shared out over three threads, land byte for byte.
+TEST(KvTransferLanesTest, EveryByteArrivesThroughCopyLanes) {
+  Scratch dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string handoff = "--peer_file=" + dir.path() + "/handoff";
+  const std::vector<std::string> shape = {
+      "--layers=4",     "--tokens=2048",      "--heads=8",
+      "--head_dim=128", "--timeout_ms=20000", "--transport=shm"};
+  Program decode =
+      Start(dir, "decode",
+            With(shape, {"--role=decode", handoff, "--heads_begin=0",
+                         "--heads_end=3", "--iterations=2"}));
+  Program prefill =
+      Start(dir, "prefill",
+            With(shape, {"--role=prefill", handoff, "--copy_threads=3"}));
+  EXPECT_EQ(ExitOf(prefill), 0) << ReadAll(prefill.log);
+  EXPECT_EQ(ExitOf(decode), 0) << ReadAll(decode.log);
+  const std::string out = ReadAll(decode.log);
+  EXPECT_NE(out.find("checked: every byte of 2 transfer(s)"), std::string::npos)
+      << out;
+}
+
 TEST(KvTransferBadInputTest, ShapeMismatchIsRefusedByPrefill) {
   Scratch dir;
   ASSERT_FALSE(dir.path().empty());

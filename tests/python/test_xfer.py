@@ -366,6 +366,8 @@ def test_bad_context_options():
         xfer.Context(listen_port=70000)
     with pytest.raises(errors.InvalidArgumentError):
         xfer.Context(name="")
+    with pytest.raises(errors.InvalidArgumentError, match="copy_threads"):
+        xfer.Context(copy_threads=0)
 
 
 def test_secret_authenticates_peers():
