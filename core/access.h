@@ -16,7 +16,8 @@ enum Access : uint32_t {
   kRemoteAtomic = 1u << 2,  // FetchAdd64, CompareSwap64
   kRemoteAll = kRemoteRead | kRemoteWrite | kRemoteAtomic,
   // PutWithNotify into this region also queues a Notification at the owner
-  // (Context::WaitNotification). Not over verbs yet (kNotSupported).
+  // (Context::WaitNotification). Over verbs such a put takes three round
+  // trips on the connection's bootstrap socket (verbs_transport.h).
   kNotifyEvents = 1u << 3,
   kAllAccessFlags = kRemoteAll | kNotifyEvents,
 };

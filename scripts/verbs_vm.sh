@@ -59,7 +59,7 @@ check)
   ;;
 
 suite)
-  bins=(core_xfer_ops_test core_xfer_errors_test)
+  bins=(core_xfer_ops_test core_xfer_errors_test core_xfer_events_test)
   accel=$(RXE_VM_ACCEL=${RXE_VM_ACCEL:-auto} "$vm" --accel 2>/dev/null || echo tcg)
   if [ $ci = 0 ] || [ "$accel" = kvm ]; then
     bins+=(core_xfer_stress_test)
@@ -69,7 +69,7 @@ suite)
   for b in "${bins[@]}"; do
     [ -x "$build_dir/tests/core/$b" ] || { echo "verbs_vm: $build_dir/tests/core/$b not built" >&2; exit 2; }
   done
-  # One guest boot runs all three binaries, forced onto verbs (the filter
+  # One guest boot runs all the binaries, forced onto verbs (the filter
   # picks the verbs instantiation; both processes share the guest).
   guest=$(mktemp /tmp/verbs_vm_guest.XXXXXX.sh)
   trap 'rm -f "$guest"' EXIT

@@ -107,11 +107,15 @@ void VerbsTransport::Impl::Progress() {
       }
     }
     if (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) {
+      // Bytes are a reply when a control request was in flight at any time
+      // around the look (control_seq_ odd, or moved on).
+      const uint64_t before = control_seq_.load();
       char byte;
       ssize_t got = recv(fd_.get(), &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+      const bool quiet = before % 2 == 0 && control_seq_.load() == before;
       if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
         DeclareLost(PeerLost(peer_ + " closed the connection"));
-      } else if (got > 0) {
+      } else if (got > 0 && quiet) {
         DeclareLost(NetworkError(peer_ + " sent unexpected control data"));
       }
     }
@@ -225,15 +229,27 @@ void VerbsTransport::Impl::Finish(WorkRequest* r, const Status& s) {
 
 StatusOr<proto::VerbsControlReply> VerbsTransport::Impl::Control(
     const proto::VerbsControl& req) {
+  std::lock_guard lock(control_mu_);
+  control_seq_.fetch_add(1);  // odd: a request in flight
   proto::VerbsControlReply reply;
   Status s = SendMessage(fd_.get(), req);
   if (s.ok()) s = RecvMessage(fd_.get(), &reply);
+  control_seq_.fetch_add(1);
   if (!s.ok()) {
     DeclareLost(
         PeerLost("control request to " + peer_ + " failed: " + s.ToString()));
     return LostStatus();
   }
   return reply;
+}
+
+Status VerbsTransport::Impl::ReplyStatus(
+    const proto::VerbsControlReply& reply) const {
+  const int code = reply.code();
+  if (code < 0 || code > static_cast<int>(kLastStatusCode)) {
+    return Internal("bad status code from " + peer_);
+  }
+  return Status(static_cast<StatusCode>(code), reply.message());
 }
 
 Status VerbsTransport::Impl::Diagnose(const WorkRequest& r,
@@ -254,16 +270,12 @@ Status VerbsTransport::Impl::Diagnose(const WorkRequest& r,
   req.set_length(r.length);
   req.set_access(r.access);
   PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply, Control(req));
-  const int code = reply.code();
-  if (code == 0) {
+  if (reply.code() == 0) {
     return AccessDenied("region " + std::to_string(r.region_id) + " on " +
                         peer_ + ": " + refused +
                         ", though the region allows the access");
   }
-  if (code < 0 || code > static_cast<int>(kLastStatusCode)) {
-    return Internal("bad status code from " + peer_);
-  }
-  return Status(static_cast<StatusCode>(code), reply.message());
+  return ReplyStatus(reply);
 }
 
 void VerbsTransport::Impl::Recover() {

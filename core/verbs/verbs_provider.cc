@@ -181,8 +181,10 @@ std::function<void(net::UniqueFd)> VerbsProvider::Answer(
     answer->set_declined(name + " got a malformed queue pair offer");
     return {};
   }
-  auto accepted = VerbsTarget::Accept(device_, peer_qp, env_.regions,
-                                      greeting.hello->name());
+  auto accepted = VerbsTarget::Accept(
+      device_, peer_qp, env_.regions, greeting.hello->name(),
+      NotifyTargetFor(env_.notifications, greeting.hello->instance(),
+                      env_.options->peer_timeout_ms));
   if (!accepted.ok()) {
     answer->set_declined(accepted.status().ToString());
     return {};

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 #include <sys/socket.h>
 
+#include "core/access.h"
 #include "core/internal/hello.h"
 
 namespace ps::xfer::internal {
@@ -18,9 +19,9 @@ QueuePairOptions TargetQueuePairOptions() {
 
 StatusOr<std::unique_ptr<VerbsTarget>> VerbsTarget::Accept(
     std::shared_ptr<VerbsDevice> device, const proto::QueuePairInfo& offer,
-    const RegionTable* regions, std::string peer_name) {
-  std::unique_ptr<VerbsTarget> t(
-      new VerbsTarget(device, regions, std::move(peer_name)));
+    const RegionTable* regions, std::string peer_name, NotifyTarget notify) {
+  std::unique_ptr<VerbsTarget> t(new VerbsTarget(
+      device, regions, std::move(peer_name), std::move(notify)));
   PS_ASSIGN_OR_RETURN(
       t->qp_, QueuePair::Create(std::move(device), TargetQueuePairOptions()));
   PS_RETURN_IF_ERROR(t->qp_->Connect(offer));
@@ -50,6 +51,9 @@ void VerbsTarget::Run() {
     if (!s.ok()) break;
   }
   VLOG(1) << "verbs connection from " << peer_name_ << " closed";
+  // Cells of puts that will never finish: readers skip them.
+  for (const auto& [cell, claim] : claims_) notify_.ring->Void(cell);
+  claims_.clear();
   qp_.reset();
   finished_.store(true);
 }
@@ -78,12 +82,62 @@ proto::VerbsControlReply VerbsTarget::Handle(
       }
       break;
     }
+    case proto::VerbsControl::CLAIM_NOTIFICATION:
+      s = ClaimNotification(request, &reply);
+      break;
+    case proto::VerbsControl::PUBLISH_NOTIFICATION:
+    case proto::VerbsControl::VOID_NOTIFICATION:
+      s = FinishNotification(
+          request, request.op() == proto::VerbsControl::PUBLISH_NOTIFICATION);
+      break;
     default:
       s = InvalidArgument("unknown verbs control request");
   }
   reply.set_code(static_cast<int>(s.code()));
   reply.set_message(s.message());
   return reply;
+}
+
+Status VerbsTarget::ClaimNotification(const proto::VerbsControl& request,
+                                      proto::VerbsControlReply* reply) {
+  PS_ASSIGN_OR_RETURN(
+      std::shared_ptr<MemoryRegion> region,
+      regions_->Check(request.region_id(), request.key(), request.instance(),
+                      request.offset(), sizeof(uint64_t), kRemoteWrite,
+                      peer_name_));
+  // The owner's truth decides, as on the other transports.
+  if (!(region->access() & kNotifyEvents)) {
+    return InvalidArgument("region " + std::to_string(region->id()) +
+                           " does not queue notification events");
+  }
+  if (notify_.ring == nullptr) {
+    return NotSupported("this connection queues no notifications");
+  }
+  PS_ASSIGN_OR_RETURN(uint64_t cell, notify_.ring->Claim(notify_.wait));
+  claims_[cell] = Claim{region->id(), request.offset()};
+  reply->set_cell(cell);
+  return Status::OK();
+}
+
+Status VerbsTarget::FinishNotification(const proto::VerbsControl& request,
+                                       bool publish) {
+  auto claim = claims_.find(request.cell());
+  if (claim == claims_.end()) {
+    return InvalidArgument("notification cell " +
+                           std::to_string(request.cell()) +
+                           " was not claimed on this connection");
+  }
+  // The event names the word that was claimed, whatever the request says.
+  if (publish) {
+    notify_.ring->Publish(
+        claim->first, Notification{notify_.peer_instance,
+                                   claim->second.region_id,
+                                   claim->second.offset, request.value()});
+  } else {
+    notify_.ring->Void(claim->first);
+  }
+  claims_.erase(claim);
+  return Status::OK();
 }
 
 }  // namespace ps::xfer::internal

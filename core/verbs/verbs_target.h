@@ -3,10 +3,15 @@
 // transfers) and serves the rare control requests on the bootstrap socket:
 // DIAGNOSE (why did the NIC refuse an access: the region table's precise
 // answer) and RECONNECT (a new queue pair after the old one went to the error
-// state). When the origin closes the socket, the queue pair is destroyed.
+// state). It also queues the notification events of puts into kNotifyEvents
+// regions, which the NIC cannot: the origin claims a cell before its data
+// moves and publishes (or voids) it once the put completed (CLAIM / PUBLISH
+// / VOID_NOTIFICATION in verbs.proto). When the origin closes the socket,
+// the cells it still holds are voided and the queue pair is destroyed.
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -14,6 +19,7 @@
 
 #include "core/descriptor.pb.h"
 #include "core/internal/region_table.h"
+#include "core/stream/stream_server.h"
 #include "core/verbs/queue_pair.h"
 #include "core/verbs/verbs.pb.h"
 #include "core/verbs/verbs_device.h"
@@ -23,10 +29,11 @@ namespace ps::xfer::internal {
 
 class VerbsTarget {
  public:
-  // Creates a queue pair connected to the origin's `offer`.
+  // Creates a queue pair connected to the origin's `offer`; `notify` is
+  // where its puts' notification events go.
   static StatusOr<std::unique_ptr<VerbsTarget>> Accept(
       std::shared_ptr<VerbsDevice> device, const proto::QueuePairInfo& offer,
-      const RegionTable* regions, std::string peer_name);
+      const RegionTable* regions, std::string peer_name, NotifyTarget notify);
   // Stops serving (shuts the socket down) and joins the thread.
   ~VerbsTarget();
   VerbsTarget(const VerbsTarget&) = delete;
@@ -39,17 +46,32 @@ class VerbsTarget {
   bool finished() const { return finished_.load(); }
 
  private:
+  // A claimed cell: where its event's word is.
+  struct Claim {
+    uint64_t region_id = 0;
+    uint64_t offset = 0;
+  };
+
   VerbsTarget(std::shared_ptr<VerbsDevice> device, const RegionTable* regions,
-              std::string peer_name)
+              std::string peer_name, NotifyTarget notify)
       : device_(std::move(device)),
         regions_(regions),
-        peer_name_(std::move(peer_name)) {}
+        peer_name_(std::move(peer_name)),
+        notify_(std::move(notify)) {}
   void Run();
   proto::VerbsControlReply Handle(const proto::VerbsControl& request);
+  Status ClaimNotification(const proto::VerbsControl& request,
+                           proto::VerbsControlReply* reply);
+  // Publishes (or voids) the claimed cell the request names.
+  Status FinishNotification(const proto::VerbsControl& request, bool publish);
 
   const std::shared_ptr<VerbsDevice> device_;
   const RegionTable* const regions_;
   const std::string peer_name_;
+  const NotifyTarget notify_;
+  // Cells claimed and not yet published or voided; only the serving thread
+  // touches it.
+  std::map<uint64_t, Claim> claims_;
   std::unique_ptr<QueuePair> qp_;  // replaced only by the serving thread
   net::UniqueFd fd_;
   std::atomic<bool> finished_{false};

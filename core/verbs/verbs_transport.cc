@@ -59,7 +59,8 @@ VerbsTransport::Impl::~Impl() {
 }
 
 Status VerbsTransport::Impl::Plan(
-    const Op& op, std::vector<std::unique_ptr<WorkRequest>>* plan) {
+    const Op& op, bool events_claimed,
+    std::vector<std::unique_ptr<WorkRequest>>* plan) {
   auto target = [&](const RemoteRegion& region) -> StatusOr<uint64_t> {
     uint64_t base = VerbsKeyOf(region).address;
     if (base == 0) {
@@ -178,12 +179,9 @@ Status VerbsTransport::Impl::Plan(
       return Status::OK();
     }
     case OpType::kPutNotify: {
-      if (op.notify_remote->access() & kNotifyEvents) {
-        return NotSupported(
-            "notification events over verbs are not supported yet (region " +
-            std::to_string(op.notify_remote->id()) + " of " +
-            op.notify_remote->owner() +
-            " has kNotifyEvents); use shm or tcp for it");
+      if ((op.notify_remote->access() & kNotifyEvents) && !events_claimed) {
+        return Internal("a put-with-notify with an event not through "
+                        "PutNotifyWithEvent");
       }
       PS_ASSIGN_OR_RETURN(uint64_t flag_base, target(*op.notify_remote));
       write(region, base, op.single.local, op.single.remote_offset,
@@ -210,11 +208,12 @@ Status VerbsTransport::Impl::Plan(
   return Internal("unknown operation");
 }
 
-Request VerbsTransport::Impl::PostOps(std::span<const Op> ops) {
+Request VerbsTransport::Impl::PostOps(std::span<const Op> ops,
+                                      bool events_claimed) {
   if (lost()) return Request(LostStatus());
   std::vector<std::unique_ptr<WorkRequest>> plan;
   for (const Op& op : ops) {
-    Status s = Plan(op, &plan);
+    Status s = Plan(op, events_claimed, &plan);
     if (!s.ok()) return Request(std::move(s));
   }
   if (plan.empty()) return Request();
@@ -349,9 +348,55 @@ VerbsTransport::VerbsTransport(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 VerbsTransport::~VerbsTransport() = default;
 
-Request VerbsTransport::Post(const Op& op) { return impl_->PostOps({&op, 1}); }
+Status VerbsTransport::Impl::PutNotifyWithEvent(const Op& op) {
+  if (lost()) return LostStatus();
+  const RemoteRegion& word = *op.notify_remote;
+  proto::VerbsControl claim;
+  claim.set_op(proto::VerbsControl::CLAIM_NOTIFICATION);
+  claim.set_region_id(word.id());
+  claim.set_key(word.key());
+  claim.set_instance(word.instance());
+  claim.set_offset(op.notify_offset);
+  PS_ASSIGN_OR_RETURN(proto::VerbsControlReply claimed, Control(claim));
+  PS_RETURN_IF_ERROR(ReplyStatus(claimed));
+  const Status put = PostOps({&op, 1}, /*events_claimed=*/true).Wait();
+  proto::VerbsControl finish;
+  finish.set_op(put.ok() ? proto::VerbsControl::PUBLISH_NOTIFICATION
+                         : proto::VerbsControl::VOID_NOTIFICATION);
+  finish.set_cell(claimed.cell());
+  finish.set_value(op.notify_value);
+  StatusOr<proto::VerbsControlReply> finished = Control(finish);
+  if (!put.ok()) return put;
+  if (!finished.ok()) return finished.status();
+  return ReplyStatus(*finished);
+}
+
+namespace {
+
+bool WantsEvent(const Op& op) {
+  return op.type == OpType::kPutNotify &&
+         (op.notify_remote->access() & kNotifyEvents);
+}
+
+}  // namespace
+
+Request VerbsTransport::Post(const Op& op) {
+  if (WantsEvent(op)) return Request(impl_->PutNotifyWithEvent(op));
+  return impl_->PostOps({&op, 1});
+}
+
 Request VerbsTransport::PostBatch(std::span<const Op> ops) {
-  return impl_->PostOps(ops);
+  if (std::none_of(ops.begin(), ops.end(), WantsEvent)) {
+    return impl_->PostOps(ops);
+  }
+  // Events take round trips of their own: the batch runs op by op.
+  Status first;
+  for (const Op& op : ops) {
+    Status s = WantsEvent(op) ? impl_->PutNotifyWithEvent(op)
+                              : impl_->PostOps({&op, 1}).Wait();
+    if (first.ok()) first = std::move(s);
+  }
+  return Request(std::move(first));
 }
 Status VerbsTransport::Flush() { return impl_->Flush(); }
 bool VerbsTransport::lost() const { return impl_->lost(); }

@@ -25,6 +25,14 @@
 //                     immediate would need a posted receive, i.e. the
 //                     target's CPU.) So verbs regions writable by peers also
 //                     take NIC atomics (VerbsAccessFlags).
+//   ... with an event When the word's region queues notification events
+//                     (kNotifyEvents), which the NIC cannot: the origin
+//                     claims a cell of the target's queue over the bootstrap
+//                     socket before the data moves (a full queue refuses the
+//                     put with nothing written), posts the put as above and,
+//                     once it completed, has the target's CPU publish the
+//                     event, or void the cell if the put failed. Three round
+//                     trips, complete when Post returns.
 //
 // Local buffers need no registration. A buffer inside a region this Context
 // registered (Allocate/Register) is used in place (zero copy): then a Put's

@@ -105,12 +105,20 @@ class VerbsTransport::Impl {
   ~Impl();
 
   Status Start(const proto::QueuePairInfo& peer_qp);
-  Request PostOps(std::span<const Op> ops);
+  // `events_claimed`: the caller holds a notification cell for each
+  // put-with-notify into a kNotifyEvents region (PutNotifyWithEvent).
+  Request PostOps(std::span<const Op> ops, bool events_claimed = false);
+  // A put-with-notify into a kNotifyEvents region, complete on return:
+  // claims a cell of the target's notification queue over the bootstrap
+  // socket, posts the put, then has the target publish the event (or void
+  // the cell when the put failed).
+  Status PutNotifyWithEvent(const Op& op);
   Status Flush();
   bool lost() const { return lost_.load(std::memory_order_acquire); }
 
  private:
-  Status Plan(const Op& op, std::vector<std::unique_ptr<WorkRequest>>* plan);
+  Status Plan(const Op& op, bool events_claimed,
+              std::vector<std::unique_ptr<WorkRequest>>* plan);
   // Remembers `value` as the last one stored at the notify word at
   // `address`; returns the one remembered before (0 if none).
   uint64_t SwapNotifyGuess(uint64_t address, uint64_t value);
@@ -132,7 +140,11 @@ class VerbsTransport::Impl {
   Status Diagnose(const WorkRequest& r, ibv_wc_status status);
   void Recover();
   void DeclareLost(const Status& why);
+  // One request and its reply on the bootstrap socket; a failure declares
+  // the peer lost.
   StatusOr<proto::VerbsControlReply> Control(const proto::VerbsControl& req);
+  // The status a control reply carries.
+  Status ReplyStatus(const proto::VerbsControlReply& reply) const;
   Status LostStatus() {
     std::lock_guard lock(mu_);
     return lost_status_;
@@ -141,6 +153,11 @@ class VerbsTransport::Impl {
   const std::shared_ptr<VerbsDevice> device_;
   std::unique_ptr<QueuePair> qp_;  // replaced by Recover under mu_
   net::UniqueFd fd_;
+  std::mutex control_mu_;  // one control request at a time on fd_
+  // Bumped as each control request starts and as it ends (odd while one is
+  // in flight), so the progress thread, which watches fd_ for a closed
+  // connection, tells a reply from bytes nobody asked for.
+  std::atomic<uint64_t> control_seq_{0};
   net::UniqueFd wake_;
   const std::string peer_;
   const long long timeout_ns_;

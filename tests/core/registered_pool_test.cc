@@ -106,7 +106,7 @@ class RegisteredPoolPeerTest
 
 // A peer imports the pool once and writes each block at its offset.
 TEST_P(RegisteredPoolPeerTest, PeerAddressesBlocksByOffset) {
-  if (GetParam() == TransportChoice::kVerbs) GTEST_SKIP() << "tcp and shm";
+  PS_SKIP_IF_UNUSABLE(GetParam());
   auto owner = NewContext("owner", GetParam());
   auto peer = NewContext("peer", GetParam());
   ASSERT_TRUE(owner != nullptr && peer != nullptr);

@@ -86,9 +86,6 @@ class XferEventsTest : public ::testing::TestWithParam<TransportChoice> {
   // Forks `senders` children (before this process has threads), then makes
   // the receiving context with `capacity` notification cells.
   void Start(int senders, uint32_t capacity = 4096) {
-    if (GetParam() == TransportChoice::kVerbs) {
-      GTEST_SKIP() << "notification events are not supported over verbs yet";
-    }
     PS_SKIP_IF_UNUSABLE(GetParam());
     for (int i = 0; i < senders; ++i) {
       children_.push_back(ChildProcess::Start(

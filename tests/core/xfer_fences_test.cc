@@ -20,7 +20,7 @@ using xfer::TransportChoice;
 class XferFencesTest : public ::testing::TestWithParam<TransportChoice> {
  protected:
   void SetUp() override {
-    if (GetParam() == TransportChoice::kVerbs) GTEST_SKIP() << "tcp and shm";
+    PS_SKIP_IF_UNUSABLE(GetParam());
     auto owner = Context::Create(TestOptions("owner", GetParam()));
     auto peer = Context::Create(TestOptions("peer", GetParam()));
     ASSERT_TRUE(owner.ok() && peer.ok());
