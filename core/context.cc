@@ -118,6 +118,8 @@ StatusOr<std::shared_ptr<MemoryRegion>> ContextImpl::AddRegion(
   d.set_key(region->key_);
   d.set_size(region->size_);
   d.set_access(region->access_);
+  d.set_memory_kind(static_cast<uint32_t>(region->kind_));
+  d.set_device(region->device_);
   for (size_t i = 0; i < registered_with.size(); ++i) {
     PS_ASSIGN_OR_RETURN(std::optional<std::string> packed,
                         region->transport_states_[i]->Publish(key));
@@ -224,6 +226,65 @@ StatusOr<std::shared_ptr<MemoryRegion>> Context::Register(void* data,
   r->data_ = data;
   r->size_ = length;
   r->access_ = access;
+  return impl_->AddRegion(std::move(r));
+}
+
+namespace {
+
+// Device regions carry data only (context.h says why).
+Status CheckDeviceAccess(uint32_t access) {
+  PS_RETURN_IF_ERROR(CheckAccessFlags(access));
+  if (access & (kRemoteAtomic | kNotifyEvents)) {
+    return NotSupported("device memory takes no atomics and no notify words (" +
+                        AccessToString(access) +
+                        "): keep those words in host memory");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<MemoryRegion>> Context::AllocateDevice(size_t length,
+                                                                uint32_t access,
+                                                                int device) {
+  if (length == 0) return InvalidArgument("cannot allocate an empty region");
+  PS_RETURN_IF_ERROR(CheckDeviceAccess(access));
+  const std::shared_ptr<internal::DeviceMemory>& memory = impl_->device_memory_;
+  PS_RETURN_IF_ERROR(memory->Usable(device).WithContext(
+      "device memory on cuda:" + std::to_string(device)));
+  PS_ASSIGN_OR_RETURN(void* data, memory->Allocate(device, length));
+  std::unique_ptr<MemoryRegion> r(new MemoryRegion());
+  r->data_ = data;
+  r->size_ = length;
+  r->access_ = access;
+  r->kind_ = MemoryKind::kCudaDevice;
+  r->device_ = device;
+  r->device_memory_ = memory;
+  r->owns_device_memory_ = true;  // freed with the region from here on
+  PS_RETURN_IF_ERROR(memory->Zero(device, data, length));
+  return impl_->AddRegion(std::move(r));
+}
+
+StatusOr<std::shared_ptr<MemoryRegion>> Context::RegisterDevice(
+    void* device_data, size_t length, uint32_t access, int device) {
+  if (device_data == nullptr || length == 0) {
+    return InvalidArgument("cannot register an empty region");
+  }
+  PS_RETURN_IF_ERROR(CheckDeviceAccess(access));
+  const std::shared_ptr<internal::DeviceMemory>& memory = impl_->device_memory_;
+  PS_RETURN_IF_ERROR(memory->Usable(device).WithContext(
+      "device memory on cuda:" + std::to_string(device)));
+  if (memory->DeviceOf(device_data) != device) {
+    return InvalidArgument("the memory to register is not on cuda:" +
+                           std::to_string(device));
+  }
+  std::unique_ptr<MemoryRegion> r(new MemoryRegion());
+  r->data_ = device_data;
+  r->size_ = length;
+  r->access_ = access;
+  r->kind_ = MemoryKind::kCudaDevice;
+  r->device_ = device;
+  r->device_memory_ = memory;
   return impl_->AddRegion(std::move(r));
 }
 

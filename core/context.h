@@ -95,6 +95,12 @@ struct ContextOptions {
   // Where the context counts reconnects and lost peers (link_stats.h); null:
   // counters of its own. Given, they may be read after the context is gone.
   std::shared_ptr<LinkCounters> link_counters;
+  // Local buffers of operations (Put sources, Get destinations) may be
+  // device memory (cudaMalloc): every operation then asks the CUDA driver
+  // where each local buffer lives (about a microsecond) and stages device
+  // ones through host memory, which makes it complete on return. false:
+  // local buffers must be host memory, and nothing is asked.
+  bool device_buffers = false;
   static constexpr uint32_t kMaxNotificationCapacity = 1u << 20;
   static constexpr int kMaxCopyThreads = 64;
 };
@@ -123,6 +129,22 @@ class Context {
   // memfd so same-host peers can map it.
   StatusOr<std::shared_ptr<MemoryRegion>> Allocate(size_t length,
                                                    uint32_t access);
+  // `length` bytes of memory on CUDA device `device` (an ordinal), zeroed,
+  // that peers reach like any region: over tcp and same-host connections
+  // this process's connection threads stage the bytes through page-locked
+  // host memory (verbs cannot reach it yet: kNotSupported there). Data
+  // access only: kRemoteAtomic and kNotifyEvents are kNotSupported (a
+  // put-with-notify's word must be in host memory). kNotSupported when the
+  // build or the machine has no CUDA device, saying which.
+  StatusOr<std::shared_ptr<MemoryRegion>> AllocateDevice(size_t length,
+                                                         uint32_t access,
+                                                         int device = 0);
+  // The same for device memory the caller allocated (cudaMalloc) and keeps
+  // until the region is deregistered and released.
+  StatusOr<std::shared_ptr<MemoryRegion>> RegisterDevice(void* device_data,
+                                                         size_t length,
+                                                         uint32_t access,
+                                                         int device = 0);
   // Makes `length` bytes at `data` (owned by the caller, who keeps them
   // alive until Deregister) reachable by peers.
   StatusOr<std::shared_ptr<MemoryRegion>> Register(void* data, size_t length,

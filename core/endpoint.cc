@@ -59,6 +59,13 @@ StatusOr<RemoteRegion> Endpoint::Import(std::string_view descriptor) {
   r.key_ = d.key();
   r.size_ = d.size();
   r.access_ = d.access();
+  if (d.memory_kind() > static_cast<uint32_t>(MemoryKind::kCudaDevice)) {
+    return InvalidArgument(what + " is in memory of kind " +
+                           std::to_string(d.memory_kind()) +
+                           ", which this build does not know");
+  }
+  r.memory_kind_ = static_cast<MemoryKind>(d.memory_kind());
+  r.device_ = d.device();
   r.instance_ = d.instance();
   r.owner_ = d.owner();
   return r;
@@ -219,11 +226,17 @@ Request Endpoint::PostOp(const Op& op) {
   if (!s.ok()) [[unlikely]] {
     return Request(std::move(s));
   }
+  if (device_buffers_ != nullptr) [[unlikely]] {
+    return Request(RunStaged(op));
+  }
   return transport_->Post(op);
 }
 
 Status Endpoint::RunOp(const Op& op) {
   PS_RETURN_IF_ERROR(PreCheckOp(op));
+  if (device_buffers_ != nullptr) [[unlikely]] {
+    return RunStaged(op);
+  }
   return transport_->Run(op);
 }
 
@@ -276,6 +289,15 @@ Request Endpoint::Post(const Batch& batch) {
     if (!s.ok()) return Request(std::move(s));
   }
   if (batch.empty()) return Request();
+  if (device_buffers_ != nullptr) [[unlikely]] {
+    // Each operation staged on its own, in order.
+    Status first;
+    for (const Op& op : batch.ops()) {
+      Status s = RunStaged(op);
+      if (first.ok()) first = std::move(s);
+    }
+    return Request(std::move(first));
+  }
   return transport_->PostBatch(batch.ops());
 }
 

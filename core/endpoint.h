@@ -43,6 +43,7 @@ namespace ps::xfer {
 
 namespace internal {
 class ContextImpl;
+class DeviceMemory;
 class Transport;
 class TransportProvider;
 struct Op;
@@ -139,6 +140,9 @@ class Endpoint {
   Status RunOp(const internal::Op& op);
   // The early checks of `op` against its regions' descriptors.
   Status PreCheckOp(const internal::Op& op) const;
+  // RunOp with local buffers in device memory staged through host memory
+  // (ContextOptions::device_buffers; core/device/device_staged_op.cc).
+  Status RunStaged(const internal::Op& op);
 
   const std::string peer_name_;
   const uint64_t peer_instance_;
@@ -146,6 +150,9 @@ class Endpoint {
   // Unpacks imported regions' keys; kept alive past the Context.
   const std::shared_ptr<internal::TransportProvider> provider_;
   const std::unique_ptr<internal::Transport> transport_;
+  // Set when ContextOptions::device_buffers: local buffers are looked up
+  // and device ones staged.
+  std::shared_ptr<internal::DeviceMemory> device_buffers_;
 };
 
 }  // namespace ps::xfer

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/device/device_memory.h"
 #include "core/internal/region_state.h"
 
 namespace ps::xfer {
@@ -16,6 +17,7 @@ MemoryRegion::~MemoryRegion() {
     close(memfd_);
   }
   if (peer_memfd_ >= 0) close(peer_memfd_);
+  if (owns_device_memory_) device_memory_->Free(device_, data_);
 }
 
 }  // namespace ps::xfer

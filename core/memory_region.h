@@ -22,11 +22,13 @@
 #include <vector>
 
 #include "core/access.h"
+#include "core/memory_kind.h"
 
 namespace ps::xfer {
 
 namespace internal {
 class ContextImpl;
+class DeviceMemory;
 class LocalRegionState;
 class RegionTable;
 struct MemoryRegionAccess;
@@ -44,6 +46,10 @@ class MemoryRegion {
   size_t size() const { return size_; }
   uint32_t access() const { return access_; }
   bool memfd_backed() const { return memfd_ >= 0; }
+  // Host memory, or a device's (then data() is a device pointer, which this
+  // process's CPU must not dereference: Context::AllocateDevice).
+  MemoryKind kind() const { return kind_; }
+  int device() const { return device_; }  // the ordinal; 0 for host memory
 
   // The serialized descriptor a peer passes to Endpoint::Import. Small
   // (~100 bytes), safe to send over any channel, valid until Deregister or
@@ -63,6 +69,12 @@ class MemoryRegion {
   size_t size_ = 0;
   size_t mapped_size_ = 0;  // page-rounded, for munmap (memfd regions)
   uint32_t access_ = 0;
+  MemoryKind kind_ = MemoryKind::kHost;
+  int device_ = 0;
+  // Device memory's driver: copies into the region go through it, and
+  // Context::AllocateDevice's memory is freed with it.
+  std::shared_ptr<internal::DeviceMemory> device_memory_;
+  bool owns_device_memory_ = false;
   int memfd_ = -1;
   // What same-host peers receive instead of memfd_ when they may not write
   // (a read-only descriptor of the same memfd); -1: memfd_ itself. The

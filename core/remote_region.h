@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "core/memory_kind.h"
+
 namespace ps::xfer {
 
 class Endpoint;
@@ -23,6 +25,10 @@ class RemoteRegion {
   uint64_t key() const { return key_; }
   uint64_t size() const { return size_; }
   uint32_t access() const { return access_; }
+  // Where the owner's bytes live (core/memory_kind.h): device memory is
+  // staged by the owner's CPU, and verbs cannot reach it.
+  MemoryKind memory_kind() const { return memory_kind_; }
+  int device() const { return device_; }
   // The owner's instance: a random number each Context draws when it starts.
   // A descriptor from an earlier instance of the peer is stale.
   uint64_t instance() const { return instance_; }
@@ -56,6 +62,8 @@ class RemoteRegion {
   uint64_t id_ = 0;
   uint64_t key_ = 0;
   uint64_t size_ = 0;
+  MemoryKind memory_kind_ = MemoryKind::kHost;
+  int device_ = 0;
   uint32_t access_ = 0;
   uint64_t instance_ = 0;
   std::string owner_;

@@ -117,6 +117,7 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
   std::shared_ptr<Endpoint> ep(new Endpoint(reply.name(), reply.instance(),
                                             std::move(carrier),
                                             std::move(transport)));
+  if (options_.device_buffers) ep->device_buffers_ = device_memory_;
   LOG(INFO) << options_.name << " connected to " << reply.name() << " at "
             << address << " over " << TransportName(kind) << " (" << why << ")";
   std::lock_guard<std::mutex> lock(endpoints_mu_);

@@ -20,6 +20,7 @@
 #include "base/status_or.h"
 #include "core/context.h"
 #include "core/descriptor.pb.h"
+#include "core/device/device_memory.h"
 #include "core/internal/hello.h"
 #include "core/internal/hello_acceptor.h"
 #include "core/internal/notification_ring.h"
@@ -30,6 +31,8 @@
 #include "net/unique_fd.h"
 
 namespace ps::xfer::internal {
+
+class DeviceMemory;
 
 // A random non-zero 64-bit number (keys and instance numbers must never be
 // 0: 0 marks a free liveness slot and "no instance").
@@ -78,6 +81,9 @@ class ContextImpl {
   const std::shared_ptr<LinkCounters> link_counters_ =
       options_.link_counters != nullptr ? options_.link_counters
                                         : std::make_shared<LinkCounters>();
+  // Device memory's driver (core/device/device_memory.h), loaded on first
+  // use; shared with the device regions.
+  const std::shared_ptr<DeviceMemory> device_memory_ = DeviceMemory::Create();
 
  private:
   std::atomic<uint64_t> next_region_id_{1};

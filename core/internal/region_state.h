@@ -18,6 +18,8 @@
 
 namespace ps::xfer::internal {
 
+class DeviceMemory;
+
 // One provider's part of one local region. Withdraw is thread-safe and
 // idempotent; the destructor withdraws if Deregister did not.
 class LocalRegionState {
@@ -45,6 +47,11 @@ class RemoteRegionState {
 struct MemoryRegionAccess {
   static size_t mapped_size(const MemoryRegion& r) { return r.mapped_size_; }
   static int peer_memfd(const MemoryRegion& r) { return r.peer_memfd(); }
+  // The driver of a device region's memory (null for host memory).
+  static const std::shared_ptr<DeviceMemory>& device_memory(
+      const MemoryRegion& r) {
+    return r.device_memory_;
+  }
   static const std::vector<std::unique_ptr<LocalRegionState>>& States(
       const MemoryRegion& r) {
     return r.transport_states_;

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <span>
 #include <vector>
 
+#include "core/stream/device_staging.h"
 #include "net/transfer.h"
 
 namespace ps::xfer::internal {
@@ -139,6 +141,11 @@ class StreamServer::Connection {
   // The 8-byte word at `offset` of `region`, or why it cannot be used
   // atomically.
   StatusOr<uint64_t*> Word(const MemoryRegion& region, uint64_t offset) const {
+    if (region.kind() != MemoryKind::kHost) {
+      return NotSupported("region " + std::to_string(region.id()) + " on " +
+                          regions_->owner() +
+                          " is device memory, which takes no atomic words");
+    }
     char* p = static_cast<char*>(region.data()) + offset;
     if (reinterpret_cast<uintptr_t>(p) % alignof(uint64_t) != 0) {
       return InvalidArgument("region " + std::to_string(region.id()) + " on " +
@@ -271,11 +278,16 @@ class StreamServer::Connection {
       if (!claimed.ok()) return Reject(h, claimed.status(), h.length);
       cell = *claimed;
     }
-    Status received = RecvAll(
-        fd_, static_cast<char*>((*region)->data()) + h.offset, h.length);
-    if (!received.ok()) {
+    char* dst = static_cast<char*>((*region)->data()) + h.offset;
+    Status copy_failed;
+    Status received =
+        (*region)->kind() == MemoryKind::kHost
+            ? RecvAll(fd_, dst, h.length)
+            : staging_.Receive(fd_, **region, dst, h.length, &copy_failed);
+    if (!received.ok() || !copy_failed.ok()) {
       if (cell.has_value()) notify_.ring->Void(*cell);
-      return received;
+      if (!received.ok()) return received;
+      return Reply(h, copy_failed);
     }
     if (flag != nullptr) __atomic_store_n(flag, h.operand0, __ATOMIC_RELEASE);
     if (cell.has_value()) {
@@ -291,6 +303,9 @@ class StreamServer::Connection {
         Check(h.region_id, h.key, h.instance, h.offset, h.length, kRemoteRead);
     if (!region.ok()) return Reply(h, region.status());
     iovec data{static_cast<char*>((*region)->data()) + h.offset, h.length};
+    if ((*region)->kind() != MemoryKind::kHost) {
+      return ReplyFromDevice(h, **region, {&data, 1});
+    }
     return Reply(h, Status::OK(), 0, &data, 1, h.length);
   }
 
@@ -357,8 +372,17 @@ class StreamServer::Connection {
     PS_RETURN_IF_ERROR(
         ReadSegments(h, kRemoteWrite, &iov, &total, &region, &why));
     if (!why.ok()) return Reject(h, why, total);
-    PS_RETURN_IF_ERROR(RecvAllV(fd_, iov.data(), iov.size()));
-    return Reply(h, Status::OK());
+    if (region->kind() == MemoryKind::kHost) {
+      PS_RETURN_IF_ERROR(RecvAllV(fd_, iov.data(), iov.size()));
+      return Reply(h, Status::OK());
+    }
+    Status copy_failed;
+    for (const iovec& s : iov) {
+      PS_RETURN_IF_ERROR(staging_.Receive(fd_, *region,
+                                          static_cast<char*>(s.iov_base),
+                                          s.iov_len, &copy_failed));
+    }
+    return Reply(h, copy_failed);
   }
 
   Status ServeReadV(const wire::RequestHeader& h) {
@@ -369,7 +393,21 @@ class StreamServer::Connection {
     PS_RETURN_IF_ERROR(
         ReadSegments(h, kRemoteRead, &iov, &total, &region, &why));
     if (!why.ok()) return Reply(h, why);
+    if (region->kind() != MemoryKind::kHost) {
+      return ReplyFromDevice(h, *region, iov);
+    }
     return Reply(h, Status::OK(), 0, iov.data(), iov.size(), total);
+  }
+
+  // Answers a read of device memory with its bytes copied out first.
+  Status ReplyFromDevice(const wire::RequestHeader& h,
+                         const MemoryRegion& region,
+                         std::span<const iovec> segments) {
+    std::vector<char> host;
+    Status copied = staging_.Gather(region, segments, &host);
+    if (!copied.ok()) return Reply(h, copied);
+    iovec data{host.data(), host.size()};
+    return Reply(h, Status::OK(), 0, &data, 1, host.size());
   }
 
   Status ServeAtomic(const wire::RequestHeader& h) {
@@ -417,6 +455,7 @@ class StreamServer::Connection {
   const MapRegionHandler& map_region_;
   StreamSession* const session_;  // null: the connection cannot resume
   const NotifyTarget& notify_;
+  DeviceStaging staging_;
 };
 
 StreamServer::StreamServer(UniqueFd fd, const RegionTable* regions,

@@ -95,7 +95,12 @@ void VerbsProvider::Stop() {
 
 StatusOr<std::unique_ptr<LocalRegionState>> VerbsProvider::Register(
     const MemoryRegion& region) {
-  if (device_ == nullptr) return std::unique_ptr<LocalRegionState>();
+  // Device memory would need GPUDirect (not built): verbs peers cannot
+  // reach such a region, and say so (VerbsTransport's "not registered with
+  // an RDMA device").
+  if (device_ == nullptr || region.kind() != MemoryKind::kHost) {
+    return std::unique_ptr<LocalRegionState>();
+  }
   PS_ASSIGN_OR_RETURN(std::unique_ptr<VerbsRegistration> mr,
                       device_->Register(region.data(), region.size(),
                                         region.access(), /*indexed=*/true));

@@ -130,9 +130,9 @@ Status VerbsTarget::FinishNotification(const proto::VerbsControl& request,
   // The event names the word that was claimed, whatever the request says.
   if (publish) {
     notify_.ring->Publish(
-        claim->first, Notification{notify_.peer_instance,
-                                   claim->second.region_id,
-                                   claim->second.offset, request.value()});
+        claim->first,
+        Notification{notify_.peer_instance, claim->second.region_id,
+                     claim->second.offset, request.value()});
   } else {
     notify_.ring->Void(claim->first);
   }

@@ -64,8 +64,13 @@ Status VerbsTransport::Impl::Plan(
   auto target = [&](const RemoteRegion& region) -> StatusOr<uint64_t> {
     uint64_t base = VerbsKeyOf(region).address;
     if (base == 0) {
-      return NotSupported("region " + std::to_string(region.id()) + " on " +
-                          peer_ + " is not registered with an RDMA device");
+      return NotSupported(
+          "region " + std::to_string(region.id()) + " on " + peer_ +
+          " is not registered with an RDMA device" +
+          (region.memory_kind() == MemoryKind::kHost
+               ? ""
+               : " (it is device memory: verbs to GPU memory is not "
+                 "supported yet; use tcp)"));
     }
     return base;
   };
@@ -180,8 +185,9 @@ Status VerbsTransport::Impl::Plan(
     }
     case OpType::kPutNotify: {
       if ((op.notify_remote->access() & kNotifyEvents) && !events_claimed) {
-        return Internal("a put-with-notify with an event not through "
-                        "PutNotifyWithEvent");
+        return Internal(
+            "a put-with-notify with an event not through "
+            "PutNotifyWithEvent");
       }
       PS_ASSIGN_OR_RETURN(uint64_t flag_base, target(*op.notify_remote));
       write(region, base, op.single.local, op.single.remote_offset,

@@ -1,0 +1,220 @@
+// DeviceMemory over the CUDA driver API, loaded with dlopen on first use
+// (device_memory.h). cuda.h gives the types and prototypes only; nothing of
+// CUDA is linked.
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/device/device_memory.h"
+
+namespace ps::xfer::internal {
+namespace {
+
+// The driver's entry points this file calls, by their exported (versioned)
+// names: cuda.h maps e.g. cuMemAlloc to cuMemAlloc_v2 with macros, which
+// dlsym does not see.
+struct DriverApi {
+  decltype(&::cuInit) init = nullptr;
+  decltype(&::cuDeviceGetCount) device_count = nullptr;
+  decltype(&::cuDeviceGet) device_get = nullptr;
+  decltype(&::cuDevicePrimaryCtxRetain) primary_retain = nullptr;
+  decltype(&::cuCtxSetCurrent) set_current = nullptr;
+  decltype(&::cuMemAlloc) alloc = nullptr;
+  decltype(&::cuMemFree) free = nullptr;
+  decltype(&::cuMemsetD8) zero = nullptr;
+  decltype(&::cuMemcpyHtoD) to_device = nullptr;
+  decltype(&::cuMemcpyDtoH) from_device = nullptr;
+  decltype(&::cuMemHostAlloc) host_alloc = nullptr;
+  decltype(&::cuMemFreeHost) host_free = nullptr;
+  decltype(&::cuPointerGetAttribute) pointer_attribute = nullptr;
+  decltype(&::cuGetErrorString) error_string = nullptr;
+};
+
+class CudaDeviceMemory : public DeviceMemory {
+ public:
+  ~CudaDeviceMemory() override {
+    // Primary contexts stay retained until the process ends: releasing
+    // them here could tear down a context the application's CUDA runtime
+    // still uses. The library stays loaded for the same reason.
+  }
+
+  Status Usable(int device) override {
+    PS_RETURN_IF_ERROR(Load());
+    return Current(device);
+  }
+
+  StatusOr<void*> Allocate(int device, size_t bytes) override {
+    PS_RETURN_IF_ERROR(Usable(device));
+    CUdeviceptr p = 0;
+    PS_RETURN_IF_ERROR(
+        Check(api_.alloc(&p, bytes),
+              "cuMemAlloc of " + std::to_string(bytes) + " bytes"));
+    return reinterpret_cast<void*>(p);
+  }
+
+  void Free(int device, void* p) override {
+    if (p == nullptr || !Usable(device).ok()) return;
+    api_.free(reinterpret_cast<CUdeviceptr>(p));
+  }
+
+  Status Zero(int device, void* device_dst, size_t n) override {
+    PS_RETURN_IF_ERROR(Usable(device));
+    return Check(api_.zero(reinterpret_cast<CUdeviceptr>(device_dst), 0, n),
+                 "zeroing " + std::to_string(n) +
+                     " bytes of cuda:" + std::to_string(device));
+  }
+
+  Status ToDevice(int device, void* device_dst, const void* host_src,
+                  size_t n) override {
+    PS_RETURN_IF_ERROR(Usable(device));
+    return Check(
+        api_.to_device(reinterpret_cast<CUdeviceptr>(device_dst), host_src, n),
+        "copy of " + std::to_string(n) +
+            " bytes to cuda:" + std::to_string(device));
+  }
+
+  Status FromDevice(int device, void* host_dst, const void* device_src,
+                    size_t n) override {
+    PS_RETURN_IF_ERROR(Usable(device));
+    return Check(api_.from_device(host_dst,
+                                  reinterpret_cast<CUdeviceptr>(device_src), n),
+                 "copy of " + std::to_string(n) +
+                     " bytes from cuda:" + std::to_string(device));
+  }
+
+  int DeviceOf(const void* p) override {
+    if (!Load().ok()) return -1;
+    unsigned int type = 0;
+    if (api_.pointer_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                               reinterpret_cast<CUdeviceptr>(p)) !=
+            CUDA_SUCCESS ||
+        type != CU_MEMORYTYPE_DEVICE) {
+      return -1;
+    }
+    int ordinal = -1;
+    if (api_.pointer_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                               reinterpret_cast<CUdeviceptr>(p)) !=
+        CUDA_SUCCESS) {
+      return -1;
+    }
+    return ordinal;
+  }
+
+  void* AllocatePinned(size_t bytes) override {
+    void* p = nullptr;
+    if (Usable(0).ok() &&
+        api_.host_alloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS) {
+      return p;
+    }
+    return std::malloc(bytes);  // still correct, only slower to copy
+  }
+
+  void FreePinned(void* p) override {
+    if (p == nullptr) return;
+    // Memory the driver did not give is the malloc fallback's.
+    if (!Load().ok() || api_.host_free(p) != CUDA_SUCCESS) std::free(p);
+  }
+
+ private:
+  // Loads the driver and initializes it, once; the outcome is kept.
+  Status Load() {
+    std::call_once(loaded_, [this] { load_status_ = LoadOnce(); });
+    return load_status_;
+  }
+
+  Status LoadOnce() {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char* why = dlerror();
+      return NotSupported(std::string("no CUDA driver: ") +
+                          (why != nullptr ? why : "libcuda.so.1"));
+    }
+    bool found = true;
+    auto bind = [&](auto* fn, const char* name) {
+      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(
+          dlsym(lib, name));
+      found = found && *fn != nullptr;
+    };
+    bind(&api_.init, "cuInit");
+    bind(&api_.device_count, "cuDeviceGetCount");
+    bind(&api_.device_get, "cuDeviceGet");
+    bind(&api_.primary_retain, "cuDevicePrimaryCtxRetain");
+    bind(&api_.set_current, "cuCtxSetCurrent");
+    bind(&api_.alloc, "cuMemAlloc_v2");
+    bind(&api_.free, "cuMemFree_v2");
+    bind(&api_.zero, "cuMemsetD8_v2");
+    bind(&api_.to_device, "cuMemcpyHtoD_v2");
+    bind(&api_.from_device, "cuMemcpyDtoH_v2");
+    bind(&api_.host_alloc, "cuMemHostAlloc");
+    bind(&api_.host_free, "cuMemFreeHost");
+    bind(&api_.pointer_attribute, "cuPointerGetAttribute");
+    bind(&api_.error_string, "cuGetErrorString");
+    if (!found) {
+      return NotSupported(
+          "libcuda.so.1 lacks an entry point this build needs (a driver "
+          "older than the CUDA headers it was built with?)");
+    }
+    PS_RETURN_IF_ERROR(Check(api_.init(0), "cuInit"));
+    int count = 0;
+    PS_RETURN_IF_ERROR(Check(api_.device_count(&count), "cuDeviceGetCount"));
+    if (count == 0) return NotSupported("no CUDA device is visible");
+    contexts_.assign(count, nullptr);
+    return Status::OK();
+  }
+
+  // Makes `device`'s primary context current on this thread, retaining it
+  // on first use.
+  Status Current(int device) {
+    CUcontext context = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (device < 0 || device >= static_cast<int>(contexts_.size())) {
+        return InvalidArgument(
+            "cuda:" + std::to_string(device) + " does not exist (" +
+            std::to_string(contexts_.size()) + " device(s) visible)");
+      }
+      if (contexts_[device] == nullptr) {
+        CUdevice d = 0;
+        PS_RETURN_IF_ERROR(Check(api_.device_get(&d, device), "cuDeviceGet"));
+        PS_RETURN_IF_ERROR(Check(api_.primary_retain(&contexts_[device], d),
+                                 "cuDevicePrimaryCtxRetain"));
+      }
+      context = contexts_[device];
+    }
+    return Check(api_.set_current(context), "cuCtxSetCurrent");
+  }
+
+  Status Check(CUresult result, const std::string& what) {
+    if (result == CUDA_SUCCESS) return Status::OK();
+    const char* text = nullptr;
+    if (api_.error_string != nullptr) api_.error_string(result, &text);
+    const std::string message = what + ": " +
+                                (text != nullptr ? text : "CUDA error") + " (" +
+                                std::to_string(result) + ")";
+    if (result == CUDA_ERROR_NO_DEVICE ||
+        result == CUDA_ERROR_NOT_INITIALIZED ||
+        result == CUDA_ERROR_INVALID_DEVICE) {
+      return NotSupported(message);
+    }
+    if (result == CUDA_ERROR_OUT_OF_MEMORY) return ResourceExhausted(message);
+    return Internal(message);
+  }
+
+  std::once_flag loaded_;
+  Status load_status_;  // written once, under loaded_
+  DriverApi api_;       // written once, under loaded_
+  std::mutex mu_;
+  std::vector<CUcontext> contexts_;  // by ordinal; guarded by mu_
+};
+
+}  // namespace
+
+std::shared_ptr<DeviceMemory> DeviceMemory::Create() {
+  return std::make_shared<CudaDeviceMemory>();
+}
+
+}  // namespace ps::xfer::internal
