@@ -187,7 +187,8 @@ __global__ void VarintLengthsKernel(const uint32_t* rows, uint64_t count,
                                     uint32_t slot_count, uint64_t* lengths) {
   for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < count;
        i += uint64_t{gridDim.x} * blockDim.x) {
-    lengths[i] = VarintLength(IndexValue(rows, SlotOf(slots, slot_count, i), i));
+    lengths[i] =
+        VarintLength(IndexValue(rows, SlotOf(slots, slot_count, i), i));
   }
 }
 
@@ -251,7 +252,8 @@ __global__ void WriteHeadersKernel(const PacketSlot* slots, uint32_t slot_count,
   StoreLe(p + layout::kOffInt8Block, h.int8_block, 4);
 }
 
-// ---- Host planning ------------------------------------------------------------
+// ---- Host planning
+// ------------------------------------------------------------
 
 // Where packets end: the greedy cut of EncodeSparsePackets (pass 1 of
 // protocol/sparse_packet_encode.cc), step for step, so the device packets
@@ -380,8 +382,8 @@ Status DevicePacker::Select(const float* gradient, uint64_t num_rows,
     // measures it also writes out are not needed (sort_a_ is scratch).
     PS_RETURN_IF_ERROR(Reserve(&sort_a_, num_rows * sizeof(float)));
     return gpu::DetectThreshold(measure, num_rows, options.epsilon,
-                           rows_.as<uint32_t>(), sort_a_.as<float>(), num_rows,
-                           count);
+                                rows_.as<uint32_t>(), sort_a_.as<float>(),
+                                num_rows, count);
   }
 
   // Top-k: a stable descending radix sort of (key, row) keeps equal keys in
@@ -400,29 +402,24 @@ Status DevicePacker::Select(const float* gradient, uint64_t num_rows,
   // Keys are at most 0x7f800000: bits [0, 31) order them.
   constexpr int kKeyBits = 31;
   size_t sort_bytes = 0, row_sort_bytes = 0;
-  PS_RETURN_IF_ERROR(Check(
-      "cub SortPairsDescending (size)",
-      cub::DeviceRadixSort::SortPairsDescending(
-          nullptr, sort_bytes, keys, sorted_keys, ids, sorted_ids, num_rows, 0,
-          kKeyBits)));
+  PS_RETURN_IF_ERROR(Check("cub SortPairsDescending (size)",
+                           cub::DeviceRadixSort::SortPairsDescending(
+                               nullptr, sort_bytes, keys, sorted_keys, ids,
+                               sorted_ids, num_rows, 0, kKeyBits)));
   PS_RETURN_IF_ERROR(Check("cub SortKeys (size)",
                            cub::DeviceRadixSort::SortKeys(
                                nullptr, row_sort_bytes, sorted_ids, ids, k)));
-  PS_RETURN_IF_ERROR(
-      Reserve(&cub_temp_, std::max(sort_bytes, row_sort_bytes)));
+  PS_RETURN_IF_ERROR(Reserve(&cub_temp_, std::max(sort_bytes, row_sort_bytes)));
   sort_bytes = cub_temp_.size();
-  PS_RETURN_IF_ERROR(Check(
-      "cub SortPairsDescending",
-      cub::DeviceRadixSort::SortPairsDescending(cub_temp_.data(), sort_bytes,
-                                                keys, sorted_keys, ids,
-                                                sorted_ids, num_rows, 0,
-                                                kKeyBits)));
+  PS_RETURN_IF_ERROR(Check("cub SortPairsDescending",
+                           cub::DeviceRadixSort::SortPairsDescending(
+                               cub_temp_.data(), sort_bytes, keys, sorted_keys,
+                               ids, sorted_ids, num_rows, 0, kKeyBits)));
   PS_RETURN_IF_ERROR(Sync("device packer: top-k sort"));
   row_sort_bytes = cub_temp_.size();
-  PS_RETURN_IF_ERROR(Check("cub SortKeys",
-                           cub::DeviceRadixSort::SortKeys(
-                               cub_temp_.data(), row_sort_bytes, sorted_ids,
-                               ids, k)));
+  PS_RETURN_IF_ERROR(Check("cub SortKeys", cub::DeviceRadixSort::SortKeys(
+                                               cub_temp_.data(), row_sort_bytes,
+                                               sorted_ids, ids, k)));
   PS_RETURN_IF_ERROR(Sync("device packer: top-k rows"));
   *count = k;
   return Status::OK();
@@ -442,10 +439,10 @@ Status DevicePacker::Build(const float* gradient, uint64_t num_rows,
   if (count == 0) return Status::OK();  // no packet, as the host encoder
 
   result->rows.resize(count);
-  PS_RETURN_IF_ERROR(Check("cudaMemcpy selected rows D2H",
-                           cudaMemcpy(result->rows.data(), rows_.data(),
-                                      count * sizeof(uint32_t),
-                                      cudaMemcpyDeviceToHost)));
+  PS_RETURN_IF_ERROR(
+      Check("cudaMemcpy selected rows D2H",
+            cudaMemcpy(result->rows.data(), rows_.data(),
+                       count * sizeof(uint32_t), cudaMemcpyDeviceToHost)));
   const SparsePacketMeta& meta = options.meta;
   std::vector<PacketSlot> slots;
   PS_RETURN_IF_ERROR(PlanPackets(meta, result->rows, options.max_packet_bytes,
@@ -469,8 +466,8 @@ Status DevicePacker::Build(const float* gradient, uint64_t num_rows,
     PS_RETURN_IF_ERROR(Reserve(&offsets_, 2 * count * sizeof(uint64_t)));
     uint64_t* lengths = offsets_.as<uint64_t>();
     uint64_t* starts = lengths + count;
-    VarintLengthsKernel<<<GridFor(count), kThreads>>>(
-        rows, count, device_slots, slot_count, lengths);
+    VarintLengthsKernel<<<GridFor(count), kThreads>>>(rows, count, device_slots,
+                                                      slot_count, lengths);
     PS_RETURN_IF_ERROR(Sync("device packer: varint lengths"));
     size_t scan_bytes = 0;
     PS_RETURN_IF_ERROR(
@@ -479,16 +476,16 @@ Status DevicePacker::Build(const float* gradient, uint64_t num_rows,
                                             starts, uint64_t{count})));
     PS_RETURN_IF_ERROR(Reserve(&cub_temp_, scan_bytes));
     scan_bytes = cub_temp_.size();
-    PS_RETURN_IF_ERROR(Check(
-        "cub ExclusiveSum",
-        cub::DeviceScan::ExclusiveSum(cub_temp_.data(), scan_bytes, lengths,
-                                      starts, uint64_t{count})));
+    PS_RETURN_IF_ERROR(
+        Check("cub ExclusiveSum",
+              cub::DeviceScan::ExclusiveSum(cub_temp_.data(), scan_bytes,
+                                            lengths, starts, uint64_t{count})));
     WriteVarintsKernel<<<GridFor(count), kThreads>>>(
         rows, count, device_slots, slot_count, starts, packets);
     PS_RETURN_IF_ERROR(Sync("device packer: varint index"));
   } else {
-    WriteRawIndexKernel<<<GridFor(count), kThreads>>>(
-        rows, count, device_slots, slot_count, packets);
+    WriteRawIndexKernel<<<GridFor(count), kThreads>>>(rows, count, device_slots,
+                                                      slot_count, packets);
     PS_RETURN_IF_ERROR(Sync("device packer: raw index"));
   }
 
@@ -498,8 +495,8 @@ Status DevicePacker::Build(const float* gradient, uint64_t num_rows,
   const uint32_t dim = meta.row_dim;
   PS_RETURN_IF_ERROR(Reserve(&values_, count * dim * sizeof(float)));
   float* values = values_.as<float>();
-  GatherKernel<<<GridFor(uint64_t{count} * dim), kThreads>>>(gradient, rows,
-                                                             count, dim, values);
+  GatherKernel<<<GridFor(uint64_t{count} * dim), kThreads>>>(
+      gradient, rows, count, dim, values);
   PS_RETURN_IF_ERROR(Sync("device packer: gather"));
   for (const PacketSlot& slot : slots) {
     const uint64_t n = uint64_t{slot.row_count} * dim;
@@ -508,9 +505,9 @@ Status DevicePacker::Build(const float* gradient, uint64_t num_rows,
                        layout::Align4(slot.index_bytes);
     switch (meta.value_type) {
       case ValueType::kFp32:
-        PS_RETURN_IF_ERROR(Check(
-            "cudaMemcpy fp32 values D2D",
-            cudaMemcpy(section, in, n * sizeof(float), cudaMemcpyDeviceToDevice)));
+        PS_RETURN_IF_ERROR(Check("cudaMemcpy fp32 values D2D",
+                                 cudaMemcpy(section, in, n * sizeof(float),
+                                            cudaMemcpyDeviceToDevice)));
         break;
       case ValueType::kFp16:
         PS_RETURN_IF_ERROR(
@@ -522,10 +519,10 @@ Status DevicePacker::Build(const float* gradient, uint64_t num_rows,
         break;
       case ValueType::kInt8: {
         const uint64_t scales = Int8BlockCount(n, meta.int8_block);
-        PS_RETURN_IF_ERROR(gpu::QuantizeInt8(
-            in, n, meta.int8_block,
-            reinterpret_cast<int8_t*>(section + 4 * scales),
-            reinterpret_cast<float*>(section)));
+        PS_RETURN_IF_ERROR(
+            gpu::QuantizeInt8(in, n, meta.int8_block,
+                              reinterpret_cast<int8_t*>(section + 4 * scales),
+                              reinterpret_cast<float*>(section)));
         break;
       }
     }
