@@ -80,7 +80,7 @@ struct HeaderFields {
   uint8_t value_type, index_encoding;
 };
 
-// ---- Row measures and selection --------------------------------------------
+// ---- Row measures and selection ----
 
 // The order key of |v| as in kernels/sparse_detect_internal.h MagnitudeKey:
 // the bits of |v| (which order non-negative floats), NaN mapped to 0.
@@ -153,7 +153,7 @@ __global__ void GatherKernel(const float* grad, const uint32_t* rows,
   }
 }
 
-// ---- Packet bytes -----------------------------------------------------------
+// ---- Packet bytes ----
 
 // The slot holding selected row i: the last one with first_row <= i.
 __device__ const PacketSlot& SlotOf(const PacketSlot* slots, uint32_t count,
@@ -252,8 +252,7 @@ __global__ void WriteHeadersKernel(const PacketSlot* slots, uint32_t slot_count,
   StoreLe(p + layout::kOffInt8Block, h.int8_block, 4);
 }
 
-// ---- Host planning
-// ------------------------------------------------------------
+// ---- Host planning ----
 
 // Where packets end: the greedy cut of EncodeSparsePackets (pass 1 of
 // protocol/sparse_packet_encode.cc), step for step, so the device packets
@@ -365,9 +364,13 @@ Status DevicePacker::Select(const float* gradient, uint64_t num_rows,
 
   // What is compared: |g| itself for one value per row (as ErrorFeedback),
   // else the row norms.
+  // norms_ holds the row norms and, for top-k, the radix keys made from
+  // them in place (both 4 bytes per row).
+  if (dim > 1 || top_k) {
+    PS_RETURN_IF_ERROR(Reserve(&norms_, num_rows * sizeof(uint32_t)));
+  }
   const float* measure = gradient;
   if (dim > 1) {
-    PS_RETURN_IF_ERROR(Reserve(&norms_, num_rows * sizeof(float)));
     const uint64_t threads = num_rows * kLanesPerRow;
     RowNormsKernel<<<static_cast<unsigned>((threads + kThreads - 1) / kThreads),
                      kThreads>>>(gradient, num_rows, dim,
@@ -389,7 +392,6 @@ Status DevicePacker::Select(const float* gradient, uint64_t num_rows,
   // Top-k: a stable descending radix sort of (key, row) keeps equal keys in
   // row order, so the first k are the k largest with ties to the lower row;
   // then those k rows are sorted into increasing order.
-  PS_RETURN_IF_ERROR(Reserve(&norms_, num_rows * sizeof(uint32_t)));
   PS_RETURN_IF_ERROR(Reserve(&sort_a_, num_rows * sizeof(uint32_t)));
   PS_RETURN_IF_ERROR(Reserve(&sort_b_, num_rows * sizeof(uint32_t)));
   uint32_t* keys = norms_.as<uint32_t>();
