@@ -91,6 +91,7 @@ struct DeviceParamTable::Lane {
   size_t pinned_bytes = 0;
   char* device = nullptr;  // device copies of rows, grads, order, starts
   size_t device_bytes = 0;
+  size_t staging_bytes = 0;             // this apply's need (Reserve)
   std::vector<uint32_t> order, starts;  // GroupRows' output
 
   ~Lane() {
@@ -99,20 +100,12 @@ struct DeviceParamTable::Lane {
     if (device != nullptr) cudaFree(device);
   }
 
-  // Room for `bytes` in both staging buffers; a buffer that grows at least
+  // Room for `bytes` of device staging now, and for as many pinned bytes
+  // when an upload first needs them (a caller whose packets are page-locked
+  // already never gets a pinned buffer). A buffer that grows at least
   // doubles, so a slowly growing packet size reallocates rarely.
   Status Reserve(size_t bytes) {
-    if (bytes > pinned_bytes) {
-      const size_t want = std::max(bytes, 2 * pinned_bytes);
-      if (pinned != nullptr) cudaFreeHost(pinned);
-      pinned = nullptr;
-      pinned_bytes = 0;
-      void* memory = nullptr;
-      PS_CUDA_RETURN("cudaMallocHost of " + std::to_string(want) + " bytes",
-                     cudaMallocHost(&memory, want));
-      pinned = static_cast<char*>(memory);
-      pinned_bytes = want;
-    }
+    staging_bytes = bytes;
     if (bytes > device_bytes) {
       const size_t want = std::max(bytes, 2 * device_bytes);
       if (device != nullptr) cudaFree(device);
@@ -127,12 +120,29 @@ struct DeviceParamTable::Lane {
     return Status::OK();
   }
 
+  Status ReservePinned() {
+    if (staging_bytes <= pinned_bytes) return Status::OK();
+    const size_t want = std::max(staging_bytes, 2 * pinned_bytes);
+    // The buffer may still feed copies enqueued earlier in this apply.
+    PS_CUDA_RETURN("cudaStreamSynchronize", cudaStreamSynchronize(stream));
+    if (pinned != nullptr) cudaFreeHost(pinned);
+    pinned = nullptr;
+    pinned_bytes = 0;
+    void* memory = nullptr;
+    PS_CUDA_RETURN("cudaMallocHost of " + std::to_string(want) + " bytes",
+                   cudaMallocHost(&memory, want));
+    pinned = static_cast<char*>(memory);
+    pinned_bytes = want;
+    return Status::OK();
+  }
+
   // Enqueues the copy of `bytes` at `host` to device + offset, through the
   // staging buffer unless `host` is page-locked already.
   Status Upload(const void* host, size_t bytes, size_t offset) {
     if (bytes == 0) return Status::OK();
     const void* source = host;
     if (!IsPageLocked(host)) {
+      PS_RETURN_IF_ERROR(ReservePinned());
       std::memcpy(pinned + offset, host, bytes);
       source = pinned + offset;
     }

@@ -193,15 +193,17 @@ Status LaunchGrouped(const Rule& rule, const DeviceTable& t,
 }  // namespace
 
 Status CheckRows(std::span<const uint32_t> rows, uint64_t num_rows) {
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i] >= num_rows) {
-      return OutOfRange("device apply: index " + std::to_string(i) +
-                        " is row " + std::to_string(rows[i]) +
-                        ", past the end of a table of " +
-                        std::to_string(num_rows) + " rows");
-    }
-  }
-  return Status::OK();
+  // The maximum first: a loop without an early exit vectorizes, and this
+  // runs on every packet; the index is searched for only when one is bad.
+  uint32_t max_row = 0;
+  for (uint32_t row : rows) max_row = std::max(max_row, row);
+  if (rows.empty() || max_row < num_rows) return Status::OK();
+  const auto bad = std::find_if(rows.begin(), rows.end(),
+                                [&](uint32_t r) { return r >= num_rows; });
+  return OutOfRange("device apply: index " +
+                    std::to_string(bad - rows.begin()) + " is row " +
+                    std::to_string(*bad) + ", past the end of a table of " +
+                    std::to_string(num_rows) + " rows");
 }
 
 bool GroupRows(std::span<const uint32_t> rows, std::vector<uint32_t>* order,
