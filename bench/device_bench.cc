@@ -117,10 +117,12 @@ void Result(const std::string& name, double gbps) {
 }
 
 ps::proto::TableSpec SpecFor(const std::string& optimizer, uint32_t dim) {
+  const std::string rate =
+      optimizer == "sum" ? "" : " learning_rate: 0.001";  // sum has none
   const std::string text =
       "table { id: 1 name: \"bench\" dim: " + std::to_string(dim) +
       " capacity: " + std::to_string(FLAGS_rows) + " optimizer { name: \"" +
-      optimizer + "\" learning_rate: 0.001 } }";
+      optimizer + "\"" + rate + " } }";
   return ps::protocol::ParseTableConfig(text).value().table(0);
 }
 
