@@ -278,6 +278,9 @@ Status DeviceParamTable::Apply(std::span<const uint32_t> rows,
   } else {
     status = ApplyOnLane(*lane, rows, grads);
   }
+  // An apply that failed part-way may have copies in flight from the
+  // lane's staging buffer; the next user must not overwrite it under them.
+  if (!status.ok()) (void)cudaStreamSynchronize(lane->stream);
   ReturnLane(lane);
   return status;
 }
