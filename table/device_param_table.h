@@ -1,0 +1,126 @@
+// DeviceParamTable: the GPU twin of ParamTable (table/param_table.h). A
+// shard's rows and optimizer state live in device memory and sparse pushes
+// are applied there by the kernels of kernels/cuda/device_optimizers.h:
+//   "sum"  rows += g            atomicAdd, lock-free across host threads
+//   "sgd"  rows += -lr * g      the same atomic adds
+//   others (momentum, adagrad, adam, ftrl): under the table's optimizer
+//          mutex, repeated rows of a packet applied one after the other,
+//          the step count growing by one per successful Apply.
+// Rows start exactly as ParamTable's do (table/initializer.h fills a host
+// buffer that is uploaded), so the two tables agree from the first step.
+//
+// Apply takes host memory (a decoded packet): it checks every row first
+// (kOutOfRange naming the first bad one, nothing uploaded, the table and
+// the step count untouched), copies rows and gradients through pinned
+// staging buffers (or straight from the caller's memory when that is
+// already page-locked) with cudaMemcpyAsync on a stream of the table's own,
+// launches the kernel on that stream and waits for it: the update is
+// complete when Apply returns.
+//
+// Builds without CUDA (no nvcc at configure time, or a sanitizer build,
+// which leaves nvcc code out) get the same class from
+// device_param_table_stub.cc: Available() and Create() return
+// kNotSupported("built without CUDA ..."), so callers compile either way.
+// With CUDA but no usable device, Create returns kNotSupported with the
+// CUDA runtime's reason.
+//
+// Thread-safety: Apply may run on any number of host threads at once. Each
+// call leases a "lane" (a stream plus staging buffers; lanes are made on
+// demand and reused), so "sum"/"sgd" packets from many senders copy and add
+// concurrently; stateful optimizers hold the optimizer mutex for the whole
+// call. CopyTo and RestoreFrom take the optimizer mutex; for "sum"/"sgd"
+// the caller keeps applies out of a checkpoint copy, as with ParamTable.
+// Every call makes the table's device the calling thread's current CUDA
+// device (cudaSetDevice). data()/state() are device pointers: reading
+// them is for device code that orders itself after Apply's return.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "base/status_or.h"
+#include "kernels/optimizers.h"
+#include "protocol/ps.pb.h"
+
+namespace ps::table {
+
+class DeviceParamTable {
+ public:
+  // OK when device tables can be made here; otherwise kNotSupported with
+  // the reason (built without CUDA, or the CUDA runtime's "no device").
+  static Status Available();
+
+  // Sets up `spec`'s optimizer and global rows [first_row, first_row +
+  // num_rows) in the memory of CUDA device `device`. The spec is expected
+  // valid, as for ParamTable::Create. kNotSupported without CUDA or a
+  // device, kInvalidArgument for a device ordinal that does not exist,
+  // kResourceExhausted when device memory cannot be had.
+  static StatusOr<std::unique_ptr<DeviceParamTable>> Create(
+      const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
+      int device = 0);
+
+  ~DeviceParamTable();
+  DeviceParamTable(const DeviceParamTable&) = delete;
+  DeviceParamTable& operator=(const DeviceParamTable&) = delete;
+
+  uint32_t dim() const { return dim_; }
+  uint64_t first_row() const { return first_row_; }
+  uint64_t num_rows() const { return num_rows_; }
+  int device() const { return device_; }
+  // The rows in device memory (num_rows * dim floats, row-major).
+  float* data() const { return data_; }
+  // How many optimizer state arrays there are, and state array k (device
+  // memory, num_rows * dim floats).
+  int state_arrays() const { return state_arrays_; }
+  float* state(int k) const { return state_[k]; }
+  // Rows and state in device memory.
+  uint64_t bytes() const;
+
+  // Applies gradients of local rows (each < num_rows(); grads holds
+  // rows.size() * dim floats, else kInvalidArgument) from host memory.
+  // kOutOfRange for a bad row (nothing applied); kInternal naming the CUDA
+  // error if a copy or the kernel fails.
+  Status Apply(std::span<const uint32_t> rows, std::span<const float> grads);
+
+  // A host copy of the rows, the state arrays (state[0 .. state_arrays()))
+  // and the step count, for a checkpoint.
+  Status CopyTo(std::vector<float>* values, std::vector<float>* state,
+                uint64_t* optimizer_steps) const;
+  // The reverse, for a restore: values and each state[k], k <
+  // state_arrays(), hold num_rows * dim floats (kInvalidArgument else).
+  Status RestoreFrom(std::span<const float> values,
+                     const std::vector<float>* state, uint64_t optimizer_steps);
+  uint64_t optimizer_steps() const;
+
+ private:
+  struct Lane;  // a stream and its staging buffers (defined with the code)
+  DeviceParamTable() = default;
+  StatusOr<Lane*> TakeLane();
+  void ReturnLane(Lane* lane);
+  Status ApplyOnLane(Lane& lane, std::span<const uint32_t> rows,
+                     std::span<const float> grads);
+
+  uint32_t dim_ = 0;
+  uint64_t first_row_ = 0;
+  uint64_t num_rows_ = 0;
+  int device_ = 0;
+  float* data_ = nullptr;                              // device memory, owned
+  std::optional<kernels::OptimizerConfig> optimizer_;  // none: sum or sgd
+  float add_scale_ = 0.0f;  // -lr for sgd, 1 for sum; 0: stateful optimizer
+  int state_arrays_ = 0;
+  float* state_[kernels::kMaxOptimizerStates] = {nullptr, nullptr};
+
+  std::mutex lanes_mu_;
+  std::vector<std::unique_ptr<Lane>> lanes_;  // guarded by lanes_mu_
+  std::vector<Lane*> free_lanes_;             // guarded by lanes_mu_
+
+  mutable std::mutex optimizer_mu_;  // stateful applies; copies; restores
+  uint64_t optimizer_steps_ = 0;     // guarded by optimizer_mu_
+};
+
+}  // namespace ps::table
