@@ -84,7 +84,7 @@ bool Checkpointer::stopping() const {
   return stopping_;
 }
 
-ck::ShardSnapshot Checkpointer::Copy() const {
+StatusOr<ck::ShardSnapshot> Checkpointer::Copy() const {
   ck::ShardSnapshot snap;
   snap.shard_id = shard_->shard_id();
   snap.num_shards = shard_->num_shards();
@@ -107,6 +107,14 @@ ck::ShardSnapshot Checkpointer::Copy() const {
         }
         s.last_update.push_back(e->last_update_[row]);
       }
+    } else if (const table::DeviceParamTable* d = t->device_params()) {
+      s.first_row = d->first_row();
+      s.rows = d->num_rows();
+      s.state_arrays = d->state_arrays();
+      PS_RETURN_IF_ERROR(
+          d->CopyTo(&s.values, s.state, &s.optimizer_steps)
+              .WithContext("copying table '" + t->spec().name() +
+                           "' off cuda:" + std::to_string(d->device())));
     } else {
       const table::ParamTable* p = t->params();
       s.first_row = p->first_row();
@@ -163,7 +171,7 @@ StatusOr<double> Checkpointer::CutLocked(uint64_t step, bool with_positions,
   }
   const auto start = Clock::now();
   Job job;
-  job.snapshot = Copy();
+  PS_ASSIGN_OR_RETURN(job.snapshot, Copy());
   job.pause_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   job.snapshot.step = step;

@@ -186,7 +186,7 @@ class Checkpointer {
     uint64_t newest_complete_step = 0;
   };
 
-  checkpoint::ShardSnapshot Copy() const;
+  StatusOr<checkpoint::ShardSnapshot> Copy() const;
   // Removes this shard's part of every interrupted checkpoint (no
   // MANIFEST) under the directory: it belongs to an earlier life of this
   // server and must not be committed by shard 0 as if it were new.

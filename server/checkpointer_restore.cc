@@ -52,11 +52,29 @@ StatusOr<ck::RestoreResult> Checkpointer::RestoreFrom(const std::string& path) {
   ck::RestoreTarget target;
   target.shard_id = shard_->shard_id();
   target.num_shards = shard_->num_shards();
-  for (const auto& t : shard_->tables()) {
+  // Tables on a device are read into host memory first, then uploaded.
+  struct HostCopy {
+    std::vector<float> values;
+    std::vector<float> state[ck::kMaxStateArrays];
+  };
+  std::vector<HostCopy> host(shard_->tables().size());
+  for (size_t i = 0; i < shard_->tables().size(); ++i) {
+    const auto& t = shard_->tables()[i];
     ck::TableTarget tt;
     tt.spec = t->spec();
     if (t->exact()) {
       tt.state_arrays = t->exact_table()->state_arrays_;
+    } else if (const table::DeviceParamTable* d = t->device_params()) {
+      tt.state_arrays = d->state_arrays();
+      tt.first_row = d->first_row();
+      tt.rows = d->num_rows();
+      const size_t floats = d->num_rows() * d->dim();
+      host[i].values.resize(floats);
+      tt.values = host[i].values.data();
+      for (int k = 0; k < tt.state_arrays; ++k) {
+        host[i].state[k].resize(floats);
+        tt.state[k] = host[i].state[k].data();
+      }
     } else {
       table::ParamTable* p = t->params();
       tt.state_arrays = p->state_arrays();
@@ -71,6 +89,13 @@ StatusOr<ck::RestoreResult> Checkpointer::RestoreFrom(const std::string& path) {
   for (size_t i = 0; i < target.tables.size(); ++i) {
     TableShard* t = shard_->tables()[i].get();
     ck::TableTarget& tt = target.tables[i];
+    if (table::DeviceParamTable* d = t->device_params()) {
+      PS_RETURN_IF_ERROR(
+          d->RestoreFrom(host[i].values, host[i].state, tt.optimizer_steps)
+              .WithContext("loading table '" + t->spec().name() +
+                           "' onto cuda:" + std::to_string(d->device())));
+      continue;
+    }
     if (!t->exact()) {
       t->params()->set_optimizer_steps(tt.optimizer_steps);
       continue;

@@ -28,6 +28,7 @@
 #include "metrics/process_collector.h"
 #include "protocol/spec_choices.h"
 #include "protocol/table_config.h"
+#include "server/device_option.h"
 #include "server/server.h"
 
 DEFINE_uint32(shard_id, 0, "This server's shard, in [0, --num_shards).");
@@ -82,6 +83,12 @@ DEFINE_uint32(staleness, 2, "SSP bound in steps (with --consistency=ssp).");
 DEFINE_string(transport, "auto",
               "auto (shm to same-host peers, else tcp), shm or tcp: the "
               "transport this server's xfer Context prefers.");
+DEFINE_string(device, "",
+              "Where the HASHED and DENSE tables live: empty or host (host "
+              "memory), cuda or cuda:N (that GPU's memory: rows and optimizer "
+              "state there, packets applied by its kernels after the host "
+              "has checked them, pulls staged through host memory; EXACT "
+              "tables stay in host memory). Not over verbs.");
 DEFINE_uint32(inbox_slots, 64,
               "Slots per worker inbox: how many packets a worker may have in "
               "flight to this server before it waits for credit.");
@@ -200,6 +207,7 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);
   if (!transport.ok()) return transport.status().WithContext("--transport");
   o.transport = *transport;
+  PS_ASSIGN_OR_RETURN(o.device, ps::server::ParseDeviceOption(FLAGS_device));
   o.inbox_slots = FLAGS_inbox_slots;
   o.slot_bytes = FLAGS_slot_bytes;
   o.checkpoint.dir = FLAGS_checkpoint_dir;

@@ -96,8 +96,9 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   if (!context.ok()) return context.status().WithContext("xfer context");
   s->context_ = std::move(*context);
 
-  PS_ASSIGN_OR_RETURN(s->shard_, Shard::Create(s->context_.get(), o.tables,
-                                               o.shard_id, o.num_shards));
+  PS_ASSIGN_OR_RETURN(s->shard_,
+                      Shard::Create(s->context_.get(), o.tables, o.shard_id,
+                                    o.num_shards, o.device));
   const std::string registry_dir =
       !o.checkpoint.dir.empty() ? o.checkpoint.dir
       : o.checkpoint.restore_from.empty()

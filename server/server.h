@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,9 @@ struct ServerOptions {
   uint32_t max_control_connections = 0;
   uint32_t inbox_slots = protocol::kDefaultInboxSlots;
   uint32_t slot_bytes = protocol::kDefaultSlotBytes;
+  // The CUDA device the HASHED and DENSE tables live on (server/shard.h);
+  // none: host memory.
+  std::optional<int> device;
   CheckpointOptions checkpoint;  // server/checkpointer.h
   std::string version;           // reported by the status request
 };

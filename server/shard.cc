@@ -59,14 +59,20 @@ std::string TableShard::Describe() const {
     std::snprintf(lr, sizeof(lr), " lr %g", spec_.optimizer().learning_rate());
     if (spec_.optimizer().learning_rate() != 0.0f) s += lr;
   }
-  s += ", " + Megabytes(params_->bytes());
+  if (device_params_ != nullptr) {
+    s += ", " + Megabytes(device_params_->bytes()) +
+         " on cuda:" + std::to_string(device_params_->device());
+  } else {
+    s += ", " + Megabytes(params_->bytes());
+  }
   return s;
 }
 
 StatusOr<std::unique_ptr<Shard>> Shard::Create(xfer::Context* context,
                                                const proto::TableConfig& config,
                                                uint32_t shard_id,
-                                               uint32_t num_shards) {
+                                               uint32_t num_shards,
+                                               std::optional<int> device) {
   if (num_shards == 0 || shard_id >= num_shards) {
     return InvalidArgument("shard " + std::to_string(shard_id) + " of " +
                            std::to_string(num_shards) + " shards");
@@ -107,6 +113,18 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(xfer::Context* context,
                              " without rows (fewer rows than shards)");
     }
     const uint64_t bytes = rows * spec.dim() * sizeof(float);
+    if (device.has_value()) {
+      auto table =
+          table::DeviceParamTable::Create(spec, first_row, rows, *device);
+      if (!table.ok()) return table.status().WithContext(where);
+      auto region = context->RegisterDevice((*table)->data(), bytes,
+                                            xfer::kRemoteRead, *device);
+      if (!region.ok()) return region.status().WithContext(where);
+      t->device_params_ = std::move(*table);
+      t->rows_region_ = std::move(*region);
+      shard->tables_.push_back(std::move(t));
+      continue;
+    }
     auto region = context->Allocate(bytes, xfer::kRemoteRead);
     if (!region.ok()) {
       return ResourceExhausted(where + ": cannot allocate " + Megabytes(bytes) +

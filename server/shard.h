@@ -6,6 +6,13 @@
 // the server touches, stays in local memory. EXACT tables keep their own key
 // index (server/exact_table.h) and are reached through the server.
 //
+// With a device (ps_server --device=cuda:N) the HASHED and DENSE tables live
+// in that GPU's memory instead (table::DeviceParamTable): rows and optimizer
+// state there, the rows registered as device memory for the pulls (the core
+// stages them through host memory, core/memory_kind.h), and packets applied
+// by the device's kernels after the host has decoded and checked them.
+// EXACT tables stay in host memory.
+//
 // Applying a decoded packet to a table (ApplyRows) is the table's
 // table::ParamTable apply: lock-free atomic adds for "sum" and "sgd", a
 // per-table mutex around the stateful optimizers. With a single apply thread
@@ -19,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,6 +37,7 @@
 #include "kernels/sparse_accumulate.h"
 #include "protocol/ps.pb.h"
 #include "server/exact_table.h"
+#include "table/device_param_table.h"
 #include "table/param_table.h"
 
 namespace ps::server {
@@ -40,15 +49,29 @@ class TableShard {
   uint32_t dim() const { return spec_.dim(); }
   bool exact() const { return spec_.kind() == proto::EXACT; }
   // HASHED/DENSE: the global rows this shard owns.
-  uint64_t first_row() const { return params_ ? params_->first_row() : 0; }
-  uint64_t rows() const { return params_ ? params_->num_rows() : 0; }
+  uint64_t first_row() const {
+    return params_          ? params_->first_row()
+           : device_params_ ? device_params_->first_row()
+                            : 0;
+  }
+  uint64_t rows() const {
+    return params_          ? params_->num_rows()
+           : device_params_ ? device_params_->num_rows()
+                            : 0;
+  }
   // HASHED/DENSE: rows() * dim() floats, remote-readable; null for EXACT.
   const std::shared_ptr<xfer::MemoryRegion>& rows_region() const {
     return rows_region_;
   }
+  // HASHED/DENSE in host memory: the rows; null for EXACT and on a device.
   float* data() const { return params_ ? params_->data() : nullptr; }
-  // HASHED/DENSE: the rows with their optimizer; null for EXACT.
+  // HASHED/DENSE in host memory: the rows with their optimizer; null for
+  // EXACT and on a device.
   table::ParamTable* params() const { return params_.get(); }
+  // HASHED/DENSE on a device: the same there; null otherwise.
+  table::DeviceParamTable* device_params() const {
+    return device_params_.get();
+  }
   // EXACT tables only; null otherwise.
   ExactTable* exact_table() const { return exact_.get(); }
 
@@ -58,6 +81,7 @@ class TableShard {
   // same time. kOutOfRange for a bad row (nothing applied then).
   Status ApplyRows(std::span<const uint32_t> rows, std::span<float> grads,
                    kernels::AccumulateMode mode) {
+    if (device_params_ != nullptr) return device_params_->Apply(rows, grads);
     return params_->Apply(rows, grads, mode);
   }
 
@@ -85,6 +109,7 @@ class TableShard {
   proto::TableSpec spec_;
   std::shared_ptr<xfer::MemoryRegion> rows_region_;  // params_'s rows
   std::unique_ptr<table::ParamTable> params_;
+  std::unique_ptr<table::DeviceParamTable> device_params_;
   std::unique_ptr<ExactTable> exact_;
   mutable std::atomic<uint64_t> rows_applied_{0};
   mutable std::atomic<uint64_t> packets_applied_{0};
@@ -93,12 +118,14 @@ class TableShard {
 class Shard {
  public:
   // Allocates and initializes every table of `config` for shard `shard_id`
-  // of `num_shards`. kInvalidArgument for a bad spec or layout (e.g. a shard
-  // with more than 2^32 rows of a table), kResourceExhausted when memory
-  // cannot be had.
+  // of `num_shards`, the HASHED and DENSE ones on CUDA device `device` when
+  // given. kInvalidArgument for a bad spec or layout (e.g. a shard with more
+  // than 2^32 rows of a table), kResourceExhausted when memory cannot be
+  // had, kNotSupported when the device cannot be used (saying why).
   static StatusOr<std::unique_ptr<Shard>> Create(
       xfer::Context* context, const proto::TableConfig& config,
-      uint32_t shard_id, uint32_t num_shards);
+      uint32_t shard_id, uint32_t num_shards,
+      std::optional<int> device = std::nullopt);
 
   uint32_t shard_id() const { return shard_id_; }
   uint32_t num_shards() const { return num_shards_; }

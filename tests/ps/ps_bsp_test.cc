@@ -9,7 +9,10 @@
 //     kernels/quantize.h; 2^-19 covers the server's fp32 additions);
 //   - top-k (25 %) with error feedback, fp32: while residuals are held back
 //     some rows differ from the full sum; after FlushResiduals on every
-//     worker and a Clock (BSP: all pushes applied) every row is exact.
+//     worker and a Clock (BSP: all pushes applied) every row is exact;
+//   - fp32 and fp16 again with the servers' tables on a GPU
+//     (--device=cuda:0): the same exact sums and bounds as the host path,
+//     skipped where no CUDA device is usable.
 // Keys are spread over a 1000-row table, so many keys share a row: the
 // expectation sums by global row (protocol::ShardMap), which also checks
 // that the client places keys exactly where the shard map says.
@@ -19,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "table/device_param_table.h"
 #include "tests/core/process_harness.h"
 #include "tests/ps/ps_cluster.h"
 
@@ -151,8 +155,10 @@ class BspTest : public ::testing::TestWithParam<xfer::TransportChoice> {
  protected:
   // Runs the 3 workers against a fresh 2-server BSP cluster; returns each
   // worker's report.
-  std::vector<std::string> Run(Mode mode) {
+  std::vector<std::string> Run(Mode mode,
+                               std::vector<std::string> server_flags = {}) {
     ClusterOptions o;
+    o.extra_flags = std::move(server_flags);
     o.num_servers = 2;
     o.num_workers = kWorkers;
     o.consistency = "bsp";
@@ -200,6 +206,18 @@ TEST_P(BspTest, TopKWithErrorFeedbackIsExactOnceResidualsAreFlushed) {
     // Top-k sent a quarter of the rows per push: before the flush some
     // rows must have lacked their held-back residual.
     EXPECT_GT(std::stoi(r.substr(3)), 0) << "top-k held nothing back";
+  }
+}
+
+TEST_P(BspTest, DeviceShardsGiveTheHostPathsSums) {
+  if (Status s = table::DeviceParamTable::Available(); !s.ok()) {
+    GTEST_SKIP() << "no usable CUDA device: " << s;
+  }
+  for (const std::string& r : Run(Mode::kFp32, {"--device=cuda:0"})) {
+    EXPECT_EQ(r, "ok 0");
+  }
+  for (const std::string& r : Run(Mode::kFp16, {"--device=cuda:0"})) {
+    EXPECT_EQ(r, "ok 0");
   }
 }
 

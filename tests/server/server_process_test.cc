@@ -22,6 +22,7 @@
 #include "protocol/inbox_ring.h"
 #include "protocol/sparse_packet.h"
 #include "protocol/status_words.h"
+#include "table/device_param_table.h"
 
 #ifndef PS_SERVER_BIN
 #error "PS_SERVER_BIN must name the ps_server binary"
@@ -322,6 +323,8 @@ TEST(ServerProcessTest, BadFlagsAndConfigsExitWithTwo) {
       {"--tables=" + good_tables, "--port=70000"},
       {"--tables=" + good_tables, "--slot_bytes=100"},
       {"--tables=" + good_tables, "--transport=carrier-pigeon"},
+      {"--tables=" + good_tables, "--device=tpu:0"},
+      {"--tables=" + good_tables, "--device=cuda:x"},
   };
   for (const auto& args : cases) {
     ServerProcess p(dir, args);
@@ -330,6 +333,23 @@ TEST(ServerProcessTest, BadFlagsAndConfigsExitWithTwo) {
     EXPECT_EQ(p.WaitExit(std::chrono::seconds(10)), 2) << joined << "\n"
                                                        << p.log();
   }
+}
+
+// Tables on a GPU that this machine (or build) does not have: the server
+// says why and exits, rather than serving from host memory.
+TEST(ServerProcessTest, UnusableDeviceIsRefused) {
+  if (table::DeviceParamTable::Available().ok()) {
+    GTEST_SKIP() << "a CUDA device is usable here";
+  }
+  TempDir dir;
+  const std::string tables = dir.path() + "/good.tables";
+  std::ofstream(tables) << kTables;
+  ServerProcess p(dir, {"--tables=" + tables, "--device=cuda:0"});
+  const int code = p.WaitExit(std::chrono::seconds(10));
+  EXPECT_NE(code, 0) << p.log();
+  EXPECT_NE(code, -1) << "still running: " << p.log();
+  EXPECT_NE(p.log().find("cannot start"), std::string::npos) << p.log();
+  EXPECT_NE(p.log().find("CUDA"), std::string::npos) << p.log();
 }
 
 }  // namespace
