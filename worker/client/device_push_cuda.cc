@@ -72,7 +72,7 @@ Status DevicePush::PackAndSend(std::span<const float> grad, uint32_t first,
                                uint32_t last,
                                std::vector<uint64_t>* sent_rows) {
   const std::string what = "push from device to table " + spec_.name();
-  PS_RETURN_IF_ERROR(DevicePushAvailable().WithContext(what));
+  PS_RETURN_IF_ERROR(gpu::DeviceAvailable().WithContext(what));
   PS_RETURN_IF_ERROR(CheckOnCurrentDevice(grad.data()).WithContext(what));
   if (device_ == nullptr) device_.reset(new Device());
   Device& d = *device_;
