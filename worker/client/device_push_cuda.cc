@@ -19,8 +19,9 @@ namespace {
 namespace gpu = kernels::gpu;
 
 // InvalidArgument unless `p` is device (or managed) memory of the calling
-// thread's current device, the one the packer's kernels run on.
-Status CheckOnCurrentDevice(const float* p) {
+// thread's current device, the one the packer's kernels run on; that
+// device's ordinal in *device.
+Status CheckOnCurrentDevice(const float* p, int* device) {
   cudaPointerAttributes attr{};
   cudaError_t err = cudaPointerGetAttributes(&attr, p);
   if (err != cudaSuccess) {
@@ -35,7 +36,7 @@ Status CheckOnCurrentDevice(const float* p) {
                                            : "host memory") +
                            ")");
   }
-  int current = 0;
+  int& current = *device;
   err = cudaGetDevice(&current);
   if (err != cudaSuccess) {
     return Internal(std::string("cudaGetDevice: ") + cudaGetErrorString(err));
@@ -58,6 +59,10 @@ struct ShardPackets {
 };
 
 struct DevicePush::Device {
+  explicit Device(int ordinal) : device(ordinal) {}
+  // Where the packer's scratch lives: a push from another device (the
+  // caller switched) starts a new packer there.
+  const int device;
   gpu::DevicePacker packer;  // device scratch, kept between pushes
   std::vector<ShardPackets> shards;
 };
@@ -73,8 +78,13 @@ Status DevicePush::PackAndSend(std::span<const float> grad, uint32_t first,
                                std::vector<uint64_t>* sent_rows) {
   const std::string what = "push from device to table " + spec_.name();
   PS_RETURN_IF_ERROR(gpu::DeviceAvailable().WithContext(what));
-  PS_RETURN_IF_ERROR(CheckOnCurrentDevice(grad.data()).WithContext(what));
-  if (device_ == nullptr) device_.reset(new Device());
+  int device = 0;
+  PS_RETURN_IF_ERROR(
+      CheckOnCurrentDevice(grad.data(), &device).WithContext(what));
+  if (device_ == nullptr || device_->device != device) {
+    device_.reset();  // its scratch is freed before the new one is made
+    device_.reset(new Device(device));
+  }
   Device& d = *device_;
   if (d.shards.size() < router_.shards()) d.shards.resize(router_.shards());
 
