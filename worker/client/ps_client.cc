@@ -6,6 +6,7 @@
 
 #include "protocol/spec_choices.h"
 #include "protocol/table_runtime_config.h"
+#include "worker/client/device_push.h"
 #include "worker/client/exact_path.h"
 #include "worker/client/pull_planner.h"
 #include "worker/client/push_pipeline.h"
@@ -31,6 +32,8 @@ struct ClientTable {
       push = std::make_unique<PushPipeline>(spec, config, router, servers,
                                             clock, pool, quant);
       pull = std::make_unique<PullPlanner>(spec, router, servers, pool);
+      device =
+          std::make_unique<DevicePush>(spec, config, router, servers, clock);
     }
   }
   const proto::TableSpec spec;
@@ -38,6 +41,7 @@ struct ClientTable {
   std::unique_ptr<ExactPath> exact;
   std::unique_ptr<PushPipeline> push;
   std::unique_ptr<PullPlanner> pull;
+  std::unique_ptr<DevicePush> device;
 };
 
 // Completes a posted push: its packets are in place in the inboxes.
@@ -211,6 +215,26 @@ Status PsClient::PullDense(uint32_t table_id, std::span<float> out) {
   PS_ASSIGN_OR_RETURN(ClientTable * t,
                       impl_->DenseTable(table_id, "PullDense"));
   return t->pull->StartWholeTable(out).Wait();
+}
+
+Status PsClient::PushFromDevice(uint32_t table_id,
+                                std::span<const float> device_grad,
+                                uint32_t shard,
+                                std::vector<uint64_t>* sent_rows) {
+  static_assert(kAllShards == DevicePush::kAllShards);
+  if (sent_rows != nullptr) sent_rows->clear();
+  PS_ASSIGN_OR_RETURN(ClientTable * t,
+                      impl_->Table(table_id, "PushFromDevice"));
+  if (t->device == nullptr) {
+    return InvalidArgument("PushFromDevice: table " + t->spec.name() +
+                           " is EXACT, whose rows the server finds by key; "
+                           "push its keys with Push");
+  }
+  return impl_->Flushed(t->device->Post(device_grad, shard, sent_rows)).Wait();
+}
+
+Status PsClient::DevicePushAvailable() {
+  return ::ps::worker::DevicePushAvailable();
 }
 
 Status PsClient::FlushResiduals(uint32_t table_id) {

@@ -97,6 +97,31 @@ class PsClient {
   Status PushDense(uint32_t table_id, std::span<const float> grads);
   Status PullDense(uint32_t table_id, std::span<float> out);
 
+  // Gradients in GPU memory (HASHED and DENSE tables): adds device_grad
+  // (device memory of the calling thread's current device) to the table's
+  // rows, through the table's optimizer, like Push. The gradient is dense
+  // and indexed by global row (protocol::ShardMap::ForTable(spec,
+  // num_servers())), not by key: every row of the table (capacity x dim
+  // floats) for kAllShards, else the rows of `shard` only (RowsOf(shard) x
+  // dim, from its first row). Rows are selected, quantized to the table's
+  // push value type and packed on the device (worker/client/device_push.h
+  // says which rows: without sparsification every nonzero row; no error
+  // feedback), then written to the inboxes as Push writes its packets, so
+  // steps, Clock and consistency work the same. `sent_rows` (may be null)
+  // gets the global rows sent. Completes as Push. kInvalidArgument: no such
+  // table, an EXACT table (its rows are found by key on the server; push
+  // its keys with Push), a null or wrongly sized gradient, no such shard,
+  // memory that is not on the current device. kNotSupported only when this
+  // build has no CUDA or no device is usable (a caller may fall back to
+  // Push then).
+  static constexpr uint32_t kAllShards = UINT32_MAX;
+  Status PushFromDevice(uint32_t table_id, std::span<const float> device_grad,
+                        uint32_t shard = kAllShards,
+                        std::vector<uint64_t>* sent_rows = nullptr);
+  // OK when PushFromDevice can run in this build on this machine; else
+  // kNotSupported saying why. No server is asked.
+  static Status DevicePushAvailable();
+
   // Asynchronous forms, on the core's non-blocking requests (no thread per
   // call): they return once the call's transfers are posted (a push may
   // wait for inbox credit first; EXACT tables complete before returning),
