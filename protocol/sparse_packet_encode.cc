@@ -12,39 +12,20 @@ namespace ps::protocol {
 
 using namespace internal;  // NOLINT: this file implements the layout
 
-namespace {
+namespace internal {
 
-// EncodeSparsePackets, but `out` keeps its old bytes where the packets do
-// not need it (it is resized, never cleared: a clear and a resize would
-// zero the whole buffer first on every call).
-Status EncodeInto(const SparsePacketMeta& meta, std::span<const uint32_t> rows,
-                  std::span<const float> values, size_t max_packet_bytes,
-                  std::vector<uint8_t>* out,
-                  std::vector<EncodedPacket>* packets) {
-  packets->clear();
-  PS_RETURN_IF_ERROR(CheckMeta(meta));
+StatusOr<size_t> CutPackets(const SparsePacketMeta& meta,
+                            std::span<const uint32_t> rows,
+                            size_t max_packet_bytes,
+                            std::vector<EncodedPacket>* packets) {
   const uint64_t dim = meta.row_dim;
   const size_t n = rows.size();
-  if (values.size() != n * dim)
-    return InvalidArgument("values has " + Num(values.size()) + " floats, " +
-                           Num(n) + " rows of dimension " + Num(dim) +
-                           " need " + Num(n * dim));
-  if (n == 0) return Status::OK();
-  for (size_t i = 1; i < n; ++i) {
-    if (rows[i] <= rows[i - 1])
-      return InvalidArgument("rows are not strictly increasing at position " +
-                             Num(i) + ": " + Num(rows[i - 1]) + " then " +
-                             Num(rows[i]));
-  }
   const bool varint = meta.index_encoding == IndexEncoding::kDeltaVarint;
   const bool int8 = meta.value_type == ValueType::kInt8;
   const uint64_t limit = std::min<uint64_t>(
       max_packet_bytes, kSparsePacketHeaderBytes + uint64_t{UINT32_MAX} - 3);
-
-  // Pass 1: cut. Greedy: grow a packet row by row while it fits; for int8
-  // only cut where the values so far fill whole blocks. Fixed-width values
-  // grow by the same bytes per row, so only int8 needs PayloadBytes' block
-  // count per row.
+  // Fixed-width values grow by the same bytes per row, so only int8 needs
+  // PayloadBytes' block count per row.
   const uint64_t row_value_bytes =
       dim * kernels::ValueTypeBytes(meta.value_type);
   size_t total = 0;
@@ -81,6 +62,39 @@ Status EncodeInto(const SparsePacketMeta& meta, std::span<const uint32_t> rows,
     total += good_size;
     start = good_end;
   }
+  return total;
+}
+
+}  // namespace internal
+
+namespace {
+
+// EncodeSparsePackets, but `out` keeps its old bytes where the packets do
+// not need it (it is resized, never cleared: a clear and a resize would
+// zero the whole buffer first on every call).
+Status EncodeInto(const SparsePacketMeta& meta, std::span<const uint32_t> rows,
+                  std::span<const float> values, size_t max_packet_bytes,
+                  std::vector<uint8_t>* out,
+                  std::vector<EncodedPacket>* packets) {
+  packets->clear();
+  PS_RETURN_IF_ERROR(CheckMeta(meta));
+  const uint64_t dim = meta.row_dim;
+  const size_t n = rows.size();
+  if (values.size() != n * dim)
+    return InvalidArgument("values has " + Num(values.size()) + " floats, " +
+                           Num(n) + " rows of dimension " + Num(dim) +
+                           " need " + Num(n * dim));
+  if (n == 0) return Status::OK();
+  for (size_t i = 1; i < n; ++i) {
+    if (rows[i] <= rows[i - 1])
+      return InvalidArgument("rows are not strictly increasing at position " +
+                             Num(i) + ": " + Num(rows[i - 1]) + " then " +
+                             Num(rows[i]));
+  }
+  const bool varint = meta.index_encoding == IndexEncoding::kDeltaVarint;
+  // Pass 1: where the packets end.
+  PS_ASSIGN_OR_RETURN(const size_t total,
+                      CutPackets(meta, rows, max_packet_bytes, packets));
 
   // Pass 2: write. Packet sizes are multiples of 4, so every packet, and
   // the value section inside it, stays 4-byte aligned in the buffer. Every

@@ -254,65 +254,29 @@ __global__ void WriteHeadersKernel(const PacketSlot* slots, uint32_t slot_count,
 
 // ---- Host planning ----
 
-// Where packets end: the greedy cut of EncodeSparsePackets (pass 1 of
-// protocol/sparse_packet_encode.cc), step for step, so the device packets
-// are the host encoder's packets. A change to that cut must be made here
-// too; the packer test compares multi-packet outputs byte for byte.
+// Where packets end: the host encoder's own cut (CutPackets), so the device
+// packets are the host encoder's packets; each slot adds what the device
+// kernels need of its packet.
 Status PlanPackets(const SparsePacketMeta& meta, std::span<const uint32_t> rows,
                    size_t max_packet_bytes, std::vector<PacketSlot>* slots,
                    std::vector<EncodedPacket>* packets, size_t* total_bytes) {
   slots->clear();
   packets->clear();
-  const uint64_t dim = meta.row_dim;
-  const size_t n = rows.size();
+  PS_ASSIGN_OR_RETURN(*total_bytes, protocol::internal::CutPackets(
+                                        meta, rows, max_packet_bytes, packets));
   const bool varint = meta.index_encoding == IndexEncoding::kDeltaVarint;
-  const bool int8 = meta.value_type == ValueType::kInt8;
-  const uint64_t limit = std::min<uint64_t>(
-      max_packet_bytes, kSparsePacketHeaderBytes + uint64_t{UINT32_MAX} - 3);
-  const uint64_t row_value_bytes = dim * ValueTypeBytes(meta.value_type);
-  size_t total = 0;
-  for (size_t start = 0; start < n;) {
-    uint64_t index_bytes = 0, good_index_bytes = 0;
-    size_t end = start, good_end = start;
-    uint64_t good_size = 0;
-    while (end < n && end - start < UINT32_MAX) {
-      const uint32_t delta =
-          end == start ? rows[end] : rows[end] - rows[end - 1];
-      const uint64_t next_index =
-          index_bytes + (varint ? VarintBytes(delta) : 4);
-      const uint64_t rows_in = end + 1 - start;
-      const uint64_t size =
-          kSparsePacketHeaderBytes +
-          (int8 ? layout::PayloadBytes(meta, next_index, rows_in * dim)
-                : layout::Align4(next_index) +
-                      layout::Align4(rows_in * row_value_bytes));
-      if (size > limit) break;
-      index_bytes = next_index;
-      ++end;
-      if (!int8 || end == n || (end * dim) % meta.int8_block == 0) {
-        good_end = end;
-        good_size = size;
-        good_index_bytes = index_bytes;
+  for (const EncodedPacket& p : *packets) {
+    uint64_t index_bytes = 4 * uint64_t{p.row_count};
+    if (varint) {
+      index_bytes = VarintBytes(rows[p.first_row]);
+      for (size_t i = p.first_row + 1; i < p.first_row + p.row_count; ++i) {
+        index_bytes += VarintBytes(rows[i] - rows[i - 1]);
       }
     }
-    if (good_end == start) {
-      return InvalidArgument(
-          "max_packet_bytes " + std::to_string(max_packet_bytes) +
-          " cannot hold one row of dimension " + std::to_string(dim) +
-          (int8 ? " (whole int8 blocks of " + std::to_string(meta.int8_block) +
-                      ")"
-                : ""));
-    }
-    const uint32_t count = static_cast<uint32_t>(good_end - start);
-    packets->push_back(
-        EncodedPacket{total, static_cast<size_t>(good_size), start, count});
     slots->push_back(PacketSlot{
-        total, start, count, static_cast<uint32_t>(good_index_bytes),
-        static_cast<uint32_t>(good_size - kSparsePacketHeaderBytes), 0});
-    total += good_size;
-    start = good_end;
+        p.offset, p.first_row, p.row_count, static_cast<uint32_t>(index_bytes),
+        static_cast<uint32_t>(p.size - kSparsePacketHeaderBytes), 0});
   }
-  *total_bytes = total;
   return Status::OK();
 }
 

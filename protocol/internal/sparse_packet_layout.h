@@ -7,9 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "base/status_or.h"
 #include "protocol/sparse_packet.h"
 
 namespace ps::protocol::internal {
@@ -73,5 +76,17 @@ void WriteHeader(const SparsePacketMeta& meta, uint32_t row_count,
 // index section and after the values.
 Status CheckChecksumAndPadding(std::span<const uint8_t> packet,
                                const SparsePacketHeader& h);
+
+// Where the packets of a push end: greedy, each packet grows row by row
+// while it fits in `max_packet_bytes`; int8 packets end only where the
+// values so far fill whole blocks. Appends one EncodedPacket (offset, size,
+// first row, row count) per packet to *packets and returns the bytes of
+// them all. `rows` strictly increasing (the caller checked); the encoder
+// and the device packer (kernels/cuda/device_packer.cu) both cut here, so
+// their packets are the same. kInvalidArgument when one row cannot fit.
+StatusOr<size_t> CutPackets(const SparsePacketMeta& meta,
+                            std::span<const uint32_t> rows,
+                            size_t max_packet_bytes,
+                            std::vector<EncodedPacket>* packets);
 
 }  // namespace ps::protocol::internal
