@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/device/device_memory.h"
@@ -28,6 +29,7 @@ struct DriverApi {
   decltype(&::cuMemsetD8) zero = nullptr;
   decltype(&::cuMemcpyHtoD) to_device = nullptr;
   decltype(&::cuMemcpyDtoH) from_device = nullptr;
+  decltype(&::cuStreamSynchronize) stream_sync = nullptr;
   decltype(&::cuMemHostAlloc) host_alloc = nullptr;
   decltype(&::cuMemFreeHost) host_free = nullptr;
   decltype(&::cuPointerGetAttribute) pointer_attribute = nullptr;
@@ -63,18 +65,24 @@ class CudaDeviceMemory : public DeviceMemory {
 
   Status Zero(int device, void* device_dst, size_t n) override {
     PS_RETURN_IF_ERROR(Usable(device));
-    return Check(api_.zero(reinterpret_cast<CUdeviceptr>(device_dst), 0, n),
-                 "zeroing " + std::to_string(n) +
-                     " bytes of cuda:" + std::to_string(device));
+    PS_RETURN_IF_ERROR(
+        Check(api_.zero(reinterpret_cast<CUdeviceptr>(device_dst), 0, n),
+              "zeroing " + std::to_string(n) +
+                  " bytes of cuda:" + std::to_string(device)));
+    // cuMemsetD8 on device memory returns before the device has run it.
+    return Synchronize(device);
   }
 
   Status ToDevice(int device, void* device_dst, const void* host_src,
                   size_t n) override {
     PS_RETURN_IF_ERROR(Usable(device));
-    return Check(
+    PS_RETURN_IF_ERROR(Check(
         api_.to_device(reinterpret_cast<CUdeviceptr>(device_dst), host_src, n),
         "copy of " + std::to_string(n) +
-            " bytes to cuda:" + std::to_string(device));
+            " bytes to cuda:" + std::to_string(device)));
+    // From pageable memory cuMemcpyHtoD may return once the bytes are
+    // staged, before they reach the device.
+    return Synchronize(device);
   }
 
   Status FromDevice(int device, void* host_dst, const void* device_src,
@@ -108,6 +116,8 @@ class CudaDeviceMemory : public DeviceMemory {
     void* p = nullptr;
     if (Usable(0).ok() &&
         api_.host_alloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS) {
+      std::lock_guard<std::mutex> lock(mu_);
+      pinned_.insert(p);
       return p;
     }
     return std::malloc(bytes);  // still correct, only slower to copy
@@ -115,8 +125,19 @@ class CudaDeviceMemory : public DeviceMemory {
 
   void FreePinned(void* p) override {
     if (p == nullptr) return;
-    // Memory the driver did not give is the malloc fallback's.
-    if (!Load().ok() || api_.host_free(p) != CUDA_SUCCESS) std::free(p);
+    // Memory the driver did not give is the malloc fallback's. A failed
+    // cuMemFreeHost (no current context on this thread, a driver shutting
+    // down) must not send driver memory to free().
+    bool pinned = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pinned = pinned_.erase(p) > 0;
+    }
+    if (!pinned) {
+      std::free(p);
+    } else if (Usable(0).ok()) {
+      api_.host_free(p);
+    }
   }
 
  private:
@@ -149,6 +170,7 @@ class CudaDeviceMemory : public DeviceMemory {
     bind(&api_.zero, "cuMemsetD8_v2");
     bind(&api_.to_device, "cuMemcpyHtoD_v2");
     bind(&api_.from_device, "cuMemcpyDtoH_v2");
+    bind(&api_.stream_sync, "cuStreamSynchronize");
     bind(&api_.host_alloc, "cuMemHostAlloc");
     bind(&api_.host_free, "cuMemFreeHost");
     bind(&api_.pointer_attribute, "cuPointerGetAttribute");
@@ -188,6 +210,14 @@ class CudaDeviceMemory : public DeviceMemory {
     return Check(api_.set_current(context), "cuCtxSetCurrent");
   }
 
+  // Waits for the legacy default stream, where the copies and memsets
+  // above run, so that they are complete on return whichever stream the
+  // application reads the memory from next.
+  Status Synchronize(int device) {
+    return Check(api_.stream_sync(nullptr),
+                 "cuStreamSynchronize on cuda:" + std::to_string(device));
+  }
+
   Status Check(CUresult result, const std::string& what) {
     if (result == CUDA_SUCCESS) return Status::OK();
     const char* text = nullptr;
@@ -208,7 +238,8 @@ class CudaDeviceMemory : public DeviceMemory {
   Status load_status_;  // written once, under loaded_
   DriverApi api_;       // written once, under loaded_
   std::mutex mu_;
-  std::vector<CUcontext> contexts_;  // by ordinal; guarded by mu_
+  std::vector<CUcontext> contexts_;   // by ordinal; guarded by mu_
+  std::unordered_set<void*> pinned_;  // from cuMemHostAlloc; guarded by mu_
 };
 
 }  // namespace
