@@ -130,7 +130,9 @@ Status Peers(size_t max_packet_bytes) {
   DeviceMemory a, b;
   const size_t n = FLAGS_copy_bytes;
   PS_RETURN_IF_ERROR(Check(cudaMalloc(&a.p, n), "cudaMalloc"));
-  PS_RETURN_IF_ERROR(Check(cudaMalloc(&b.p, n), "cudaMalloc"));
+  // b also takes the h2d copy below, which may be larger than n.
+  PS_RETURN_IF_ERROR(
+      Check(cudaMalloc(&b.p, std::max(n, max_packet_bytes)), "cudaMalloc"));
   PS_RETURN_IF_ERROR(Check(cudaMemset(a.p, 1, n), "cudaMemset"));
   PS_ASSIGN_OR_RETURN(
       const double d2d, TimeOnStream(nullptr, [&](uint64_t) {
