@@ -37,6 +37,11 @@ unsigned GridFor(size_t items, int lane_shift) {
   return static_cast<unsigned>(std::clamp<size_t>(blocks, 1, 65535u * 16u));
 }
 
+// cudaGetLastError also returns (and clears) the error of any earlier failed
+// runtime call on this thread, e.g. a cudaMalloc the caller already
+// reported: cleared before a launch, so LaunchError names only the launch.
+void ClearStaleError() { (void)cudaGetLastError(); }
+
 Status LaunchError(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) return Status::OK();
@@ -184,6 +189,7 @@ Status LaunchGrouped(const Rule& rule, const DeviceTable& t,
                      const uint32_t* order, const uint32_t* starts,
                      size_t groups, void* stream, const char* what) {
   const int shift = LaneShift(t.dim);
+  ClearStaleError();
   GroupedKernel<<<GridFor(groups, shift), kThreads, 0,
                   static_cast<cudaStream_t>(stream)>>>(
       rule, t, rows, grads, order, starts, groups, shift);
@@ -241,6 +247,7 @@ Status LaunchAddRows(DeviceTable table, const uint32_t* rows,
     return InvalidArgument("device add: table has no parameter storage");
   }
   const int shift = LaneShift(table.dim);
+  ClearStaleError();
   AddKernel<<<GridFor(count, shift), kThreads, 0,
               static_cast<cudaStream_t>(stream)>>>(table, rows, grads, count,
                                                    scale, shift);

@@ -400,6 +400,10 @@ Status DevicePacker::Build(const float* gradient, uint64_t num_rows,
   PS_RETURN_IF_ERROR(CheckOptions(gradient, num_rows, options));
   if (num_rows == 0) return Status::OK();
   PS_RETURN_IF_ERROR(DeviceAvailable());
+  // Sync reads cudaGetLastError, which also holds the error of an earlier
+  // failed call on this thread (a cudaMalloc of the last Pack, reported
+  // then): cleared, so it does not fail this pack after its work ran.
+  (void)cudaGetLastError();
   size_t count = 0;
   PS_RETURN_IF_ERROR(Select(gradient, num_rows, options, &count));
   if (count == 0) return Status::OK();  // no packet, as the host encoder
