@@ -99,7 +99,10 @@ struct ContextOptions {
   // device memory (cudaMalloc): every operation then asks the CUDA driver
   // where each local buffer lives (about a microsecond) and stages device
   // ones through host memory, which makes it complete on return. false:
-  // local buffers must be host memory, and nothing is asked.
+  // local buffers must be host memory, and nothing is asked. Copies out of
+  // device memory run on the legacy default stream: synchronize your own
+  // non-blocking streams before posting a put from memory they write. The
+  // copies make the region's device current on the calling thread.
   bool device_buffers = false;
   static constexpr uint32_t kMaxNotificationCapacity = 1u << 20;
   static constexpr int kMaxCopyThreads = 64;
