@@ -244,6 +244,18 @@ Status CheckDeviceAccess(uint32_t access) {
 
 }  // namespace
 
+std::unique_ptr<MemoryRegion> internal::ContextImpl::DeviceRegion(
+    void* data, size_t length, uint32_t access, int device) {
+  std::unique_ptr<MemoryRegion> r(new MemoryRegion());
+  r->data_ = data;
+  r->size_ = length;
+  r->access_ = access;
+  r->kind_ = MemoryKind::kCudaDevice;
+  r->device_ = device;
+  r->device_memory_ = device_memory_;
+  return r;
+}
+
 StatusOr<std::shared_ptr<MemoryRegion>> Context::AllocateDevice(size_t length,
                                                                 uint32_t access,
                                                                 int device) {
@@ -253,13 +265,8 @@ StatusOr<std::shared_ptr<MemoryRegion>> Context::AllocateDevice(size_t length,
   PS_RETURN_IF_ERROR(memory->Usable(device).WithContext(
       "device memory on cuda:" + std::to_string(device)));
   PS_ASSIGN_OR_RETURN(void* data, memory->Allocate(device, length));
-  std::unique_ptr<MemoryRegion> r(new MemoryRegion());
-  r->data_ = data;
-  r->size_ = length;
-  r->access_ = access;
-  r->kind_ = MemoryKind::kCudaDevice;
-  r->device_ = device;
-  r->device_memory_ = memory;
+  std::unique_ptr<MemoryRegion> r =
+      impl_->DeviceRegion(data, length, access, device);
   r->owns_device_memory_ = true;  // freed with the region from here on
   PS_RETURN_IF_ERROR(memory->Zero(device, data, length));
   return impl_->AddRegion(std::move(r));
@@ -278,14 +285,8 @@ StatusOr<std::shared_ptr<MemoryRegion>> Context::RegisterDevice(
     return InvalidArgument("the memory to register is not on cuda:" +
                            std::to_string(device));
   }
-  std::unique_ptr<MemoryRegion> r(new MemoryRegion());
-  r->data_ = device_data;
-  r->size_ = length;
-  r->access_ = access;
-  r->kind_ = MemoryKind::kCudaDevice;
-  r->device_ = device;
-  r->device_memory_ = memory;
-  return impl_->AddRegion(std::move(r));
+  return impl_->AddRegion(
+      impl_->DeviceRegion(device_data, length, access, device));
 }
 
 Status Context::Deregister(const MemoryRegion& region) {

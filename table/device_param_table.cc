@@ -194,20 +194,18 @@ StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Create(
     }
   }
 
-  auto opt = protocol::OptimizerFromSpec(spec.optimizer());
-  if (!opt.ok()) {
-    t->add_scale_ = 1.0f;  // "sum" (ValidateTableSpec refused the rest)
-  } else if (auto* sgd = std::get_if<kernels::SgdConfig>(&*opt)) {
-    t->add_scale_ = -sgd->learning_rate;
-  } else {
-    t->optimizer_ = *opt;
-    t->state_arrays_ = kernels::StateFloatsPerParameter(*opt);
+  const ApplyRule rule = ApplyRuleOf(spec);
+  t->add_scale_ = rule.add_scale;
+  t->optimizer_ = rule.optimizer;
+  if (rule.optimizer.has_value()) {
+    const kernels::OptimizerConfig& opt = *rule.optimizer;
+    t->state_arrays_ = kernels::StateFloatsPerParameter(opt);
     for (int k = 0; k < t->state_arrays_; ++k) {
       PS_RETURN_IF_ERROR(
           AllocateDevice(&t->state_[k], floats, "optimizer state"));
       if (floats > 0) {
         PS_RETURN_IF_ERROR(
-            FillDevice(t->state_[k], floats, InitialStateValue(*opt, k)));
+            FillDevice(t->state_[k], floats, InitialStateValue(opt, k)));
       }
     }
   }

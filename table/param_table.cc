@@ -7,6 +7,19 @@
 
 namespace ps::table {
 
+ApplyRule ApplyRuleOf(const proto::TableSpec& spec) {
+  ApplyRule rule;
+  auto opt = protocol::OptimizerFromSpec(spec.optimizer());
+  if (!opt.ok()) {
+    rule.add_scale = 1.0f;  // "sum" (ValidateTableSpec refused the rest)
+  } else if (auto* sgd = std::get_if<kernels::SgdConfig>(&*opt)) {
+    rule.add_scale = -sgd->learning_rate;
+  } else {
+    rule.optimizer = *opt;
+  }
+  return rule;
+}
+
 float InitialStateValue(const kernels::OptimizerConfig& optimizer, int k) {
   if (k != 0) return 0.0f;
   if (auto* a = std::get_if<kernels::AdagradConfig>(&optimizer)) {
@@ -40,17 +53,15 @@ StatusOr<std::unique_ptr<ParamTable>> ParamTable::Create(
   }
   InitializeRows(spec.initializer(), first_row, num_rows, spec.dim(), t->data_);
 
-  auto opt = protocol::OptimizerFromSpec(spec.optimizer());
-  if (!opt.ok()) {
-    t->add_scale_ = 1.0f;  // "sum" (ValidateTableSpec refused the rest)
-  } else if (auto* sgd = std::get_if<kernels::SgdConfig>(&*opt)) {
-    t->add_scale_ = -sgd->learning_rate;
-  } else {
-    t->optimizer_ = *opt;
-    t->state_arrays_ = kernels::StateFloatsPerParameter(*opt);
+  const ApplyRule rule = ApplyRuleOf(spec);
+  t->add_scale_ = rule.add_scale;
+  t->optimizer_ = rule.optimizer;
+  if (rule.optimizer.has_value()) {
+    const kernels::OptimizerConfig& opt = *rule.optimizer;
+    t->state_arrays_ = kernels::StateFloatsPerParameter(opt);
     try {
       for (int k = 0; k < t->state_arrays_; ++k) {
-        t->state_[k].assign(floats, InitialStateValue(*opt, k));
+        t->state_[k].assign(floats, InitialStateValue(opt, k));
       }
     } catch (const std::bad_alloc&) {
       return ResourceExhausted("cannot allocate optimizer state");

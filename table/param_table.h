@@ -43,6 +43,15 @@ namespace ps::table {
 // accumulator (state 0), which starts at initial_accumulator.
 float InitialStateValue(const kernels::OptimizerConfig& optimizer, int k);
 
+// How a table's spec folds a gradient into its rows: plain adds of
+// add_scale * g for "sum" (1) and "sgd" (-lr), or a stateful optimizer
+// (add_scale 0). Shared by ParamTable and DeviceParamTable.
+struct ApplyRule {
+  float add_scale = 0.0f;
+  std::optional<kernels::OptimizerConfig> optimizer;
+};
+ApplyRule ApplyRuleOf(const proto::TableSpec& spec);
+
 class ParamTable {
  public:
   // Sets up `spec`'s optimizer and starts global rows [first_row, first_row

@@ -51,6 +51,10 @@ class ContextImpl {
   StatusOr<std::shared_ptr<MemoryRegion>> AddRegion(
       std::unique_ptr<MemoryRegion> region);
   Status RemoveRegion(uint64_t id);
+  // A region over `length` bytes of device memory at `data` on `device`,
+  // not yet added.
+  std::unique_ptr<MemoryRegion> DeviceRegion(void* data, size_t length,
+                                             uint32_t access, int device);
   StatusOr<std::shared_ptr<Endpoint>> Connect(const std::string& address);
   Status Fence();
 
