@@ -231,15 +231,18 @@ StatusOr<std::shared_ptr<MemoryRegion>> Context::Register(void* data,
 
 namespace {
 
-// Device regions carry data only (context.h says why).
-Status CheckDeviceAccess(uint32_t access) {
+// Device regions carry data only (context.h says why), on a device
+// `memory` can use.
+Status CheckDeviceRegion(internal::DeviceMemory& memory, uint32_t access,
+                         int device) {
   PS_RETURN_IF_ERROR(CheckAccessFlags(access));
   if (access & (kRemoteAtomic | kNotifyEvents)) {
     return NotSupported("device memory takes no atomics and no notify words (" +
                         AccessToString(access) +
                         "): keep those words in host memory");
   }
-  return Status::OK();
+  return memory.Usable(device).WithContext("device memory on cuda:" +
+                                           std::to_string(device));
 }
 
 }  // namespace
@@ -260,15 +263,13 @@ StatusOr<std::shared_ptr<MemoryRegion>> Context::AllocateDevice(size_t length,
                                                                 uint32_t access,
                                                                 int device) {
   if (length == 0) return InvalidArgument("cannot allocate an empty region");
-  PS_RETURN_IF_ERROR(CheckDeviceAccess(access));
-  const std::shared_ptr<internal::DeviceMemory>& memory = impl_->device_memory_;
-  PS_RETURN_IF_ERROR(memory->Usable(device).WithContext(
-      "device memory on cuda:" + std::to_string(device)));
-  PS_ASSIGN_OR_RETURN(void* data, memory->Allocate(device, length));
+  internal::DeviceMemory& memory = *impl_->device_memory_;
+  PS_RETURN_IF_ERROR(CheckDeviceRegion(memory, access, device));
+  PS_ASSIGN_OR_RETURN(void* data, memory.Allocate(device, length));
   std::unique_ptr<MemoryRegion> r =
       impl_->DeviceRegion(data, length, access, device);
   r->owns_device_memory_ = true;  // freed with the region from here on
-  PS_RETURN_IF_ERROR(memory->Zero(device, data, length));
+  PS_RETURN_IF_ERROR(memory.Zero(device, data, length));
   return impl_->AddRegion(std::move(r));
 }
 
@@ -277,11 +278,9 @@ StatusOr<std::shared_ptr<MemoryRegion>> Context::RegisterDevice(
   if (device_data == nullptr || length == 0) {
     return InvalidArgument("cannot register an empty region");
   }
-  PS_RETURN_IF_ERROR(CheckDeviceAccess(access));
-  const std::shared_ptr<internal::DeviceMemory>& memory = impl_->device_memory_;
-  PS_RETURN_IF_ERROR(memory->Usable(device).WithContext(
-      "device memory on cuda:" + std::to_string(device)));
-  if (memory->DeviceOf(device_data) != device) {
+  internal::DeviceMemory& memory = *impl_->device_memory_;
+  PS_RETURN_IF_ERROR(CheckDeviceRegion(memory, access, device));
+  if (memory.DeviceOf(device_data) != device) {
     return InvalidArgument("the memory to register is not on cuda:" +
                            std::to_string(device));
   }

@@ -21,13 +21,13 @@ Status DeviceStaging::Receive(int fd, const MemoryRegion& region, char* dst,
       return ResourceExhausted("no staging buffer for device memory");
     }
   }
-  DeviceMemory& memory = *MemoryRegionAccess::device_memory(region);
   for (uint64_t done = 0; done < length;) {
     const size_t step = std::min<uint64_t>(kBufferBytes, length - done);
     PS_RETURN_IF_ERROR(net::RecvAll(fd, buffer_, step));
     if (copy_failed->ok()) {
+      // Every device region of a context shares its DeviceMemory.
       *copy_failed =
-          memory.ToDevice(region.device(), dst + done, buffer_, step);
+          memory_->ToDevice(region.device(), dst + done, buffer_, step);
     }
     done += step;
   }

@@ -13,40 +13,14 @@
 #include "kernels/quantize.h"
 #include "kernels/sparse_accumulate.h"
 #include "kernels/sparse_detect.h"
+#include "tests/kernels/gpu_test_support.h"
 
 namespace ps::kernels {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                               \
-  do {                                                                   \
-    const Status available = gpu::DeviceAvailable();                     \
-    if (!available.ok()) {                                               \
-      GTEST_SKIP() << "no usable CUDA device: " << available.ToString(); \
-    }                                                                    \
-  } while (0)
-
-template <typename T>
-gpu::DeviceBuffer Upload(const std::vector<T>& host) {
-  auto buffer =
-      gpu::DeviceBuffer::Allocate(std::max<size_t>(1, host.size()) * sizeof(T));
-  EXPECT_TRUE(buffer.ok()) << buffer.status();
-  EXPECT_TRUE(buffer->CopyFromHost(host.data(), host.size() * sizeof(T)).ok());
-  return std::move(buffer).value();
-}
-
-template <typename T>
-gpu::DeviceBuffer Scratch(size_t n) {
-  auto buffer = gpu::DeviceBuffer::Allocate(std::max<size_t>(1, n) * sizeof(T));
-  EXPECT_TRUE(buffer.ok()) << buffer.status();
-  return std::move(buffer).value();
-}
-
-template <typename T>
-std::vector<T> Download(const gpu::DeviceBuffer& buffer, size_t n) {
-  std::vector<T> host(n);
-  EXPECT_TRUE(buffer.CopyToHost(host.data(), n * sizeof(T)).ok());
-  return host;
-}
+using gpu::testing::Download;
+using gpu::testing::Scratch;
+using gpu::testing::Upload;
 
 // Gradients with the awkward cases in them: zeros, tiny (fp16 subnormal),
 // huge (saturating), negative zero, infinities and NaN where allowed.

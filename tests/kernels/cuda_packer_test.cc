@@ -16,6 +16,7 @@
 #include "kernels/cuda/gpu_kernels.h"
 #include "kernels/sparse_detect.h"
 #include "protocol/sparse_packet.h"
+#include "tests/kernels/gpu_test_support.h"
 
 namespace ps::kernels {
 namespace {
@@ -27,22 +28,7 @@ using gpu::RowSelection;
 using protocol::EncodedPacket;
 using protocol::IndexEncoding;
 
-#define SKIP_WITHOUT_GPU()                                               \
-  do {                                                                   \
-    const Status available = gpu::DeviceAvailable();                     \
-    if (!available.ok()) {                                               \
-      GTEST_SKIP() << "no usable CUDA device: " << available.ToString(); \
-    }                                                                    \
-  } while (0)
-
-gpu::DeviceBuffer Upload(const std::vector<float>& host) {
-  auto buffer = gpu::DeviceBuffer::Allocate(std::max<size_t>(1, host.size()) *
-                                            sizeof(float));
-  EXPECT_TRUE(buffer.ok()) << buffer.status();
-  EXPECT_TRUE(
-      buffer->CopyFromHost(host.data(), host.size() * sizeof(float)).ok());
-  return std::move(buffer).value();
-}
+using gpu::testing::Upload;
 
 // Rows of several kinds: zero rows, tiny rows (fp16 subnormals), large
 // rows, copies of the row before (equal norms: top-k ties) and ordinary

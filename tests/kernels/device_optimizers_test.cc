@@ -14,17 +14,10 @@
 #include <vector>
 
 #include "kernels/cuda/gpu_kernels.h"
+#include "tests/kernels/gpu_test_support.h"
 
 namespace ps::kernels::gpu {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                               \
-  do {                                                                   \
-    const Status available = DeviceAvailable();                          \
-    if (!available.ok()) {                                               \
-      GTEST_SKIP() << "no usable CUDA device: " << available.ToString(); \
-    }                                                                    \
-  } while (0)
 
 TEST(DeviceOptimizersTest, CheckRowsNamesTheFirstBadIndex) {
   const std::vector<uint32_t> rows = {0, 9, 12, 10, 3};
@@ -104,20 +97,8 @@ TEST(DeviceOptimizersTest, ArgumentsAreCheckedBeforeAnyLaunch) {
   EXPECT_TRUE(LaunchAddRows(t, nullptr, nullptr, 0, 1.0f, nullptr).ok());
 }
 
-template <typename T>
-DeviceBuffer Upload(const std::vector<T>& host) {
-  auto buffer =
-      DeviceBuffer::Allocate(std::max<size_t>(1, host.size()) * sizeof(T));
-  EXPECT_TRUE(buffer.ok()) << buffer.status();
-  EXPECT_TRUE(buffer->CopyFromHost(host.data(), host.size() * sizeof(T)).ok());
-  return std::move(buffer).value();
-}
-
-std::vector<float> Download(const DeviceBuffer& buffer, size_t n) {
-  std::vector<float> host(n);
-  EXPECT_TRUE(buffer.CopyToHost(host.data(), n * sizeof(float)).ok());
-  return host;
-}
+using testing::Download;
+using testing::Upload;
 
 // Each optimizer on a device-resident packet (repeated rows grouped with
 // GroupRows and uploaded) against the CPU's ApplyOptimizerToRows.
@@ -167,7 +148,7 @@ TEST(DeviceOptimizersTest, KernelsMatchTheCpuOnDeviceResidentPackets) {
     host.num_rows = kRows;
     host.dim = kDim;
     ASSERT_TRUE(ApplyOptimizerToRows(config, 3, host, rows, grads).ok());
-    const std::vector<float> got = Download(d_params, params.size());
+    const std::vector<float> got = Download<float>(d_params, params.size());
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_NEAR(got[i], params[i],
                   1e-4f * std::max(1.0f, std::fabs(params[i])))
