@@ -57,6 +57,10 @@ DEFINE_bool(rotate_buffers, false,
             "spread bandwidth operations over the whole local buffer and "
             "remote region instead of reusing one offset (as ucx_perftest "
             "does)");
+DEFINE_int32(cpu_wakeup_latency_us, -1,
+             "hold CPU wake-ups within this many us while measuring "
+             "(ContextOptions::cpu_wakeup_latency_us; 0: idle CPUs poll; "
+             "needs root); -1: leave the machine as it is");
 DEFINE_bool(quick, false, "fewer repetitions and shorter runs (for CI)");
 DEFINE_string(tests, "put_bw,get_bw,put_lat,fetch_add_lat,compare_swap_lat",
               "figures to measure, comma-separated: put_bw, get_bw, put_lat, "
@@ -187,6 +191,7 @@ ContextOptions Options(const std::string& name, TransportChoice t) {
   o.listen_port = 0;
   o.transport = t;
   o.peer_timeout_ms = 30000;
+  o.cpu_wakeup_latency_us = FLAGS_cpu_wakeup_latency_us;
   return o;
 }
 

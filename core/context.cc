@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/internal/context_impl.h"
+#include "core/internal/cpu_latency_request.h"
 #include "core/internal/hello.h"
 #include "core/internal/notification_ring.h"
 #include "core/internal/region_state.h"
@@ -34,6 +35,14 @@ ContextImpl::ContextImpl(ContextOptions options)
 Status ContextImpl::Start() {
   PS_RETURN_IF_ERROR(RequireSecretFor(options_.listen_host, options_.secret,
                                       "the xfer listener of " + options_.name));
+  if (options_.cpu_wakeup_latency_us >= 0) {
+    PS_ASSIGN_OR_RETURN(cpu_latency_, CpuLatencyRequest::Hold(
+                                          options_.cpu_wakeup_latency_us));
+    LOG(INFO) << "xfer context " << options_.name
+              << " holds CPU wake-ups within "
+              << options_.cpu_wakeup_latency_us << " us ("
+              << CpuLatencyRequest::kDevicePath << ")";
+  }
   PS_ASSIGN_OR_RETURN(
       notifications_,
       NotificationRing::Create(options_.name, options_.notification_capacity));
@@ -171,6 +180,11 @@ StatusOr<std::unique_ptr<Context>> Context::Create(ContextOptions options) {
   if (options.name.empty()) return InvalidArgument("context name is empty");
   if (options.peer_timeout_ms <= 0) {
     return InvalidArgument("peer_timeout_ms must be positive");
+  }
+  if (options.cpu_wakeup_latency_us < -1) {
+    return InvalidArgument("cpu_wakeup_latency_us is " +
+                           std::to_string(options.cpu_wakeup_latency_us) +
+                           "; give microseconds (0 or more) or -1 (none)");
   }
   auto impl = std::make_unique<ContextImpl>(std::move(options));
   PS_RETURN_IF_ERROR(impl->Start());

@@ -104,6 +104,15 @@ struct ContextOptions {
   // non-blocking streams before posting a put from memory they write. The
   // copies make the region's device current on the calling thread.
   bool device_buffers = false;
+  // While the context lives, asks the kernel to wake every CPU of this
+  // machine within this many microseconds (Linux PM QoS,
+  // core/internal/cpu_latency_request.h): 0 keeps idle CPUs polling instead
+  // of halting. Over tcp an operation waits for the target's CPU; on a VM
+  // waking a halted vCPU costs 15-30 us, which is most of an atomic's round
+  // trip to an otherwise idle peer. The price: idle CPUs stay busy. Needs
+  // root (write access to /dev/cpu_dma_latency); Create fails with
+  // kNotSupported saying why otherwise. -1: leave the machine as it is.
+  int cpu_wakeup_latency_us = -1;
   static constexpr uint32_t kMaxNotificationCapacity = 1u << 20;
   static constexpr int kMaxCopyThreads = 64;
 };

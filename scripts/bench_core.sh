@@ -11,6 +11,8 @@
 #                latency of the same run (tcp_put_lat_8B, the ping-pong
 #                one-way time): the goal is an atomic within 1.5x of a put,
 #                a ratio (put / atomic) of at least 0.67
+#   the same two atomics with idle CPUs polling (--cpu_wakeup_latency_us=0,
+#                as root): *_idle_polling, against the put latency of that run
 # and prints one table. Ratios are ours/peer for bandwidth and peer/ours for
 # latency: above 1.0 means we are ahead.
 #
@@ -61,6 +63,21 @@ results="$work/results"
 echo "== xfer_perf ${perf_args[*]}" >&2
 GLOG_minloglevel=1 "$perf" "${perf_args[@]}" | tee "$work/perf.txt" >&2
 grep '^RESULT ' "$work/perf.txt" | awk '{print "ours_" $2, $3, $4}' >>"$results"
+
+# The tcp round trips again with idle CPUs polling (ContextOptions::
+# cpu_wakeup_latency_us=0): an atomic to an otherwise idle target waits for
+# its halted vCPU to wake, while the put ping-pong keeps both CPUs spinning.
+if [ -w /dev/cpu_dma_latency ]; then
+  echo "== xfer_perf tcp round trips, idle CPUs polling" >&2
+  GLOG_minloglevel=1 "$perf" "${perf_args[@]}" --transports=tcp \
+    --tests=put_lat,fetch_add_lat,compare_swap_lat --max_size=8 \
+    --cpu_wakeup_latency_us=0 | tee "$work/perf_polling.txt" >&2
+  grep '^RESULT ' "$work/perf_polling.txt" |
+    awk '{print "polling_" $2, $3, $4}' >>"$results"
+else
+  echo "bench_core: /dev/cpu_dma_latency is not writable (not root?):" \
+    "no rows with idle CPUs polling" >&2
+fi
 
 # ucx_run NAME TLS TEST ARGS...: one ucx_perftest server/client pair. Records
 # the bandwidth (GB/s) for *_bw tests and ucp_get, else the median latency (us).
@@ -149,6 +166,8 @@ row tcp_get_bw_1MiB GB/s ours_tcp_get_bw_1MiB iperf3_bw*1.25e-10 higher iperf3 (
 row tcp_put_lat_8B us ours_tcp_put_lat_8B ucx_tcp_put_lat_8B lower ucx_perftest ucp_put_lat (tcp)
 row tcp_fetch_add_lat us ours_tcp_fetch_add_lat ours_tcp_put_lat_8B lower our tcp put latency (8 B)
 row tcp_compare_swap_lat us ours_tcp_compare_swap_lat ours_tcp_put_lat_8B lower our tcp put latency (8 B)
+row tcp_fetch_add_lat_idle_polling us polling_tcp_fetch_add_lat polling_tcp_put_lat_8B lower our tcp put latency (8 B, idle CPUs polling)
+row tcp_compare_swap_lat_idle_polling us polling_tcp_compare_swap_lat polling_tcp_put_lat_8B lower our tcp put latency (8 B, idle CPUs polling)
 ROWS
   if grep -q '^ours_verbs_put_bw_64KiB ' "$results"; then  # --verbs-vm
     echo "row verbs_put_bw_64KiB GB/s ours_verbs_put_bw_64KiB ib_write_bw_64KiB higher ib_write_bw (rxe guest)"

@@ -83,6 +83,13 @@ DEFINE_uint32(staleness, 2, "SSP bound in steps (with --consistency=ssp).");
 DEFINE_string(transport, "auto",
               "auto (shm to same-host peers, else tcp), shm or tcp: the "
               "transport this server's xfer Context prefers.");
+DEFINE_int32(cpu_wakeup_latency_us, -1,
+             "While running, ask the kernel to wake every CPU of this machine "
+             "within this many microseconds (PM QoS, /dev/cpu_dma_latency; "
+             "needs root): 0 keeps idle CPUs polling, which cuts a tcp "
+             "atomic's round trip to an idle server on a VM by the 15-30 us "
+             "of waking a halted vCPU, and keeps the CPUs busy. -1: leave the "
+             "machine as it is.");
 DEFINE_string(device, "",
               "Where the HASHED and DENSE tables live: empty or host (host "
               "memory), cuda or cuda:N (that GPU's memory: rows and optimizer "
@@ -207,6 +214,9 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);
   if (!transport.ok()) return transport.status().WithContext("--transport");
   o.transport = *transport;
+  PS_RETURN_IF_ERROR(ps::cli::CheckIntFlag(
+      "cpu_wakeup_latency_us", FLAGS_cpu_wakeup_latency_us, -1, 1000000));
+  o.cpu_wakeup_latency_us = FLAGS_cpu_wakeup_latency_us;
   PS_ASSIGN_OR_RETURN(o.device, ps::server::ParseDeviceOption(FLAGS_device));
   o.inbox_slots = FLAGS_inbox_slots;
   o.slot_bytes = FLAGS_slot_bytes;

@@ -87,6 +87,7 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   co.transport = o.transport;
   co.secret = o.secret;
   co.peer_timeout_ms = o.timeout_ms;
+  co.cpu_wakeup_latency_us = o.cpu_wakeup_latency_us;
   // Room for a doorbell ring per packet in flight, twice over (the apply
   // threads drop the rings before each poll; server/inboxes.h).
   co.notification_capacity = std::bit_ceil(

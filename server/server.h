@@ -70,6 +70,8 @@ struct ServerOptions {
   proto::Consistency consistency = proto::CONSISTENCY_ASYNC;
   uint32_t staleness = 2;  // ssp only
   xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
+  // xfer::ContextOptions::cpu_wakeup_latency_us (-1: not asked for).
+  int cpu_wakeup_latency_us = -1;
   // Shared by every process of the cluster (core/auth.h); required when
   // listen_host is not a loopback address.
   xfer::ClusterSecret secret;

@@ -86,6 +86,10 @@ DEFINE_string(transport, "auto",
               "Data path to the servers: 'auto' (shm with a server on this "
               "kernel and in its network and IPC namespaces, else tcp), "
               "'shm' or 'tcp'.");
+DEFINE_int32(cpu_wakeup_latency_us, -1,
+             "While running, ask the kernel to wake every CPU of this machine "
+             "within this many microseconds (as ps_server's flag; needs "
+             "root); -1: leave the machine as it is.");
 DEFINE_string(listen_host, "127.0.0.1",
               "Address this worker's own transfer listener binds (no server "
               "dials it): one address, or 0.0.0.0 / ::.");
@@ -199,6 +203,8 @@ ps::Status CheckFlags() {
       "batch_size", FLAGS_batch_size, 1, kMaxBatch,
       "every training thread holds a batch with its rows and gradients"));
   PS_RETURN_IF_ERROR(CheckUintFlag("threads", FLAGS_threads, 1, kMaxThreads));
+  PS_RETURN_IF_ERROR(ps::cli::CheckIntFlag(
+      "cpu_wakeup_latency_us", FLAGS_cpu_wakeup_latency_us, -1, 1000000));
   PS_RETURN_IF_ERROR(ps::cli::CheckIntFlag(
       "timeout_ms", FLAGS_timeout_ms, 1000, 24 * 3600 * 1000,
       "servers send keepalives every 250 ms during long calls"));
@@ -409,6 +415,7 @@ int Main(int argc, char** argv) {
       return Fail(2, "--transport " + transport.status().message());
     }
     co.transport = *transport;
+    co.cpu_wakeup_latency_us = FLAGS_cpu_wakeup_latency_us;
     if (metrics != nullptr) {
       co.counters =
           metrics->MakeClientCounters(static_cast<uint32_t>(co.servers.size()));

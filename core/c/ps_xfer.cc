@@ -146,6 +146,7 @@ ps_xfer_status ps_xfer_context_options_init(ps_xfer_context_options* options) {
     options->ib_gid_index = defaults->ib_gid_index;
     options->notification_capacity = defaults->notification_capacity;
     options->copy_threads = defaults->copy_threads;
+    options->cpu_wakeup_latency_us = defaults->cpu_wakeup_latency_us;
     return PS_XFER_OK;
   });
 }
@@ -189,6 +190,7 @@ ps_xfer_status ps_xfer_context_create(const ps_xfer_context_options* options,
       o.notification_capacity = options->notification_capacity;
     }
     o.copy_threads = options->copy_threads;
+    o.cpu_wakeup_latency_us = options->cpu_wakeup_latency_us;
     auto context = ps::xfer::Context::Create(std::move(o));
     if (!context.ok()) return Report(context.status());
     auto handle = std::make_unique<ps_xfer_context>();

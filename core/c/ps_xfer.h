@@ -136,6 +136,10 @@ typedef struct ps_xfer_context_options {
   /* Threads copying one large same-host write together, the caller
    * included: 1 .. 64; default 1. */
   int copy_threads;
+  /* Wake every CPU within this many microseconds while the context lives
+   * (PM QoS; 0: idle CPUs poll, which speeds up tcp round trips to idle
+   * peers; needs root); -1 (default): leave the machine as it is. */
+  int cpu_wakeup_latency_us;
 } ps_xfer_context_options;
 
 /* Fills *options with the C++ defaults. */

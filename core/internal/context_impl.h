@@ -33,6 +33,7 @@
 namespace ps::xfer::internal {
 
 class DeviceMemory;
+class CpuLatencyRequest;
 
 // A random non-zero 64-bit number (keys and instance numbers must never be
 // 0: 0 marks a free liveness slot and "no instance").
@@ -94,6 +95,8 @@ class ContextImpl {
   // In order of preference (transport_registry.cc).
   std::vector<std::shared_ptr<TransportProvider>> providers_;
   std::unique_ptr<HelloAcceptor> acceptor_;
+  // Held while the context lives; null without cpu_wakeup_latency_us.
+  std::unique_ptr<CpuLatencyRequest> cpu_latency_;
   std::mutex endpoints_mu_;
   std::vector<std::weak_ptr<Endpoint>> endpoints_;  // for Fence
 };

@@ -83,7 +83,8 @@ std::shared_ptr<ContextHandle> MakeContext(
     std::string name, std::string listen_host, int listen_port,
     std::string advertise_host, const std::string& transport,
     int peer_timeout_ms, const py::bytes& secret,
-    uint32_t notification_capacity, int copy_threads) {
+    uint32_t notification_capacity, int copy_threads,
+    int cpu_wakeup_latency_us) {
   if (listen_port < 0 || listen_port > 65535) {
     ThrowInvalidArgument("listen_port " + std::to_string(listen_port) +
                          " is not a port number (0 to 65535)");
@@ -103,6 +104,7 @@ std::shared_ptr<ContextHandle> MakeContext(
   o.peer_timeout_ms = peer_timeout_ms;
   o.notification_capacity = notification_capacity;
   o.copy_threads = copy_threads;
+  o.cpu_wakeup_latency_us = cpu_wakeup_latency_us;
   std::string secret_bytes = secret;
   // No secret given: the environment's, as for the C++ processes.
   o.secret = ValueOrThrow(secret_bytes.empty()
@@ -203,7 +205,8 @@ void BindContext(py::module_& m) {
            py::arg("listen_host") = "127.0.0.1", py::arg("listen_port") = 0,
            py::arg("advertise_host") = "", py::arg("transport") = "auto",
            py::arg("peer_timeout_ms") = 10000, py::arg("secret") = py::bytes(),
-           py::arg("notification_capacity") = 4096, py::arg("copy_threads") = 1)
+           py::arg("notification_capacity") = 4096, py::arg("copy_threads") = 1,
+           py::arg("cpu_wakeup_latency_us") = -1)
       .def_property_readonly(
           "name", [](const ContextHandle& c) { return c.context->name(); })
       .def_property_readonly(

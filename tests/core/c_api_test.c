@@ -70,6 +70,11 @@ static int NullAndBadArguments(void) {
   o.copy_threads = 0;
   CHECK_CODE(ps_xfer_context_create(&o, &ctx), PS_XFER_INVALID_ARGUMENT);
   CHECK(strstr(ps_xfer_last_error(), "copy_threads") != NULL);
+  o.copy_threads = 1;
+  CHECK(o.cpu_wakeup_latency_us == -1);
+  o.cpu_wakeup_latency_us = -2;
+  CHECK_CODE(ps_xfer_context_create(&o, &ctx), PS_XFER_INVALID_ARGUMENT);
+  CHECK(strstr(ps_xfer_last_error(), "cpu_wakeup_latency_us") != NULL);
   CHECK_CODE(ps_xfer_allocate(NULL, 64, 0, &region), PS_XFER_INVALID_ARGUMENT);
   CHECK_CODE(ps_xfer_register(NULL, &byte, 1, 0, &region),
              PS_XFER_INVALID_ARGUMENT);

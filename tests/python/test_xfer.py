@@ -368,6 +368,9 @@ def test_bad_context_options():
         xfer.Context(name="")
     with pytest.raises(errors.InvalidArgumentError, match="copy_threads"):
         xfer.Context(copy_threads=0)
+    with pytest.raises(errors.InvalidArgumentError,
+                       match="cpu_wakeup_latency_us"):
+        xfer.Context(cpu_wakeup_latency_us=-2)
 
 
 def test_secret_authenticates_peers():

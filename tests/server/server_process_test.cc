@@ -325,6 +325,7 @@ TEST(ServerProcessTest, BadFlagsAndConfigsExitWithTwo) {
       {"--tables=" + good_tables, "--transport=carrier-pigeon"},
       {"--tables=" + good_tables, "--device=tpu:0"},
       {"--tables=" + good_tables, "--device=cuda:x"},
+      {"--tables=" + good_tables, "--cpu_wakeup_latency_us=-3"},
   };
   for (const auto& args : cases) {
     ServerProcess p(dir, args);

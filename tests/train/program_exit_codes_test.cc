@@ -108,6 +108,8 @@ TEST_F(ProgramExitCodesTest, WorkerSizesBeyondTheirBoundsExitTwo) {
   Expect(LocalWorker(tables_, {"--model=deepfm", "--hidden=4294967297"}), 2,
          {"--hidden"});
   Expect(LocalWorker(tables_, {"--l2_v=inf"}), 2, {"--l2_v"});
+  Expect(LocalWorker(tables_, {"--cpu_wakeup_latency_us=-2"}), 2,
+         {"--cpu_wakeup_latency_us must be in [-1, 1000000], not -2"});
 }
 
 TEST_F(ProgramExitCodesTest, WorkerEvalWorkerOutsideTheJobExitsTwo) {

@@ -111,6 +111,7 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const Options& options) {
   xo.listen_host = options.listen_host;
   xo.advertise_host = options.advertise_host;
   xo.peer_timeout_ms = options.timeout_ms;
+  xo.cpu_wakeup_latency_us = options.cpu_wakeup_latency_us;
   xo.secret = options.secret;
   if (options.counters != nullptr) xo.link_counters = options.counters->link();
   PS_ASSIGN_OR_RETURN(impl->xfer, xfer::Context::Create(xo));

@@ -54,6 +54,8 @@ class PsClient {
     // Control addresses of the servers, in shard order.
     std::vector<std::string> servers;
     xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
+    // xfer::ContextOptions::cpu_wakeup_latency_us (-1: not asked for).
+    int cpu_wakeup_latency_us = -1;
     // This worker's own xfer listener (servers never dial it today; it
     // serves tools): the bound address and the one it names.
     std::string listen_host = "127.0.0.1";
