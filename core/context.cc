@@ -61,6 +61,7 @@ Status ContextImpl::Start() {
   env.regions = &regions_;
   env.notifications = notifications_;
   env.link_counters = link_counters_;
+  env.device_memory = device_memory_;
   env.listeners = &listeners;
   std::string described;
   for (const auto& p : providers_) {

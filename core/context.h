@@ -142,9 +142,13 @@ class Context {
   StatusOr<std::shared_ptr<MemoryRegion>> Allocate(size_t length,
                                                    uint32_t access);
   // `length` bytes of memory on CUDA device `device` (an ordinal), zeroed,
-  // that peers reach like any region: over tcp and same-host connections
-  // this process's connection threads stage the bytes through page-locked
-  // host memory (verbs cannot reach it yet: kNotSupported there). Data
+  // that peers reach like any region: same-host peers over CUDA IPC
+  // without this process's CPU, tcp peers (and same-host ones where IPC is
+  // not possible) through this process's connection threads, which stage
+  // the bytes through page-locked host memory; verbs peers with GPUDirect
+  // RDMA where this NIC can register GPU memory (else kNotSupported there).
+  // A deregistered region's memory is freed once the same-host connections
+  // that opened it are gone (CUDA forbids freeing it earlier). Data
   // access only: kRemoteAtomic and kNotifyEvents are kNotSupported (a
   // put-with-notify's word must be in host memory). kNotSupported when the
   // build or the machine has no CUDA device, saying which.
@@ -152,7 +156,9 @@ class Context {
                                                          uint32_t access,
                                                          int device = 0);
   // The same for device memory the caller allocated (cudaMalloc) and keeps
-  // until the region is deregistered and released.
+  // until the region is deregistered and released. Not exported over CUDA
+  // IPC (the caller's free could not wait for importers): same-host peers
+  // reach it through this process's connection threads.
   StatusOr<std::shared_ptr<MemoryRegion>> RegisterDevice(void* device_data,
                                                          size_t length,
                                                          uint32_t access,

@@ -1,9 +1,12 @@
 // MemoryKind: where a region's bytes live. Host memory is reached by the
-// transports directly; device memory (an NVIDIA GPU's, through the CUDA
-// driver) is staged through host memory by the target's CPU: over tcp and
-// same-host connections the target's connection thread copies between the
-// socket and the device (core/device/device_memory.h); verbs cannot reach it
-// (no GPUDirect yet).
+// transports directly. Device memory (an NVIDIA GPU's, through the CUDA
+// driver, core/device/device_memory.h): same-host peers open memory from
+// Context::AllocateDevice over CUDA IPC and copy with the device, one-sided
+// (core/shm/shm_transport.h); elsewhere, and where IPC is not possible,
+// the target's connection thread stages the bytes through page-locked host
+// memory (over tcp and same-host connections); verbs reaches it with
+// GPUDirect RDMA where the target's NIC can register it (nvidia-peermem),
+// and refuses it otherwise (use tcp).
 #pragma once
 
 #include <cstdint>

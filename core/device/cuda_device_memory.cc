@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -34,7 +35,18 @@ struct DriverApi {
   decltype(&::cuMemFreeHost) host_free = nullptr;
   decltype(&::cuPointerGetAttribute) pointer_attribute = nullptr;
   decltype(&::cuGetErrorString) error_string = nullptr;
+  decltype(&::cuMemcpy) copy = nullptr;
+  // CUDA IPC and what it needs; null where the driver lacks them (Export
+  // and Open then say so, the rest works).
+  decltype(&::cuMemGetAddressRange) address_range = nullptr;
+  decltype(&::cuDeviceGetUuid) device_uuid = nullptr;
+  decltype(&::cuIpcGetMemHandle) ipc_get = nullptr;
+  decltype(&::cuIpcOpenMemHandle) ipc_open = nullptr;
+  decltype(&::cuIpcCloseMemHandle) ipc_close = nullptr;
 };
+
+static_assert(sizeof(CUipcMemHandle) == DeviceExport::kHandleBytes);
+static_assert(sizeof(CUuuid) == sizeof(DeviceExport::device_uuid));
 
 class CudaDeviceMemory : public DeviceMemory {
  public:
@@ -123,6 +135,104 @@ class CudaDeviceMemory : public DeviceMemory {
     return std::malloc(bytes);  // still correct, only slower to copy
   }
 
+  StatusOr<DeviceExport> Export(int device, const void* p,
+                                size_t bytes) override {
+    PS_RETURN_IF_ERROR(Usable(device));
+    PS_RETURN_IF_ERROR(HaveIpc());
+    const auto ptr = reinterpret_cast<CUdeviceptr>(p);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    PS_RETURN_IF_ERROR(
+        Check(api_.address_range(&base, &size, ptr), "cuMemGetAddressRange"));
+    // The handle names the whole allocation: the bytes must lie inside it.
+    if (ptr < base || ptr - base > size || size - (ptr - base) < bytes) {
+      return InvalidArgument(std::to_string(bytes) +
+                             " bytes of device memory span more than one "
+                             "allocation; they cannot be exported as one");
+    }
+    CUipcMemHandle handle;
+    const CUresult got = api_.ipc_get(&handle, base);
+    if (got != CUDA_SUCCESS) {
+      // Stream-ordered pools and cuMemCreate allocations have no legacy IPC
+      // handle; the caller stages instead.
+      return NotSupported(
+          Check(got, "cuIpcGetMemHandle on cuda:" + std::to_string(device))
+              .message());
+    }
+    DeviceExport exported;
+    std::memcpy(exported.handle.data(), handle.reserved,
+                exported.handle.size());
+    exported.offset = ptr - base;
+    PS_ASSIGN_OR_RETURN(exported.device_uuid, Uuid(device));
+    return exported;
+  }
+
+  StatusOr<OpenedExport> Open(const DeviceExport& exported) override {
+    PS_RETURN_IF_ERROR(Load());
+    PS_RETURN_IF_ERROR(HaveIpc());
+    // The same GPU as the owner's, found by UUID; else device 0, which then
+    // reaches the owner's GPU as a peer (the flag enables that on demand).
+    OpenedExport opened;
+    opened.device = 0;
+    const int count = DeviceCount();
+    for (int d = 0; d < count; ++d) {
+      StatusOr<std::array<uint8_t, 16>> uuid = Uuid(d);
+      if (uuid.ok() && *uuid == exported.device_uuid) {
+        opened.device = d;
+        break;
+      }
+    }
+    PS_RETURN_IF_ERROR(Current(opened.device));
+    CUipcMemHandle handle;
+    std::memcpy(handle.reserved, exported.handle.data(),
+                exported.handle.size());
+    CUdeviceptr base = 0;
+    PS_RETURN_IF_ERROR(
+        Check(api_.ipc_open(&base, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+              "cuIpcOpenMemHandle on cuda:" + std::to_string(opened.device)));
+    opened.base = reinterpret_cast<void*>(base);
+    CUdeviceptr start = 0;
+    Status sized = Check(api_.address_range(&start, &opened.bytes, base),
+                         "cuMemGetAddressRange of an opened IPC handle");
+    if (sized.ok() && start != base) {
+      sized = Internal("an opened IPC handle does not start its allocation");
+    }
+    if (!sized.ok()) {
+      api_.ipc_close(base);
+      return sized;
+    }
+    return opened;
+  }
+
+  void Close(const OpenedExport& opened) override {
+    if (opened.base == nullptr || !Usable(opened.device).ok() ||
+        api_.ipc_close == nullptr) {
+      return;
+    }
+    api_.ipc_close(reinterpret_cast<CUdeviceptr>(opened.base));
+  }
+
+  Status Copy(int device, std::span<const CopyPiece> pieces) override {
+    PS_RETURN_IF_ERROR(Usable(device));
+    for (const CopyPiece& piece : pieces) {
+      if (piece.n == 0) continue;
+      // Unified addressing: the driver tells host from device pointers,
+      // including memory opened from another process.
+      PS_RETURN_IF_ERROR(
+          Check(api_.copy(reinterpret_cast<CUdeviceptr>(piece.dst),
+                          reinterpret_cast<CUdeviceptr>(piece.src), piece.n),
+                "copy of " + std::to_string(piece.n) +
+                    " bytes on cuda:" + std::to_string(device)));
+    }
+    // cuMemcpy may return before the bytes arrive: from pageable host
+    // memory once they are staged, and between device pointers at once.
+    // It runs on the legacy default stream; waiting for that stream (not
+    // the whole context, which would wait for the application's kernels
+    // too) makes every piece land before the caller publishes anything (a
+    // notify word) that says they did.
+    return Synchronize(device);
+  }
+
   void FreePinned(void* p) override {
     if (p == nullptr) return;
     // Memory the driver did not give is the malloc fallback's. A failed
@@ -175,6 +285,17 @@ class CudaDeviceMemory : public DeviceMemory {
     bind(&api_.host_free, "cuMemFreeHost");
     bind(&api_.pointer_attribute, "cuPointerGetAttribute");
     bind(&api_.error_string, "cuGetErrorString");
+    bind(&api_.copy, "cuMemcpy");
+    // Optional: an older driver without them still stages.
+    auto bind_optional = [&](auto* fn, const char* name) {
+      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(
+          dlsym(lib, name));
+    };
+    bind_optional(&api_.address_range, "cuMemGetAddressRange_v2");
+    bind_optional(&api_.device_uuid, "cuDeviceGetUuid_v2");
+    bind_optional(&api_.ipc_get, "cuIpcGetMemHandle");
+    bind_optional(&api_.ipc_open, "cuIpcOpenMemHandle_v2");
+    bind_optional(&api_.ipc_close, "cuIpcCloseMemHandle");
     if (!found) {
       return NotSupported(
           "libcuda.so.1 lacks an entry point this build needs (a driver "
@@ -208,6 +329,30 @@ class CudaDeviceMemory : public DeviceMemory {
       context = contexts_[device];
     }
     return Check(api_.set_current(context), "cuCtxSetCurrent");
+  }
+
+  Status HaveIpc() const {
+    if (api_.address_range != nullptr && api_.device_uuid != nullptr &&
+        api_.ipc_get != nullptr && api_.ipc_open != nullptr &&
+        api_.ipc_close != nullptr) {
+      return Status::OK();
+    }
+    return NotSupported("the CUDA driver lacks the IPC entry points");
+  }
+
+  int DeviceCount() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(contexts_.size());
+  }
+
+  StatusOr<std::array<uint8_t, 16>> Uuid(int device) {
+    CUdevice d = 0;
+    PS_RETURN_IF_ERROR(Check(api_.device_get(&d, device), "cuDeviceGet"));
+    CUuuid uuid;
+    PS_RETURN_IF_ERROR(Check(api_.device_uuid(&uuid, d), "cuDeviceGetUuid"));
+    std::array<uint8_t, 16> bytes;
+    std::memcpy(bytes.data(), uuid.bytes, bytes.size());
+    return bytes;
   }
 
   // Waits for the legacy default stream, where the copies and memsets

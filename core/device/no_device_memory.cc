@@ -26,6 +26,12 @@ class NoDeviceMemory : public DeviceMemory {
   int DeviceOf(const void*) override { return -1; }
   void* AllocatePinned(size_t bytes) override { return std::malloc(bytes); }
   void FreePinned(void* p) override { std::free(p); }
+  StatusOr<DeviceExport> Export(int, const void*, size_t) override {
+    return NoCuda();
+  }
+  StatusOr<OpenedExport> Open(const DeviceExport&) override { return NoCuda(); }
+  void Close(const OpenedExport&) override {}
+  Status Copy(int, std::span<const CopyPiece>) override { return NoCuda(); }
 };
 
 }  // namespace

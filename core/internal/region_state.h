@@ -52,6 +52,11 @@ struct MemoryRegionAccess {
       const MemoryRegion& r) {
     return r.device_memory_;
   }
+  // Context::AllocateDevice's memory, which the region frees when it goes
+  // (RegisterDevice's is the application's).
+  static bool owns_device_memory(const MemoryRegion& r) {
+    return r.owns_device_memory_;
+  }
   static const std::vector<std::unique_ptr<LocalRegionState>>& States(
       const MemoryRegion& r) {
     return r.transport_states_;

@@ -61,6 +61,8 @@ struct ProviderEnv {
   std::vector<HelloAcceptor::Listener>* listeners = nullptr;
   // The context's reconnect and loss counters (core/link_stats.h).
   std::shared_ptr<LinkCounters> link_counters;
+  // The context's accelerator memory (core/device/device_memory.h).
+  std::shared_ptr<DeviceMemory> device_memory;
 };
 
 // What the Connect asked of one provider: whether it may carry the

@@ -5,7 +5,10 @@
 namespace ps::xfer::internal {
 
 RemoteMapping::~RemoteMapping() {
-  if (base != nullptr && size > 0) munmap(base, size);
+  // A device pointer is DeviceImports' to close, with the connection.
+  if (!device_export.has_value() && base != nullptr && size > 0) {
+    munmap(base, size);
+  }
 }
 
 }  // namespace ps::xfer::internal

@@ -5,28 +5,43 @@
 // over the memfd); shared by every copy of the RemoteRegion. Mapped PROT_READ
 // only when the region does not let peers write (its memfd, read-only and
 // sealed against writes, would refuse more anyway).
+//
+// A device region the owner exported over CUDA IPC (device_ipc_key.h) is
+// "mapped" the same way, with the same round trip for the owner's truth,
+// but `base` is then a device pointer of this process (the export opened by
+// DeviceImports) that only DeviceMemory::Copy may touch, never the CPU.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 
+#include "core/device/device_memory.h"
 #include "core/internal/region_state.h"
 #include "net/unique_fd.h"
 
 namespace ps::xfer::internal {
 
 struct RemoteMapping : RemoteRegionState {
-  explicit RemoteMapping(bool mappable) : mappable(mappable) {}
+  explicit RemoteMapping(bool mappable,
+                         std::optional<DeviceExport> device_export = {})
+      : mappable(mappable), device_export(device_export) {}
   ~RemoteMapping() override;
   std::shared_ptr<RemoteRegionState> Fresh() const override {
-    return std::make_shared<RemoteMapping>(mappable);
+    return std::make_shared<RemoteMapping>(mappable, device_export);
   }
 
   // The owner allocated the region (memfd-backed): it can be mapped. The
-  // others are reached through the stream transport.
+  // others are reached through the stream transport, except
   const bool mappable;
+  // device memory the owner exported over CUDA IPC, reached with device
+  // copies while `device_refused` is false. Set when the export could not
+  // be opened here (then the region is streamed from then on).
+  const std::optional<DeviceExport> device_export;
+  std::atomic<bool> device_refused{false};
+  int device = -1;  // valid once ready: this process's ordinal for `base`
 
   std::mutex mu;  // serializes the first mapping
   std::atomic<bool> ready{false};

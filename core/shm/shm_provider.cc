@@ -2,13 +2,16 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/device/device_memory.h"
 #include "core/shm/copy_lanes.h"
+#include "core/shm/device_ipc_key.h"
 #include "core/shm/liveness_page.h"
 #include "core/shm/remote_mapping.h"
 #include "core/shm/shm_transport.h"
@@ -19,17 +22,19 @@ namespace ps::xfer::internal {
 namespace {
 
 // An allocated region's word in the liveness page: its key while peers may
-// reach it, zero from Deregister on.
+// reach it, zero from Deregister on. `peer_key` is what the descriptor
+// carries for this provider: empty for a memfd, the CUDA IPC export for
+// device memory (device_ipc_key.h).
 class ShmRegionState : public LocalRegionState {
  public:
-  explicit ShmRegionState(std::shared_ptr<LivenessPage> page)
-      : page_(std::move(page)) {}
+  ShmRegionState(std::shared_ptr<LivenessPage> page, std::string peer_key)
+      : page_(std::move(page)), peer_key_(std::move(peer_key)) {}
   ~ShmRegionState() override { Withdraw(); }
 
   StatusOr<std::optional<std::string>> Publish(uint64_t key) override {
     PS_ASSIGN_OR_RETURN(slot_, page_->Acquire(key));
     published_.store(true);
-    return std::optional<std::string>(std::string());  // mappable
+    return std::optional<std::string>(peer_key_);
   }
   void Withdraw() override {
     if (published_.exchange(false)) page_->Release(slot_);
@@ -38,6 +43,7 @@ class ShmRegionState : public LocalRegionState {
 
  private:
   const std::shared_ptr<LivenessPage> page_;
+  const std::string peer_key_;
   uint32_t slot_ = 0;  // set by Publish, before peers can ask
   std::atomic<bool> published_{false};
 };
@@ -57,10 +63,15 @@ class ShmProvider : public TransportProvider {
   void Stop() override;
 
  private:
+  // A device region exported over CUDA IPC, or null (then it is streamed).
+  std::unique_ptr<LocalRegionState> ExportDevice(const MemoryRegion& region);
   // Answers a same-host peer's kMapRegion: the region's memfd (read-only
-  // unless peers may write) and the owner's truth about it.
+  // unless peers may write) and the owner's truth about it. A device
+  // region the peer is about to open over CUDA IPC joins `opened`, which
+  // the connection keeps until it ends (the deferred free, see Answer).
   Status MapRegion(const wire::RequestHeader& request, wire::MapReply* reply,
-                   int* memfd);
+                   int* memfd,
+                   std::vector<std::shared_ptr<MemoryRegion>>* opened);
   // Moves the connection to the peer's Unix socket and maps its liveness
   // page; the hello's tcp connection stays open unless this succeeds.
   StatusOr<std::unique_ptr<Transport>> HandOver(
@@ -73,6 +84,7 @@ class ShmProvider : public TransportProvider {
   std::shared_ptr<LivenessPage> liveness_;
   std::mutex mu_;
   std::vector<std::unique_ptr<StreamServer>> servers_;  // guarded by mu_
+  std::once_flag export_failure_logged_;
 };
 
 Status ShmProvider::Start(const ProviderEnv& env) {
@@ -105,16 +117,47 @@ void ShmProvider::Stop() {
 
 StatusOr<std::unique_ptr<LocalRegionState>> ShmProvider::Register(
     const MemoryRegion& region) {
+  if (region.kind() == MemoryKind::kCudaDevice) return ExportDevice(region);
   if (!region.memfd_backed()) return std::unique_ptr<LocalRegionState>();
   return std::unique_ptr<LocalRegionState>(
-      std::make_unique<ShmRegionState>(liveness_));
+      std::make_unique<ShmRegionState>(liveness_, std::string()));
+}
+
+// Only memory the Context allocated is exported: CUDA leaves freeing an
+// allocation undefined while another process has it open, and only that
+// memory's free can wait for the importers (MapRegion pins it). The
+// application frees RegisterDevice's memory whenever it likes after
+// Deregister, so that is staged by this process's CPU as before.
+std::unique_ptr<LocalRegionState> ShmProvider::ExportDevice(
+    const MemoryRegion& region) {
+  if (!MemoryRegionAccess::owns_device_memory(region)) return nullptr;
+  StatusOr<DeviceExport> exported =
+      MemoryRegionAccess::device_memory(region)->Export(
+          region.device(), region.data(), region.size());
+  if (!exported.ok()) {
+    std::call_once(export_failure_logged_, [&] {
+      LOG(WARNING) << env_.options->name
+                   << ": same-host peers reach device regions through this "
+                      "process's CPU: CUDA IPC export failed: "
+                   << exported.status();
+    });
+    return nullptr;
+  }
+  return std::make_unique<ShmRegionState>(liveness_,
+                                          PackDeviceIpcKey(*exported));
 }
 
 StatusOr<std::shared_ptr<RemoteRegionState>> ShmProvider::Unpack(
     std::string_view key, bool present) const {
-  (void)key;  // mapped on first use: the owner hands over the truth then
+  // Mapped on first use: the owner hands over the truth then. An empty key
+  // is a memfd; anything else must be a device region's export.
+  if (!present || key.empty()) {
+    return std::shared_ptr<RemoteRegionState>(
+        std::make_shared<RemoteMapping>(present));
+  }
+  PS_ASSIGN_OR_RETURN(DeviceExport exported, ParseDeviceIpcKey(key));
   return std::shared_ptr<RemoteRegionState>(
-      std::make_shared<RemoteMapping>(present));
+      std::make_shared<RemoteMapping>(false, exported));
 }
 
 StatusOr<std::unique_ptr<Transport>> ShmProvider::Connect(Dial& dial) {
@@ -158,8 +201,8 @@ StatusOr<std::unique_ptr<Transport>> ShmProvider::HandOver(
   PS_ASSIGN_OR_RETURN(
       std::unique_ptr<ShmTransport> shm,
       ShmTransport::Create(std::move(stream), reply.name(), reply.instance(),
-                           env_.instance, env_.options->peer_timeout_ms,
-                           lanes_));
+                           env_.instance, env_.options->peer_timeout_ms, lanes_,
+                           env_.device_memory));
   peer.fd->Reset();  // the hello's tcp connection is not needed any more
   return std::unique_ptr<Transport>(std::move(shm));
 }
@@ -180,9 +223,16 @@ std::function<void(net::UniqueFd)> ShmProvider::Answer(
           instance = greeting.hello->instance()](net::UniqueFd fd) {
     VLOG(1) << env_.options->name << ": serving " << name
             << " over unix socket";
-    MapRegionHandler map = [this](const wire::RequestHeader& r,
-                                  wire::MapReply* out, int* memfd) {
-      return MapRegion(r, out, memfd);
+    // The device regions this peer opened over CUDA IPC stay allocated
+    // while the connection's server lives (it ends after the peer closed
+    // its socket, which it does after closing its handles: device_imports.h),
+    // even when deregistered and released meanwhile. Only the server's
+    // thread calls the handler.
+    auto opened =
+        std::make_shared<std::vector<std::shared_ptr<MemoryRegion>>>();
+    MapRegionHandler map = [this, opened](const wire::RequestHeader& r,
+                                          wire::MapReply* out, int* memfd) {
+      return MapRegion(r, out, memfd, opened.get());
     };
     auto server = std::make_unique<StreamServer>(
         std::move(fd), env_.regions, name, std::move(map), nullptr,
@@ -193,8 +243,9 @@ std::function<void(net::UniqueFd)> ShmProvider::Answer(
   };
 }
 
-Status ShmProvider::MapRegion(const wire::RequestHeader& request,
-                              wire::MapReply* reply, int* memfd) {
+Status ShmProvider::MapRegion(
+    const wire::RequestHeader& request, wire::MapReply* reply, int* memfd,
+    std::vector<std::shared_ptr<MemoryRegion>>* opened) {
   const std::string& owner = env_.options->name;
   if (request.region_id == wire::kNotificationRingId) {
     if (request.instance != env_.instance) {
@@ -219,6 +270,16 @@ Status ShmProvider::MapRegion(const wire::RequestHeader& request,
                           0, 0, "a local peer"));
   const ShmRegionState* state =
       MemoryRegionAccess::Find<ShmRegionState>(*region);
+  if (region->kind() == MemoryKind::kCudaDevice && state != nullptr) {
+    *reply = wire::MapReply{region->size(), region->access(), state->slot()};
+    // A reply carries a descriptor; a device region has none to give, so it
+    // is the liveness page's again (read-only, the peer's already).
+    *memfd = liveness_->peer_fd();
+    if (std::find(opened->begin(), opened->end(), region) == opened->end()) {
+      opened->push_back(std::move(region));
+    }
+    return Status::OK();
+  }
   if (!region->memfd_backed() || state == nullptr) {
     return NotSupported("region " + std::to_string(region->id()) + " on " +
                         owner +

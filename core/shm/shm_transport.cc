@@ -1,5 +1,6 @@
 #include "core/shm/shm_transport.h"
 
+#include <glog/logging.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -42,7 +43,8 @@ int Protection(uint32_t access) {
 StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(
     std::unique_ptr<StreamTransport> stream, std::string peer_name,
     uint64_t peer_instance, uint64_t self_instance, int peer_timeout_ms,
-    std::shared_ptr<CopyLanes> lanes) {
+    std::shared_ptr<CopyLanes> lanes,
+    std::shared_ptr<DeviceMemory> device_memory) {
   wire::MapReply reply{};
   net::UniqueFd fd;
   PS_RETURN_IF_ERROR(stream->MapRegion(0, 0, peer_instance, &reply, &fd));
@@ -55,14 +57,15 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(
     return ErrnoStatus(StatusCode::kIOError,
                        "mmap liveness page of " + peer_name, errno);
   }
-  std::unique_ptr<ShmTransport> t(
-      new ShmTransport(std::move(stream), std::move(peer_name), peer_instance,
-                       self_instance, peer_timeout_ms, std::move(lanes)));
+  std::unique_ptr<ShmTransport> t(new ShmTransport(
+      std::move(stream), std::move(peer_name), peer_instance, self_instance,
+      peer_timeout_ms, std::move(lanes), std::move(device_memory)));
   t->liveness_ = static_cast<const uint64_t*>(p);
   return t;
 }
 
 ShmTransport::~ShmTransport() {
+  imports_.reset();  // the peer frees exported memory once the socket closes
   if (liveness_ != nullptr) {
     munmap(const_cast<uint64_t*>(liveness_), LivenessPage::kBytes);
   }
@@ -77,6 +80,37 @@ StatusOr<RemoteMapping*> ShmTransport::Mapped(const RemoteRegion& region) {
   net::UniqueFd fd;
   PS_RETURN_IF_ERROR(stream_->MapRegion(region.id(), region.key(),
                                         region.instance(), &reply, &fd));
+  if (m->device_export.has_value()) {
+    // Device memory: nothing to mmap (the descriptor that came along is
+    // the owner's liveness page again, dropped); the export is opened.
+    StatusOr<OpenedExport> opened =
+        imports_->Open(region.id(), region.key(), *m->device_export);
+    const uint64_t offset = m->device_export->offset;
+    if (opened.ok() &&
+        (offset > opened->bytes || opened->bytes - offset < reply.size)) {
+      opened = InvalidArgument(
+          "the CUDA IPC key of region " + std::to_string(region.id()) + " of " +
+          peer_name_ + " places it past the end of its allocation");
+    }
+    if (!opened.ok()) {
+      m->device_refused.store(true, std::memory_order_release);
+      std::call_once(device_fallback_logged_, [&] {
+        LOG(WARNING) << "device regions of " << peer_name_
+                     << " are staged by its CPU: the CUDA IPC export of "
+                        "region "
+                     << region.id()
+                     << " cannot be opened here: " << opened.status();
+      });
+      return opened.status();
+    }
+    m->base = static_cast<uint8_t*>(opened->base) + offset;
+    m->device = opened->device;
+    m->size = reply.size;
+    m->access = reply.access;
+    m->slot = reply.state_slot;
+    m->ready.store(true, std::memory_order_release);
+    return m;
+  }
   void* p = mmap(nullptr, reply.size, Protection(reply.access), MAP_SHARED,
                  fd.get(), 0);
   if (p == MAP_FAILED) {
@@ -192,6 +226,70 @@ Status ShmTransport::Execute(const Op& op) {
   return Internal("unknown operation");
 }
 
+ShmTransport::Route ShmTransport::RouteSlowly(const Op& op) {
+  if (op.notify_remote != nullptr && !MappingOf(*op.notify_remote)->mappable) {
+    return Route::kStreamed;  // the peer stores (or refuses) the word
+  }
+  RemoteMapping* m = MappingOf(*op.remote);
+  if (m->mappable) return Route::kMapped;
+  if (!m->device_export.has_value() ||
+      m->device_refused.load(std::memory_order_acquire)) {
+    return Route::kStreamed;
+  }
+  // Opens the export; a refusal of the owner's (an unknown key) comes back
+  // from ExecuteDevice's checks, one to open it streams from now on.
+  if (!m->ready.load(std::memory_order_acquire)) (void)Mapped(*op.remote);
+  return m->device_refused.load(std::memory_order_acquire) ? Route::kStreamed
+                                                           : Route::kDevice;
+}
+
+Status ShmTransport::ExecuteDevice(const Op& op) {
+  const RemoteRegion& r = *op.remote;
+  Status why;
+  switch (op.type) {
+    case OpType::kPut:
+    case OpType::kWriteV:
+    case OpType::kGet:
+    case OpType::kReadV: {
+      const bool reads = op.type == OpType::kGet || op.type == OpType::kReadV;
+      // All checked first: a refused segment leaves nothing written.
+      const std::span<const Segment> segs = op.segs();
+      std::vector<CopyPiece> pieces;
+      pieces.reserve(segs.size());
+      for (const Segment& s : segs) {
+        uint8_t* p = Resolve(r, s.remote_offset, s.length,
+                             reads ? kRemoteRead : kRemoteWrite, &why);
+        if (p == nullptr) return why;
+        pieces.push_back(reads ? CopyPiece{s.local, p, s.length}
+                               : CopyPiece{p, s.local, s.length});
+      }
+      return imports_->memory().Copy(MappingOf(r)->device, pieces);
+    }
+    case OpType::kFetchAdd:
+    case OpType::kCompareSwap:
+      // Device regions never allow atomics: this is the owner's refusal.
+      if (Resolve(r, op.single.remote_offset, 8, kRemoteAtomic, &why) ==
+          nullptr) {
+        return why;
+      }
+      return NotSupported("device memory takes no atomics");
+    case OpType::kPutNotify:
+      return PutNotify(op);
+  }
+  return Internal("unknown operation");
+}
+
+Status ShmTransport::CopyData(const RemoteRegion& region, void* dst,
+                              const void* src, size_t n) {
+  const RemoteMapping* m = MappingOf(region);
+  if (!m->device_export.has_value()) {
+    Copy(dst, src, n);
+    return Status::OK();
+  }
+  const CopyPiece piece{dst, src, n};
+  return imports_->memory().Copy(m->device, {&piece, 1});
+}
+
 Status ShmTransport::WriteRange(const Op& op, size_t first,
                                 uint64_t first_start, uint64_t begin,
                                 uint64_t end, bool stream) {
@@ -265,7 +363,13 @@ Status ShmTransport::PutNotify(const Op& op) {
     PS_ASSIGN_OR_RETURN(ring, PeerRing());
     PS_ASSIGN_OR_RETURN(cell, ring->Claim(ring_wait_));
   }
-  Copy(p, op.single.local, op.single.length);
+  // Device data is in place when the copy returns (DeviceMemory::Copy is
+  // synchronous), before the word says so.
+  Status copied = CopyData(*op.remote, p, op.single.local, op.single.length);
+  if (!copied.ok()) {
+    if (ring != nullptr) ring->Void(cell);
+    return copied;
+  }
   // Release: a reader that acquires the new word sees all of the data.
   __atomic_store_n(reinterpret_cast<uint64_t*>(flag), op.notify_value,
                    __ATOMIC_RELEASE);
@@ -309,7 +413,14 @@ inline Status ShmTransport::PutOne(const Op& op) {
 }
 
 Request ShmTransport::Post(const Op& op) {
-  if (Streamed(op)) return stream_->Post(op);
+  switch (RouteOf(op)) {
+    case Route::kMapped:
+      break;
+    case Route::kDevice:
+      return Request(ExecuteDevice(op));
+    case Route::kStreamed:
+      return stream_->Post(op);
+  }
   if (op.type == OpType::kPut && op.segments.empty()) {
     return Request(PutOne(op));
   }
@@ -317,7 +428,14 @@ Request ShmTransport::Post(const Op& op) {
 }
 
 Status ShmTransport::Run(const Op& op) {
-  if (Streamed(op)) return stream_->Run(op);
+  switch (RouteOf(op)) {
+    case Route::kMapped:
+      break;
+    case Route::kDevice:
+      return ExecuteDevice(op);
+    case Route::kStreamed:
+      return stream_->Run(op);
+  }
   if (op.type == OpType::kPut && op.segments.empty()) return PutOne(op);
   return Execute(op);
 }
@@ -326,11 +444,12 @@ Request ShmTransport::PostBatch(std::span<const Op> ops) {
   std::vector<Op> streamed;
   Status first_error;
   for (const Op& op : ops) {
-    if (Streamed(op)) {
+    const Route route = RouteOf(op);
+    if (route == Route::kStreamed) {
       streamed.push_back(op);
       continue;
     }
-    Status s = Execute(op);
+    Status s = route == Route::kDevice ? ExecuteDevice(op) : Execute(op);
     if (!s.ok() && first_error.ok()) first_error = std::move(s);
   }
   if (streamed.empty()) return Request(std::move(first_error));

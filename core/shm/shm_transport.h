@@ -6,6 +6,14 @@
 // the Unix socket that also hands out the memfds. A put-with-notify into a
 // kNotifyEvents region also queues its notification in the peer's ring,
 // mapped like a region (core/internal/notification_ring.h).
+//
+// Device regions the peer exported over CUDA IPC (core/shm/device_ipc_key.h)
+// are opened here on first use (core/shm/device_imports.h) and reached with
+// synchronous device copies (DeviceMemory::Copy), checked against the same
+// liveness word, access and bounds as mapped memory: one-sided too. Where
+// the export cannot be opened (no driver here, the exporter's own process,
+// a container without the GPU) such a region is streamed instead, as are
+// device regions the peer did not export, after one log line saying why.
 #pragma once
 
 #include <atomic>
@@ -14,9 +22,11 @@
 #include <mutex>
 #include <string>
 
+#include "core/device/device_memory.h"
 #include "core/internal/notification_ring.h"
 #include "core/internal/transport.h"
 #include "core/shm/copy_lanes.h"
+#include "core/shm/device_imports.h"
 #include "core/shm/remote_mapping.h"
 #include "core/stream/stream_transport.h"
 
@@ -28,11 +38,14 @@ class ShmTransport : public Transport {
   // `self_instance` is this context's, the sender of our notifications;
   // a put-with-notify waits up to half of `peer_timeout_ms` for room in the
   // peer's notification queue.
-  // `lanes` (may be null) share out large writes (copy_lanes.h).
+  // `lanes` (may be null) share out large writes (copy_lanes.h);
+  // `device_memory` opens and copies into the peer's exported device
+  // regions.
   static StatusOr<std::unique_ptr<ShmTransport>> Create(
       std::unique_ptr<StreamTransport> stream, std::string peer_name,
       uint64_t peer_instance, uint64_t self_instance, int peer_timeout_ms,
-      std::shared_ptr<CopyLanes> lanes);
+      std::shared_ptr<CopyLanes> lanes,
+      std::shared_ptr<DeviceMemory> device_memory);
   ~ShmTransport() override;
 
   Request Post(const Op& op) override;
@@ -48,21 +61,32 @@ class ShmTransport : public Transport {
  private:
   ShmTransport(std::unique_ptr<StreamTransport> stream, std::string peer_name,
                uint64_t peer_instance, uint64_t self_instance,
-               int peer_timeout_ms, std::shared_ptr<CopyLanes> lanes)
+               int peer_timeout_ms, std::shared_ptr<CopyLanes> lanes,
+               std::shared_ptr<DeviceMemory> device_memory)
       : stream_(std::move(stream)),
         lanes_(std::move(lanes)),
+        imports_(std::make_unique<DeviceImports>(std::move(device_memory))),
         peer_name_(std::move(peer_name)),
         peer_instance_(peer_instance),
         self_instance_(self_instance),
         ring_wait_(peer_timeout_ms / 2) {}
 
-  // True when `op` goes through the stream transport: a region the peer
-  // registered from its own memory cannot be mapped.
-  static bool Streamed(const Op& op) {
-    return !MappingOf(*op.remote)->mappable ||
-           (op.notify_remote != nullptr &&
-            !MappingOf(*op.notify_remote)->mappable);
+  // How an operation reaches the peer's memory: mapped (memcpy and CPU
+  // atomics), with device copies into an exported device region, or
+  // through the stream transport (a region the peer registered from its
+  // own memory cannot be mapped; nor can a notify word outside mapped
+  // memory be stored here).
+  enum class Route { kMapped, kDevice, kStreamed };
+  Route RouteOf(const Op& op) {
+    if (MappingOf(*op.remote)->mappable &&
+        (op.notify_remote == nullptr || MappingOf(*op.notify_remote)->mappable))
+        [[likely]] {
+      return Route::kMapped;
+    }
+    return RouteSlowly(op);
   }
+  // The rest of RouteOf; opens a device region's export on first use.
+  [[gnu::noinline]] Route RouteSlowly(const Op& op);
   // The mapping of `region`, made on first use; or why there is none.
   StatusOr<RemoteMapping*> Mapped(const RemoteRegion& region);
   // Checks liveness, access and bounds against the owner's truth and returns
@@ -75,6 +99,13 @@ class ShmTransport : public Transport {
       const RemoteRegion& region, uint64_t offset, uint64_t length,
       uint32_t access, Status* why);
   Status Execute(const Op& op);
+  // Execute for Route::kDevice: every segment checked, then copied by the
+  // device, complete on return.
+  Status ExecuteDevice(const Op& op);
+  // Copies `n` bytes from `src` to `dst`, either of which may be the
+  // region's device memory when `region` is a device region.
+  Status CopyData(const RemoteRegion& region, void* dst, const void* src,
+                  size_t n);
   // A Put or WriteV: bytes [begin, end) of its segments laid end to end,
   // from segment `first` on, which starts at byte `first_start`. Streams
   // (streaming_copy.h) when `stream`.
@@ -92,6 +123,9 @@ class ShmTransport : public Transport {
 
   std::unique_ptr<StreamTransport> stream_;
   const std::shared_ptr<CopyLanes> lanes_;  // null: the caller copies alone
+  // Closed in the destructor, before stream_'s socket (device_imports.h).
+  std::unique_ptr<DeviceImports> imports_;
+  std::once_flag device_fallback_logged_;
   const std::string peer_name_;
   const uint64_t peer_instance_;
   const uint64_t self_instance_;

@@ -57,6 +57,9 @@ class VerbsProvider : public TransportProvider {
   void Stop() override;
   StatusOr<std::unique_ptr<LocalRegionState>> Register(
       const MemoryRegion& region) override;
+  // Register for device memory: GPUDirect, or null where unavailable.
+  StatusOr<std::unique_ptr<LocalRegionState>> RegisterDevice(
+      const MemoryRegion& region);
   StatusOr<std::shared_ptr<RemoteRegionState>> Unpack(
       std::string_view key, bool present) const override;
   // A queue pair per connection, offered in the hello.
@@ -70,6 +73,7 @@ class VerbsProvider : public TransportProvider {
   std::shared_ptr<VerbsDevice> device_;
   std::mutex mu_;
   std::vector<std::shared_ptr<VerbsTarget>> targets_;  // guarded by mu_
+  std::once_flag gpudirect_failure_logged_;
 };
 
 Status VerbsProvider::Start(const ProviderEnv& env) {
@@ -95,17 +99,37 @@ void VerbsProvider::Stop() {
 
 StatusOr<std::unique_ptr<LocalRegionState>> VerbsProvider::Register(
     const MemoryRegion& region) {
-  // Device memory would need GPUDirect (not built): verbs peers cannot
-  // reach such a region, and say so (VerbsTransport's "not registered with
-  // an RDMA device").
-  if (device_ == nullptr || region.kind() != MemoryKind::kHost) {
-    return std::unique_ptr<LocalRegionState>();
-  }
+  if (device_ == nullptr) return std::unique_ptr<LocalRegionState>();
+  if (region.kind() != MemoryKind::kHost) return RegisterDevice(region);
   PS_ASSIGN_OR_RETURN(std::unique_ptr<VerbsRegistration> mr,
                       device_->Register(region.data(), region.size(),
                                         region.access(), /*indexed=*/true));
   return std::unique_ptr<LocalRegionState>(
       std::make_unique<VerbsRegionState>(std::move(mr)));
+}
+
+// GPUDirect RDMA: the NIC registers GPU memory where the GPU driver lends
+// it its pages (nvidia-peermem loaded); the region is then reached like
+// host memory (data only: device regions hold no atomics or notify words).
+// Not indexed: the CPU copies small local buffers (inline sends), which
+// must never be device memory. Where the registration fails, peers'
+// operations are refused with what to do (VerbsTransport::Impl::Plan).
+StatusOr<std::unique_ptr<LocalRegionState>> VerbsProvider::RegisterDevice(
+    const MemoryRegion& region) {
+  StatusOr<std::unique_ptr<VerbsRegistration>> mr = device_->Register(
+      region.data(), region.size(), region.access(), /*indexed=*/false);
+  if (!mr.ok()) {
+    std::call_once(gpudirect_failure_logged_, [&] {
+      LOG(WARNING) << env_.options->name << ": no GPUDirect RDMA on "
+                   << device_->name()
+                   << ": verbs peers cannot reach device regions (is "
+                      "nvidia-peermem loaded?): "
+                   << mr.status();
+    });
+    return std::unique_ptr<LocalRegionState>();
+  }
+  return std::unique_ptr<LocalRegionState>(
+      std::make_unique<VerbsRegionState>(std::move(mr).value()));
 }
 
 StatusOr<std::shared_ptr<RemoteRegionState>> VerbsProvider::Unpack(

@@ -69,8 +69,11 @@ Status VerbsTransport::Impl::Plan(
           " is not registered with an RDMA device" +
           (region.memory_kind() == MemoryKind::kHost
                ? ""
-               : " (it is device memory: verbs to GPU memory is not "
-                 "supported yet; use tcp)"));
+               : " (it is device memory, and GPUDirect RDMA is unavailable "
+                 "there: load nvidia-peermem on " +
+                     peer_ +
+                     ", or reach the region over tcp, whose server stages "
+                     "it: ContextOptions::transport)"));
     }
     return base;
   };

@@ -1,10 +1,16 @@
 // Device memory regions (Context::AllocateDevice, core/memory_kind.h): over
-// shm and tcp, puts, gets, scatter-gather and put-with-notify into a GPU's
-// memory land byte for byte, staged by the owner's connection thread; local
-// device buffers are staged by the origin (ContextOptions::device_buffers);
-// atomics and notify words in device memory are refused. The tests that need
-// a GPU skip, saying why, where none is usable. What runs everywhere: the
-// refusals a machine or build without CUDA gives, and bad descriptors.
+// shm, tcp and verbs, puts, gets, scatter-gather and put-with-notify into a
+// GPU's memory land byte for byte; local device buffers are staged by the
+// origin (ContextOptions::device_buffers); atomics and notify words in
+// device memory are refused. Both contexts live in this process, where CUDA
+// IPC cannot open the owner's export: shm runs the staged fallback here,
+// device_ipc_test.cc the IPC path across processes. Verbs needs GPUDirect
+// RDMA (else it skips, saying so). The tests that need a GPU skip, saying
+// why, where none is usable. What runs everywhere: the refusals a machine
+// or build without CUDA gives, bad descriptors (a malformed CUDA IPC key),
+// and the fallback from an IPC key that cannot be opened to staging.
+#include "core/device/device_memory.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,6 +21,9 @@
 #include "core/context.h"
 #include "core/descriptor.pb.h"
 #include "core/endpoint.h"
+#include "core/internal/transport_provider.h"
+#include "core/shm/device_ipc_key.h"
+#include "core/shm/remote_mapping.h"
 #include "tests/core/xfer_test_peer.h"
 
 namespace ps::testing {
@@ -109,12 +118,120 @@ TEST(DeviceMemoryTest, UnknownMemoryKindIsRefused) {
       << unknown.status();
 }
 
+// The shm provider's key in a descriptor (a host region allocated with
+// Allocate has an empty one), or null.
+xfer::proto::TransportKey* ShmKey(xfer::proto::RegionDescriptor& d) {
+  const uint32_t shm = xfer::internal::ProviderId(xfer::TransportKind::kShm);
+  for (auto& k : *d.mutable_transports()) {
+    if (k.provider() == shm) return &k;
+  }
+  return nullptr;
+}
+
+// The shm key's CUDA IPC form: round trip, and every malformed key refused
+// by the parser, never read past its end.
+TEST(DeviceMemoryTest, IpcKeyRoundTripsAndRefusesMalformedKeys) {
+  xfer::internal::DeviceExport e;
+  for (size_t i = 0; i < e.handle.size(); ++i) e.handle[i] = i * 7;
+  e.offset = 4096;
+  e.device_uuid.fill(0xab);
+  const std::string key = xfer::internal::PackDeviceIpcKey(e);
+  auto back = xfer::internal::ParseDeviceIpcKey(key);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->handle, e.handle);
+  EXPECT_EQ(back->offset, e.offset);
+  EXPECT_EQ(back->device_uuid, e.device_uuid);
+  for (const std::string& bad :
+       {std::string("x"), key.substr(0, key.size() - 1), key + "y",
+        std::string(key.size(), '\0')}) {
+    auto r = xfer::internal::ParseDeviceIpcKey(bad);
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(r.status().Is(StatusCode::kInvalidArgument)) << r.status();
+    EXPECT_NE(r.status().message().find("malformed CUDA IPC key"),
+              std::string::npos)
+        << r.status();
+  }
+}
+
+// A descriptor whose shm key is neither empty (a memfd) nor a CUDA IPC key
+// is refused by Import with kInvalidArgument, not taken for either.
+TEST(DeviceMemoryTest, MalformedIpcKeyInDescriptorIsRefused) {
+  PS_SKIP_IF_UNUSABLE(TransportChoice::kShm);
+  auto owner = NewContext("owner", TransportChoice::kShm);
+  auto peer = NewContext("peer", TransportChoice::kShm);
+  ASSERT_TRUE(owner != nullptr && peer != nullptr);
+  auto region = owner->Allocate(4096, xfer::kRemoteRead | xfer::kRemoteWrite);
+  ASSERT_TRUE(region.ok()) << region.status();
+  auto ep = peer->Connect(owner->address());
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  xfer::proto::RegionDescriptor d;
+  ASSERT_TRUE(d.ParseFromString((*region)->descriptor()));
+  xfer::proto::TransportKey* k = ShmKey(d);
+  ASSERT_NE(k, nullptr);
+  k->set_key(std::string(40, '\x5a'));
+  auto imported = (*ep)->Import(d.SerializeAsString());
+  ASSERT_FALSE(imported.ok());
+  EXPECT_TRUE(imported.status().Is(StatusCode::kInvalidArgument))
+      << imported.status();
+  EXPECT_NE(imported.status().message().find("CUDA IPC key"), std::string::npos)
+      << imported.status();
+}
+
+// A well-formed CUDA IPC key that cannot be opened here (no driver, or a
+// handle the driver refuses) makes the origin stage through the owner's
+// connection instead: the operations still land, on the owner's side.
+TEST(DeviceMemoryTest, UnopenableIpcKeyFallsBackToStaging) {
+  PS_SKIP_IF_UNUSABLE(TransportChoice::kShm);
+  auto owner = NewContext("owner", TransportChoice::kShm);
+  auto peer = NewContext("peer", TransportChoice::kShm);
+  ASSERT_TRUE(owner != nullptr && peer != nullptr);
+  auto region = owner->Allocate(4096, xfer::kRemoteRead | xfer::kRemoteWrite);
+  ASSERT_TRUE(region.ok()) << region.status();
+  auto ep = peer->Connect(owner->address());
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  xfer::proto::RegionDescriptor d;
+  ASSERT_TRUE(d.ParseFromString((*region)->descriptor()));
+  xfer::proto::TransportKey* k = ShmKey(d);
+  ASSERT_NE(k, nullptr);
+  k->set_key(xfer::internal::PackDeviceIpcKey(xfer::internal::DeviceExport{}));
+  auto imported = (*ep)->Import(d.SerializeAsString());
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  std::vector<uint8_t> bytes(1000), back(1000, 0);
+  FillPattern(bytes.data(), bytes.size(), 3);
+  ASSERT_TRUE((*ep)->Put(bytes.data(), bytes.size(), *imported, 96).ok());
+  ASSERT_TRUE((*ep)->Get(back.data(), back.size(), *imported, 96).ok());
+  EXPECT_EQ(back, bytes);
+  EXPECT_EQ(std::memcmp(static_cast<uint8_t*>((*region)->data()) + 96,
+                        bytes.data(), bytes.size()),
+            0);
+  EXPECT_TRUE(xfer::internal::MappingOf(*imported)->device_refused.load());
+  // Past the end: the owner's refusal, through the stream.
+  Status s = (*ep)->Put(bytes.data(), bytes.size(), *imported, 4000);
+  EXPECT_TRUE(s.Is(StatusCode::kOutOfRange)) << s;
+}
+
+// Export, Open and Copy without a usable device refuse with the reason; a
+// host pointer is never exported.
+TEST(DeviceMemoryTest, IpcWithoutDeviceIsRefused) {
+  auto memory = xfer::internal::DeviceMemory::Create();
+  std::vector<uint8_t> host(64);
+  auto exported = memory->Export(0, host.data(), host.size());
+  EXPECT_FALSE(exported.ok());
+  if (!DeviceUnusable().empty()) {
+    EXPECT_TRUE(exported.status().Is(StatusCode::kNotSupported))
+        << exported.status();
+    auto opened = memory->Open(xfer::internal::DeviceExport{});
+    EXPECT_TRUE(opened.status().Is(StatusCode::kNotSupported))
+        << opened.status();
+    const xfer::internal::CopyPiece piece{host.data(), host.data() + 32, 32};
+    Status copied = memory->Copy(0, {&piece, 1});
+    EXPECT_TRUE(copied.Is(StatusCode::kNotSupported)) << copied;
+  }
+}
+
 class DeviceRegionTest : public ::testing::TestWithParam<TransportChoice> {
  protected:
   void SetUp() override {
-    if (GetParam() == TransportChoice::kVerbs) {
-      GTEST_SKIP() << "verbs cannot reach device memory (no GPUDirect yet)";
-    }
     PS_SKIP_IF_UNUSABLE(GetParam());
     SKIP_WITHOUT_DEVICE();
     owner_ = NewContext("owner", GetParam());
@@ -123,6 +240,17 @@ class DeviceRegionTest : public ::testing::TestWithParam<TransportChoice> {
     auto ep = peer_->Connect(owner_->address());
     ASSERT_TRUE(ep.ok()) << ep.status();
     ep_ = std::move(ep).value();
+    if (GetParam() == TransportChoice::kVerbs) {
+      // Verbs reaches device memory only with GPUDirect RDMA.
+      auto probe = owner_->AllocateDevice(64, xfer::kRemoteRead);
+      ASSERT_TRUE(probe.ok()) << probe.status();
+      uint8_t byte = 0;
+      Status s = ep_->Get(&byte, 1, Import(**probe), 0);
+      if (s.Is(StatusCode::kNotSupported)) {
+        GTEST_SKIP() << "verbs cannot reach device memory here: " << s;
+      }
+      ASSERT_TRUE(s.ok()) << s;
+    }
   }
 
   xfer::RemoteRegion Import(const MemoryRegion& r) {
