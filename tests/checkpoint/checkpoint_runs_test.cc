@@ -95,7 +95,7 @@ TEST(CheckpointRuns, WriterMakesRunsAndRecordsTheirLength) {
       EXPECT_EQ(t.entries(), model.exact_keys);
       continue;
     }
-    const auto& spec = model.Specs()[t.table_id() - 1];
+    const ps::proto::TableSpec spec = model.Specs()[t.table_id() - 1];
     const uint64_t run =
         RowsPerRun(spec.dim(), Model::StateArrays(t.table_id()));
     EXPECT_EQ(t.rows_per_entry(), run);
