@@ -93,7 +93,7 @@ Status WriteFramedFile(const std::string& path, const std::string& payload) {
   std::string frame;
   frame.reserve(kHeaderBytes + payload.size() + kTrailerBytes);
   frame.append(kMagic, 4);
-  PutU32(&frame, kFormatVersion);
+  PutU32(&frame, kFrameVersion);
   PutU64(&frame, payload.size());
   frame += payload;
   PutU64(&frame, XXH3_64bits(payload.data(), payload.size()));
@@ -143,9 +143,9 @@ StatusOr<std::string> ReadFramedFile(const std::string& path) {
                       std::to_string(data.size()) + " bytes too short)");
   }
   const uint32_t version = static_cast<uint32_t>(GetLE(data.data() + 4, 4));
-  if (version != kFormatVersion) {
+  if (version != kFrameVersion) {
     return Corruption(path + ": format version " + std::to_string(version) +
-                      ", this program reads " + std::to_string(kFormatVersion));
+                      ", this program reads " + std::to_string(kFrameVersion));
   }
   const uint64_t length = GetLE(data.data() + 8, 8);
   if (length != data.size() - kHeaderBytes - kTrailerBytes) {
@@ -180,9 +180,13 @@ StatusOr<proto::Manifest> ReadManifest(const std::string& checkpoint_dir) {
   if (!m.ParseFromString(payload)) {
     return Corruption(path + ": the payload is not a Manifest");
   }
-  if (m.format_version() != kFormatVersion) {
+  if (m.format_version() < kOldestFormatVersion ||
+      m.format_version() > kFormatVersion) {
     return Corruption(path + ": manifest format version " +
-                      std::to_string(m.format_version()));
+                      std::to_string(m.format_version()) +
+                      ", this program reads " +
+                      std::to_string(kOldestFormatVersion) + " to " +
+                      std::to_string(kFormatVersion));
   }
   if (m.num_shards() == 0 ||
       static_cast<uint32_t>(m.shards_size()) != m.num_shards()) {

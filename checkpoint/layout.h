@@ -5,10 +5,10 @@
 //   <root>/ckpt-000000000120/shard-0.done    its ShardEntry (framed)
 //   <root>/ckpt-000000000120/MANIFEST        the Manifest (framed), LAST
 //
-// Framed file: "PSCK" magic, u32 format version, u64 payload length, the
-// payload (a serialized protobuf), u64 XXH3-64 of the payload; all little
-// endian. Written to "<name>.tmp", fsynced, renamed over <name>, and the
-// directory fsynced: the rename is the commit point.
+// Framed file: "PSCK" magic, u32 frame version (kFrameVersion), u64
+// payload length, the payload (a serialized protobuf), u64 XXH3-64 of the
+// payload; all little endian. Written to "<name>.tmp", fsynced, renamed over
+// <name>, and the directory fsynced: the rename is the commit point.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,14 @@
 
 namespace ps::checkpoint {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// The framed file layout below (magic, version, length, payload, checksum).
+inline constexpr uint32_t kFrameVersion = 1;
+// The checkpoint format a Manifest records (format_version): what this
+// program writes, and the oldest it still reads. 2: HASHED/DENSE entries hold
+// runs of rows (checkpoint/row_codec.h); a program that reads only 1 refuses
+// such a checkpoint by its version instead of misreading its values.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr char kManifestName[] = "MANIFEST";
 
 // "ckpt-000000000120".

@@ -106,11 +106,12 @@ int Inspect() {
   char when[64];
   std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S",
                 std::localtime(&created));
-  std::printf("%s\n  step %llu, %s%s, %u shards, %s, created %s\n",
+  std::printf("%s\n  step %llu, %s%s, %u shards, %s, format %u, created %s\n",
               path.c_str(), static_cast<unsigned long long>(m->step()),
               KindName(m->kind()).c_str(),
               m->parent().empty() ? "" : (" of " + m->parent()).c_str(),
-              m->num_shards(), Mb(m->total_bytes()).c_str(), when);
+              m->num_shards(), Mb(m->total_bytes()).c_str(),
+              m->format_version(), when);
   for (const auto& t : m->tables()) {
     // Manifests before the enums carry the optimizer's name only.
     auto optimizer = ps::protocol::OptimizerKindOf(t.optimizer());
@@ -132,9 +133,14 @@ int Inspect() {
         static_cast<unsigned long long>(s.checksum()), s.cut_pause_ms(),
         s.write_ms());
     for (const auto& t : s.tables()) {
-      std::printf("    table id %u: %s, %llu entries, optimizer steps %llu\n",
+      // Format 2 stores HASHED/DENSE rows in runs (checkpoint/row_codec.h).
+      const std::string runs =
+          t.rows_per_entry() > 1
+              ? " (up to " + std::to_string(t.rows_per_entry()) + " rows each)"
+              : "";
+      std::printf("    table id %u: %s, %llu entries%s, optimizer steps %llu\n",
                   t.table_id(), t.full() ? "full" : "changed rows",
-                  static_cast<unsigned long long>(t.entries()),
+                  static_cast<unsigned long long>(t.entries()), runs.c_str(),
                   static_cast<unsigned long long>(t.optimizer_steps()));
     }
   }

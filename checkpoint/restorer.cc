@@ -8,6 +8,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "checkpoint/row_codec.h"
 #include "checkpoint/shard_scan.h"
 #include "protocol/shard_map.h"
 
@@ -42,12 +43,13 @@ struct ExactRow {
   uint64_t last_update = 0;
 };
 
-// What one key range of an old shard gives the new shard. HASHED/DENSE rows
-// are copied straight from RocksDB's block into the target's buffers (the
-// ranges are disjoint, so are the rows they write); EXACT entries of the new
-// shard are kept in key order, in one flat buffer, and applied after the
-// readers join, range by range, as a single reader would have. Counters are
-// per range, merged after.
+// What one key range of an old shard gives the new shard. HASHED/DENSE runs
+// of rows are copied straight from RocksDB's block into the target's
+// buffers, one memcpy per array of a run (the ranges are disjoint, so are
+// the rows they write); EXACT entries of the new shard are kept in key
+// order, in one flat buffer, and applied after the readers join, range by
+// range, as a single reader would have. Counters are per range, merged
+// after.
 class RestoreSink : public EntrySink {
  public:
   struct PerTable {
@@ -74,7 +76,7 @@ class RestoreSink : public EntrySink {
     }
   }
 
-  Status Add(const ScanTable& table, uint64_t id,
+  Status Add(const ScanTable& table, uint64_t id, uint64_t rows,
              std::string_view value) override {
     if (&table != last_table_) {
       last_table_ = &table;
@@ -86,15 +88,15 @@ class RestoreSink : public EntrySink {
     const TableTarget& t = *p.target;
     // The scan checked the value against the state arrays its shard's
     // manifest entry records; the copy below uses the server's count.
-    const size_t row_bytes = size_t{table.spec->dim()} * sizeof(float);
     const size_t want =
-        row_bytes * (1 + t.state_arrays) + (table.exact ? 8 : 0);
+        rows * ValueBytes(table.spec->dim(), t.state_arrays, table.exact);
     if (value.size() != want && !(table.exact && value.empty())) {
-      return Corruption(
-          "table id " + std::to_string(table.spec->id()) + " id " +
-          std::to_string(id) + ": a value of " + std::to_string(value.size()) +
-          " bytes, " + std::to_string(want) + " for " +
-          std::to_string(t.state_arrays) + " optimizer state arrays");
+      return Corruption("table id " + std::to_string(table.spec->id()) +
+                        " id " + std::to_string(id) + ": a value of " +
+                        std::to_string(value.size()) + " bytes, " +
+                        std::to_string(want) + " for " + std::to_string(rows) +
+                        " rows and " + std::to_string(t.state_arrays) +
+                        " optimizer state arrays");
     }
     if (table.exact) {
       if (p.new_map.ShardOfKey(id) != shard_id_) return Status::OK();
@@ -105,21 +107,26 @@ class RestoreSink : public EntrySink {
       exact_bytes_.append(value);
       return Status::OK();
     }
-    if (id < t.first_row || id >= t.first_row + t.rows) return Status::OK();
+    // The run's rows that are the new shard's: all, some (a run cut by the
+    // new layout's shard boundary) or none.
+    const uint64_t lo = std::max(id, t.first_row);
+    const uint64_t hi = std::min(id + rows, t.first_row + t.rows);
+    if (lo >= hi) return Status::OK();
     p.optimizer_steps =
         std::max(p.optimizer_steps, table.entry->optimizer_steps());
-    const size_t dim = table.spec->dim();
-    const uint64_t local = id - t.first_row;
-    const char* src = value.data();
-    std::memcpy(t.values + local * dim, src, row_bytes);
-    src += row_bytes;
+    const uint32_t dim = table.spec->dim();
+    const size_t bytes = (hi - lo) * dim * sizeof(float);
+    const size_t skip = (lo - id) * dim * sizeof(float);
+    const size_t into = (lo - t.first_row) * dim;
+    std::memcpy(t.values + into,
+                value.data() + RunArrayOffset(dim, rows, 0) + skip, bytes);
     for (int s = 0; s < t.state_arrays; ++s) {
-      if (t.state[s] != nullptr) {
-        std::memcpy(t.state[s] + local * dim, src, row_bytes);
-      }
-      src += row_bytes;
+      if (t.state[s] == nullptr) continue;
+      std::memcpy(t.state[s] + into,
+                  value.data() + RunArrayOffset(dim, rows, 1 + s) + skip,
+                  bytes);
     }
-    if (table.entry->full()) ++p.full_rows;
+    if (table.entry->full()) p.full_rows += hi - lo;
     return Status::OK();
   }
 

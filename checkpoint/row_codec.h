@@ -5,12 +5,29 @@
 // table order, then row order: a shard's range of a table is one contiguous
 // key range, which is what resharding reads.
 //
-// Value: the row's dim floats, then each optimizer state array's dim floats,
-// then (EXACT only) the row's last-update step as u64; all little endian
-// (native x86). An EXACT tombstone (key lost its row) has an empty value.
+// Value, HASHED/DENSE: a run of n >= 1 consecutive rows, the key's row first
+// (format 2; format 1 always wrote n = 1). Laid out array by array: the n
+// rows' dim floats, then each optimizer state array's n * dim floats, so that
+// restore copies each array of the run with one memcpy. n is the value's size
+// over RowBytes; the writer makes runs of RowsPerRun rows (values of about
+// kRunTargetBytes) where the rows are consecutive, and records that number
+// in the table's ShardTableEntry (rows_per_entry), which bounds what a reader
+// accepts. Why runs: restore paid RocksDB's per-entry costs (iterator step,
+// key parsing and compares) and ours (key decode, checks, checksum set-up)
+// once per row of a few hundred bytes, which cost more than reading the
+// bytes; per run they vanish. A run of one row is byte for byte the format-1
+// value, so format-1 checkpoints read the same way.
 //
-// Entry checksum: XXH3-64 of the value seeded with Mix64(table, id); a
-// shard's checksum is the sum of its entries' (order independent).
+// Value, EXACT: one key per entry (keys are sparse, no runs): the row's dim
+// floats, then each optimizer state array's dim floats, then the row's
+// last-update step as u64. An EXACT tombstone (key lost its row) has an empty
+// value.
+//
+// All floats and integers in values are little endian (native x86).
+//
+// Entry checksum: XXH3-64 of the value seeded with Mix64(table, id) (id: the
+// key's row or key); a shard's checksum is the sum of its entries' (order
+// independent).
 #pragma once
 
 // Inlined: an entry is 100s of bytes, where the call and the library's
@@ -49,6 +66,27 @@ inline bool DecodeKey(std::string_view key, uint32_t* table_id, uint64_t* id) {
 
 inline size_t ValueBytes(uint32_t dim, int state_arrays, bool exact) {
   return size_t{dim} * 4 * (1 + state_arrays) + (exact ? 8 : 0);
+}
+
+// HASHED/DENSE: the bytes one row adds to a run's value.
+inline size_t RowBytes(uint32_t dim, int state_arrays) {
+  return ValueBytes(dim, state_arrays, /*exact=*/false);
+}
+
+// What a run's value aims at: big enough that per-entry costs vanish next to
+// the bytes, small enough to sit in L2 while restore checks and copies it.
+inline constexpr size_t kRunTargetBytes = 128 << 10;
+
+// The rows of a full run: about kRunTargetBytes, at least one.
+inline uint64_t RowsPerRun(uint32_t dim, int state_arrays) {
+  const size_t row = RowBytes(dim, state_arrays);
+  return row >= kRunTargetBytes ? 1 : kRunTargetBytes / row;
+}
+
+// Where array `array` (0: the rows' values, 1 + k: optimizer state k) of a
+// run of `rows` rows starts in its value.
+inline size_t RunArrayOffset(uint32_t dim, uint64_t rows, int array) {
+  return size_t{dim} * 4 * rows * static_cast<size_t>(array);
 }
 
 inline uint64_t EntryChecksum(uint32_t table_id, uint64_t id,

@@ -113,6 +113,7 @@ class RangeScanner {
     const ScanTable* t = nullptr;
     uint32_t t_id = 0;
     uint64_t n = 0;
+    uint64_t run_end = 0;  // HASHED/DENSE: the row after the last entry's
     for (it->SeekToFirst(); it->Valid(); it->Next(), ++n) {
       if ((n & 4095) == 0 && stop->load(std::memory_order_relaxed)) {
         return;
@@ -129,6 +130,7 @@ class RangeScanner {
       if (t == nullptr || table_id != t_id) {
         t = Find(table_id);
         t_id = table_id;
+        run_end = 0;
         if (t == nullptr) {
           r->status = Corruption(where_ + ": an entry of table id " +
                                  std::to_string(table_id) +
@@ -137,19 +139,14 @@ class RangeScanner {
           return;
         }
       }
-      if (v.size() != t->value_bytes &&
-          !(t->exact && v.size() == 0 && !t->entry->full())) {
-        r->status = Corruption(where_ + ": " + TableWhere(*t->spec) + " id " +
-                               std::to_string(id) + " has a value of " +
-                               std::to_string(v.size()) + " bytes, " +
-                               std::to_string(t->value_bytes) + " expected");
-        return;
-      }
+      uint64_t rows = 1;
+      if (!CheckValue(*t, id, v.size(), run_end, &rows, &r->status)) return;
+      run_end = id + rows;
       const std::string_view value(v.data(), v.size());
       r->checksum += EntryChecksum(table_id, id, value);
       r->bytes += k.size() + v.size();
       if (r->sink != nullptr) {
-        r->status = r->sink->Add(*t, id, value);
+        r->status = r->sink->Add(*t, id, rows, value);
         if (!r->status.ok()) return;
       }
     }
@@ -160,6 +157,45 @@ class RangeScanner {
   }
 
  private:
+  // The rows of an entry of `table` at `id` with a value of `size` bytes
+  // into *rows; false with *status set when the size is not what the
+  // manifest allows (EXACT: one row or a tombstone; else a run of 1 to
+  // max_run_rows rows) or the run starts inside the one before it (row
+  // `run_end`: a run's rows would be restored twice).
+  bool CheckValue(const ScanTable& t, uint64_t id, size_t size,
+                  uint64_t run_end, uint64_t* rows, Status* status) const {
+    auto what = [&] {
+      return where_ + ": " + TableWhere(*t.spec) + " id " + std::to_string(id) +
+             " has a value of " + std::to_string(size) + " bytes, ";
+    };
+    if (t.exact) {
+      if (size == t.value_bytes || (size == 0 && !t.entry->full())) {
+        return true;
+      }
+      *status =
+          Corruption(what() + std::to_string(t.value_bytes) + " expected");
+      return false;
+    }
+    *rows = size / t.value_bytes;
+    if (size == 0 || size % t.value_bytes != 0 || *rows > t.max_run_rows) {
+      *status = Corruption(what() + "expected a multiple of " +
+                           std::to_string(t.value_bytes) +
+                           " (a row) of at "
+                           "most " +
+                           std::to_string(t.max_run_rows) + " rows");
+      return false;
+    }
+    if (id < run_end || id + *rows < id) {
+      *status = Corruption(where_ + ": " + TableWhere(*t.spec) + " rows " +
+                           std::to_string(id) + " to " +
+                           std::to_string(id + *rows - 1) +
+                           " overlap the entry before (which ends at row " +
+                           std::to_string(run_end - 1) + ")");
+      return false;
+    }
+    return true;
+  }
+
   const ScanTable* Find(uint32_t table_id) const {
     for (const ScanTable& t : tables_) {
       if (t.entry->table_id() == table_id) return &t;
@@ -205,6 +241,7 @@ Status ScanShard(const std::string& checkpoint_path, const proto::Manifest& m,
     t.exact = t.spec->kind() == ps::proto::EXACT;
     t.value_bytes =
         ValueBytes(t.spec->dim(), static_cast<int>(e.state_arrays()), t.exact);
+    t.max_run_rows = t.exact ? 1 : std::max<uint64_t>(1, e.rows_per_entry());
     tables.push_back(t);
   }
 

@@ -1,7 +1,8 @@
 // ScanShard: reads one shard database of a checkpoint whole, with several
 // reader threads over disjoint key ranges, and checks it against the
-// manifest (entry count, checksum, key and value sizes; RocksDB checks its
-// block checksums).
+// manifest (entry count, checksum, key and value sizes, runs of rows no
+// longer than recorded and not overlapping; RocksDB checks its block
+// checksums).
 //
 // The key ranges are cut at the first keys of the database's SST files, so
 // that each reader streams its own files sequentially; the ranges cover the
@@ -33,16 +34,21 @@ struct ScanTable {
   const ps::proto::TableSpec* spec = nullptr;
   const proto::ShardTableEntry* entry = nullptr;
   bool exact = false;      // EXACT (keys, last-update step) or rows
-  size_t value_bytes = 0;  // of an entry with a value
+  size_t value_bytes = 0;  // of an entry of one row (EXACT: with a value)
+  // HASHED/DENSE: the most rows an entry may hold (a run,
+  // checkpoint/row_codec.h): the manifest's rows_per_entry, at least 1.
+  uint64_t max_run_rows = 1;
 };
 
-// Receives the entries of one key range, in key order. `value` points into
-// RocksDB's block and is valid only during the call. An EXACT tombstone has
-// an empty value.
+// Receives the entries of one key range, in key order: `rows` rows from row
+// (or EXACT key) `id` on, laid out as checkpoint/row_codec.h says, its size
+// checked against the table's manifest entry (rows * value_bytes; EXACT: one
+// row, or a tombstone with an empty value). `value` points into RocksDB's
+// block and is valid only during the call.
 class EntrySink {
  public:
   virtual ~EntrySink() = default;
-  virtual Status Add(const ScanTable& table, uint64_t id,
+  virtual Status Add(const ScanTable& table, uint64_t id, uint64_t rows,
                      std::string_view value) = 0;
 };
 

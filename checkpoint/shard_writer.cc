@@ -25,7 +25,8 @@ constexpr uint64_t kTombstone = uint64_t{1} << 63;
 struct TablePlan {
   const TableSnapshot* table;
   bool exact;
-  size_t value_bytes;
+  size_t value_bytes;           // of one row's entry
+  uint64_t run_rows;            // HASHED/DENSE: the most rows of an entry
   std::vector<uint64_t> order;  // empty: entries 0..n-1 are in key order
   uint64_t count;               // entries incl. tombstones
 };
@@ -79,11 +80,14 @@ Status CheckTable(const TableSnapshot& t) {
   return Status::OK();
 }
 
-TablePlan PlanTable(const TableSnapshot& t) {
+TablePlan PlanTable(const TableSnapshot& t, uint64_t max_run_rows) {
   TablePlan p;
   p.table = &t;
   p.exact = t.spec.kind() == ps::proto::EXACT;
   p.value_bytes = ValueBytes(t.dim(), t.state_arrays, p.exact);
+  p.run_rows = p.exact            ? 1
+               : max_run_rows > 0 ? max_run_rows
+                                  : RowsPerRun(t.dim(), t.state_arrays);
   const uint64_t n = t.size();
   p.count = n + t.deleted.size();
   if (!t.deleted.empty() || !std::is_sorted(t.ids.begin(), t.ids.end())) {
@@ -101,33 +105,87 @@ TablePlan PlanTable(const TableSnapshot& t) {
   return p;
 }
 
+// The snapshot index of position `pos` in the table's key order.
+uint64_t IndexAt(const TablePlan& plan, uint64_t pos) {
+  return plan.order.empty() ? pos : plan.order[pos];
+}
+
+// HASHED/DENSE: how many rows from position `pos` (below `end`) form one run:
+// consecutive rows, at most plan.run_rows.
+uint64_t RunLength(const TablePlan& plan, uint64_t pos, uint64_t end) {
+  const TableSnapshot& t = *plan.table;
+  const uint64_t limit = std::min(end - pos, plan.run_rows);
+  if (plan.order.empty() && t.ids.empty()) return limit;  // every row
+  const uint64_t first = t.IdAt(IndexAt(plan, pos));
+  uint64_t n = 1;
+  while (n < limit && t.IdAt(IndexAt(plan, pos + n)) == first + n) ++n;
+  return n;
+}
+
+// Fills `value` with the run of `rows` rows at position `pos`, array by
+// array (checkpoint/row_codec.h).
+void EncodeRun(const TablePlan& plan, uint64_t pos, uint64_t rows,
+               std::string* value) {
+  const TableSnapshot& t = *plan.table;
+  const size_t row_bytes = size_t{t.dim()} * sizeof(float);
+  value->resize(rows * RowBytes(t.dim(), t.state_arrays));
+  char* p = value->data();
+  for (int a = 0; a <= t.state_arrays; ++a) {
+    const float* src = a == 0 ? t.values.data() : t.state[a - 1].data();
+    if (plan.order.empty()) {  // snapshot indices pos.. are consecutive
+      std::memcpy(p, src + pos * t.dim(), rows * row_bytes);
+      p += rows * row_bytes;
+      continue;
+    }
+    for (uint64_t i = 0; i < rows; ++i) {
+      std::memcpy(p, src + plan.order[pos + i] * t.dim(), row_bytes);
+      p += row_bytes;
+    }
+  }
+}
+
+// EXACT: fills `value` with the row at snapshot index `o` (values, state,
+// last-update step).
+void EncodeExactRow(const TableSnapshot& t, uint64_t o, std::string* value) {
+  const size_t row_bytes = size_t{t.dim()} * sizeof(float);
+  value->resize(ValueBytes(t.dim(), t.state_arrays, /*exact=*/true));
+  char* p = value->data();
+  std::memcpy(p, t.values.data() + o * t.dim(), row_bytes);
+  p += row_bytes;
+  for (int k = 0; k < t.state_arrays; ++k) {
+    std::memcpy(p, t.state[k].data() + o * t.dim(), row_bytes);
+    p += row_bytes;
+  }
+  std::memcpy(p, &t.last_update[o], 8);
+}
+
 void WriteChunk(const TablePlan& plan, const rocksdb::Options& options,
                 Chunk* chunk) {
   const TableSnapshot& t = *plan.table;
   const uint32_t table_id = t.spec.id();
-  const size_t row_bytes = size_t{t.dim()} * sizeof(float);
   rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), options);
   rocksdb::Status s = writer.Open(chunk->file);
-  std::string value(plan.value_bytes, '\0');
+  std::string value;
   char key[kKeyBytes];
-  for (uint64_t pos = chunk->begin; s.ok() && pos < chunk->end; ++pos) {
-    const uint64_t o = plan.order.empty() ? pos : plan.order[pos];
+  for (uint64_t pos = chunk->begin; s.ok() && pos < chunk->end;) {
+    const uint64_t o = IndexAt(plan, pos);
     uint64_t id;
     std::string_view v;
-    if (o & kTombstone) {
+    if (!plan.exact) {
+      id = t.IdAt(o);
+      const uint64_t rows = RunLength(plan, pos, chunk->end);
+      EncodeRun(plan, pos, rows, &value);
+      v = value;
+      pos += rows;
+    } else if (o & kTombstone) {
       id = t.deleted[o & ~kTombstone];
       v = std::string_view();
+      ++pos;
     } else {
       id = t.IdAt(o);
-      char* p = value.data();
-      std::memcpy(p, t.values.data() + o * t.dim(), row_bytes);
-      p += row_bytes;
-      for (int k = 0; k < t.state_arrays; ++k) {
-        std::memcpy(p, t.state[k].data() + o * t.dim(), row_bytes);
-        p += row_bytes;
-      }
-      if (plan.exact) std::memcpy(p, &t.last_update[o], 8);
+      EncodeExactRow(t, o, &value);
       v = value;
+      ++pos;
     }
     EncodeKey(table_id, id, key);
     s = writer.Put(rocksdb::Slice(key, kKeyBytes),
@@ -167,12 +225,18 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
   for (const TableSnapshot& t : snapshot.tables) sorted.push_back(&t);
   std::sort(sorted.begin(), sorted.end(),
             [](auto* a, auto* b) { return a->spec.id() < b->spec.id(); });
-  for (const TableSnapshot* t : sorted) plans.push_back(PlanTable(*t));
+  for (const TableSnapshot* t : sorted) {
+    plans.push_back(PlanTable(*t, options.max_rows_per_entry));
+  }
 
   std::vector<Chunk> chunks;
   for (size_t ti = 0; ti < plans.size(); ++ti) {
-    const uint64_t per_file = std::max<uint64_t>(
-        1, options.target_file_bytes / (plans[ti].value_bytes + kKeyBytes));
+    // Whole runs per file: a run never spans two files.
+    const uint64_t run = plans[ti].run_rows;
+    const uint64_t per_file =
+        std::max<uint64_t>(1, options.target_file_bytes /
+                                  (plans[ti].value_bytes + kKeyBytes) / run) *
+        run;
     for (uint64_t b = 0; b < plans[ti].count; b += per_file) {
       Chunk c;
       c.table = ti;
@@ -206,17 +270,21 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
   entry.set_cut_pause_ms(options.cut_pause_ms);
   uint64_t checksum = 0, entries = 0;
   std::vector<std::string> files;
+  std::vector<uint64_t> table_entries(plans.size(), 0);
   for (const Chunk& c : chunks) {
     if (!c.status.ok()) return c.status;
     checksum += c.checksum;
     entries += c.entries;
+    table_entries[c.table] += c.entries;
     files.push_back(c.file);
   }
-  for (const TablePlan& p : plans) {
+  for (size_t ti = 0; ti < plans.size(); ++ti) {
+    const TablePlan& p = plans[ti];
     proto::ShardTableEntry* te = entry.add_tables();
     te->set_table_id(p.table->spec.id());
     te->set_full(p.table->full);
-    te->set_entries(p.count);
+    te->set_entries(table_entries[ti]);
+    if (!p.exact) te->set_rows_per_entry(static_cast<uint32_t>(p.run_rows));
     te->set_optimizer_steps(p.table->optimizer_steps);
     te->set_state_arrays(static_cast<uint32_t>(p.table->state_arrays));
   }

@@ -25,6 +25,10 @@ struct ShardWriteOptions {
   std::string parent;  // INCREMENTAL: the parent's directory name
   int threads = 2;     // SST files written at the same time
   uint64_t target_file_bytes = 128ull << 20;
+  // HASHED/DENSE: the most rows one entry holds (a run of consecutive rows,
+  // checkpoint/row_codec.h). 0: RowsPerRun, values of about kRunTargetBytes;
+  // 1: one row per entry, as format 1 wrote (tests).
+  uint64_t max_rows_per_entry = 0;
   double cut_pause_ms = 0;  // recorded in the ShardEntry
   // Tests: called once the SST files are written, before they are ingested
   // and shard-<k>.done is written (a kill -9 there leaves a half-written

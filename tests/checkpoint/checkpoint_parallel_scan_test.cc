@@ -78,11 +78,12 @@ TEST(CheckpointParallelScan, ManyFilesAnyNumberOfReaders) {
 
 enum class Change { kRewriteAndFlush, kDeleteInLog };
 
-// Changes HASHED row `row` of shard 0 through RocksDB. kRewriteAndFlush: the
-// value it has, flushed: a new file whose keys overlap the others', the
-// shard's entries, count and checksum unchanged. kDeleteInLog: the row
-// deleted, left in the write-ahead log (the database then holds one entry
-// fewer than the manifest records).
+// Changes the entry of shard 0 that holds HASHED row `row` (the run it is
+// in, checkpoint/row_codec.h) through RocksDB. kRewriteAndFlush: the value
+// it has, flushed: a new file whose keys overlap the others', the shard's
+// entries, count and checksum unchanged. kDeleteInLog: the entry deleted,
+// left in the write-ahead log (the database then holds one entry fewer than
+// the manifest records).
 void ChangeRow(const std::string& ckpt, uint64_t row, Change change) {
   rocksdb::Options o = CheckpointDbOptions();
   o.avoid_flush_during_shutdown = true;
@@ -91,7 +92,15 @@ void ChangeRow(const std::string& ckpt, uint64_t row, Change change) {
   std::unique_ptr<rocksdb::DB> db(raw);
   char key[kKeyBytes];
   EncodeKey(testing::kHashed, row, key);
-  const rocksdb::Slice k(key, kKeyBytes);
+  std::string entry_key;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(
+        db->NewIterator(rocksdb::ReadOptions()));
+    it->SeekForPrev(rocksdb::Slice(key, kKeyBytes));
+    ASSERT_TRUE(it->Valid()) << it->status().ToString();
+    entry_key = it->key().ToString();
+  }
+  const rocksdb::Slice k(entry_key);
   if (change == Change::kRewriteAndFlush) {
     std::string value;
     ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), k, &value).ok());
