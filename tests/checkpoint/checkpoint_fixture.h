@@ -240,16 +240,20 @@ struct Model {
 namespace ps::checkpoint::testing {
 
 // Writes every shard of `model` at `step` and commits the MANIFEST. With
-// `changed`, an incremental checkpoint of those rows on top of `parent`.
+// `changed`, an incremental checkpoint of those rows on top of `parent`;
+// with `run_rows`, at most that many rows per entry (0: the writer's
+// default).
 inline StatusOr<proto::Manifest> WriteCheckpoint(
     const std::string& root, const Model& model, uint64_t step, uint32_t shards,
     const std::string& parent = "",
-    const std::function<bool(uint32_t, uint64_t)>* changed = nullptr) {
+    const std::function<bool(uint32_t, uint64_t)>* changed = nullptr,
+    uint64_t run_rows = 0) {
   const std::string dir = JoinPath(root, CheckpointDirName(step));
   for (uint32_t k = 0; k < shards; ++k) {
     ShardWriteOptions o;
     o.kind = changed ? proto::INCREMENTAL : proto::FULL;
     o.parent = parent;
+    o.max_rows_per_entry = run_rows;
     auto e = WriteShard(dir, model.Snapshot(k, shards, step, changed), o);
     if (!e.ok()) return e.status();
   }
@@ -275,6 +279,24 @@ inline std::vector<uint64_t> Steps(const std::string& root) {
   if (!all.ok()) return s;
   for (const auto& c : *all) s.push_back(c.step);
   return s;
+}
+
+// Restores every shard of a `new_shards` layout with `readers` (0: the
+// restorer's default) and checks it against the model.
+inline void ExpectRestoredWith(const std::string& root, const Model& model,
+                               uint32_t new_shards, int readers = 0) {
+  SCOPED_TRACE(std::to_string(new_shards) + " shards, " +
+               std::to_string(readers) + " readers");
+  uint64_t hashed_rows = 0;
+  for (uint32_t k = 0; k < new_shards; ++k) {
+    auto t = model.MakeTarget(k, new_shards);
+    t.target.readers = readers;
+    auto r = RestoreLatest(root, {}, &t.target);
+    ASSERT_TRUE(r.ok()) << r.status();
+    model.ExpectRestored(t.target);
+    hashed_rows += t.target.tables[0].rows_restored;
+  }
+  EXPECT_EQ(hashed_rows, model.hashed_capacity);
 }
 
 }  // namespace ps::checkpoint::testing

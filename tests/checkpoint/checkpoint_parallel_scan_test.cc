@@ -16,6 +16,7 @@
 namespace ps::checkpoint {
 namespace {
 
+using testing::ExpectRestoredWith;
 using testing::Model;
 using testing::TempDir;
 
@@ -45,22 +46,6 @@ size_t SstFiles(const std::string& shard_dir) {
     n += e.path().extension() == ".sst";
   }
   return n;
-}
-
-// Restores every new shard with `readers` and checks it against the model.
-void ExpectRestoredWith(const std::string& root, const Model& model,
-                        uint32_t new_shards, int readers) {
-  SCOPED_TRACE(std::to_string(readers) + " readers");
-  uint64_t hashed_rows = 0;
-  for (uint32_t k = 0; k < new_shards; ++k) {
-    auto t = model.MakeTarget(k, new_shards);
-    t.target.readers = readers;
-    auto r = RestoreLatest(root, {}, &t.target);
-    ASSERT_TRUE(r.ok()) << r.status();
-    model.ExpectRestored(t.target);
-    hashed_rows += t.target.tables[0].rows_restored;
-  }
-  EXPECT_EQ(hashed_rows, model.hashed_capacity);
 }
 
 TEST(CheckpointParallelScan, ManyFilesAnyNumberOfReaders) {

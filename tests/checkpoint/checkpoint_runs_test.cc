@@ -17,6 +17,7 @@
 namespace ps::checkpoint {
 namespace {
 
+using testing::ExpectRestoredWith;
 using testing::Model;
 using testing::TempDir;
 
@@ -26,21 +27,8 @@ using testing::TempDir;
 void Write(const std::string& root, const Model& model, uint64_t step,
            uint32_t shards, uint64_t run_rows, const std::string& parent = "",
            const std::function<bool(uint32_t, uint64_t)>* changed = nullptr) {
-  const std::string dir = JoinPath(root, CheckpointDirName(step));
-  for (uint32_t k = 0; k < shards; ++k) {
-    ShardWriteOptions o;
-    o.kind = changed ? proto::INCREMENTAL : proto::FULL;
-    o.parent = parent;
-    o.max_rows_per_entry = run_rows;
-    auto e = WriteShard(dir, model.Snapshot(k, shards, step, changed), o);
-    ASSERT_TRUE(e.ok()) << e.status();
-  }
-  CommitRequest c;
-  c.checkpoint_dir = dir;
-  c.step = step;
-  c.num_shards = shards;
-  c.tables = model.Specs();
-  auto m = CommitCheckpoint(c);
+  auto m = testing::WriteCheckpoint(root, model, step, shards, parent, changed,
+                                    run_rows);
   ASSERT_TRUE(m.ok()) << m.status();
 }
 
@@ -68,20 +56,6 @@ void WriteFormat1(
   });
 }
 
-void ExpectRestoredOnto(const std::string& root, const Model& model,
-                        uint32_t new_shards) {
-  SCOPED_TRACE("onto " + std::to_string(new_shards) + " shards");
-  uint64_t hashed_rows = 0;
-  for (uint32_t k = 0; k < new_shards; ++k) {
-    auto t = model.MakeTarget(k, new_shards);
-    auto r = RestoreLatest(root, {}, &t.target);
-    ASSERT_TRUE(r.ok()) << r.status();
-    model.ExpectRestored(t.target);
-    hashed_rows += t.target.tables[0].rows_restored;
-  }
-  EXPECT_EQ(hashed_rows, model.hashed_capacity);
-}
-
 TEST(CheckpointRuns, WriterMakesRunsAndRecordsTheirLength) {
   TempDir dir;
   Model model;
@@ -101,8 +75,8 @@ TEST(CheckpointRuns, WriterMakesRunsAndRecordsTheirLength) {
     EXPECT_EQ(t.rows_per_entry(), run);
     EXPECT_EQ(t.entries(), (spec.capacity() + run - 1) / run);
   }
-  ExpectRestoredOnto(dir.path(), model, 1);
-  ExpectRestoredOnto(dir.path(), model, 3);
+  ExpectRestoredWith(dir.path(), model, 1);
+  ExpectRestoredWith(dir.path(), model, 3);
   EXPECT_TRUE(
       VerifyCheckpoint(JoinPath(dir.path(), CheckpointDirName(10))).ok());
 }
@@ -124,7 +98,7 @@ TEST(CheckpointRuns, Format1BaseWithFormat2Increment) {
   ASSERT_TRUE(base.ok()) << base.status();
   EXPECT_EQ(base->format_version(), 1u);
   for (uint32_t shards : {1u, 2u, 3u}) {
-    ExpectRestoredOnto(dir.path(), ChangedModel(), shards);
+    ExpectRestoredWith(dir.path(), ChangedModel(), shards);
   }
 }
 
@@ -134,7 +108,7 @@ TEST(CheckpointRuns, Format2BaseWithFormat1Increment) {
   WriteFormat1(dir.path(), ChangedModel(), 20, 2, CheckpointDirName(10),
                &kChanged);
   for (uint32_t shards : {1u, 2u, 3u}) {
-    ExpectRestoredOnto(dir.path(), ChangedModel(), shards);
+    ExpectRestoredWith(dir.path(), ChangedModel(), shards);
   }
   EXPECT_TRUE(
       VerifyCheckpoint(JoinPath(dir.path(), CheckpointDirName(20))).ok());
@@ -149,7 +123,7 @@ TEST(CheckpointRuns, RunsCutByTheNewShardBoundaries) {
     Model model;
     Write(dir.path(), model, 10, 2, run);
     for (uint32_t shards : {3u, 4u, 5u}) {
-      ExpectRestoredOnto(dir.path(), model, shards);
+      ExpectRestoredWith(dir.path(), model, shards);
     }
   }
 }
