@@ -153,23 +153,42 @@ TEST(DeviceMemoryTest, IpcKeyRoundTripsAndRefusesMalformedKeys) {
   }
 }
 
+// An owner's 4 KiB host region and a peer connected to it over shm, with
+// the region's descriptor to forge the shm key of.
+class ForgedShmKeyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PS_SKIP_IF_UNUSABLE(TransportChoice::kShm);
+    owner_ = NewContext("owner", TransportChoice::kShm);
+    peer_ = NewContext("peer", TransportChoice::kShm);
+    ASSERT_TRUE(owner_ != nullptr && peer_ != nullptr);
+    auto region =
+        owner_->Allocate(4096, xfer::kRemoteRead | xfer::kRemoteWrite);
+    ASSERT_TRUE(region.ok()) << region.status();
+    region_ = std::move(region).value();
+    auto ep = peer_->Connect(owner_->address());
+    ASSERT_TRUE(ep.ok()) << ep.status();
+    ep_ = std::move(ep).value();
+    ASSERT_TRUE(descriptor_.ParseFromString(region_->descriptor()));
+    ASSERT_NE(ShmKey(descriptor_), nullptr);
+  }
+
+  // Imports the descriptor with its shm key replaced by `key`.
+  StatusOr<xfer::RemoteRegion> ImportWithKey(const std::string& key) {
+    ShmKey(descriptor_)->set_key(key);
+    return ep_->Import(descriptor_.SerializeAsString());
+  }
+
+  std::unique_ptr<Context> owner_, peer_;
+  std::shared_ptr<MemoryRegion> region_;
+  std::shared_ptr<xfer::Endpoint> ep_;
+  xfer::proto::RegionDescriptor descriptor_;
+};
+
 // A descriptor whose shm key is neither empty (a memfd) nor a CUDA IPC key
 // is refused by Import with kInvalidArgument, not taken for either.
-TEST(DeviceMemoryTest, MalformedIpcKeyInDescriptorIsRefused) {
-  PS_SKIP_IF_UNUSABLE(TransportChoice::kShm);
-  auto owner = NewContext("owner", TransportChoice::kShm);
-  auto peer = NewContext("peer", TransportChoice::kShm);
-  ASSERT_TRUE(owner != nullptr && peer != nullptr);
-  auto region = owner->Allocate(4096, xfer::kRemoteRead | xfer::kRemoteWrite);
-  ASSERT_TRUE(region.ok()) << region.status();
-  auto ep = peer->Connect(owner->address());
-  ASSERT_TRUE(ep.ok()) << ep.status();
-  xfer::proto::RegionDescriptor d;
-  ASSERT_TRUE(d.ParseFromString((*region)->descriptor()));
-  xfer::proto::TransportKey* k = ShmKey(d);
-  ASSERT_NE(k, nullptr);
-  k->set_key(std::string(40, '\x5a'));
-  auto imported = (*ep)->Import(d.SerializeAsString());
+TEST_F(ForgedShmKeyTest, MalformedIpcKeyInDescriptorIsRefused) {
+  auto imported = ImportWithKey(std::string(40, '\x5a'));
   ASSERT_FALSE(imported.ok());
   EXPECT_TRUE(imported.status().Is(StatusCode::kInvalidArgument))
       << imported.status();
@@ -180,33 +199,21 @@ TEST(DeviceMemoryTest, MalformedIpcKeyInDescriptorIsRefused) {
 // A well-formed CUDA IPC key that cannot be opened here (no driver, or a
 // handle the driver refuses) makes the origin stage through the owner's
 // connection instead: the operations still land, on the owner's side.
-TEST(DeviceMemoryTest, UnopenableIpcKeyFallsBackToStaging) {
-  PS_SKIP_IF_UNUSABLE(TransportChoice::kShm);
-  auto owner = NewContext("owner", TransportChoice::kShm);
-  auto peer = NewContext("peer", TransportChoice::kShm);
-  ASSERT_TRUE(owner != nullptr && peer != nullptr);
-  auto region = owner->Allocate(4096, xfer::kRemoteRead | xfer::kRemoteWrite);
-  ASSERT_TRUE(region.ok()) << region.status();
-  auto ep = peer->Connect(owner->address());
-  ASSERT_TRUE(ep.ok()) << ep.status();
-  xfer::proto::RegionDescriptor d;
-  ASSERT_TRUE(d.ParseFromString((*region)->descriptor()));
-  xfer::proto::TransportKey* k = ShmKey(d);
-  ASSERT_NE(k, nullptr);
-  k->set_key(xfer::internal::PackDeviceIpcKey(xfer::internal::DeviceExport{}));
-  auto imported = (*ep)->Import(d.SerializeAsString());
+TEST_F(ForgedShmKeyTest, UnopenableIpcKeyFallsBackToStaging) {
+  auto imported = ImportWithKey(
+      xfer::internal::PackDeviceIpcKey(xfer::internal::DeviceExport{}));
   ASSERT_TRUE(imported.ok()) << imported.status();
   std::vector<uint8_t> bytes(1000), back(1000, 0);
   FillPattern(bytes.data(), bytes.size(), 3);
-  ASSERT_TRUE((*ep)->Put(bytes.data(), bytes.size(), *imported, 96).ok());
-  ASSERT_TRUE((*ep)->Get(back.data(), back.size(), *imported, 96).ok());
+  ASSERT_TRUE(ep_->Put(bytes.data(), bytes.size(), *imported, 96).ok());
+  ASSERT_TRUE(ep_->Get(back.data(), back.size(), *imported, 96).ok());
   EXPECT_EQ(back, bytes);
-  EXPECT_EQ(std::memcmp(static_cast<uint8_t*>((*region)->data()) + 96,
+  EXPECT_EQ(std::memcmp(static_cast<uint8_t*>(region_->data()) + 96,
                         bytes.data(), bytes.size()),
             0);
   EXPECT_TRUE(xfer::internal::MappingOf(*imported)->device_refused.load());
   // Past the end: the owner's refusal, through the stream.
-  Status s = (*ep)->Put(bytes.data(), bytes.size(), *imported, 4000);
+  Status s = ep_->Put(bytes.data(), bytes.size(), *imported, 4000);
   EXPECT_TRUE(s.Is(StatusCode::kOutOfRange)) << s;
 }
 
