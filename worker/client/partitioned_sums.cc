@@ -21,6 +21,10 @@ constexpr size_t kMinKeysPerPart = 1u << 16;
 // Rows per run handed to the caller: a few packets' worth, so the first
 // reach the server while the rest are summed.
 constexpr size_t kRunRows = 1u << 15;
+// Pairs per chunk of a bucket's chain: at least 8 lines (a TLB-friendly
+// 512 bytes), at most 32 KiB.
+constexpr uint64_t kMinChunkPairs = 64;
+constexpr uint64_t kMaxChunkPairs = 4096;
 
 // Copies one 64-byte line of pairs to `dst` (64-byte aligned) with
 // non-temporal stores (SSE2: every x86-64 has them).
@@ -85,71 +89,75 @@ struct PartitionedSums::Locator {
   }
 };
 
-void PartitionedSums::Histogram(const RowHash& hash, const Locator& where,
-                                std::span<const uint64_t> keys, size_t part) {
+// One pass: a block of keys is hashed at once (vectorised), then each pair
+// goes to its bucket's cache-line buffer; a full line goes to the bucket's
+// current chunk in one non-temporal store (no read of the line it replaces,
+// no eviction of the buffers). A bucket's first pair of a chunk takes the
+// arena's next chunk; lines never straddle chunks (chunk_pairs_ is a
+// multiple of a line). The partial last lines are stored one by one.
+void PartitionedSums::Partition(const RowHash& hash, const Locator& where,
+                                std::span<const uint64_t> keys,
+                                std::span<const float> grads, size_t part) {
+  constexpr uint64_t kLine = kPairsPerLine;
   const Locator at = where;
   const size_t buckets = bucket_shard_.size();
-  uint64_t* count = cursor_.data() + part * buckets;
-  std::fill(count, count + buckets, 0);
-  uint64_t* located = located_.data();
-  // The keys' global rows a block at a time (vectorised), then their
-  // buckets.
+  const uint64_t chunk_mask = chunk_pairs_ - 1;
+  const size_t begin = key_begin_[part], end = key_begin_[part + 1];
+  PartOutput& out = out_[part];
+  // Every bucket may end with one chunk partly filled.
+  const size_t max_chunks = (end - begin) / chunk_pairs_ + buckets;
+  out.lines.Resize(buckets * kLine);
+  out.chunks.Resize(max_chunks * chunk_pairs_);
+  out.next.resize(max_chunks);
+  out.head.assign(buckets, kNoChunk);
+  out.tail.assign(buckets, kNoChunk);
+  out.count.assign(buckets, 0);
+  Pair* lines = out.lines.data();
+  Pair* chunks = out.chunks.data();
+  uint32_t* next = out.next.data();
+  uint32_t* head = out.head.data();
+  uint32_t* tail = out.tail.data();
+  uint64_t* count = out.count.data();
+  uint32_t used = 0;  // chunks taken
+  const float* g = grads.data();
+  const bool one_value = dim_ == 1;
   constexpr size_t kBlock = 256;
   uint64_t rows[kBlock];
-  const size_t end = key_begin_[part + 1];
-  for (size_t i = key_begin_[part]; i < end; i += kBlock) {
+  for (size_t i = begin; i < end; i += kBlock) {
     const size_t m = std::min(kBlock, end - i);
     hash.GlobalRows(keys.data() + i, m, rows);
     for (size_t j = 0; j < m; ++j) {
       uint32_t row;
       const uint32_t b = at(rows[j], &row);
-      ++count[b];
-      located[i + j] = uint64_t{b} << 32 | row;
-    }
-  }
-}
-
-// Scatter with write-combining: each bucket's pairs gather in a cache-line
-// buffer, and a full line goes to the pairs array in one non-temporal store
-// (no read of the line it replaces, no eviction of the buffers). Lines at
-// the two ends of this part's share of a bucket may hold another part's or
-// bucket's pairs: those slots are stored one by one.
-void PartitionedSums::Scatter(std::span<const float> grads, size_t part) {
-  constexpr uint64_t kLine = kPairsPerLine;
-  const size_t buckets = bucket_shard_.size();
-  uint64_t* cursor = cursor_.data() + part * buckets;
-  PartOutput& out = out_[part];
-  out.lines.Resize(buckets * kLine);
-  Pair* lines = out.lines.data();
-  out.first.assign(cursor, cursor + buckets);  // where this part's share starts
-  Pair* pairs = pairs_.data();
-  const uint64_t* located = located_.data();
-  const float* g = grads.data();
-  const size_t end = key_begin_[part + 1];
-  for (size_t i = key_begin_[part]; i < end; ++i) {
-    const uint32_t row = static_cast<uint32_t>(located[i]);
-    const uint32_t payload =
-        dim_ == 1 ? std::bit_cast<uint32_t>(g[i]) : static_cast<uint32_t>(i);
-    const uint64_t b = located[i] >> 32;
-    const uint64_t at = cursor[b]++;
-    Pair* line = lines + b * kLine;
-    line[at % kLine] = {row, payload};
-    if (at % kLine != kLine - 1) continue;
-    const uint64_t line_start = at - (kLine - 1);
-    if (line_start >= out.first[b]) {
-      StreamLine(pairs + line_start, line);
-    } else {
-      for (uint64_t k = out.first[b]; k <= at; ++k) {
-        pairs[k] = line[k % kLine];
+      const uint32_t payload = one_value ? std::bit_cast<uint32_t>(g[i + j])
+                                         : static_cast<uint32_t>(i + j);
+      const uint64_t c = count[b]++;
+      const uint64_t in_chunk = c & chunk_mask;
+      if (in_chunk == 0) {  // the bucket's next chunk
+        const uint32_t fresh = used++;
+        next[fresh] = kNoChunk;
+        if (c == 0) {
+          head[b] = fresh;
+        } else {
+          next[tail[b]] = fresh;
+        }
+        tail[b] = fresh;
+      }
+      Pair* line = lines + size_t{b} * kLine;
+      line[c % kLine] = {row, payload};
+      if (c % kLine == kLine - 1) {
+        StreamLine(
+            chunks + size_t{tail[b]} * chunk_pairs_ + in_chunk - (kLine - 1),
+            line);
       }
     }
   }
   for (size_t b = 0; b < buckets; ++b) {  // the partial last lines
-    const uint64_t line_start =
-        std::max(out.first[b], cursor[b] / kLine * kLine);
-    for (uint64_t k = line_start; k < cursor[b]; ++k) {
-      pairs[k] = lines[b * kLine + k % kLine];
-    }
+    const uint64_t c = count[b];
+    if (c % kLine == 0) continue;
+    Pair* dst = chunks + size_t{tail[b]} * chunk_pairs_ +
+                ((c - 1) & chunk_mask) / kLine * kLine;
+    for (uint64_t k = 0; k < c % kLine; ++k) dst[k] = lines[b * kLine + k];
   }
   _mm_sfence();  // the streamed lines are visible before the pool's join
 }
@@ -176,28 +184,40 @@ Status PartitionedSums::SumBuckets(std::span<const float> grads, size_t part,
   const uint32_t last = part_first_bucket_[part + 1];
   for (uint32_t b = first; b < last; ++b) {
     const uint32_t shard = bucket_shard_[b];
-    const Pair* p = pairs_.data() + bucket_begin_[b];
-    const Pair* end = pairs_.data() + bucket_begin_[b + 1];
-    if (p != end) {
-      if (dim == 1) {
-        for (; p < end; ++p) {
-          const uint32_t off = p->row & mask;
-          slice[off] += std::bit_cast<float>(p->payload);
-          bits[off >> 6] |= uint64_t{1} << (off & 63);
-        }
-      } else {
-        constexpr ptrdiff_t kAhead = 8;  // gradient rows are gathered
-        for (; p < end; ++p) {
-          if (end - p > kAhead) {
-            __builtin_prefetch(grads.data() + size_t{p[kAhead].payload} * dim);
+    bool any = false;
+    // The bucket's pairs in key order: part 0's chunks, then part 1's, ...
+    for (const PartOutput& from : out_) {
+      uint64_t left = from.count[b];
+      any = any || left > 0;
+      for (uint32_t c = left > 0 ? from.head[b] : kNoChunk; left > 0;
+           c = from.next[c]) {
+        const uint64_t here = std::min(left, chunk_pairs_);
+        left -= here;
+        const Pair* p = from.chunks.data() + size_t{c} * chunk_pairs_;
+        const Pair* end = p + here;
+        if (dim == 1) {
+          for (; p < end; ++p) {
+            const uint32_t off = p->row & mask;
+            slice[off] += std::bit_cast<float>(p->payload);
+            bits[off >> 6] |= uint64_t{1} << (off & 63);
           }
-          const uint32_t off = p->row & mask;
-          const float* g = grads.data() + size_t{p->payload} * dim;
-          float* dst = slice + size_t{off} * dim;
-          for (uint32_t j = 0; j < dim; ++j) dst[j] += g[j];
-          bits[off >> 6] |= uint64_t{1} << (off & 63);
+        } else {
+          constexpr ptrdiff_t kAhead = 8;  // gradient rows are gathered
+          for (; p < end; ++p) {
+            if (end - p > kAhead) {
+              __builtin_prefetch(grads.data() +
+                                 size_t{p[kAhead].payload} * dim);
+            }
+            const uint32_t off = p->row & mask;
+            const float* g = grads.data() + size_t{p->payload} * dim;
+            float* dst = slice + size_t{off} * dim;
+            for (uint32_t j = 0; j < dim; ++j) dst[j] += g[j];
+            bits[off >> 6] |= uint64_t{1} << (off & 63);
+          }
         }
       }
+    }
+    if (any) {
       // Drain the slice in row order.
       const uint32_t base = (b - bucket_base_[shard]) << shift_;  // local row
       for (uint32_t w = 0; w < span_rows / 64; ++w) {
@@ -240,34 +260,29 @@ Status PartitionedSums::Sum(const ShardRouter& router, uint32_t dim,
   parts_ = std::clamp<size_t>(n / kMinKeysPerPart, 1, pool.size());
   key_begin_.resize(parts_ + 1);
   for (size_t p = 0; p <= parts_; ++p) key_begin_[p] = n * p / parts_;
-  cursor_.resize(parts_ * buckets);
-  if (out_.size() < parts_) out_.resize(parts_);
-  if (pairs_.size() < n) pairs_.Resize(n);
-  if (located_.size() < n) located_.Resize(n);
+  // Chunks of about a quarter of a bucket's share of a part, so that the
+  // partly filled last chunks waste little; at least a few lines.
+  const uint64_t per_bucket = n / parts_ / std::max<size_t>(1, buckets);
+  chunk_pairs_ = std::clamp<uint64_t>(
+      std::bit_floor(std::max<uint64_t>(1, per_bucket / 4)), kMinChunkPairs,
+      kMaxChunkPairs);
+  out_.resize(parts_);  // SumBuckets reads every part's chains
 
   const Locator where{shift_, &router, bucket_base_.data()};
-  RunParts(pool, parts_,
-           [&](size_t p) { Histogram(router.row_hash(), where, keys, p); });
-  // Bucket b's pairs: part 0's, then part 1's, ...: key order throughout.
-  bucket_begin_.resize(buckets + 1);
-  uint64_t at = 0;
-  for (size_t b = 0; b < buckets; ++b) {
-    bucket_begin_[b] = at;
-    for (size_t p = 0; p < parts_; ++p) {
-      const uint64_t count = cursor_[p * buckets + b];
-      cursor_[p * buckets + b] = at;
-      at += count;
-    }
-  }
-  bucket_begin_[buckets] = at;
-  RunParts(pool, parts_, [&](size_t p) { Scatter(grads, p); });
+  RunParts(pool, parts_, [&](size_t p) {
+    Partition(router.row_hash(), where, keys, grads, p);
+  });
 
   // Contiguous runs of buckets with about as many pairs per part.
   part_first_bucket_.assign(parts_ + 1, static_cast<uint32_t>(buckets));
   part_first_bucket_[0] = 0;
+  uint64_t before = 0;  // pairs of the buckets below b
   size_t b = 0;
   for (size_t p = 1; p < parts_; ++p) {
-    while (b < buckets && bucket_begin_[b] < n * p / parts_) ++b;
+    while (b < buckets && before < n * p / parts_) {
+      for (const PartOutput& from : out_) before += from.count[b];
+      ++b;
+    }
     part_first_bucket_[p] = static_cast<uint32_t>(b);
   }
   std::vector<Status> status(parts_);
