@@ -28,11 +28,38 @@ StatusOr<size_t> CutPackets(const SparsePacketMeta& meta,
   // PayloadBytes' block count per row.
   const uint64_t row_value_bytes =
       dim * kernels::ValueTypeBytes(meta.value_type);
+  const uint32_t* r = rows.data();
   size_t total = 0;
   for (size_t start = 0; start < n;) {
     uint64_t index_bytes = 0;
     size_t end = start, good_end = start;
     uint64_t good_size = 0;
+    if (!int8) {
+      // Fixed-width values: a packet's size only grows with its rows, so
+      // whole blocks of rows that still fit are taken at once (a loop
+      // without a branch per row), then the last rows one by one below.
+      constexpr size_t kBlock = 64;
+      while (n - end >= kBlock && end + kBlock - start <= UINT32_MAX) {
+        uint64_t block = 0;
+        if (varint) {
+          block =
+              kernels::VarintBytes(end == start ? r[end] : r[end] - r[end - 1]);
+          for (size_t i = end + 1; i < end + kBlock; ++i) {
+            block += kernels::VarintBytes(r[i] - r[i - 1]);
+          }
+        } else {
+          block = 4 * kBlock;
+        }
+        const uint64_t size = kSparsePacketHeaderBytes +
+                              Align4(index_bytes + block) +
+                              Align4((end + kBlock - start) * row_value_bytes);
+        if (size > limit) break;
+        index_bytes += block;
+        end += kBlock;
+        good_end = end;
+        good_size = size;
+      }
+    }
     while (end < n && end - start < UINT32_MAX) {
       uint32_t delta = end == start ? rows[end] : rows[end] - rows[end - 1];
       uint64_t next_index =

@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "kernels/varint_index.h"
 #include "protocol/sparse_packet.h"
 #include "tests/protocol/sparse_packet_test_util.h"
 
@@ -101,6 +102,60 @@ TEST(SparsePacketTest, RoundTripsEveryTypeEncodingDimAndSize) {
             ASSERT_EQ(next_row, n);
             if (max_bytes == 600 && dim * ValueTypeBytes(type) * n > 2000) {
               ASSERT_GT(packets.size(), 1u);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Packets are cut greedily: every packet but the last would overflow with
+// its next row (the cutter takes fixed-width packets in blocks of rows, and
+// must cut where a row-by-row cut would). The size a packet would have is
+// worked out here from the layout: header, index section and value section
+// each padded to 4 bytes. Row gaps small and large, so that deltas take 1
+// to 5 varint bytes.
+TEST(SparsePacketTest, PacketsAreAsFullAsTheSlotAllows) {
+  std::mt19937 rng(11);
+  auto align4 = [](uint64_t n) { return (n + 3) / 4 * 4; };
+  for (ValueType type : {ValueType::kFp32, ValueType::kFp16}) {
+    for (IndexEncoding enc :
+         {IndexEncoding::kDeltaVarint, IndexEncoding::kRawU32}) {
+      for (uint32_t dim : {1u, 3u}) {
+        for (uint64_t table_rows : {uint64_t{6000}, uint64_t{1} << 31}) {
+          SparsePacketMeta meta{.table_id = 3,
+                                .row_dim = dim,
+                                .value_type = type,
+                                .index_encoding = enc};
+          Push push = RandomPush(5000, dim, table_rows, rng);
+          auto index_bytes = [&](size_t first, size_t rows) {
+            if (enc == IndexEncoding::kRawU32) return uint64_t{4} * rows;
+            uint64_t b = kernels::VarintBytes(push.rows[first]);
+            for (size_t r = first + 1; r < first + rows; ++r) {
+              b += kernels::VarintBytes(push.rows[r] - push.rows[r - 1]);
+            }
+            return b;
+          };
+          for (size_t max_bytes : {size_t{600}, size_t{4100}, size_t{65536}}) {
+            std::vector<uint8_t> out;
+            std::vector<EncodedPacket> packets;
+            ASSERT_TRUE(EncodeSparsePackets(meta, push.rows, push.values,
+                                            max_bytes, &out, &packets)
+                            .ok());
+            for (size_t i = 0; i < packets.size(); ++i) {
+              const EncodedPacket& pk = packets[i];
+              auto size_with = [&](size_t rows) {
+                return kSparsePacketHeaderBytes +
+                       align4(index_bytes(pk.first_row, rows)) +
+                       align4(rows * dim * ValueTypeBytes(type));
+              };
+              EXPECT_EQ(pk.size, size_with(pk.row_count));
+              if (i + 1 == packets.size()) continue;
+              EXPECT_GT(size_with(pk.row_count + size_t{1}), max_bytes)
+                  << "packet " << i << " of " << packets.size() << " ("
+                  << pk.row_count << " rows, " << pk.size
+                  << " bytes) had room for its next row";
             }
           }
         }
