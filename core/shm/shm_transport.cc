@@ -221,7 +221,7 @@ Status ShmTransport::Execute(const Op& op) {
       return Status::OK();
     }
     case OpType::kPutNotify:
-      return PutNotify(op);
+      return PutNotify<false>(op);
   }
   return Internal("unknown operation");
 }
@@ -274,7 +274,7 @@ Status ShmTransport::ExecuteDevice(const Op& op) {
       }
       return NotSupported("device memory takes no atomics");
     case OpType::kPutNotify:
-      return PutNotify(op);
+      return PutNotify<true>(op);
   }
   return Internal("unknown operation");
 }
@@ -346,6 +346,7 @@ bool ShmTransport::WriteInLanes(const Op& op, uint64_t total, Status* status) {
   return lanes_->Run(chunks, copy, status);
 }
 
+template <bool kDevice>
 Status ShmTransport::PutNotify(const Op& op) {
   Status why;
   uint8_t* flag =
@@ -363,12 +364,16 @@ Status ShmTransport::PutNotify(const Op& op) {
     PS_ASSIGN_OR_RETURN(ring, PeerRing());
     PS_ASSIGN_OR_RETURN(cell, ring->Claim(ring_wait_));
   }
-  // Device data is in place when the copy returns (DeviceMemory::Copy is
-  // synchronous), before the word says so.
-  Status copied = CopyData(*op.remote, p, op.single.local, op.single.length);
-  if (!copied.ok()) {
-    if (ring != nullptr) ring->Void(cell);
-    return copied;
+  if constexpr (kDevice) {
+    // Device data is in place when the copy returns (DeviceMemory::Copy is
+    // synchronous), before the word says so.
+    Status copied = CopyData(*op.remote, p, op.single.local, op.single.length);
+    if (!copied.ok()) {
+      if (ring != nullptr) ring->Void(cell);
+      return copied;
+    }
+  } else {
+    Copy(p, op.single.local, op.single.length);
   }
   // Release: a reader that acquires the new word sees all of the data.
   __atomic_store_n(reinterpret_cast<uint64_t*>(flag), op.notify_value,

@@ -117,6 +117,9 @@ class ShmTransport : public Transport {
   Status PutOne(const Op& op);
   // Copies a put-with-notify's data, stores its word and, when the word's
   // region asks for events, queues one in the peer's notification ring.
+  // `kDevice`: the data region is an exported device region (ExecuteDevice);
+  // a template so that Execute's host path pays nothing for device data.
+  template <bool kDevice>
   Status PutNotify(const Op& op);
   // The peer's notification ring, mapped on first use.
   StatusOr<NotificationRing*> PeerRing();
