@@ -34,14 +34,9 @@ struct RemoteMapping : RemoteRegionState {
   }
 
   // The owner allocated the region (memfd-backed): it can be mapped. The
-  // others are reached through the stream transport, except
+  // others are reached through the stream transport, except device memory
+  // the owner exported (device_export, below).
   const bool mappable;
-  // device memory the owner exported over CUDA IPC, reached with device
-  // copies while `device_refused` is false. Set when the export could not
-  // be opened here (then the region is streamed from then on).
-  const std::optional<DeviceExport> device_export;
-  std::atomic<bool> device_refused{false};
-  int device = -1;  // valid once ready: this process's ordinal for `base`
 
   std::mutex mu;  // serializes the first mapping
   std::atomic<bool> ready{false};
@@ -50,6 +45,15 @@ struct RemoteMapping : RemoteRegionState {
   size_t size = 0;
   uint32_t access = 0;
   uint32_t slot = 0;  // the region's word in the owner's liveness page
+
+  // Device memory the owner exported over CUDA IPC, reached with device
+  // copies while `device_refused` is false. Set when the export could not
+  // be opened here (then the region is streamed from then on). After the
+  // fields above, which Resolve reads on every host operation: the 96-byte
+  // export ahead of them would push them into other cache lines.
+  const std::optional<DeviceExport> device_export;
+  std::atomic<bool> device_refused{false};
+  int device = -1;  // valid once ready: this process's ordinal for `base`
 
   // Test seam: set before the first use to keep the descriptor the owner
   // sent in owner_fd (the transport closes it once mapped otherwise), so a
