@@ -76,8 +76,9 @@ class EarlyStopProcessTest : public ::testing::Test {
     return argv;
   }
   // What every early-stopped run must show: the loud warning, the stop
-  // before the end, and the best point as the final eval.
-  void ExpectStoppedEarlyAtTheBest(const Outcome& out) {
+  // before the end, and the best point as the final eval, after `patience`
+  // evals without a better one.
+  void ExpectStoppedEarlyAtTheBest(const Outcome& out, int patience = 2) {
     for (const char* said :
          {"EVAL NO BETTER THAN THE BASE RATE",
           "the model is no better than predicting the base rate",
@@ -103,7 +104,7 @@ class EarlyStopProcessTest : public ::testing::Test {
       EXPECT_LE(best, logloss + 1e-9) << json;
       ++points;
     }
-    EXPECT_GE(points, 3) << json;  // a best, then patience (2) without
+    EXPECT_GE(points, 1 + patience) << json;  // a best, then patience without
     best_logloss_ = best;
     best_step_ =
         static_cast<uint64_t>(JsonNumber(json.substr(best_at), "step"));
@@ -209,12 +210,16 @@ TEST_F(EarlyStopProcessTest, EveryWorkerStopsAfterTheSameStep) {
   std::vector<std::thread> workers;
   for (int w = 0; w < 2; ++w) {
     workers.emplace_back([&, w] {
-      // A later --metrics_json overrides Worker()'s: one file each.
-      std::vector<std::string> argv =
-          Worker({"--servers=" + (*server)->address(), "--num_workers=2",
-                  "--worker_id=" + std::to_string(w),
-                  "--metrics_json=" +
-                      Path(w == 0 ? "metrics.json" : "metrics-1.json")});
+      // A later --metrics_json overrides Worker()'s: one file each. Two
+      // async workers make the eval curve differ from run to run; it
+      // wanders up and down (the rate diverges) but once improved at every
+      // other eval for ten evals, which a patience of 2 never stops. A
+      // patience of 1 stops at the first eval that is no better.
+      std::vector<std::string> argv = Worker(
+          {"--servers=" + (*server)->address(), "--num_workers=2",
+           "--worker_id=" + std::to_string(w),
+           "--metrics_json=" + Path(w == 0 ? "metrics.json" : "metrics-1.json"),
+           "--early_stop_patience=1"});
       outs[w] =
           RunProgram(argv, Path("worker-" + std::to_string(w) + ".log"), 120);
     });
@@ -222,7 +227,7 @@ TEST_F(EarlyStopProcessTest, EveryWorkerStopsAfterTheSameStep) {
   for (auto& t : workers) t.join();
   ASSERT_EQ(outs[0].code, 0) << outs[0].output;
   ASSERT_EQ(outs[1].code, 0) << outs[1].output;
-  ExpectStoppedEarlyAtTheBest(outs[0]);
+  ExpectStoppedEarlyAtTheBest(outs[0], /*patience=*/1);
   const std::string stopped = "early stop after step ";
   const std::vector<double> s0 = NumbersAfter(outs[0].output, stopped);
   const std::vector<double> s1 = NumbersAfter(outs[1].output, stopped);
