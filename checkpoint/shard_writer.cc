@@ -144,19 +144,12 @@ void EncodeRun(const TablePlan& plan, uint64_t pos, uint64_t rows,
   }
 }
 
-// EXACT: fills `value` with the row at snapshot index `o` (values, state,
-// last-update step).
-void EncodeExactRow(const TableSnapshot& t, uint64_t o, std::string* value) {
-  const size_t row_bytes = size_t{t.dim()} * sizeof(float);
-  value->resize(ValueBytes(t.dim(), t.state_arrays, /*exact=*/true));
-  char* p = value->data();
-  std::memcpy(p, t.values.data() + o * t.dim(), row_bytes);
-  p += row_bytes;
-  for (int k = 0; k < t.state_arrays; ++k) {
-    std::memcpy(p, t.state[k].data() + o * t.dim(), row_bytes);
-    p += row_bytes;
-  }
-  std::memcpy(p, &t.last_update[o], 8);
+// EXACT: fills `value` with the row at position `pos`: its arrays (a run
+// of one row), then its last-update step.
+void EncodeExactRow(const TablePlan& plan, uint64_t pos, std::string* value) {
+  EncodeRun(plan, pos, 1, value);
+  const uint64_t step = plan.table->last_update[IndexAt(plan, pos)];
+  value->append(reinterpret_cast<const char*>(&step), sizeof step);
 }
 
 void WriteChunk(const TablePlan& plan, const rocksdb::Options& options,
@@ -183,7 +176,7 @@ void WriteChunk(const TablePlan& plan, const rocksdb::Options& options,
       ++pos;
     } else {
       id = t.IdAt(o);
-      EncodeExactRow(t, o, &value);
+      EncodeExactRow(plan, pos, &value);
       v = value;
       ++pos;
     }

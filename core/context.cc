@@ -36,12 +36,11 @@ Status ContextImpl::Start() {
   PS_RETURN_IF_ERROR(RequireSecretFor(options_.listen_host, options_.secret,
                                       "the xfer listener of " + options_.name));
   if (options_.cpu_wakeup_latency_us >= 0) {
-    PS_ASSIGN_OR_RETURN(cpu_latency_, CpuLatencyRequest::Hold(
-                                          options_.cpu_wakeup_latency_us));
+    PS_ASSIGN_OR_RETURN(
+        cpu_latency_, CpuLatencyRequest::Hold(options_.cpu_wakeup_latency_us));
     LOG(INFO) << "xfer context " << options_.name
-              << " holds CPU wake-ups within "
-              << options_.cpu_wakeup_latency_us << " us ("
-              << CpuLatencyRequest::kDevicePath << ")";
+              << " holds CPU wake-ups within " << options_.cpu_wakeup_latency_us
+              << " us (" << CpuLatencyRequest::kDevicePath << ")";
   }
   PS_ASSIGN_OR_RETURN(
       notifications_,

@@ -30,9 +30,7 @@ int32_t CurrentBound() {
   return value;
 }
 
-bool CanAsk() {
-  return ::access(CpuLatencyRequest::kDevicePath, W_OK) == 0;
-}
+bool CanAsk() { return ::access(CpuLatencyRequest::kDevicePath, W_OK) == 0; }
 
 TEST(CpuLatencyRequestTest, HoldsTheBoundWhileAlive) {
   if (!CanAsk()) GTEST_SKIP() << "cannot write /dev/cpu_dma_latency";
