@@ -11,6 +11,12 @@
 //   e2e_sum_d<dim>       DeviceParamTable::Apply from a packet in pinned host
 //                        memory (H2D copies + kernel + sync), GB/s of packet
 //                        bytes (row indices + gradients).
+//   e2e_pageable_sum_d<dim>  the same from a packet in pageable memory (a
+//                        std::vector, as the server's decode scratch is):
+//                        Apply then memcpys it into its pinned staging
+//                        first, 4 bytes per row index and per gradient
+//                        (server/inboxes.h says why that copy is the one a
+//                        page-locked scratch would save).
 //   h2d_pinned           cudaMemcpy host to device of a pinned buffer as big
 //                        as the largest packet: the end-to-end peer.
 // Each figure is the median of --reps timed runs after one untimed. Prints
@@ -231,6 +237,16 @@ Status Bench(const std::vector<uint32_t>& dims) {
                             }));
         Result("e2e_sum_d" + std::to_string(dim),
                (count * 4.0 + grad_bytes) / e2e / 1e9);
+        const std::vector<uint32_t> pageable_rows(packet_rows.begin(),
+                                                  packet_rows.end());
+        const std::vector<float> pageable_grads(packet_grads.begin(),
+                                                packet_grads.end());
+        PS_ASSIGN_OR_RETURN(const double pageable, TimeOnHost([&] {
+                              return table->Apply(pageable_rows,
+                                                  pageable_grads);
+                            }));
+        Result("e2e_pageable_sum_d" + std::to_string(dim),
+               (count * 4.0 + grad_bytes) / pageable / 1e9);
       }
     }
   }

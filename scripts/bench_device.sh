@@ -15,6 +15,11 @@
 #                      packet bytes (indices + gradients), vs a pinned
 #                      host-to-device cudaMemcpy of the largest packet;
 #                      goal >= 0.7
+#   e2e_pageable_sum_d<dim>  the same Apply from pageable host memory (it
+#                      memcpys the packet into pinned staging first: the
+#                      copy a page-locked decode scratch would save,
+#                      server/inboxes.h); same peer, no goal: the gap to
+#                      e2e_sum is what page-locking would buy
 # for dim 16, 32, 64 and 128. Figures are medians of 7 timed runs after one
 # untimed. Without a usable GPU (or in a build without CUDA) it prints
 # "bench_device: skipped: <reason>" and, with --json, writes
@@ -68,6 +73,7 @@ fi
 row apply_sum_d$dim GB/s apply_sum_d$dim d2d higher device-to-device cudaMemcpy (read + write)
 row apply_adam_d$dim GB/s apply_adam_d$dim d2d higher device-to-device cudaMemcpy (read + write)
 row e2e_sum_d$dim GB/s e2e_sum_d$dim h2d_pinned higher pinned host-to-device cudaMemcpy
+row e2e_pageable_sum_d$dim GB/s e2e_pageable_sum_d$dim h2d_pinned higher pinned host-to-device cudaMemcpy
 ROWS
   done
 } | bench_report ${json:+--json="$json"}

@@ -94,8 +94,9 @@ DEFINE_string(device, "",
               "Where the HASHED and DENSE tables live: empty or host (host "
               "memory), cuda or cuda:N (that GPU's memory: rows and optimizer "
               "state there, packets applied by its kernels after the host "
-              "has checked them, pulls staged through host memory; EXACT "
-              "tables stay in host memory). Not over verbs.");
+              "has checked them; same-host workers pull over CUDA IPC, tcp "
+              "ones through host memory; EXACT tables stay in host "
+              "memory). Not over verbs.");
 DEFINE_uint32(inbox_slots, 64,
               "Slots per worker inbox: how many packets a worker may have in "
               "flight to this server before it waits for credit.");

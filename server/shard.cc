@@ -114,14 +114,35 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(xfer::Context* context,
     }
     const uint64_t bytes = rows * spec.dim() * sizeof(float);
     if (device.has_value()) {
-      auto table =
-          table::DeviceParamTable::Create(spec, first_row, rows, *device);
-      if (!table.ok()) return table.status().WithContext(where);
-      auto region = context->RegisterDevice((*table)->data(), bytes,
-                                            xfer::kRemoteRead, *device);
-      if (!region.ok()) return region.status().WithContext(where);
-      t->device_params_ = std::move(*table);
+      // The device first, so that a missing one reads as the table says
+      // (the CUDA runtime's reason), not as the core's driver does.
+      Status usable = table::DeviceParamTable::CheckDevice(*device);
+      if (!usable.ok()) return usable.WithContext(where);
+      // The rows in the context's device memory: the core exports that
+      // to same-host workers over CUDA IPC (pulls without this process's
+      // CPU), and frees it only once they closed it, after the table.
+      auto region = context->AllocateDevice(bytes, xfer::kRemoteRead, *device);
+      if (!region.ok()) {
+        if (region.status().code() == StatusCode::kNotSupported) {
+          return region.status().WithContext(where);
+        }
+        return ResourceExhausted(where + ": cannot allocate " +
+                                 Megabytes(bytes) +
+                                 " of rows on cuda:" + std::to_string(*device) +
+                                 ": " + region.status().ToString());
+      }
+      auto table = table::DeviceParamTable::CreateWithRows(
+          spec, first_row, rows, *device,
+          std::span<float>(static_cast<float*>((*region)->data()),
+                           rows * spec.dim()));
+      if (!table.ok()) {
+        // Nothing reads the rows yet; returning the memory is best effort
+        // (the process is about to report the error and exit).
+        (void)context->Deregister(**region);
+        return table.status().WithContext(where);
+      }
       t->rows_region_ = std::move(*region);
+      t->device_params_ = std::move(*table);
       shard->tables_.push_back(std::move(t));
       continue;
     }

@@ -8,10 +8,12 @@
 //
 // With a device (ps_server --device=cuda:N) the HASHED and DENSE tables live
 // in that GPU's memory instead (table::DeviceParamTable): rows and optimizer
-// state there, the rows registered as device memory for the pulls (the core
-// stages them through host memory, core/memory_kind.h), and packets applied
-// by the device's kernels after the host has decoded and checked them.
-// EXACT tables stay in host memory.
+// state there, and packets applied by the device's kernels after the host
+// has decoded and checked them. The rows are a region from
+// xfer::Context::AllocateDevice that the table writes (CreateWithRows):
+// same-host workers pull them over CUDA IPC without this process's CPU;
+// others (tcp, or where IPC cannot be had) through its connection threads,
+// which stage them through host memory. EXACT tables stay in host memory.
 //
 // Applying a decoded packet to a table (ApplyRows) is the table's
 // table::ParamTable apply: lock-free atomic adds for "sum" and "sgd", a
@@ -107,7 +109,9 @@ class TableShard {
   TableShard() = default;
 
   proto::TableSpec spec_;
-  std::shared_ptr<xfer::MemoryRegion> rows_region_;  // params_'s rows
+  // params_'s rows, or device_params_'s: declared before the tables, so
+  // that it outlives them (a device table writes the region's memory).
+  std::shared_ptr<xfer::MemoryRegion> rows_region_;
   std::unique_ptr<table::ParamTable> params_;
   std::unique_ptr<table::DeviceParamTable> device_params_;
   std::unique_ptr<ExactTable> exact_;

@@ -155,9 +155,7 @@ struct DeviceParamTable::Lane {
 
 Status DeviceParamTable::Available() { return kernels::gpu::DeviceAvailable(); }
 
-StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Create(
-    const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
-    int device) {
+Status DeviceParamTable::CheckDevice(int device) {
   PS_RETURN_IF_ERROR(Available());
   int devices = 0;
   PS_CUDA_RETURN("cudaGetDeviceCount", cudaGetDeviceCount(&devices));
@@ -166,6 +164,41 @@ StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Create(
                            " does not exist (this machine has " +
                            std::to_string(devices) + ")");
   }
+  return Status::OK();
+}
+
+StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Create(
+    const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
+    int device) {
+  return Make(spec, first_row, num_rows, device, nullptr);
+}
+
+StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::CreateWithRows(
+    const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
+    int device, std::span<float> rows) {
+  PS_RETURN_IF_ERROR(CheckRowsSize(spec, num_rows, rows));
+  PS_RETURN_IF_ERROR(CheckDevice(device));
+  if (rows.empty()) return Make(spec, first_row, num_rows, device, nullptr);
+  // The whole span must be memory of `device`: the kernels write it on that
+  // device, and a host pointer here would be written by the GPU.
+  cudaPointerAttributes first, last;
+  const cudaError_t a = cudaPointerGetAttributes(&first, rows.data());
+  const cudaError_t b = cudaPointerGetAttributes(&last, &rows.back());
+  if (a != cudaSuccess || b != cudaSuccess) (void)cudaGetLastError();
+  if (a != cudaSuccess || b != cudaSuccess ||
+      first.type != cudaMemoryTypeDevice || first.device != device ||
+      last.type != cudaMemoryTypeDevice || last.device != device) {
+    return InvalidArgument("the rows' memory is not device memory of cuda:" +
+                           std::to_string(device) +
+                           " (from its first float to its last)");
+  }
+  return Make(spec, first_row, num_rows, device, rows.data());
+}
+
+StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Make(
+    const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
+    int device, float* rows) {
+  PS_RETURN_IF_ERROR(CheckDevice(device));
   PS_CUDA_RETURN("cudaSetDevice", cudaSetDevice(device));
 
   std::unique_ptr<DeviceParamTable> t(new DeviceParamTable);
@@ -174,10 +207,16 @@ StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Create(
   t->num_rows_ = num_rows;
   t->device_ = device;
   const uint64_t floats = num_rows * spec.dim();
-  PS_RETURN_IF_ERROR(AllocateDevice(&t->data_, floats, "rows"));
+  if (rows != nullptr) {
+    t->data_ = rows;
+  } else {
+    PS_RETURN_IF_ERROR(AllocateDevice(&t->data_, floats, "rows"));
+    t->owns_data_ = true;
+  }
 
   // The rows, a chunk of whole rows at a time, exactly as ParamTable
-  // starts them (InitializeRows expects zeroed memory).
+  // starts them (InitializeRows expects zeroed memory; every row is
+  // written, so the caller's memory may hold anything before).
   if (floats > 0) {
     const uint64_t chunk_rows =
         std::max<uint64_t>(1, kChunkFloats / std::max<uint32_t>(1, t->dim_));
@@ -220,7 +259,7 @@ DeviceParamTable::~DeviceParamTable() {
   // the memory is gone with the process anyway.
   cudaSetDevice(device_);
   lanes_.clear();
-  if (data_ != nullptr) cudaFree(data_);
+  if (owns_data_ && data_ != nullptr) cudaFree(data_);
   for (float* s : state_) {
     if (s != nullptr) cudaFree(s);
   }

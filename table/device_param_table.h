@@ -9,6 +9,14 @@
 // Rows start exactly as ParamTable's do (table/initializer.h fills a host
 // buffer that is uploaded), so the two tables agree from the first step.
 //
+// The rows' memory is the table's own (Create), or the caller's
+// (CreateWithRows): a server passes memory from xfer::Context::
+// AllocateDevice, which the core exports to same-host peers over CUDA IPC
+// because it frees that memory only after every importer is gone; memory
+// the table cudaMallocs and frees itself could only be staged through the
+// server's CPU (core/context.h, RegisterDevice). Optimizer state, which
+// only this process touches, is always the table's own.
+//
 // Apply takes host memory (a decoded packet): it checks every row first
 // (kOutOfRange naming the first bad one, nothing uploaded, the table and
 // the step count untouched), copies rows and gradients through pinned
@@ -40,6 +48,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -63,6 +72,21 @@ class DeviceParamTable {
   static StatusOr<std::unique_ptr<DeviceParamTable>> Create(
       const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
       int device = 0);
+
+  // The same with the rows in `rows`: num_rows * dim floats of device
+  // memory on `device` that the caller owns, keeps for longer than the
+  // table and frees itself (the table never does). Its contents are
+  // overwritten with the initial rows. kInvalidArgument when `rows` does
+  // not hold exactly num_rows * dim floats or is not memory of `device`;
+  // otherwise Create's errors.
+  static StatusOr<std::unique_ptr<DeviceParamTable>> CreateWithRows(
+      const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
+      int device, std::span<float> rows);
+
+  // Available(), and kInvalidArgument for a device ordinal that does not
+  // exist: what Create checks before it allocates anything, for a caller
+  // that allocates the rows first (CreateWithRows).
+  static Status CheckDevice(int device);
 
   ~DeviceParamTable();
   DeviceParamTable(const DeviceParamTable&) = delete;
@@ -100,6 +124,13 @@ class DeviceParamTable {
  private:
   struct Lane;  // a stream and its staging buffers (defined with the code)
   DeviceParamTable() = default;
+  // CreateWithRows' size check, before anything else (both builds).
+  static Status CheckRowsSize(const proto::TableSpec& spec, uint64_t num_rows,
+                              std::span<const float> rows);
+  // Create and CreateWithRows: `rows` null means the table allocates them.
+  static StatusOr<std::unique_ptr<DeviceParamTable>> Make(
+      const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
+      int device, float* rows);
   StatusOr<Lane*> TakeLane();
   void ReturnLane(Lane* lane);
   Status ApplyOnLane(Lane& lane, std::span<const uint32_t> rows,
@@ -109,7 +140,8 @@ class DeviceParamTable {
   uint64_t first_row_ = 0;
   uint64_t num_rows_ = 0;
   int device_ = 0;
-  float* data_ = nullptr;                              // device memory, owned
+  float* data_ = nullptr;   // device memory
+  bool owns_data_ = false;  // Create's rows; CreateWithRows' are the caller's
   std::optional<kernels::OptimizerConfig> optimizer_;  // none: sum or sgd
   float add_scale_ = 0.0f;  // -lr for sgd, 1 for sum; 0: stateful optimizer
   int state_arrays_ = 0;
@@ -122,5 +154,20 @@ class DeviceParamTable {
   mutable std::mutex optimizer_mu_;  // stateful applies; copies; restores
   uint64_t optimizer_steps_ = 0;     // guarded by optimizer_mu_
 };
+
+// Inline: the CUDA build and the stub (device_param_table_stub.cc) check
+// alike, so a caller's bad size reads the same with or without CUDA.
+inline Status DeviceParamTable::CheckRowsSize(const proto::TableSpec& spec,
+                                              uint64_t num_rows,
+                                              std::span<const float> rows) {
+  const uint64_t want = num_rows * spec.dim();
+  if (rows.size() != want) {
+    return InvalidArgument(
+        "the rows' memory holds " + std::to_string(rows.size()) + " floats; " +
+        std::to_string(num_rows) + " rows of dim " +
+        std::to_string(spec.dim()) + " need " + std::to_string(want));
+  }
+  return Status::OK();
+}
 
 }  // namespace ps::table

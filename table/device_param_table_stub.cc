@@ -26,6 +26,20 @@ StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Create(
   return WithoutCuda();
 }
 
+StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::CreateWithRows(
+    const proto::TableSpec& spec, uint64_t, uint64_t num_rows, int,
+    std::span<float> rows) {
+  PS_RETURN_IF_ERROR(CheckRowsSize(spec, num_rows, rows));
+  return WithoutCuda();
+}
+
+Status DeviceParamTable::CheckDevice(int) { return WithoutCuda(); }
+
+StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Make(
+    const proto::TableSpec&, uint64_t, uint64_t, int, float*) {
+  return WithoutCuda();
+}
+
 DeviceParamTable::~DeviceParamTable() = default;
 
 uint64_t DeviceParamTable::bytes() const { return 0; }

@@ -1,8 +1,10 @@
 // The ps_server binary as a process: it writes its port file, answers a
 // hello with ClusterInfo, takes pushes one-sidedly into an inbox (and
 // rejects garbage there, counting it), serves exact-key pushes and pulls,
-// and stops with exit code 0 on a Shutdown request or SIGTERM; bad flags
-// and configs give exit code 2.
+// lets same-host workers pull a device server's rows over CUDA IPC (where
+// a CUDA device is usable, else that test skips saying why), and stops with
+// exit code 0 on a Shutdown request or SIGTERM; bad flags and configs give exit
+// code 2.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -11,6 +13,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "core/shm/remote_mapping.h"
 #include "protocol/control_channel.h"
 #include "protocol/inbox_ring.h"
 #include "protocol/sparse_packet.h"
@@ -351,6 +355,80 @@ TEST(ServerProcessTest, UnusableDeviceIsRefused) {
   EXPECT_NE(code, -1) << "still running: " << p.log();
   EXPECT_NE(p.log().find("cannot start"), std::string::npos) << p.log();
   EXPECT_NE(p.log().find("CUDA"), std::string::npos) << p.log();
+}
+
+// A same-host worker pulls a device server's rows over CUDA IPC: the rows
+// are the context's device memory (server/shard.h), which the core exports,
+// so the worker's Get is a device copy of its own, not staged by the
+// server's CPU. A push applied on the device is seen by the next pull.
+TEST(ServerProcessTest, SameHostPullsFromADeviceServerGoOverCudaIpc) {
+  if (Status s = table::DeviceParamTable::Available(); !s.ok()) {
+    GTEST_SKIP() << "no usable CUDA device: " << s;
+  }
+  TempDir dir;
+  Started s = StartServer(dir, {"--device=cuda:0"});
+  ASSERT_FALSE(s.address.empty());
+  auto client = protocol::ControlClient::Connect(
+      s.address, {.timeout_ms = 5000, .secret = {}});
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto reply = client->Call(Hello(0, 2));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  const proto::ClusterInfo& info = reply->cluster();
+
+  xfer::ContextOptions options = Named("worker-0");
+  options.transport = xfer::TransportChoice::kShm;
+  auto ctx = xfer::Context::Create(options).value();
+  auto ep = ctx->Connect(info.xfer_address());
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  auto inbox = (*ep)->Import(info.inbox_region()).value();
+  auto status = (*ep)->Import(info.status_region()).value();
+  auto rows = (*ep)->Import(info.shard_tables(0).rows_region()).value();
+
+  float got[10];
+  ASSERT_TRUE((*ep)->Get(got, sizeof(got), rows, 0).ok());
+  for (float v : got) EXPECT_EQ(v, 0.0f);  // table w starts at zero
+  const xfer::internal::RemoteMapping* m = xfer::internal::MappingOf(rows);
+  EXPECT_TRUE(m->ready.load() && m->device_export.has_value() &&
+              !m->device_refused.load())
+      << "the pull was staged by the server, not copied over CUDA IPC: "
+      << s.process->log();
+
+  protocol::SparsePacketMeta meta;
+  meta.table_id = 1;
+  meta.row_dim = 1;
+  std::vector<uint8_t> packet;
+  std::vector<protocol::EncodedPacket> packets;
+  ASSERT_TRUE(protocol::EncodeSparsePackets(meta, std::vector<uint32_t>{4, 9},
+                                            std::vector<float>{2.0f, 3.0f},
+                                            1 << 16, &packet, &packets)
+                  .ok());
+  std::vector<uint8_t> src(8 + packet.size());
+  const uint32_t length = static_cast<uint32_t>(packet.size());
+  std::memcpy(src.data(), &length, 4);
+  std::memcpy(src.data() + 8, packet.data(), packet.size());
+  const uint64_t slot =
+      protocol::SlotOffset(1, info.inbox_slots(), info.slot_bytes());
+  ASSERT_TRUE((*ep)
+                  ->PutWithNotify(src.data(), src.size(), inbox, slot + 8,
+                                  inbox, slot, 1)
+                  .ok());
+  protocol::StatusWords words{2};
+  uint64_t head = 0;
+  const auto end = Clock::now() + std::chrono::seconds(10);
+  while (head < 1 && Clock::now() < end) {
+    ASSERT_TRUE((*ep)->Get(&head, 8, status, words.InboxHeadOffset(0)).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(head, 1u) << s.process->log();
+  ASSERT_TRUE((*ep)->Get(got, sizeof(got), rows, 0).ok());
+  EXPECT_EQ(got[4], -2.0f);
+  EXPECT_EQ(got[9], -3.0f);
+  EXPECT_EQ(got[5], 0.0f);
+  EXPECT_FALSE(m->device_refused.load()) << s.process->log();
+
+  kill(s.process->pid(), SIGTERM);
+  EXPECT_EQ(s.process->WaitExit(std::chrono::seconds(10)), 0)
+      << s.process->log();
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // exactly the same sums for "sum"/"sgd" with integer gradients, the same
 // optimizer results to float rounding (repeated rows included), a bad row
 // refused with the table untouched, exact totals when many host threads
-// add at once, and checkpoint copies both ways. Every test that needs a
+// add at once, checkpoint copies both ways, and rows in memory the caller
+// owns (CreateWithRows) behaving like the table's own. Every test that needs a
 // GPU skips, saying why, when none is usable; the test that runs here
 // checks that Create then says kNotSupported with the reason.
 #include "table/device_param_table.h"
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,6 +125,63 @@ TEST(DeviceParamTableTest, AMissingDeviceOrdinalIsInvalidArgument) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument)
       << t.status().ToString();
+}
+
+TEST(DeviceParamTableTest, RowsMemoryOfTheWrongSizeIsInvalidArgument) {
+  // Checked before the device, so this runs with and without CUDA.
+  std::vector<float> too_small(10 * 4 - 1);
+  auto t =
+      DeviceParamTable::CreateWithRows(TableWith("", 4), 0, 10, 0, too_small);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument)
+      << t.status().ToString();
+  EXPECT_NE(t.status().message().find("need 40"), std::string::npos)
+      << t.status().ToString();
+}
+
+TEST(DeviceParamTableTest, HostMemoryForTheRowsIsInvalidArgument) {
+  SKIP_WITHOUT_GPU();
+  std::vector<float> host(10 * 4);
+  auto t = DeviceParamTable::CreateWithRows(TableWith("", 4), 0, 10, 0, host);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument)
+      << t.status().ToString();
+}
+
+// Rows in the caller's device memory (here another table's, which outlives
+// the borrower): they start, apply and checkpoint as the table's own do,
+// and the borrower leaves the memory to its owner when it goes.
+TEST(DeviceParamTableTest, RowsInTheCallersMemoryBehaveLikeOwnRows) {
+  SKIP_WITHOUT_GPU();
+  const proto::TableSpec spec = TableWith(
+      "optimizer { name: \"adagrad\" learning_rate: 0.1 "
+      "initial_accumulator: 0.25 }",
+      5);
+  auto owner = DeviceParamTable::Create(TableWith("", 5), 0, 300).value();
+  auto host = ParamTable::Create(spec, 40, 300).value();
+  {
+    auto device =
+        DeviceParamTable::CreateWithRows(
+            spec, 40, 300, 0, std::span<float>(owner->data(), 300 * 5))
+            .value();
+    EXPECT_EQ(device->data(), owner->data());
+    EXPECT_EQ(device->bytes(), host->bytes());
+    EXPECT_EQ(Copy(*device).values, Copy(*host).values);
+    std::mt19937 rng(5);
+    for (int step = 0; step < 4; ++step) {
+      ApplyBoth(*host, *device, RandomPacket(rng, 64, 300, 5, false));
+    }
+    const Snapshot d = Copy(*device), h = Copy(*host);
+    ExpectNear(d.values, h.values, "values");
+    ExpectNear(d.state[0], h.state[0], "state");
+    EXPECT_EQ(d.steps, 4u);
+    // A checkpoint round trip through the borrowed rows.
+    ASSERT_TRUE(device->RestoreFrom(h.values, h.state, h.steps).ok());
+    EXPECT_EQ(Copy(*device).values, h.values);
+  }
+  // The borrower is gone; the owner's memory (holding its last rows) is
+  // still there to read.
+  EXPECT_EQ(Copy(*owner).values, Copy(*host).values);
 }
 
 TEST(DeviceParamTableTest, RowsAndStateStartLikeTheHostTable) {
