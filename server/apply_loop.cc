@@ -64,11 +64,29 @@ uint64_t ApplyLoop::DrainOnce() {
   }
 }
 
+void ApplyLoop::Prepare(Scratch* scratch) const {
+  const size_t max_packet = protocol::MaxPacketBytes(inboxes_->slot_bytes());
+  scratch->rows.resize(max_packet);
+  scratch->values.resize(max_packet);
+  if (!shard_->has_device_tables()) return;
+  auto rows = table::HostPageLock::Create(
+      scratch->rows.data(), scratch->rows.size() * sizeof(uint32_t));
+  auto values = table::HostPageLock::Create(
+      scratch->values.data(), scratch->values.size() * sizeof(float));
+  if (rows.ok() && values.ok()) {
+    scratch->rows_lock = std::move(*rows);
+    scratch->values_lock = std::move(*values);
+    return;
+  }
+  // Slower, still correct: the table stages pageable packets itself.
+  LOG(WARNING) << "apply thread: decode buffers stay pageable (each packet "
+                  "is copied once more before its upload): "
+               << (rows.ok() ? values.status() : rows.status()).ToString();
+}
+
 void ApplyLoop::Run(uint32_t thread_index) {
   Scratch scratch;
-  const size_t max_packet = protocol::MaxPacketBytes(inboxes_->slot_bytes());
-  scratch.rows.resize(max_packet);
-  scratch.values.resize(max_packet);
+  Prepare(&scratch);
   std::vector<uint32_t> mine;
   for (uint32_t w = thread_index; w < inboxes_->workers(); w += threads_) {
     mine.push_back(w);
@@ -114,11 +132,7 @@ void ApplyLoop::Run(uint32_t thread_index) {
 
 uint32_t ApplyLoop::Consume(uint32_t worker, uint32_t budget,
                             Scratch* scratch) {
-  if (scratch->rows.empty()) {
-    const size_t max_packet = protocol::MaxPacketBytes(inboxes_->slot_bytes());
-    scratch->rows.resize(max_packet);
-    scratch->values.resize(max_packet);
-  }
+  if (scratch->rows.empty()) Prepare(scratch);
   uint64_t& head = cursors_[worker].head;
   uint32_t consumed = 0;
   std::chrono::steady_clock::time_point busy_since{};

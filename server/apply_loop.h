@@ -22,7 +22,10 @@
 // arrives, between looks. sleep_max_us 0 spins forever (dedicated cores).
 //
 // Buffers are sized once for the largest packet a slot can hold, so steady
-// applying allocates nothing.
+// applying allocates nothing. With device tables the apply threads
+// page-lock their decode buffers (table/host_page_lock.h): the device table
+// then uploads a packet straight from them, without a staging copy; where
+// locking fails they stay pageable and a warning says why.
 #pragma once
 
 #include <atomic>
@@ -37,6 +40,7 @@
 #include "server/inboxes.h"
 #include "server/server_stats.h"
 #include "server/shard.h"
+#include "table/host_page_lock.h"
 
 namespace ps::server {
 
@@ -82,6 +86,8 @@ class ApplyLoop {
   struct Scratch {
     std::vector<uint32_t> rows;
     std::vector<float> values;
+    // Set while `rows` and `values` are page-locked (device tables).
+    std::unique_ptr<table::HostPageLock> rows_lock, values_lock;
   };
   // Per inbox: the next packet's number minus one. Only its owner thread
   // touches it; padded so two owners never share a line.
@@ -91,6 +97,8 @@ class ApplyLoop {
   };
 
   void Run(uint32_t thread_index);
+  // Sizes `scratch` for the largest packet, page-locked with device tables.
+  void Prepare(Scratch* scratch) const;
   // Consumes up to `budget` complete packets of one inbox; returns how many.
   uint32_t Consume(uint32_t worker, uint32_t budget, Scratch* scratch);
   // Validates and applies the packet of `slot`, whose header the caller read

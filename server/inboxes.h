@@ -37,10 +37,10 @@
 // stays writable by its worker until the head passes it, so a row index
 // checked on the host could change before the DMA reads it and the kernel
 // would write outside the table; decoding into memory only this process
-// writes is what makes the check hold. What would remove step 2 is
-// page-locking the decode scratch itself (2 x 4 x MaxPacketBytes bytes per
-// apply thread): Apply then DMAs from it and skips the 4n + 4nd byte
-// memcpy.
+// writes is what makes the check hold. What removes step 2 is page-locking
+// the decode scratch itself (2 x 4 x MaxPacketBytes bytes per apply
+// thread), which ApplyLoop does on a device server: Apply then DMAs from it
+// and skips the 4n + 4nd byte memcpy.
 #pragma once
 
 #include <chrono>

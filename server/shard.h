@@ -144,6 +144,13 @@ class Shard {
   const std::vector<std::unique_ptr<TableShard>>& tables() const {
     return tables_;
   }
+  // Whether any table lives in device memory (ps_server --device).
+  bool has_device_tables() const {
+    for (const auto& t : tables_) {
+      if (t->device_params() != nullptr) return true;
+    }
+    return false;
+  }
 
  private:
   Shard() = default;
