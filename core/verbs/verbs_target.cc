@@ -3,10 +3,17 @@
 #include <glog/logging.h>
 #include <sys/socket.h>
 
+#include <cstring>
+
 #include "core/access.h"
+#include "core/device/device_memory.h"
 #include "core/internal/hello.h"
+#include "core/internal/region_state.h"
 
 namespace ps::xfer::internal {
+
+// A STAGED_PUT's piece and the rest of its request fit one control frame.
+static_assert(kStagedPieceBytes + 4096 <= kMaxHelloBytes);
 
 QueuePairOptions TargetQueuePairOptions() {
   QueuePairOptions o;
@@ -90,6 +97,15 @@ proto::VerbsControlReply VerbsTarget::Handle(
       s = FinishNotification(
           request, request.op() == proto::VerbsControl::PUBLISH_NOTIFICATION);
       break;
+    case proto::VerbsControl::STAGED_PUT:
+      s = StagedPut(request);
+      break;
+    case proto::VerbsControl::STAGED_GET:
+      s = StagedGet(request, &reply);
+      break;
+    case proto::VerbsControl::STAGED_ATOMIC:
+      s = StagedAtomic(request);
+      break;
     default:
       s = InvalidArgument("unknown verbs control request");
   }
@@ -138,6 +154,69 @@ Status VerbsTarget::FinishNotification(const proto::VerbsControl& request,
   }
   claims_.erase(claim);
   return Status::OK();
+}
+
+Status VerbsTarget::StagedPut(const proto::VerbsControl& request) {
+  // `length` is the rest of the origin's segment from `offset`, checked
+  // whole so that a put past the end writes nothing; `data` its first piece.
+  const std::string& data = request.data();
+  if (data.size() > request.length()) {
+    return InvalidArgument("a staged put of " +
+                           std::to_string(request.length()) + " bytes sent " +
+                           std::to_string(data.size()));
+  }
+  PS_ASSIGN_OR_RETURN(
+      std::shared_ptr<MemoryRegion> region,
+      regions_->Check(request.region_id(), request.key(), request.instance(),
+                      request.offset(), request.length(), kRemoteWrite,
+                      peer_name_));
+  char* dst = static_cast<char*>(region->data()) + request.offset();
+  if (region->kind() == MemoryKind::kHost) {
+    std::memcpy(dst, data.data(), data.size());
+    return Status::OK();
+  }
+  // Synchronous: the bytes are in the device when the origin hears OK, so
+  // a notify word it stores next never shows ahead of them.
+  return MemoryRegionAccess::device_memory(*region)->ToDevice(
+      region->device(), dst, data.data(), data.size());
+}
+
+Status VerbsTarget::StagedGet(const proto::VerbsControl& request,
+                              proto::VerbsControlReply* reply) {
+  // The reply must fit one frame; origins never ask for more.
+  if (request.length() > kStagedPieceBytes) {
+    return InvalidArgument("a staged get asks for at most " +
+                           std::to_string(kStagedPieceBytes) + " bytes, not " +
+                           std::to_string(request.length()));
+  }
+  PS_ASSIGN_OR_RETURN(
+      std::shared_ptr<MemoryRegion> region,
+      regions_->Check(request.region_id(), request.key(), request.instance(),
+                      request.offset(), request.length(), kRemoteRead,
+                      peer_name_));
+  const char* src = static_cast<const char*>(region->data()) + request.offset();
+  std::string* out = reply->mutable_data();
+  out->resize(request.length());
+  if (region->kind() == MemoryKind::kHost) {
+    std::memcpy(out->data(), src, out->size());
+    return Status::OK();
+  }
+  Status s = MemoryRegionAccess::device_memory(*region)->FromDevice(
+      region->device(), out->data(), src, out->size());
+  if (!s.ok()) out->clear();
+  return s;
+}
+
+Status VerbsTarget::StagedAtomic(const proto::VerbsControl& request) {
+  PS_ASSIGN_OR_RETURN(
+      std::shared_ptr<MemoryRegion> region,
+      regions_->Check(request.region_id(), request.key(), request.instance(),
+                      request.offset(), sizeof(uint64_t), kRemoteAtomic,
+                      peer_name_));
+  return NotSupported("region " + std::to_string(region->id()) + " on " +
+                      regions_->owner() +
+                      " is staged by its CPU (device memory its RDMA device "
+                      "cannot reach), which takes no atomic words");
 }
 
 }  // namespace ps::xfer::internal

@@ -8,6 +8,19 @@
 // moves and publishes (or voids) it once the put completed (CLAIM / PUBLISH
 // / VOID_NOTIFICATION in verbs.proto). When the origin closes the socket,
 // the cells it still holds are voided and the queue pair is destroyed.
+//
+// Staged regions (device memory the NIC cannot register, i.e. no GPUDirect
+// RDMA; VerbsRegionKey.staged): the target's CPU moves their bytes.
+// STAGED_PUT carries up to kStagedPieceBytes in the request, STAGED_GET
+// returns them in the reply; the target checks each piece against the region
+// table exactly as the NIC path's DIAGNOSE would (key, owner instance,
+// liveness, bounds, access: the same statuses as for host regions) and
+// copies it with DeviceMemory (memcpy for host regions staged for tests)
+// before it replies. Atomics on a staged region are checked, then refused
+// with kNotSupported, as the tcp server refuses atomics on device memory.
+// The bytes travel in the control frames themselves (at most
+// kMaxHelloBytes each), not by RDMA into a registered staging buffer: simple
+// and correct, but a round trip per 60 KiB and two copies on the target.
 #pragma once
 
 #include <atomic>
@@ -64,6 +77,11 @@ class VerbsTarget {
                            proto::VerbsControlReply* reply);
   // Publishes (or voids) the claimed cell the request names.
   Status FinishNotification(const proto::VerbsControl& request, bool publish);
+  // STAGED_PUT / STAGED_GET / STAGED_ATOMIC.
+  Status StagedPut(const proto::VerbsControl& request);
+  Status StagedGet(const proto::VerbsControl& request,
+                   proto::VerbsControlReply* reply);
+  Status StagedAtomic(const proto::VerbsControl& request);
 
   const std::shared_ptr<VerbsDevice> device_;
   const RegionTable* const regions_;
@@ -77,6 +95,11 @@ class VerbsTarget {
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };
+
+// Bytes of a staged region per STAGED_PUT / STAGED_GET: a control frame
+// holds at most kMaxHelloBytes (64 KiB), and the rest of the request fits in
+// what is left.
+inline constexpr size_t kStagedPieceBytes = 60 << 10;
 
 // Queue pair sizes of a target (it never posts).
 QueuePairOptions TargetQueuePairOptions();

@@ -33,6 +33,22 @@
 //                     once it completed, has the target's CPU publish the
 //                     event, or void the cell if the put failed. Three round
 //                     trips, complete when Post returns.
+//   ... on a staged   Regions the target's NIC cannot reach (device memory
+//       region        without GPUDirect RDMA; VerbsRegionKey.staged): the
+//                     bytes go to the target's CPU in STAGED_PUT / STAGED_GET
+//                     control requests of up to 60 KiB each, which it checks
+//                     against its region table and copies (verbs_target.h).
+//                     Such an operation first waits until everything posted
+//                     before it on this endpoint completed (Flush's wait,
+//                     leaving the errors to Flush) and is complete when Post
+//                     returns, so fences and Flush hold trivially: it is
+//                     ordered after all earlier and before all later
+//                     operations. A put-with-notify stages the data, then
+//                     stores the (host) word with the NIC as above; a word
+//                     in a staged region, and atomics there, are refused
+//                     (kNotSupported, after the target's access check).
+//                     Only Plan's no-address branch looks for this: host
+//                     operations pay nothing.
 //
 // Local buffers need no registration. A buffer inside a region this Context
 // registered (Allocate/Register) is used in place (zero copy): then a Put's

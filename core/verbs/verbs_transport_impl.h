@@ -117,8 +117,26 @@ class VerbsTransport::Impl {
   bool lost() const { return lost_.load(std::memory_order_acquire); }
 
  private:
+  // Appends `op`'s work requests to *plan; for an op on a staged region
+  // plans nothing and sets *staged instead.
   Status Plan(const Op& op, bool events_claimed,
-              std::vector<std::unique_ptr<WorkRequest>>* plan);
+              std::vector<std::unique_ptr<WorkRequest>>* plan, bool* staged);
+  // Why `region` cannot be reached by the NIC (its key has no address).
+  Status Unreachable(const RemoteRegion& region) const;
+
+  // Staged regions (verbs_transport.h). PostOps of a batch with an op on a
+  // staged region: staged ops run one at a time, each after every earlier
+  // op; the request is complete on return.
+  Request PostWithStaged(std::span<const Op> ops, bool events_claimed);
+  // One op on a staged region, complete on return; a failure is also kept
+  // for the next Flush, as a failed work request's would be.
+  Status RunStaged(const Op& op, bool events_claimed);
+  Status StagedOp(const Op& op, bool events_claimed);
+  Status StagedPut(const RemoteRegion& region, const Segment& s);
+  Status StagedGet(const RemoteRegion& region, const Segment& s);
+  // Waits until every work request posted so far has completed, leaving
+  // their errors to Flush.
+  void AwaitPosted();
   // Remembers `value` as the last one stored at the notify word at
   // `address`; returns the one remembered before (0 if none).
   uint64_t SwapNotifyGuess(uint64_t address, uint64_t value);
