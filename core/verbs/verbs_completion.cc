@@ -228,12 +228,17 @@ void VerbsTransport::Impl::Finish(WorkRequest* r, const Status& s) {
 }
 
 StatusOr<proto::VerbsControlReply> VerbsTransport::Impl::Control(
-    const proto::VerbsControl& req) {
+    const proto::VerbsControl& req, bool bounded) {
   std::lock_guard lock(control_mu_);
+  // From here: waiting for other threads' requests is not the peer's delay.
+  const net::Deadline deadline =
+      bounded ? std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(timeout_ms_)
+              : net::Deadline::max();
   control_seq_.fetch_add(1);  // odd: a request in flight
   proto::VerbsControlReply reply;
-  Status s = SendMessage(fd_.get(), req);
-  if (s.ok()) s = RecvMessage(fd_.get(), &reply);
+  Status s = SendMessage(fd_.get(), req, deadline);
+  if (s.ok()) s = RecvMessage(fd_.get(), &reply, deadline);
   control_seq_.fetch_add(1);
   if (!s.ok()) {
     DeclareLost(

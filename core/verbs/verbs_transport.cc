@@ -421,7 +421,8 @@ Status VerbsTransport::Impl::StagedOp(const Op& op, bool events_claimed) {
       req.set_instance(region.instance());
       req.set_offset(op.single.remote_offset);
       req.set_length(sizeof(uint64_t));
-      PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply, Control(req));
+      PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
+                          Control(req, /*bounded=*/true));
       Status s = ReplyStatus(reply);
       if (s.ok()) return Internal(peer_ + " ran an atomic on a staged region");
       return s;
@@ -475,7 +476,8 @@ Status VerbsTransport::Impl::StagedPut(const RemoteRegion& region,
     // piece: a put past the end writes nothing, as on the NIC path.
     req.set_length(s.length - done);
     req.set_data(bytes + done, n);
-    PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply, Control(req));
+    PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
+                        Control(req, /*bounded=*/true));
     PS_RETURN_IF_ERROR(ReplyStatus(reply));
     done += n;
   }
@@ -495,7 +497,8 @@ Status VerbsTransport::Impl::StagedGet(const RemoteRegion& region,
     req.set_instance(region.instance());
     req.set_offset(s.remote_offset + done);
     req.set_length(n);
-    PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply, Control(req));
+    PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
+                        Control(req, /*bounded=*/true));
     PS_RETURN_IF_ERROR(ReplyStatus(reply));
     if (reply.data().size() != n) {
       return NetworkError(peer_ + " answered a staged get of " +

@@ -159,8 +159,11 @@ class VerbsTransport::Impl {
   void Recover();
   void DeclareLost(const Status& why);
   // One request and its reply on the bootstrap socket; a failure declares
-  // the peer lost.
-  StatusOr<proto::VerbsControlReply> Control(const proto::VerbsControl& req);
+  // the peer lost. `bounded`: no reply within the peer timeout is a failure
+  // too (staged operations, which have no NIC completion to time out; the
+  // others may wait on the target, e.g. for room in its notification queue).
+  StatusOr<proto::VerbsControlReply> Control(const proto::VerbsControl& req,
+                                             bool bounded = false);
   // The status a control reply carries.
   Status ReplyStatus(const proto::VerbsControlReply& reply) const;
   Status LostStatus() {

@@ -8,10 +8,11 @@
 // host operations; every bad request gets the region table's own status
 // with nothing written (wrong key, past the end, no access, deregistered);
 // atomics and notify words in staged regions are refused; a notify word in
-// host memory follows the staged data; a dead target fails staged operations
-// in bounded time. On tcp and shm the flag changes nothing, so the same
-// expectations hold there: the staged route answers as the others do.
+// host memory follows the staged data; a dead or silent target fails staged
+// operations in bounded time. On tcp and shm the flag changes nothing, so the
+// same expectations hold there: the staged route answers as the others do.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstring>
@@ -251,6 +252,20 @@ TEST_P(XferStagedTest, DeadTargetFailsStagedOperations) {
   EXPECT_FALSE(put.ok());
   EXPECT_TRUE(get.Is(StatusCode::kPeerLost)) << get;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+// A target that stops answering (SIGSTOP) fails staged operations once the
+// origin's peer timeout (3 s) passed: they have no NIC completion whose
+// absence would say so.
+TEST_P(XferStagedTest, SilentTargetFailsStagedOperationsInTime) {
+  if (!verbs()) GTEST_SKIP() << "only verbs stages through the target's CPU";
+  ASSERT_EQ(kill(target_.process.pid(), SIGSTOP), 0);
+  std::vector<uint8_t> buf(1000, 1);
+  const auto start = std::chrono::steady_clock::now();
+  Status put = ep().Put(buf.data(), buf.size(), region(kStagedRw), 0);
+  EXPECT_TRUE(put.Is(StatusCode::kPeerLost)) << put;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+  target_.process.Kill();  // SIGKILL ends a stopped process too
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, XferStagedTest,
