@@ -153,8 +153,8 @@ class Context {
   // not possible) through this process's connection threads, which stage
   // the bytes through page-locked host memory; verbs peers with GPUDirect
   // RDMA where this NIC can register GPU memory, else through this
-  // process's CPU too (in 60 KiB pieces over the connection's control
-  // socket, each operation complete on return: core/verbs/verbs_target.h).
+  // process's CPU too (a registered staging buffer per connection, each
+  // operation complete on return: core/verbs/verbs_target.h).
   // A deregistered region's memory is freed once the same-host connections
   // that opened it are gone (CUDA forbids freeing it earlier). Data
   // access only: kRemoteAtomic and kNotifyEvents are kNotSupported (a

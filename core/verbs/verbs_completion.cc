@@ -261,6 +261,11 @@ Status VerbsTransport::Impl::Diagnose(const WorkRequest& r,
                                       ibv_wc_status status) {
   const std::string refused = std::string("the RDMA device refused (") +
                               ibv_wc_status_str(status) + ")";
+  if (r.staging) {
+    // The buffer the target offered for this connection: nothing the
+    // region table could explain.
+    return Internal("the staging buffer of " + peer_ + ": " + refused);
+  }
   if (status != IBV_WC_REM_ACCESS_ERR && status != IBV_WC_REM_INV_REQ_ERR &&
       status != IBV_WC_REM_OP_ERR) {
     return Internal("a local buffer of an operation to " + peer_ + ": " +

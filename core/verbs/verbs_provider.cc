@@ -236,7 +236,8 @@ std::function<void(net::UniqueFd)> VerbsProvider::Answer(
   auto accepted = VerbsTarget::Accept(
       device_, peer_qp, env_.regions, greeting.hello->name(),
       NotifyTargetFor(env_.notifications, greeting.hello->instance(),
-                      env_.options->peer_timeout_ms));
+                      env_.options->peer_timeout_ms),
+      env_.device_memory);
   if (!accepted.ok()) {
     answer->set_declined(accepted.status().ToString());
     return {};

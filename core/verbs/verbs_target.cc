@@ -6,14 +6,10 @@
 #include <cstring>
 
 #include "core/access.h"
-#include "core/device/device_memory.h"
 #include "core/internal/hello.h"
 #include "core/internal/region_state.h"
 
 namespace ps::xfer::internal {
-
-// A STAGED_PUT's piece and the rest of its request fit one control frame.
-static_assert(kStagedPieceBytes + 4096 <= kMaxHelloBytes);
 
 QueuePairOptions TargetQueuePairOptions() {
   QueuePairOptions o;
@@ -26,13 +22,20 @@ QueuePairOptions TargetQueuePairOptions() {
 
 StatusOr<std::unique_ptr<VerbsTarget>> VerbsTarget::Accept(
     std::shared_ptr<VerbsDevice> device, const proto::QueuePairInfo& offer,
-    const RegionTable* regions, std::string peer_name, NotifyTarget notify) {
-  std::unique_ptr<VerbsTarget> t(new VerbsTarget(
-      device, regions, std::move(peer_name), std::move(notify)));
+    const RegionTable* regions, std::string peer_name, NotifyTarget notify,
+    std::shared_ptr<DeviceMemory> memory) {
+  std::unique_ptr<VerbsTarget> t(
+      new VerbsTarget(device, regions, std::move(peer_name), std::move(notify),
+                      std::move(memory)));
   PS_ASSIGN_OR_RETURN(
       t->qp_, QueuePair::Create(std::move(device), TargetQueuePairOptions()));
   PS_RETURN_IF_ERROR(t->qp_->Connect(offer));
   return t;
+}
+
+VerbsTarget::Staging::~Staging() {
+  mr.reset();  // the NIC lets go before the memory goes
+  if (data != nullptr) memory->FreePinned(data);
 }
 
 VerbsTarget::~VerbsTarget() {
@@ -62,6 +65,7 @@ void VerbsTarget::Run() {
   for (const auto& [cell, claim] : claims_) notify_.ring->Void(cell);
   claims_.clear();
   qp_.reset();
+  staging_.reset();
   finished_.store(true);
 }
 
@@ -97,11 +101,14 @@ proto::VerbsControlReply VerbsTarget::Handle(
       s = FinishNotification(
           request, request.op() == proto::VerbsControl::PUBLISH_NOTIFICATION);
       break;
+    case proto::VerbsControl::STAGING_BUFFER:
+      s = OfferStaging(&reply);
+      break;
     case proto::VerbsControl::STAGED_PUT:
       s = StagedPut(request);
       break;
     case proto::VerbsControl::STAGED_GET:
-      s = StagedGet(request, &reply);
+      s = StagedGet(request);
       break;
     case proto::VerbsControl::STAGED_ATOMIC:
       s = StagedAtomic(request);
@@ -156,14 +163,38 @@ Status VerbsTarget::FinishNotification(const proto::VerbsControl& request,
   return Status::OK();
 }
 
+Status VerbsTarget::OfferStaging(proto::VerbsControlReply* reply) {
+  if (staging_ == nullptr) {
+    auto staging = std::make_unique<Staging>();
+    staging->memory = memory_ != nullptr ? memory_ : DeviceMemory::Create();
+    staging->data =
+        static_cast<char*>(staging->memory->AllocatePinned(kStagingBytes));
+    if (staging->data == nullptr) {
+      return ResourceExhausted("no staging buffer for " + peer_name_);
+    }
+    PS_ASSIGN_OR_RETURN(
+        staging->mr,
+        device_->Register(staging->data, kStagingBytes,
+                          kRemoteRead | kRemoteWrite, /*indexed=*/false));
+    staging_ = std::move(staging);
+  }
+  reply->set_staging_address(staging_->mr->address());
+  reply->set_staging_rkey(staging_->mr->rkey());
+  reply->set_staging_bytes(kStagingBytes);
+  return Status::OK();
+}
+
 Status VerbsTarget::StagedPut(const proto::VerbsControl& request) {
   // `length` is the rest of the origin's segment from `offset`, checked
-  // whole so that a put past the end writes nothing; `data` its first piece.
-  const std::string& data = request.data();
-  if (data.size() > request.length()) {
-    return InvalidArgument("a staged put of " +
-                           std::to_string(request.length()) + " bytes sent " +
-                           std::to_string(data.size()));
+  // whole so that a put past the end writes nothing; the piece its start.
+  const uint64_t piece = request.piece();
+  if (staging_ == nullptr) {
+    return InvalidArgument("a staged put before STAGING_BUFFER");
+  }
+  if (piece > kStagingBytes || piece > request.length()) {
+    return InvalidArgument("a staged put of a " + std::to_string(piece) +
+                           "-byte piece of " +
+                           std::to_string(request.length()) + " bytes");
   }
   PS_ASSIGN_OR_RETURN(
       std::shared_ptr<MemoryRegion> region,
@@ -172,21 +203,22 @@ Status VerbsTarget::StagedPut(const proto::VerbsControl& request) {
                       peer_name_));
   char* dst = static_cast<char*>(region->data()) + request.offset();
   if (region->kind() == MemoryKind::kHost) {
-    std::memcpy(dst, data.data(), data.size());
+    std::memcpy(dst, staging_->data, piece);
     return Status::OK();
   }
   // Synchronous: the bytes are in the device when the origin hears OK, so
   // a notify word it stores next never shows ahead of them.
   return MemoryRegionAccess::device_memory(*region)->ToDevice(
-      region->device(), dst, data.data(), data.size());
+      region->device(), dst, staging_->data, piece);
 }
 
-Status VerbsTarget::StagedGet(const proto::VerbsControl& request,
-                              proto::VerbsControlReply* reply) {
-  // The reply must fit one frame; origins never ask for more.
-  if (request.length() > kStagedPieceBytes) {
+Status VerbsTarget::StagedGet(const proto::VerbsControl& request) {
+  if (staging_ == nullptr) {
+    return InvalidArgument("a staged get before STAGING_BUFFER");
+  }
+  if (request.length() > kStagingBytes) {
     return InvalidArgument("a staged get asks for at most " +
-                           std::to_string(kStagedPieceBytes) + " bytes, not " +
+                           std::to_string(kStagingBytes) + " bytes, not " +
                            std::to_string(request.length()));
   }
   PS_ASSIGN_OR_RETURN(
@@ -195,16 +227,12 @@ Status VerbsTarget::StagedGet(const proto::VerbsControl& request,
                       request.offset(), request.length(), kRemoteRead,
                       peer_name_));
   const char* src = static_cast<const char*>(region->data()) + request.offset();
-  std::string* out = reply->mutable_data();
-  out->resize(request.length());
   if (region->kind() == MemoryKind::kHost) {
-    std::memcpy(out->data(), src, out->size());
+    std::memcpy(staging_->data, src, request.length());
     return Status::OK();
   }
-  Status s = MemoryRegionAccess::device_memory(*region)->FromDevice(
-      region->device(), out->data(), src, out->size());
-  if (!s.ok()) out->clear();
-  return s;
+  return MemoryRegionAccess::device_memory(*region)->FromDevice(
+      region->device(), staging_->data, src, request.length());
 }
 
 Status VerbsTarget::StagedAtomic(const proto::VerbsControl& request) {

@@ -10,17 +10,17 @@
 // the cells it still holds are voided and the queue pair is destroyed.
 //
 // Staged regions (device memory the NIC cannot register, i.e. no GPUDirect
-// RDMA; VerbsRegionKey.staged): the target's CPU moves their bytes.
-// STAGED_PUT carries up to kStagedPieceBytes in the request, STAGED_GET
-// returns them in the reply; the target checks each piece against the region
-// table exactly as the NIC path's DIAGNOSE would (key, owner instance,
-// liveness, bounds, access: the same statuses as for host regions) and
-// copies it with DeviceMemory (memcpy for host regions staged for tests)
+// RDMA; VerbsRegionKey.staged): the target's CPU moves their bytes through
+// the connection's staging buffer, kStagingBytes of page-locked memory (where
+// the driver gives it) registered with the NIC on the origin's first
+// STAGING_BUFFER request. For a put the origin RDMA-writes a piece into it
+// and sends STAGED_PUT; for a get it sends STAGED_GET and RDMA-reads the
+// piece once the reply came. The target checks each request against the
+// region table exactly as DIAGNOSE would for the NIC path (key, owner
+// instance, liveness, bounds, access: the same statuses as for host regions)
+// and copies with DeviceMemory (memcpy for host regions staged for tests)
 // before it replies. Atomics on a staged region are checked, then refused
 // with kNotSupported, as the tcp server refuses atomics on device memory.
-// The bytes travel in the control frames themselves (at most
-// kMaxHelloBytes each), not by RDMA into a registered staging buffer: simple
-// and correct, but a round trip per 60 KiB and two copies on the target.
 #pragma once
 
 #include <atomic>
@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "core/descriptor.pb.h"
+#include "core/device/device_memory.h"
 #include "core/internal/region_table.h"
 #include "core/stream/stream_server.h"
 #include "core/verbs/queue_pair.h"
@@ -44,9 +45,11 @@ class VerbsTarget {
  public:
   // Creates a queue pair connected to the origin's `offer`; `notify` is
   // where its puts' notification events go.
+  // `memory` gives the staging buffer's page-locked memory.
   static StatusOr<std::unique_ptr<VerbsTarget>> Accept(
       std::shared_ptr<VerbsDevice> device, const proto::QueuePairInfo& offer,
-      const RegionTable* regions, std::string peer_name, NotifyTarget notify);
+      const RegionTable* regions, std::string peer_name, NotifyTarget notify,
+      std::shared_ptr<DeviceMemory> memory);
   // Stops serving (shuts the socket down) and joins the thread.
   ~VerbsTarget();
   VerbsTarget(const VerbsTarget&) = delete;
@@ -65,28 +68,41 @@ class VerbsTarget {
     uint64_t offset = 0;
   };
 
+  // The staging buffer: registered while it lives, freed after.
+  struct Staging {
+    ~Staging();
+    std::shared_ptr<DeviceMemory> memory;
+    char* data = nullptr;  // kStagingBytes
+    std::unique_ptr<VerbsRegistration> mr;
+  };
+
   VerbsTarget(std::shared_ptr<VerbsDevice> device, const RegionTable* regions,
-              std::string peer_name, NotifyTarget notify)
+              std::string peer_name, NotifyTarget notify,
+              std::shared_ptr<DeviceMemory> memory)
       : device_(std::move(device)),
         regions_(regions),
         peer_name_(std::move(peer_name)),
-        notify_(std::move(notify)) {}
+        notify_(std::move(notify)),
+        memory_(std::move(memory)) {}
   void Run();
   proto::VerbsControlReply Handle(const proto::VerbsControl& request);
   Status ClaimNotification(const proto::VerbsControl& request,
                            proto::VerbsControlReply* reply);
   // Publishes (or voids) the claimed cell the request names.
   Status FinishNotification(const proto::VerbsControl& request, bool publish);
-  // STAGED_PUT / STAGED_GET / STAGED_ATOMIC.
+  // STAGING_BUFFER / STAGED_PUT / STAGED_GET / STAGED_ATOMIC.
+  Status OfferStaging(proto::VerbsControlReply* reply);
   Status StagedPut(const proto::VerbsControl& request);
-  Status StagedGet(const proto::VerbsControl& request,
-                   proto::VerbsControlReply* reply);
+  Status StagedGet(const proto::VerbsControl& request);
   Status StagedAtomic(const proto::VerbsControl& request);
 
   const std::shared_ptr<VerbsDevice> device_;
   const RegionTable* const regions_;
   const std::string peer_name_;
   const NotifyTarget notify_;
+  const std::shared_ptr<DeviceMemory> memory_;
+  // Made on the first STAGING_BUFFER; only the serving thread touches it.
+  std::unique_ptr<Staging> staging_;
   // Cells claimed and not yet published or voided; only the serving thread
   // touches it.
   std::map<uint64_t, Claim> claims_;
@@ -96,10 +112,10 @@ class VerbsTarget {
   std::thread thread_;
 };
 
-// Bytes of a staged region per STAGED_PUT / STAGED_GET: a control frame
-// holds at most kMaxHelloBytes (64 KiB), and the rest of the request fits in
-// what is left.
-inline constexpr size_t kStagedPieceBytes = 60 << 10;
+// A connection's staging buffer: the most bytes of a staged region one
+// STAGED_PUT / STAGED_GET moves. Large enough that a device copy runs near
+// the bus's speed, small enough to cost little per connection that stages.
+inline constexpr size_t kStagingBytes = 512 << 10;
 
 // Queue pair sizes of a target (it never posts).
 QueuePairOptions TargetQueuePairOptions();

@@ -11,7 +11,6 @@
 
 #include "core/access.h"
 #include "core/verbs/verbs_remote_key.h"
-#include "core/verbs/verbs_target.h"
 #include "core/verbs/verbs_transport_impl.h"
 
 namespace ps::xfer::internal {
@@ -237,8 +236,14 @@ Request VerbsTransport::Impl::PostOps(std::span<const Op> ops,
     Status s = Plan(op, events_claimed, &plan, &staged);
     if (!s.ok()) return Request(std::move(s));
   }
-  if (staged) [[unlikely]]
+  if (staged) [[unlikely]] {
     return PostWithStaged(ops, events_claimed);
+  }
+  return PostPlan(plan);
+}
+
+Request VerbsTransport::Impl::PostPlan(
+    std::vector<std::unique_ptr<WorkRequest>>& plan) {
   if (plan.empty()) return Request();
   auto op = std::make_shared<OpState>(static_cast<int>(plan.size()));
   Request request(op->state);
@@ -460,12 +465,75 @@ Status CheckStagedRange(const RemoteRegion& region, const Segment& s,
 
 }  // namespace
 
+Status VerbsTransport::Impl::LearnStagingLocked() {
+  if (staging_address_ != 0) return Status::OK();
+  proto::VerbsControl req;
+  req.set_op(proto::VerbsControl::STAGING_BUFFER);
+  PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
+                      Control(req, /*bounded=*/true));
+  PS_RETURN_IF_ERROR(ReplyStatus(reply).WithContext("staging buffer"));
+  if (reply.staging_address() == 0 || reply.staging_bytes() == 0) {
+    return NetworkError(peer_ + " offered no staging buffer");
+  }
+  staging_address_ = reply.staging_address();
+  staging_rkey_ = reply.staging_rkey();
+  // A piece must fit one work request (2 GiB) as well as the buffer.
+  staging_bytes_ = std::min<uint64_t>(reply.staging_bytes(), 1u << 30);
+  return Status::OK();
+}
+
+Status VerbsTransport::Impl::StagingTransfer(void* local, size_t n,
+                                             bool write) {
+  std::vector<std::unique_ptr<WorkRequest>> plan;
+  auto make = [&](uint64_t at, size_t length) {
+    auto r = std::make_unique<WorkRequest>();
+    r->wr.wr_id = reinterpret_cast<uintptr_t>(r.get());
+    r->wr.opcode = write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    r->wr.send_flags = IBV_SEND_SIGNALED;
+    r->wr.sg_list = &r->sge;
+    r->wr.num_sge = 1;
+    r->wr.wr.rdma.remote_addr = staging_address_ + at;
+    r->wr.wr.rdma.rkey = staging_rkey_;
+    r->staging = true;
+    r->offset = at;
+    r->length = length;
+    return r;
+  };
+  auto* bytes = static_cast<uint8_t*>(local);
+  uint32_t lkey = 0;
+  if (device_->FindLocal(local, n, &lkey)) {
+    auto r = make(0, n);
+    r->sge = {reinterpret_cast<uintptr_t>(local), static_cast<uint32_t>(n),
+              lkey};
+    plan.push_back(std::move(r));
+  } else {
+    for (size_t pos = 0; pos < n; pos += kSlotBytes) {
+      const size_t m = std::min(kSlotBytes, n - pos);
+      auto r = make(pos, m);
+      r->needs_slot = true;
+      if (write) {
+        r->copy_in = bytes + pos;
+      } else {
+        r->copy_out = bytes + pos;
+      }
+      r->bytes = m;
+      plan.push_back(std::move(r));
+    }
+  }
+  return PostPlan(plan).Wait();
+}
+
 Status VerbsTransport::Impl::StagedPut(const RemoteRegion& region,
                                        const Segment& s) {
   PS_RETURN_IF_ERROR(CheckStagedRange(region, s, peer_));
-  const auto* bytes = static_cast<const char*>(s.local);
+  auto* bytes = static_cast<uint8_t*>(s.local);
   for (uint64_t done = 0; done < s.length;) {
-    const size_t n = std::min<uint64_t>(kStagedPieceBytes, s.length - done);
+    std::lock_guard lock(staging_mu_);
+    PS_RETURN_IF_ERROR(LearnStagingLocked());
+    const size_t n = std::min<uint64_t>(staging_bytes_, s.length - done);
+    // The piece is in the staging buffer once its WRITE completed; only
+    // then may the target copy it.
+    PS_RETURN_IF_ERROR(StagingTransfer(bytes + done, n, /*write=*/true));
     proto::VerbsControl req;
     req.set_op(proto::VerbsControl::STAGED_PUT);
     req.set_region_id(region.id());
@@ -475,7 +543,7 @@ Status VerbsTransport::Impl::StagedPut(const RemoteRegion& region,
     // The target checks the whole rest of the segment with the first
     // piece: a put past the end writes nothing, as on the NIC path.
     req.set_length(s.length - done);
-    req.set_data(bytes + done, n);
+    req.set_piece(n);
     PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
                         Control(req, /*bounded=*/true));
     PS_RETURN_IF_ERROR(ReplyStatus(reply));
@@ -487,9 +555,11 @@ Status VerbsTransport::Impl::StagedPut(const RemoteRegion& region,
 Status VerbsTransport::Impl::StagedGet(const RemoteRegion& region,
                                        const Segment& s) {
   PS_RETURN_IF_ERROR(CheckStagedRange(region, s, peer_));
-  auto* bytes = static_cast<char*>(s.local);
+  auto* bytes = static_cast<uint8_t*>(s.local);
   for (uint64_t done = 0; done < s.length;) {
-    const size_t n = std::min<uint64_t>(kStagedPieceBytes, s.length - done);
+    std::lock_guard lock(staging_mu_);
+    PS_RETURN_IF_ERROR(LearnStagingLocked());
+    const size_t n = std::min<uint64_t>(staging_bytes_, s.length - done);
     proto::VerbsControl req;
     req.set_op(proto::VerbsControl::STAGED_GET);
     req.set_region_id(region.id());
@@ -500,12 +570,8 @@ Status VerbsTransport::Impl::StagedGet(const RemoteRegion& region,
     PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
                         Control(req, /*bounded=*/true));
     PS_RETURN_IF_ERROR(ReplyStatus(reply));
-    if (reply.data().size() != n) {
-      return NetworkError(peer_ + " answered a staged get of " +
-                          std::to_string(n) + " bytes with " +
-                          std::to_string(reply.data().size()));
-    }
-    std::memcpy(bytes + done, reply.data().data(), n);
+    // The target copied the piece into its staging buffer before replying.
+    PS_RETURN_IF_ERROR(StagingTransfer(bytes + done, n, /*write=*/false));
     done += n;
   }
   return Status::OK();

@@ -35,9 +35,13 @@
 //                     trips, complete when Post returns.
 //   ... on a staged   Regions the target's NIC cannot reach (device memory
 //       region        without GPUDirect RDMA; VerbsRegionKey.staged): the
-//                     bytes go to the target's CPU in STAGED_PUT / STAGED_GET
-//                     control requests of up to 60 KiB each, which it checks
-//                     against its region table and copies (verbs_target.h).
+//                     target's CPU copies them between the region and the
+//                     connection's staging buffer (512 KiB, registered with
+//                     its NIC when first asked for), which the origin writes
+//                     (then STAGED_PUT) or reads (after STAGED_GET) by RDMA,
+//                     a piece at a time; the target checks each request
+//                     against its region table (verbs_target.h). One piece
+//                     per connection is in flight at a time.
 //                     Such an operation first waits until everything posted
 //                     before it on this endpoint completed (Flush's wait,
 //                     leaving the errors to Flush) and is complete when Post

@@ -85,6 +85,8 @@ struct WorkRequest {
   // A PutWithNotify's flag: a compare-and-swap that is posted again with
   // the value it found until it finds the one it expected.
   bool notify_store = false;
+  // Moves bytes of a staged op to or from the target's staging buffer.
+  bool staging = false;
   // What the request touches at the target, to ask why it was refused.
   uint64_t region_id = 0, key = 0, instance = 0, offset = 0, length = 0;
   uint32_t access = 0;
@@ -134,6 +136,11 @@ class VerbsTransport::Impl {
   Status StagedOp(const Op& op, bool events_claimed);
   Status StagedPut(const RemoteRegion& region, const Segment& s);
   Status StagedGet(const RemoteRegion& region, const Segment& s);
+  // Asks for the target's staging buffer unless known (staging_mu_ held).
+  Status LearnStagingLocked();
+  // RDMA WRITE (`write`) or READ of `n` bytes between `local` and the start
+  // of the target's staging buffer, complete on return (staging_mu_ held).
+  Status StagingTransfer(void* local, size_t n, bool write);
   // Waits until every work request posted so far has completed, leaving
   // their errors to Flush.
   void AwaitPosted();
@@ -142,6 +149,8 @@ class VerbsTransport::Impl {
   uint64_t SwapNotifyGuess(uint64_t address, uint64_t value);
   // Posts a notify store again after its compare-and-swap found `found`.
   void RetryNotifyStore(WorkRequest* r, uint64_t found);
+  // Posts a planned batch: one request for all of it.
+  Request PostPlan(std::vector<std::unique_ptr<WorkRequest>>& plan);
   // Gives `r` its slot or word (posting `pending` first if it must wait);
   // false once the peer is lost.
   bool Acquire(WorkRequest* r, std::vector<WorkRequest*>& pending);
@@ -205,6 +214,13 @@ class VerbsTransport::Impl {
   long long lost_at_ns_ = 0;           // guarded by mu_
   std::atomic<bool> lost_{false};
   std::atomic<bool> stop_{false};
+
+  // The target's staging buffer: one staged piece at a time uses it (from
+  // writing it to reading it back).
+  std::mutex staging_mu_;
+  uint64_t staging_address_ = 0;  // guarded by staging_mu_; 0: not asked yet
+  uint32_t staging_rkey_ = 0;     // guarded by staging_mu_
+  uint64_t staging_bytes_ = 0;    // guarded by staging_mu_
 
   std::mutex guess_mu_;
   std::unordered_map<uint64_t, uint64_t> notify_guess_;  // by guess_mu_

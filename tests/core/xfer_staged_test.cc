@@ -3,14 +3,15 @@
 // target stages its host regions without atomics instead
 // (ContextOptions::verbs_stage_host_regions_for_testing; kReadOnly and the
 // kStaged* regions of tests/core/xfer_test_peer.h): the same protocol, with
-// memcpy as the copy. Between real processes: data lands byte for byte in
-// pieces larger and smaller than a control frame, scattered and batched with
-// host operations; every bad request gets the region table's own status
-// with nothing written (wrong key, past the end, no access, deregistered);
-// atomics and notify words in staged regions are refused; a notify word in
-// host memory follows the staged data; a dead or silent target fails staged
-// operations in bounded time. On tcp and shm the flag changes nothing, so the
-// same expectations hold there: the staged route answers as the others do.
+// memcpy as the copy. Between real processes: data lands byte for byte, in
+// more than one piece of the staging buffer and in small ones, scattered and
+// batched with host operations; every bad request gets the region table's
+// own status with nothing written (wrong key, past the end, no access,
+// deregistered); atomics and notify words in staged regions are refused; a
+// notify word in host memory follows the staged data; a dead or silent
+// target fails staged operations in bounded time. On tcp and shm the flag
+// changes nothing, so the same expectations hold there: the staged route
+// answers as the others do.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -71,11 +72,11 @@ class XferStagedTest : public ::testing::TestWithParam<TransportChoice> {
   TargetHandle target_;
 };
 
-// Larger than several control frames, at odd offsets and lengths, whole and
-// scattered; the target's own view agrees.
+// Larger than the staging buffer (512 KiB), at odd offsets and lengths,
+// whole and scattered; the target's own view agrees.
 TEST_P(XferStagedTest, PutsAndGetsLandExactly) {
   const RemoteRegion& r = region(kStagedRw);
-  constexpr size_t kBytes = (300 << 10) + 123;
+  constexpr size_t kBytes = (700 << 10) + 123;
   std::vector<uint8_t> bytes(kBytes), back(kBytes, 0);
   FillPattern(bytes.data(), kBytes, 5);
   ASSERT_TRUE(ep().Put(bytes.data(), kBytes, r, 77).ok());
