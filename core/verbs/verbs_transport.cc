@@ -75,8 +75,9 @@ Status VerbsTransport::Impl::Plan(
     std::vector<std::unique_ptr<WorkRequest>>* plan, bool* staged) {
   auto target = [&](const RemoteRegion& region) -> StatusOr<uint64_t> {
     uint64_t base = VerbsKeyOf(region).address;
-    if (base == 0) [[unlikely]]
+    if (base == 0) [[unlikely]] {
       return Unreachable(region);
+    }
     return base;
   };
   auto make = [&](const RemoteRegion& region, uint64_t base, uint64_t offset,
