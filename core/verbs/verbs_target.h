@@ -1,6 +1,7 @@
 // internal::VerbsTarget: the target side of one verbs connection. It owns the
 // queue pair the origin's NIC talks to (the target's CPU takes no part in the
-// transfers) and serves the rare control requests on the bootstrap socket:
+// transfers, staged regions aside: below) and serves the rare control
+// requests on the bootstrap socket:
 // DIAGNOSE (why did the NIC refuse an access: the region table's precise
 // answer) and RECONNECT (a new queue pair after the old one went to the error
 // state). It also queues the notification events of puts into kNotifyEvents
