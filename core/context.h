@@ -80,6 +80,12 @@ struct ContextOptions {
   std::string ib_device;
   int ib_port = 0;
   int ib_gid_index = -1;
+  // Tests only: host regions that hold no atomics or notify events (as
+  // device regions never do) are not registered with the RDMA device, so
+  // verbs peers reach them through the staged route that device regions
+  // take without GPUDirect (the target's CPU copies; core/verbs/
+  // verbs_target.h). Lets machines without a GPU test that route for real.
+  bool verbs_stage_host_regions_for_testing = false;
   // Cells of the notification queue (a power of two, 2 to 2^20): the
   // notifications that may wait unread before a put-with-notify into a
   // kNotifyEvents region waits for room (up to peer_timeout_ms) and then
@@ -146,7 +152,9 @@ class Context {
   // without this process's CPU, tcp peers (and same-host ones where IPC is
   // not possible) through this process's connection threads, which stage
   // the bytes through page-locked host memory; verbs peers with GPUDirect
-  // RDMA where this NIC can register GPU memory (else kNotSupported there).
+  // RDMA where this NIC can register GPU memory, else through this
+  // process's CPU too (a registered staging buffer per connection, each
+  // operation complete on return: core/verbs/verbs_target.h).
   // A deregistered region's memory is freed once the same-host connections
   // that opened it are gone (CUDA forbids freeing it earlier). Data
   // access only: kRemoteAtomic and kNotifyEvents are kNotSupported (a

@@ -6,7 +6,9 @@
 // the target's connection thread stages the bytes through page-locked host
 // memory (over tcp and same-host connections); verbs reaches it with
 // GPUDirect RDMA where the target's NIC can register it (nvidia-peermem),
-// and refuses it otherwise (use tcp).
+// and otherwise through the target's CPU as well, via a registered staging
+// buffer (core/verbs/verbs_target.h): slower, each operation complete on
+// return.
 #pragma once
 
 #include <cstdint>

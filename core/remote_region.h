@@ -26,7 +26,8 @@ class RemoteRegion {
   uint64_t size() const { return size_; }
   uint32_t access() const { return access_; }
   // Where the owner's bytes live (core/memory_kind.h): device memory is
-  // staged by the owner's CPU, and verbs cannot reach it.
+  // staged by the owner's CPU unless same-host CUDA IPC or GPUDirect RDMA
+  // reaches it.
   MemoryKind memory_kind() const { return memory_kind_; }
   int device() const { return device_; }
   // The owner's instance: a random number each Context draws when it starts.

@@ -228,12 +228,17 @@ void VerbsTransport::Impl::Finish(WorkRequest* r, const Status& s) {
 }
 
 StatusOr<proto::VerbsControlReply> VerbsTransport::Impl::Control(
-    const proto::VerbsControl& req) {
+    const proto::VerbsControl& req, bool bounded) {
   std::lock_guard lock(control_mu_);
+  // From here: waiting for other threads' requests is not the peer's delay.
+  const net::Deadline deadline =
+      bounded ? std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(timeout_ms_)
+              : net::Deadline::max();
   control_seq_.fetch_add(1);  // odd: a request in flight
   proto::VerbsControlReply reply;
-  Status s = SendMessage(fd_.get(), req);
-  if (s.ok()) s = RecvMessage(fd_.get(), &reply);
+  Status s = SendMessage(fd_.get(), req, deadline);
+  if (s.ok()) s = RecvMessage(fd_.get(), &reply, deadline);
   control_seq_.fetch_add(1);
   if (!s.ok()) {
     DeclareLost(
@@ -256,6 +261,11 @@ Status VerbsTransport::Impl::Diagnose(const WorkRequest& r,
                                       ibv_wc_status status) {
   const std::string refused = std::string("the RDMA device refused (") +
                               ibv_wc_status_str(status) + ")";
+  if (r.staging) {
+    // The buffer the target offered for this connection: nothing the
+    // region table could explain.
+    return Internal("the staging buffer of " + peer_ + ": " + refused);
+  }
   if (status != IBV_WC_REM_ACCESS_ERR && status != IBV_WC_REM_INV_REQ_ERR &&
       status != IBV_WC_REM_OP_ERR) {
     return Internal("a local buffer of an operation to " + peer_ + ": " +

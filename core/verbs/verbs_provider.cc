@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/access.h"
 #include "core/verbs/verbs.pb.h"
 #include "core/verbs/verbs_device.h"
 #include "core/verbs/verbs_remote_key.h"
@@ -40,6 +41,21 @@ class VerbsRegionState : public LocalRegionState {
   std::unique_ptr<VerbsRegistration> mr_;  // guarded by mu_
 };
 
+// A region the NIC cannot reach (device memory without GPUDirect RDMA): its
+// key says so, and peers send its bytes to the target's CPU, which checks
+// and copies them (VerbsTarget, STAGED_PUT / STAGED_GET). Deregister needs
+// nothing here: the region table refuses the region once it is gone.
+class VerbsStagedRegionState : public LocalRegionState {
+ public:
+  StatusOr<std::optional<std::string>> Publish(uint64_t key) override {
+    (void)key;  // checked by the target's region table, not by the NIC
+    proto::VerbsRegionKey k;
+    k.set_staged(true);
+    return std::optional<std::string>(k.SerializeAsString());
+  }
+  void Withdraw() override {}
+};
+
 // The queue pair offered in a hello.
 struct VerbsOffer : PendingOffer {
   std::unique_ptr<QueuePair> qp;
@@ -57,7 +73,7 @@ class VerbsProvider : public TransportProvider {
   void Stop() override;
   StatusOr<std::unique_ptr<LocalRegionState>> Register(
       const MemoryRegion& region) override;
-  // Register for device memory: GPUDirect, or null where unavailable.
+  // Register for device memory: GPUDirect, or staged where unavailable.
   StatusOr<std::unique_ptr<LocalRegionState>> RegisterDevice(
       const MemoryRegion& region);
   StatusOr<std::shared_ptr<RemoteRegionState>> Unpack(
@@ -101,6 +117,11 @@ StatusOr<std::unique_ptr<LocalRegionState>> VerbsProvider::Register(
     const MemoryRegion& region) {
   if (device_ == nullptr) return std::unique_ptr<LocalRegionState>();
   if (region.kind() != MemoryKind::kHost) return RegisterDevice(region);
+  if (env_.options->verbs_stage_host_regions_for_testing &&
+      !(region.access() & (kRemoteAtomic | kNotifyEvents))) {
+    return std::unique_ptr<LocalRegionState>(
+        std::make_unique<VerbsStagedRegionState>());
+  }
   PS_ASSIGN_OR_RETURN(std::unique_ptr<VerbsRegistration> mr,
                       device_->Register(region.data(), region.size(),
                                         region.access(), /*indexed=*/true));
@@ -112,8 +133,9 @@ StatusOr<std::unique_ptr<LocalRegionState>> VerbsProvider::Register(
 // it its pages (nvidia-peermem loaded); the region is then reached like
 // host memory (data only: device regions hold no atomics or notify words).
 // Not indexed: the CPU copies small local buffers (inline sends), which
-// must never be device memory. Where the registration fails, peers'
-// operations are refused with what to do (VerbsTransport::Impl::Plan).
+// must never be device memory. Where the registration fails, the region is
+// staged: peers' operations go to this process's CPU over the connection's
+// bootstrap socket (verbs_target.h), slower but without nvidia-peermem.
 StatusOr<std::unique_ptr<LocalRegionState>> VerbsProvider::RegisterDevice(
     const MemoryRegion& region) {
   StatusOr<std::unique_ptr<VerbsRegistration>> mr = device_->Register(
@@ -122,11 +144,12 @@ StatusOr<std::unique_ptr<LocalRegionState>> VerbsProvider::RegisterDevice(
     std::call_once(gpudirect_failure_logged_, [&] {
       LOG(WARNING) << env_.options->name << ": no GPUDirect RDMA on "
                    << device_->name()
-                   << ": verbs peers cannot reach device regions (is "
-                      "nvidia-peermem loaded?): "
+                   << ": verbs peers reach device regions staged by this "
+                      "process's CPU, slowly (is nvidia-peermem loaded?): "
                    << mr.status();
     });
-    return std::unique_ptr<LocalRegionState>();
+    return std::unique_ptr<LocalRegionState>(
+        std::make_unique<VerbsStagedRegionState>());
   }
   return std::unique_ptr<LocalRegionState>(
       std::make_unique<VerbsRegionState>(std::move(mr).value()));
@@ -139,7 +162,7 @@ StatusOr<std::shared_ptr<RemoteRegionState>> VerbsProvider::Unpack(
     return InvalidArgument("malformed verbs key in a region descriptor");
   }
   return std::shared_ptr<RemoteRegionState>(
-      std::make_shared<VerbsRemoteKey>(k.address()));
+      std::make_shared<VerbsRemoteKey>(k.address(), k.staged()));
 }
 
 Status VerbsProvider::Offer(Dial& dial) {
@@ -213,7 +236,8 @@ std::function<void(net::UniqueFd)> VerbsProvider::Answer(
   auto accepted = VerbsTarget::Accept(
       device_, peer_qp, env_.regions, greeting.hello->name(),
       NotifyTargetFor(env_.notifications, greeting.hello->instance(),
-                      env_.options->peer_timeout_ms));
+                      env_.options->peer_timeout_ms),
+      env_.device_memory);
   if (!accepted.ok()) {
     answer->set_declined(accepted.status().ToString());
     return {};

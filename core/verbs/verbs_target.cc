@@ -3,8 +3,11 @@
 #include <glog/logging.h>
 #include <sys/socket.h>
 
+#include <cstring>
+
 #include "core/access.h"
 #include "core/internal/hello.h"
+#include "core/internal/region_state.h"
 
 namespace ps::xfer::internal {
 
@@ -19,13 +22,20 @@ QueuePairOptions TargetQueuePairOptions() {
 
 StatusOr<std::unique_ptr<VerbsTarget>> VerbsTarget::Accept(
     std::shared_ptr<VerbsDevice> device, const proto::QueuePairInfo& offer,
-    const RegionTable* regions, std::string peer_name, NotifyTarget notify) {
-  std::unique_ptr<VerbsTarget> t(new VerbsTarget(
-      device, regions, std::move(peer_name), std::move(notify)));
+    const RegionTable* regions, std::string peer_name, NotifyTarget notify,
+    std::shared_ptr<DeviceMemory> memory) {
+  std::unique_ptr<VerbsTarget> t(
+      new VerbsTarget(device, regions, std::move(peer_name), std::move(notify),
+                      std::move(memory)));
   PS_ASSIGN_OR_RETURN(
       t->qp_, QueuePair::Create(std::move(device), TargetQueuePairOptions()));
   PS_RETURN_IF_ERROR(t->qp_->Connect(offer));
   return t;
+}
+
+VerbsTarget::Staging::~Staging() {
+  mr.reset();  // the NIC lets go before the memory goes
+  if (data != nullptr) memory->FreePinned(data);
 }
 
 VerbsTarget::~VerbsTarget() {
@@ -55,6 +65,7 @@ void VerbsTarget::Run() {
   for (const auto& [cell, claim] : claims_) notify_.ring->Void(cell);
   claims_.clear();
   qp_.reset();
+  staging_.reset();
   finished_.store(true);
 }
 
@@ -89,6 +100,18 @@ proto::VerbsControlReply VerbsTarget::Handle(
     case proto::VerbsControl::VOID_NOTIFICATION:
       s = FinishNotification(
           request, request.op() == proto::VerbsControl::PUBLISH_NOTIFICATION);
+      break;
+    case proto::VerbsControl::STAGING_BUFFER:
+      s = OfferStaging(&reply);
+      break;
+    case proto::VerbsControl::STAGED_PUT:
+      s = StagedPut(request);
+      break;
+    case proto::VerbsControl::STAGED_GET:
+      s = StagedGet(request);
+      break;
+    case proto::VerbsControl::STAGED_ATOMIC:
+      s = StagedAtomic(request);
       break;
     default:
       s = InvalidArgument("unknown verbs control request");
@@ -138,6 +161,90 @@ Status VerbsTarget::FinishNotification(const proto::VerbsControl& request,
   }
   claims_.erase(claim);
   return Status::OK();
+}
+
+Status VerbsTarget::OfferStaging(proto::VerbsControlReply* reply) {
+  if (staging_ == nullptr) {
+    auto staging = std::make_unique<Staging>();
+    staging->memory = memory_ != nullptr ? memory_ : DeviceMemory::Create();
+    staging->data =
+        static_cast<char*>(staging->memory->AllocatePinned(kStagingBytes));
+    if (staging->data == nullptr) {
+      return ResourceExhausted("no staging buffer for " + peer_name_);
+    }
+    PS_ASSIGN_OR_RETURN(
+        staging->mr,
+        device_->Register(staging->data, kStagingBytes,
+                          kRemoteRead | kRemoteWrite, /*indexed=*/false));
+    staging_ = std::move(staging);
+  }
+  reply->set_staging_address(staging_->mr->address());
+  reply->set_staging_rkey(staging_->mr->rkey());
+  reply->set_staging_bytes(kStagingBytes);
+  return Status::OK();
+}
+
+Status VerbsTarget::StagedPut(const proto::VerbsControl& request) {
+  // `length` is the rest of the origin's segment from `offset`, checked
+  // whole so that a put past the end writes nothing; the piece its start.
+  const uint64_t piece = request.piece();
+  if (staging_ == nullptr) {
+    return InvalidArgument("a staged put before STAGING_BUFFER");
+  }
+  if (piece > kStagingBytes || piece > request.length()) {
+    return InvalidArgument("a staged put of a " + std::to_string(piece) +
+                           "-byte piece of " +
+                           std::to_string(request.length()) + " bytes");
+  }
+  PS_ASSIGN_OR_RETURN(
+      std::shared_ptr<MemoryRegion> region,
+      regions_->Check(request.region_id(), request.key(), request.instance(),
+                      request.offset(), request.length(), kRemoteWrite,
+                      peer_name_));
+  char* dst = static_cast<char*>(region->data()) + request.offset();
+  if (region->kind() == MemoryKind::kHost) {
+    std::memcpy(dst, staging_->data, piece);
+    return Status::OK();
+  }
+  // Synchronous: the bytes are in the device when the origin hears OK, so
+  // a notify word it stores next never shows ahead of them.
+  return MemoryRegionAccess::device_memory(*region)->ToDevice(
+      region->device(), dst, staging_->data, piece);
+}
+
+Status VerbsTarget::StagedGet(const proto::VerbsControl& request) {
+  if (staging_ == nullptr) {
+    return InvalidArgument("a staged get before STAGING_BUFFER");
+  }
+  if (request.length() > kStagingBytes) {
+    return InvalidArgument("a staged get asks for at most " +
+                           std::to_string(kStagingBytes) + " bytes, not " +
+                           std::to_string(request.length()));
+  }
+  PS_ASSIGN_OR_RETURN(
+      std::shared_ptr<MemoryRegion> region,
+      regions_->Check(request.region_id(), request.key(), request.instance(),
+                      request.offset(), request.length(), kRemoteRead,
+                      peer_name_));
+  const char* src = static_cast<const char*>(region->data()) + request.offset();
+  if (region->kind() == MemoryKind::kHost) {
+    std::memcpy(staging_->data, src, request.length());
+    return Status::OK();
+  }
+  return MemoryRegionAccess::device_memory(*region)->FromDevice(
+      region->device(), staging_->data, src, request.length());
+}
+
+Status VerbsTarget::StagedAtomic(const proto::VerbsControl& request) {
+  PS_ASSIGN_OR_RETURN(
+      std::shared_ptr<MemoryRegion> region,
+      regions_->Check(request.region_id(), request.key(), request.instance(),
+                      request.offset(), sizeof(uint64_t), kRemoteAtomic,
+                      peer_name_));
+  return NotSupported("region " + std::to_string(region->id()) + " on " +
+                      regions_->owner() +
+                      " is staged by its CPU (device memory its RDMA device "
+                      "cannot reach), which takes no atomic words");
 }
 
 }  // namespace ps::xfer::internal

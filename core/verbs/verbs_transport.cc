@@ -58,22 +58,25 @@ VerbsTransport::Impl::~Impl() {
   std::free(pool_);
 }
 
+Status VerbsTransport::Impl::Unreachable(const RemoteRegion& region) const {
+  if (VerbsKeyOf(region).staged) {
+    // Only a notify word gets here: staged data takes RunStaged.
+    return NotSupported("region " + std::to_string(region.id()) + " on " +
+                        peer_ +
+                        " is staged by its CPU (device memory its RDMA device "
+                        "cannot reach), which takes no notify words");
+  }
+  return NotSupported("region " + std::to_string(region.id()) + " on " + peer_ +
+                      " is not registered with an RDMA device");
+}
+
 Status VerbsTransport::Impl::Plan(
     const Op& op, bool events_claimed,
-    std::vector<std::unique_ptr<WorkRequest>>* plan) {
+    std::vector<std::unique_ptr<WorkRequest>>* plan, bool* staged) {
   auto target = [&](const RemoteRegion& region) -> StatusOr<uint64_t> {
     uint64_t base = VerbsKeyOf(region).address;
-    if (base == 0) {
-      return NotSupported(
-          "region " + std::to_string(region.id()) + " on " + peer_ +
-          " is not registered with an RDMA device" +
-          (region.memory_kind() == MemoryKind::kHost
-               ? ""
-               : " (it is device memory, and GPUDirect RDMA is unavailable "
-                 "there: load nvidia-peermem on " +
-                     peer_ +
-                     ", or reach the region over tcp, whose server stages "
-                     "it: ContextOptions::transport)"));
+    if (base == 0) [[unlikely]] {
+      return Unreachable(region);
     }
     return base;
   };
@@ -150,7 +153,15 @@ Status VerbsTransport::Impl::Plan(
     }
   };
 
-  PS_ASSIGN_OR_RETURN(uint64_t base, target(*op.remote));
+  StatusOr<uint64_t> reached = target(*op.remote);
+  if (!reached.ok()) [[unlikely]] {
+    // Checked only here, where the NIC cannot reach the region anyway: the
+    // host path pays nothing for staging.
+    if (!VerbsKeyOf(*op.remote).staged) return reached.status();
+    *staged = true;
+    return Status::OK();
+  }
+  const uint64_t base = *reached;
   const RemoteRegion& region = *op.remote;
   switch (op.type) {
     case OpType::kPut:
@@ -221,10 +232,19 @@ Request VerbsTransport::Impl::PostOps(std::span<const Op> ops,
                                       bool events_claimed) {
   if (lost()) return Request(LostStatus());
   std::vector<std::unique_ptr<WorkRequest>> plan;
+  bool staged = false;
   for (const Op& op : ops) {
-    Status s = Plan(op, events_claimed, &plan);
+    Status s = Plan(op, events_claimed, &plan, &staged);
     if (!s.ok()) return Request(std::move(s));
   }
+  if (staged) [[unlikely]] {
+    return PostWithStaged(ops, events_claimed);
+  }
+  return PostPlan(plan);
+}
+
+Request VerbsTransport::Impl::PostPlan(
+    std::vector<std::unique_ptr<WorkRequest>>& plan) {
   if (plan.empty()) return Request();
   auto op = std::make_shared<OpState>(static_cast<int>(plan.size()));
   Request request(op->state);
@@ -340,6 +360,222 @@ size_t VerbsTransport::Impl::PostLocked(const std::vector<WorkRequest*>& chain,
   inflight_.insert(inflight_.end(), chain.begin(),
                    chain.begin() + static_cast<ptrdiff_t>(posted));
   return posted;
+}
+
+Request VerbsTransport::Impl::PostWithStaged(std::span<const Op> ops,
+                                             bool events_claimed) {
+  // The plan made for the batch is dropped (nothing of it was posted); the
+  // notify guesses it took are only guesses (a wrong one costs a retry).
+  std::vector<Request> posted;
+  for (const Op& op : ops) {
+    if (VerbsKeyOf(*op.remote).staged) {
+      posted.emplace_back(RunStaged(op, events_claimed));
+    } else {
+      posted.push_back(PostOps({&op, 1}, events_claimed));
+    }
+  }
+  Status first;
+  for (Request& r : posted) {
+    Status s = r.Wait();
+    if (first.ok()) first = std::move(s);
+  }
+  return Request(std::move(first));
+}
+
+void VerbsTransport::Impl::AwaitPosted() {
+  std::unique_lock lock(mu_);
+  const uint64_t target = posted_seq_;
+  flush_cv_.wait(lock, [&] { return completed_seq_ >= target; });
+}
+
+Status VerbsTransport::Impl::RunStaged(const Op& op, bool events_claimed) {
+  if (lost()) return LostStatus();
+  // Ordering: what was posted before this op takes effect first, and this
+  // op is complete before anything posted after it (it returns done). That
+  // is Flush's order, stronger than the fences ask.
+  AwaitPosted();
+  Status s = StagedOp(op, events_claimed);
+  if (!s.ok()) {
+    std::lock_guard lock(mu_);
+    if (first_error_.ok()) first_error_ = s;
+  }
+  return s;
+}
+
+Status VerbsTransport::Impl::StagedOp(const Op& op, bool events_claimed) {
+  const RemoteRegion& region = *op.remote;
+  switch (op.type) {
+    case OpType::kPut:
+    case OpType::kWriteV:
+      for (const Segment& s : op.segs()) {
+        PS_RETURN_IF_ERROR(StagedPut(region, s));
+      }
+      return Status::OK();
+    case OpType::kGet:
+    case OpType::kReadV:
+      for (const Segment& s : op.segs()) {
+        PS_RETURN_IF_ERROR(StagedGet(region, s));
+      }
+      return Status::OK();
+    case OpType::kFetchAdd:
+    case OpType::kCompareSwap: {
+      // The target checks the word as for any atomic, then refuses it.
+      proto::VerbsControl req;
+      req.set_op(proto::VerbsControl::STAGED_ATOMIC);
+      req.set_region_id(region.id());
+      req.set_key(region.key());
+      req.set_instance(region.instance());
+      req.set_offset(op.single.remote_offset);
+      req.set_length(sizeof(uint64_t));
+      PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
+                          Control(req, /*bounded=*/true));
+      Status s = ReplyStatus(reply);
+      if (s.ok()) return Internal(peer_ + " ran an atomic on a staged region");
+      return s;
+    }
+    case OpType::kPutNotify: {
+      // A word the NIC cannot store is refused before any data moves.
+      const RemoteRegion& word = *op.notify_remote;
+      if (VerbsKeyOf(word).address == 0) return Unreachable(word);
+      PS_RETURN_IF_ERROR(StagedPut(region, op.single));
+      // The data is in place (the target replied after its copy): now the
+      // word, stored by the NIC as for host data (Plan's flag store; no data
+      // of its own).
+      Op flag = op;
+      flag.remote = op.notify_remote;
+      flag.single = Segment{op.single.local, 0, 0};
+      return PostOps({&flag, 1}, events_claimed).Wait();
+    }
+  }
+  return Internal("unknown operation");
+}
+
+namespace {
+
+// A staged segment's remote range must not wrap: its pieces' offsets are
+// computed from it.
+Status CheckStagedRange(const RemoteRegion& region, const Segment& s,
+                        const std::string& peer) {
+  if (s.length > UINT64_MAX - s.remote_offset) {
+    return OutOfRange("offset " + std::to_string(s.remote_offset) + " + " +
+                      std::to_string(s.length) + " is past the end of region " +
+                      std::to_string(region.id()) + " on " + peer);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status VerbsTransport::Impl::LearnStagingLocked() {
+  if (staging_address_ != 0) return Status::OK();
+  proto::VerbsControl req;
+  req.set_op(proto::VerbsControl::STAGING_BUFFER);
+  PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
+                      Control(req, /*bounded=*/true));
+  PS_RETURN_IF_ERROR(ReplyStatus(reply).WithContext("staging buffer"));
+  if (reply.staging_address() == 0 || reply.staging_bytes() == 0) {
+    return NetworkError(peer_ + " offered no staging buffer");
+  }
+  staging_address_ = reply.staging_address();
+  staging_rkey_ = reply.staging_rkey();
+  // A piece must fit one work request (2 GiB) as well as the buffer.
+  staging_bytes_ = std::min<uint64_t>(reply.staging_bytes(), 1u << 30);
+  return Status::OK();
+}
+
+Status VerbsTransport::Impl::StagingTransfer(void* local, size_t n,
+                                             bool write) {
+  std::vector<std::unique_ptr<WorkRequest>> plan;
+  auto make = [&](uint64_t at, size_t length) {
+    auto r = std::make_unique<WorkRequest>();
+    r->wr.wr_id = reinterpret_cast<uintptr_t>(r.get());
+    r->wr.opcode = write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    r->wr.send_flags = IBV_SEND_SIGNALED;
+    r->wr.sg_list = &r->sge;
+    r->wr.num_sge = 1;
+    r->wr.wr.rdma.remote_addr = staging_address_ + at;
+    r->wr.wr.rdma.rkey = staging_rkey_;
+    r->staging = true;
+    r->offset = at;
+    r->length = length;
+    return r;
+  };
+  auto* bytes = static_cast<uint8_t*>(local);
+  uint32_t lkey = 0;
+  if (device_->FindLocal(local, n, &lkey)) {
+    auto r = make(0, n);
+    r->sge = {reinterpret_cast<uintptr_t>(local), static_cast<uint32_t>(n),
+              lkey};
+    plan.push_back(std::move(r));
+  } else {
+    for (size_t pos = 0; pos < n; pos += kSlotBytes) {
+      const size_t m = std::min(kSlotBytes, n - pos);
+      auto r = make(pos, m);
+      r->needs_slot = true;
+      if (write) {
+        r->copy_in = bytes + pos;
+      } else {
+        r->copy_out = bytes + pos;
+      }
+      r->bytes = m;
+      plan.push_back(std::move(r));
+    }
+  }
+  return PostPlan(plan).Wait();
+}
+
+Status VerbsTransport::Impl::StagedPut(const RemoteRegion& region,
+                                       const Segment& s) {
+  PS_RETURN_IF_ERROR(CheckStagedRange(region, s, peer_));
+  auto* bytes = static_cast<uint8_t*>(s.local);
+  for (uint64_t done = 0; done < s.length;) {
+    std::lock_guard lock(staging_mu_);
+    PS_RETURN_IF_ERROR(LearnStagingLocked());
+    const size_t n = std::min<uint64_t>(staging_bytes_, s.length - done);
+    // The piece is in the staging buffer once its WRITE completed; only
+    // then may the target copy it.
+    PS_RETURN_IF_ERROR(StagingTransfer(bytes + done, n, /*write=*/true));
+    proto::VerbsControl req;
+    req.set_op(proto::VerbsControl::STAGED_PUT);
+    req.set_region_id(region.id());
+    req.set_key(region.key());
+    req.set_instance(region.instance());
+    req.set_offset(s.remote_offset + done);
+    // The target checks the whole rest of the segment with the first
+    // piece: a put past the end writes nothing, as on the NIC path.
+    req.set_length(s.length - done);
+    req.set_piece(n);
+    PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
+                        Control(req, /*bounded=*/true));
+    PS_RETURN_IF_ERROR(ReplyStatus(reply));
+    done += n;
+  }
+  return Status::OK();
+}
+
+Status VerbsTransport::Impl::StagedGet(const RemoteRegion& region,
+                                       const Segment& s) {
+  PS_RETURN_IF_ERROR(CheckStagedRange(region, s, peer_));
+  auto* bytes = static_cast<uint8_t*>(s.local);
+  for (uint64_t done = 0; done < s.length;) {
+    std::lock_guard lock(staging_mu_);
+    PS_RETURN_IF_ERROR(LearnStagingLocked());
+    const size_t n = std::min<uint64_t>(staging_bytes_, s.length - done);
+    proto::VerbsControl req;
+    req.set_op(proto::VerbsControl::STAGED_GET);
+    req.set_region_id(region.id());
+    req.set_key(region.key());
+    req.set_instance(region.instance());
+    req.set_offset(s.remote_offset + done);
+    req.set_length(n);
+    PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
+                        Control(req, /*bounded=*/true));
+    PS_RETURN_IF_ERROR(ReplyStatus(reply));
+    // The target copied the piece into its staging buffer before replying.
+    PS_RETURN_IF_ERROR(StagingTransfer(bytes + done, n, /*write=*/false));
+    done += n;
+  }
+  return Status::OK();
 }
 
 StatusOr<std::unique_ptr<VerbsTransport>> VerbsTransport::Create(

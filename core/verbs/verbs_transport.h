@@ -33,6 +33,26 @@
 //                     once it completed, has the target's CPU publish the
 //                     event, or void the cell if the put failed. Three round
 //                     trips, complete when Post returns.
+//   ... on a staged   Regions the target's NIC cannot reach (device memory
+//       region        without GPUDirect RDMA; VerbsRegionKey.staged): the
+//                     target's CPU copies them between the region and the
+//                     connection's staging buffer (512 KiB, registered with
+//                     its NIC when first asked for), which the origin writes
+//                     (then STAGED_PUT) or reads (after STAGED_GET) by RDMA,
+//                     a piece at a time; the target checks each request
+//                     against its region table (verbs_target.h). One piece
+//                     per connection is in flight at a time.
+//                     Such an operation first waits until everything posted
+//                     before it on this endpoint completed (Flush's wait,
+//                     leaving the errors to Flush) and is complete when Post
+//                     returns, so fences and Flush hold trivially: it is
+//                     ordered after all earlier and before all later
+//                     operations. A put-with-notify stages the data, then
+//                     stores the (host) word with the NIC as above; a word
+//                     in a staged region, and atomics there, are refused
+//                     (kNotSupported, after the target's access check).
+//                     Only Plan's no-address branch looks for this: host
+//                     operations pay nothing.
 //
 // Local buffers need no registration. A buffer inside a region this Context
 // registered (Allocate/Register) is used in place (zero copy): then a Put's

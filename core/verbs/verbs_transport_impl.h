@@ -85,6 +85,8 @@ struct WorkRequest {
   // A PutWithNotify's flag: a compare-and-swap that is posted again with
   // the value it found until it finds the one it expected.
   bool notify_store = false;
+  // Moves bytes of a staged op to or from the target's staging buffer.
+  bool staging = false;
   // What the request touches at the target, to ask why it was refused.
   uint64_t region_id = 0, key = 0, instance = 0, offset = 0, length = 0;
   uint32_t access = 0;
@@ -117,13 +119,38 @@ class VerbsTransport::Impl {
   bool lost() const { return lost_.load(std::memory_order_acquire); }
 
  private:
+  // Appends `op`'s work requests to *plan; for an op on a staged region
+  // plans nothing and sets *staged instead.
   Status Plan(const Op& op, bool events_claimed,
-              std::vector<std::unique_ptr<WorkRequest>>* plan);
+              std::vector<std::unique_ptr<WorkRequest>>* plan, bool* staged);
+  // Why `region` cannot be reached by the NIC (its key has no address).
+  Status Unreachable(const RemoteRegion& region) const;
+
+  // Staged regions (verbs_transport.h). PostOps of a batch with an op on a
+  // staged region: staged ops run one at a time, each after every earlier
+  // op; the request is complete on return.
+  Request PostWithStaged(std::span<const Op> ops, bool events_claimed);
+  // One op on a staged region, complete on return; a failure is also kept
+  // for the next Flush, as a failed work request's would be.
+  Status RunStaged(const Op& op, bool events_claimed);
+  Status StagedOp(const Op& op, bool events_claimed);
+  Status StagedPut(const RemoteRegion& region, const Segment& s);
+  Status StagedGet(const RemoteRegion& region, const Segment& s);
+  // Asks for the target's staging buffer unless known (staging_mu_ held).
+  Status LearnStagingLocked();
+  // RDMA WRITE (`write`) or READ of `n` bytes between `local` and the start
+  // of the target's staging buffer, complete on return (staging_mu_ held).
+  Status StagingTransfer(void* local, size_t n, bool write);
+  // Waits until every work request posted so far has completed, leaving
+  // their errors to Flush.
+  void AwaitPosted();
   // Remembers `value` as the last one stored at the notify word at
   // `address`; returns the one remembered before (0 if none).
   uint64_t SwapNotifyGuess(uint64_t address, uint64_t value);
   // Posts a notify store again after its compare-and-swap found `found`.
   void RetryNotifyStore(WorkRequest* r, uint64_t found);
+  // Posts a planned batch: one request for all of it.
+  Request PostPlan(std::vector<std::unique_ptr<WorkRequest>>& plan);
   // Gives `r` its slot or word (posting `pending` first if it must wait);
   // false once the peer is lost.
   bool Acquire(WorkRequest* r, std::vector<WorkRequest*>& pending);
@@ -141,8 +168,11 @@ class VerbsTransport::Impl {
   void Recover();
   void DeclareLost(const Status& why);
   // One request and its reply on the bootstrap socket; a failure declares
-  // the peer lost.
-  StatusOr<proto::VerbsControlReply> Control(const proto::VerbsControl& req);
+  // the peer lost. `bounded`: no reply within the peer timeout is a failure
+  // too (staged operations, which have no NIC completion to time out; the
+  // others may wait on the target, e.g. for room in its notification queue).
+  StatusOr<proto::VerbsControlReply> Control(const proto::VerbsControl& req,
+                                             bool bounded = false);
   // The status a control reply carries.
   Status ReplyStatus(const proto::VerbsControlReply& reply) const;
   Status LostStatus() {
@@ -184,6 +214,13 @@ class VerbsTransport::Impl {
   long long lost_at_ns_ = 0;           // guarded by mu_
   std::atomic<bool> lost_{false};
   std::atomic<bool> stop_{false};
+
+  // The target's staging buffer: one staged piece at a time uses it (from
+  // writing it to reading it back).
+  std::mutex staging_mu_;
+  uint64_t staging_address_ = 0;  // guarded by staging_mu_; 0: not asked yet
+  uint32_t staging_rkey_ = 0;     // guarded by staging_mu_
+  uint64_t staging_bytes_ = 0;    // guarded by staging_mu_
 
   std::mutex guess_mu_;
   std::unordered_map<uint64_t, uint64_t> notify_guess_;  // by guess_mu_

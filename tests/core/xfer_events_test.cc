@@ -3,7 +3,10 @@
 // process's kNotifyEvents region, and this process checks that every event
 // arrives once, names its sender, word and value, comes after its data, in
 // each sender's order; that a waiter sleeps and times out; and that a full
-// queue refuses a put with nothing written.
+// queue refuses a put with nothing written. The same for data regions that
+// verbs stages through the receiver's CPU (device memory without GPUDirect;
+// ContextOptions::verbs_stage_host_regions_for_testing): the event is
+// published only after the CPU's copy.
 #include <gtest/gtest.h>
 #include <time.h>
 
@@ -84,8 +87,9 @@ int RunSender(LineChannel& ch, int index, TransportChoice transport) {
 class XferEventsTest : public ::testing::TestWithParam<TransportChoice> {
  protected:
   // Forks `senders` children (before this process has threads), then makes
-  // the receiving context with `capacity` notification cells.
-  void Start(int senders, uint32_t capacity = 4096) {
+  // the receiving context with `capacity` notification cells; `staged`:
+  // verbs senders reach its data regions through its CPU.
+  void Start(int senders, uint32_t capacity = 4096, bool staged = false) {
     PS_SKIP_IF_UNUSABLE(GetParam());
     for (int i = 0; i < senders; ++i) {
       children_.push_back(ChildProcess::Start(
@@ -95,6 +99,7 @@ class XferEventsTest : public ::testing::TestWithParam<TransportChoice> {
     }
     ContextOptions o = TestOptions("receiver", GetParam(), 0, 2000);
     o.notification_capacity = capacity;
+    o.verbs_stage_host_regions_for_testing = staged;
     auto ctx = Context::Create(o);
     ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
     ctx_ = std::move(ctx).value();
@@ -126,6 +131,9 @@ class XferEventsTest : public ::testing::TestWithParam<TransportChoice> {
     }
   }
 
+  // Every sender's `count` events arrive once, after their data, in order.
+  void ExpectEveryEventOnceInOrder(int senders, uint64_t count);
+
   std::vector<ChildProcess> children_;
   std::unique_ptr<Context> ctx_;
 };
@@ -135,29 +143,41 @@ enum class NotifyMemory { kAllocated, kRegistered };
 
 TEST_P(XferEventsTest, EveryEventOnceAfterItsDataInEachSendersOrder) {
   constexpr int kSenders = 3;
-  constexpr uint64_t kCount = 200;
   Start(kSenders);
   if (IsSkipped()) return;
+  ExpectEveryEventOnceInOrder(kSenders, 200);
+}
+
+// The data region has no atomics, so a verbs sender reaches it through the
+// receiver's CPU: the event must still come after the bytes are in place.
+TEST_P(XferEventsTest, EveryEventOnceAfterItsStagedData) {
+  constexpr int kSenders = 2;
+  Start(kSenders, 4096, /*staged=*/true);
+  if (IsSkipped()) return;
+  ExpectEveryEventOnceInOrder(kSenders, 40);
+}
+
+void XferEventsTest::ExpectEveryEventOnceInOrder(int senders, uint64_t count) {
   for (NotifyMemory kind :
        {NotifyMemory::kAllocated, NotifyMemory::kRegistered}) {
     SCOPED_TRACE(kind == NotifyMemory::kAllocated ? "allocated" : "registered");
     auto data =
-        ctx_->Allocate(kSenders * kCount * kMessageBytes, xfer::kRemoteWrite);
-    std::vector<uint64_t> words(kSenders, 0);
+        ctx_->Allocate(senders * count * kMessageBytes, xfer::kRemoteWrite);
+    std::vector<uint64_t> words(senders, 0);
     auto notify =
         kind == NotifyMemory::kAllocated
             ? ctx_->Allocate(4096, xfer::kRemoteWrite | xfer::kNotifyEvents)
             : ctx_->Register(words.data(), words.size() * 8,
                              xfer::kRemoteWrite | xfer::kNotifyEvents);
     ASSERT_TRUE(data.ok() && notify.ok());
-    const std::vector<uint64_t> instances = Go(**data, **notify, kCount);
+    const std::vector<uint64_t> instances = Go(**data, **notify, count);
     std::map<uint64_t, int> index_of;
-    for (int i = 0; i < kSenders; ++i) index_of[instances[i]] = i;
-    ASSERT_EQ(index_of.size(), size_t{kSenders});
+    for (int i = 0; i < senders; ++i) index_of[instances[i]] = i;
+    ASSERT_EQ(index_of.size(), static_cast<size_t>(senders));
 
-    std::vector<uint64_t> last(kSenders, 0);
+    std::vector<uint64_t> last(senders, 0);
     std::vector<uint8_t> expected(kMessageBytes);
-    for (uint64_t got = 0; got < kSenders * kCount; ++got) {
+    for (uint64_t got = 0; got < senders * count; ++got) {
       StatusOr<Notification> n =
           ctx_->WaitNotification(std::chrono::seconds(10));
       ASSERT_TRUE(n.ok()) << n.status().ToString() << " after " << got;
@@ -172,7 +192,7 @@ TEST_P(XferEventsTest, EveryEventOnceAfterItsDataInEachSendersOrder) {
       const uint64_t j = n->value - 1;
       FillPattern(expected.data(), kMessageBytes, i * 1000003 + j);
       const uint8_t* at = static_cast<const uint8_t*>((*data)->data()) +
-                          (i * kCount + j) * kMessageBytes;
+                          (i * count + j) * kMessageBytes;
       ASSERT_EQ(std::memcmp(at, expected.data(), kMessageBytes), 0)
           << "message " << j << " of sender " << i << " not there yet";
     }

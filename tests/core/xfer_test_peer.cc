@@ -85,7 +85,7 @@ struct AlignedFree {
 }  // namespace
 
 int RunTarget(LineChannel& channel, const std::string& name,
-              TransportChoice transport, uint16_t port) {
+              TransportChoice transport, uint16_t port, bool staged) {
   // Application memory outlives the context that serves it (declared first,
   // destroyed last): a progress thread may still be sending from it.
   std::unique_ptr<void, AlignedFree> app_memory(
@@ -95,11 +95,15 @@ int RunTarget(LineChannel& channel, const std::string& name,
       std::aligned_alloc(4096, 4096));
   std::memset(sync_memory.get(), 0, 4096);
 
-  auto created = Context::Create(TestOptions(name, transport, port));
+  ContextOptions options = TestOptions(name, transport, port);
+  options.verbs_stage_host_regions_for_testing = staged;
+  auto created = Context::Create(options);
   PS_CHILD_CHECK(created.ok(), created.status().ToString());
   std::unique_ptr<Context> ctx = std::move(created).value();
 
-  std::shared_ptr<MemoryRegion> regions[kTargetRegionCount];
+  const int region_count =
+      staged ? kStagedTargetRegionCount : kTargetRegionCount;
+  std::vector<std::shared_ptr<MemoryRegion>> regions(region_count);
   {
     auto r0 = ctx->Allocate(kTargetRegionSize, xfer::kRemoteAll);
     auto r1 =
@@ -120,6 +124,18 @@ int RunTarget(LineChannel& channel, const std::string& name,
     regions[2] = *r2;
     regions[3] = *r3;
     regions[4] = *r4;
+  }
+  if (staged) {
+    const uint32_t rw = xfer::kRemoteRead | xfer::kRemoteWrite;
+    auto r5 = ctx->Allocate(kTargetRegionSize, rw);
+    auto r6 = ctx->Allocate(kSmallRegionSize, xfer::kRemoteWrite);
+    auto r7 = ctx->Allocate(kSmallRegionSize, rw);
+    PS_CHILD_CHECK(r5.ok(), r5.status().ToString());
+    PS_CHILD_CHECK(r6.ok(), r6.status().ToString());
+    PS_CHILD_CHECK(r7.ok(), r7.status().ToString());
+    regions[kStagedRw] = *r5;
+    regions[kStagedWriteOnly] = *r6;
+    regions[kStagedDoomed] = *r7;
   }
   std::atomic_ref<uint64_t> sync_word(
       *static_cast<uint64_t*>(regions[kSync]->data()));
@@ -143,7 +159,7 @@ int RunTarget(LineChannel& channel, const std::string& name,
     if (w.empty()) continue;
     auto region_at = [&](const std::string& word) -> MemoryRegion* {
       int index = std::atoi(word.c_str());
-      if (index < 0 || index >= kTargetRegionCount) return nullptr;
+      if (index < 0 || index >= region_count) return nullptr;
       return regions[index].get();
     };
     if (w[0] == "exit") return 0;
@@ -206,10 +222,11 @@ std::optional<TargetInfo> AwaitReady(LineChannel& channel, int timeout_ms) {
 }
 
 ChildProcess StartTarget(const std::string& name, TransportChoice transport,
-                         uint16_t port) {
-  return ChildProcess::Start(name, [name, transport, port](LineChannel& ch) {
-    return RunTarget(ch, name, transport, port);
-  });
+                         uint16_t port, bool staged) {
+  return ChildProcess::Start(
+      name, [name, transport, port, staged](LineChannel& ch) {
+        return RunTarget(ch, name, transport, port, staged);
+      });
 }
 
 Status TargetHandle::Connect(Context& ctx) {

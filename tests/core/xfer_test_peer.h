@@ -28,6 +28,14 @@ enum TargetRegion : int {
       3,      // Allocate(kSmallRegionSize, kRemoteAll), deregistered on request
   kSync = 4,  // Register(4096 bytes, kRemoteAtomic): the sync word at 0
   kTargetRegionCount = 5,
+  // Only in a staged target (StartTarget's `staged`), whose context sets
+  // ContextOptions::verbs_stage_host_regions_for_testing: regions without
+  // atomics, which verbs peers then reach through the target's CPU (the
+  // route of device memory without GPUDirect). kReadOnly is staged too.
+  kStagedRw = 5,         // Allocate(kTargetRegionSize, read | write)
+  kStagedWriteOnly = 6,  // Allocate(kSmallRegionSize, kRemoteWrite)
+  kStagedDoomed = 7,     // Allocate(kSmallRegionSize, read | write)
+  kStagedTargetRegionCount = 8,
 };
 inline constexpr size_t kTargetRegionSize = 1 << 20;
 inline constexpr size_t kSmallRegionSize = 64 << 10;
@@ -73,7 +81,8 @@ xfer::TransportKind ExpectedKind(xfer::TransportChoice transport);
 // main thread's accesses both ways, as a real application's flag words
 // would.
 int RunTarget(LineChannel& channel, const std::string& name,
-              xfer::TransportChoice transport, uint16_t port);
+              xfer::TransportChoice transport, uint16_t port,
+              bool staged = false);
 
 // The parent's view of a started target.
 struct TargetInfo {
@@ -86,7 +95,8 @@ std::optional<TargetInfo> AwaitReady(LineChannel& channel,
 
 // Forks a target child running RunTarget.
 ChildProcess StartTarget(const std::string& name,
-                         xfer::TransportChoice transport, uint16_t port = 0);
+                         xfer::TransportChoice transport, uint16_t port = 0,
+                         bool staged = false);
 
 // A started target as the origin sees it.
 struct TargetHandle {
