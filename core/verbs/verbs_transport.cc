@@ -362,6 +362,37 @@ size_t VerbsTransport::Impl::PostLocked(const std::vector<WorkRequest*>& chain,
   return posted;
 }
 
+namespace {
+
+// A staged segment's remote range must not wrap: its pieces' offsets are
+// computed from it.
+Status CheckStagedRange(const RemoteRegion& region, const Segment& s,
+                        const std::string& peer) {
+  if (s.length > UINT64_MAX - s.remote_offset) {
+    return OutOfRange("offset " + std::to_string(s.remote_offset) + " + " +
+                      std::to_string(s.length) + " is past the end of region " +
+                      std::to_string(region.id()) + " on " + peer);
+  }
+  return Status::OK();
+}
+
+// The control request of a staged operation on `region`'s bytes
+// [offset, offset + length).
+proto::VerbsControl StagedRequest(proto::VerbsControl::Op op,
+                                  const RemoteRegion& region, uint64_t offset,
+                                  uint64_t length) {
+  proto::VerbsControl req;
+  req.set_op(op);
+  req.set_region_id(region.id());
+  req.set_key(region.key());
+  req.set_instance(region.instance());
+  req.set_offset(offset);
+  req.set_length(length);
+  return req;
+}
+
+}  // namespace
+
 Request VerbsTransport::Impl::PostWithStaged(std::span<const Op> ops,
                                              bool events_claimed) {
   // The plan made for the batch is dropped (nothing of it was posted); the
@@ -420,15 +451,11 @@ Status VerbsTransport::Impl::StagedOp(const Op& op, bool events_claimed) {
     case OpType::kFetchAdd:
     case OpType::kCompareSwap: {
       // The target checks the word as for any atomic, then refuses it.
-      proto::VerbsControl req;
-      req.set_op(proto::VerbsControl::STAGED_ATOMIC);
-      req.set_region_id(region.id());
-      req.set_key(region.key());
-      req.set_instance(region.instance());
-      req.set_offset(op.single.remote_offset);
-      req.set_length(sizeof(uint64_t));
-      PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
-                          Control(req, /*bounded=*/true));
+      PS_ASSIGN_OR_RETURN(
+          proto::VerbsControlReply reply,
+          Control(StagedRequest(proto::VerbsControl::STAGED_ATOMIC, region,
+                                op.single.remote_offset, sizeof(uint64_t)),
+                  /*bounded=*/true));
       Status s = ReplyStatus(reply);
       if (s.ok()) return Internal(peer_ + " ran an atomic on a staged region");
       return s;
@@ -449,22 +476,6 @@ Status VerbsTransport::Impl::StagedOp(const Op& op, bool events_claimed) {
   }
   return Internal("unknown operation");
 }
-
-namespace {
-
-// A staged segment's remote range must not wrap: its pieces' offsets are
-// computed from it.
-Status CheckStagedRange(const RemoteRegion& region, const Segment& s,
-                        const std::string& peer) {
-  if (s.length > UINT64_MAX - s.remote_offset) {
-    return OutOfRange("offset " + std::to_string(s.remote_offset) + " + " +
-                      std::to_string(s.length) + " is past the end of region " +
-                      std::to_string(region.id()) + " on " + peer);
-  }
-  return Status::OK();
-}
-
-}  // namespace
 
 Status VerbsTransport::Impl::LearnStagingLocked() {
   if (staging_address_ != 0) return Status::OK();
@@ -535,15 +546,11 @@ Status VerbsTransport::Impl::StagedPut(const RemoteRegion& region,
     // The piece is in the staging buffer once its WRITE completed; only
     // then may the target copy it.
     PS_RETURN_IF_ERROR(StagingTransfer(bytes + done, n, /*write=*/true));
-    proto::VerbsControl req;
-    req.set_op(proto::VerbsControl::STAGED_PUT);
-    req.set_region_id(region.id());
-    req.set_key(region.key());
-    req.set_instance(region.instance());
-    req.set_offset(s.remote_offset + done);
     // The target checks the whole rest of the segment with the first
     // piece: a put past the end writes nothing, as on the NIC path.
-    req.set_length(s.length - done);
+    proto::VerbsControl req =
+        StagedRequest(proto::VerbsControl::STAGED_PUT, region,
+                      s.remote_offset + done, s.length - done);
     req.set_piece(n);
     PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
                         Control(req, /*bounded=*/true));
@@ -561,13 +568,8 @@ Status VerbsTransport::Impl::StagedGet(const RemoteRegion& region,
     std::lock_guard lock(staging_mu_);
     PS_RETURN_IF_ERROR(LearnStagingLocked());
     const size_t n = std::min<uint64_t>(staging_bytes_, s.length - done);
-    proto::VerbsControl req;
-    req.set_op(proto::VerbsControl::STAGED_GET);
-    req.set_region_id(region.id());
-    req.set_key(region.key());
-    req.set_instance(region.instance());
-    req.set_offset(s.remote_offset + done);
-    req.set_length(n);
+    const proto::VerbsControl req = StagedRequest(
+        proto::VerbsControl::STAGED_GET, region, s.remote_offset + done, n);
     PS_ASSIGN_OR_RETURN(proto::VerbsControlReply reply,
                         Control(req, /*bounded=*/true));
     PS_RETURN_IF_ERROR(ReplyStatus(reply));

@@ -162,6 +162,36 @@ proto::ControlRequest Hello(uint32_t worker, uint32_t workers) {
   return r;
 }
 
+// Worker 0's packet number `n` (from 1) written into its inbox on the server
+// of `info` as a worker writes one: length word, bytes, then the sequence
+// word with the notify.
+Status PutPacket(xfer::Endpoint& ep, const xfer::RemoteRegion& inbox,
+                 const proto::ClusterInfo& info, uint64_t n,
+                 const std::vector<uint8_t>& packet) {
+  std::vector<uint8_t> src(8 + packet.size());
+  const uint32_t length = static_cast<uint32_t>(packet.size());
+  std::memcpy(src.data(), &length, 4);
+  std::memcpy(src.data() + 8, packet.data(), packet.size());
+  const uint64_t slot =
+      protocol::SlotOffset(n, info.inbox_slots(), info.slot_bytes());
+  return ep.PutWithNotify(src.data(), src.size(), inbox, slot + 8, inbox, slot,
+                          n);
+}
+
+// A packet of table 1 (dim 1) adding 2 to row 4 and 3 to row 9.
+std::vector<uint8_t> TwoRowPacket() {
+  protocol::SparsePacketMeta meta;
+  meta.table_id = 1;
+  meta.row_dim = 1;
+  std::vector<uint8_t> packet;
+  std::vector<protocol::EncodedPacket> packets;
+  EXPECT_TRUE(protocol::EncodeSparsePackets(meta, std::vector<uint32_t>{4, 9},
+                                            std::vector<float>{2.0f, 3.0f},
+                                            1 << 16, &packet, &packets)
+                  .ok());
+  return packet;
+}
+
 TEST(ServerProcessTest, HelloGivesClusterInfoAndShutdownExitsZero) {
   TempDir dir;
   Started s = StartServer(dir);
@@ -230,28 +260,9 @@ TEST(ServerProcessTest, OneSidedPushAppliesAndGarbageIsCounted) {
   auto status = (*ep)->Import(info.status_region()).value();
   auto rows = (*ep)->Import(info.shard_tables(0).rows_region()).value();
 
-  auto put_packet = [&](uint64_t n, const std::vector<uint8_t>& packet) {
-    std::vector<uint8_t> src(8 + packet.size());
-    uint32_t length = static_cast<uint32_t>(packet.size());
-    std::memcpy(src.data(), &length, 4);
-    std::memcpy(src.data() + 8, packet.data(), packet.size());
-    const uint64_t slot =
-        protocol::SlotOffset(n, info.inbox_slots(), info.slot_bytes());
-    return (*ep)->PutWithNotify(src.data(), src.size(), inbox, slot + 8, inbox,
-                                slot, n);
-  };
   std::vector<uint8_t> garbage(500, 0xab);
-  ASSERT_TRUE(put_packet(1, garbage).ok());
-  protocol::SparsePacketMeta meta;
-  meta.table_id = 1;
-  meta.row_dim = 1;
-  std::vector<uint8_t> packet;
-  std::vector<protocol::EncodedPacket> packets;
-  ASSERT_TRUE(protocol::EncodeSparsePackets(meta, std::vector<uint32_t>{4, 9},
-                                            std::vector<float>{2.0f, 3.0f},
-                                            1 << 16, &packet, &packets)
-                  .ok());
-  ASSERT_TRUE(put_packet(2, packet).ok());
+  ASSERT_TRUE(PutPacket(**ep, inbox, info, 1, garbage).ok());
+  ASSERT_TRUE(PutPacket(**ep, inbox, info, 2, TwoRowPacket()).ok());
 
   protocol::StatusWords words{2};
   uint64_t head = 0;
@@ -393,25 +404,7 @@ TEST(ServerProcessTest, SameHostPullsFromADeviceServerGoOverCudaIpc) {
       << "the pull was staged by the server, not copied over CUDA IPC: "
       << s.process->log();
 
-  protocol::SparsePacketMeta meta;
-  meta.table_id = 1;
-  meta.row_dim = 1;
-  std::vector<uint8_t> packet;
-  std::vector<protocol::EncodedPacket> packets;
-  ASSERT_TRUE(protocol::EncodeSparsePackets(meta, std::vector<uint32_t>{4, 9},
-                                            std::vector<float>{2.0f, 3.0f},
-                                            1 << 16, &packet, &packets)
-                  .ok());
-  std::vector<uint8_t> src(8 + packet.size());
-  const uint32_t length = static_cast<uint32_t>(packet.size());
-  std::memcpy(src.data(), &length, 4);
-  std::memcpy(src.data() + 8, packet.data(), packet.size());
-  const uint64_t slot =
-      protocol::SlotOffset(1, info.inbox_slots(), info.slot_bytes());
-  ASSERT_TRUE((*ep)
-                  ->PutWithNotify(src.data(), src.size(), inbox, slot + 8,
-                                  inbox, slot, 1)
-                  .ok());
+  ASSERT_TRUE(PutPacket(**ep, inbox, info, 1, TwoRowPacket()).ok());
   protocol::StatusWords words{2};
   uint64_t head = 0;
   const auto end = Clock::now() + std::chrono::seconds(10);
