@@ -17,6 +17,17 @@
 //                        first, 4 bytes per row index and per gradient
 //                        (server/inboxes.h says why that copy is the one a
 //                        page-locked scratch would save).
+//   e2e_ddecode_<type>_sum_d<dim>  DeviceParamTable::ApplyPacket over the
+//                        packet encoded (protocol::EncodeSparsePackets, type
+//                        fp32 or fp16, delta varints, --packet_bytes each)
+//                        from pageable host memory, as the server hands
+//                        over an inbox slot: copy to pinned, checksum,
+//                        upload, decode + apply on the device. GB/s of
+//                        packet bytes.
+//   e2e_hdecode_<type>_sum_d<dim>  the same packets decoded on the host
+//                        (protocol::DecodeSparsePacket) and applied with
+//                        Apply: the path the server took before; GB/s of
+//                        packet bytes.
 //   h2d_pinned           cudaMemcpy host to device of a pinned buffer as big
 //                        as the largest packet: the end-to-end peer.
 // Each figure is the median of --reps timed runs after one untimed. Prints
@@ -38,6 +49,7 @@
 
 #include "cli/flags.h"
 #include "kernels/cuda/device_optimizers.h"
+#include "protocol/sparse_packet.h"
 #include "protocol/table_config.h"
 #include "table/device_param_table.h"
 
@@ -45,6 +57,8 @@ DEFINE_uint64(rows, 10'000'000, "table rows");
 DEFINE_uint64(count, uint64_t{1} << 22, "rows in a packet (distinct)");
 DEFINE_string(dims, "16,32,64,128", "row widths, comma separated");
 DEFINE_uint64(copy_bytes, uint64_t{2} << 30, "bytes of the d2d peer copy");
+DEFINE_uint64(packet_bytes, uint64_t{4} << 20,
+              "size limit of the encoded packets (an inbox slot)");
 DEFINE_int32(reps, 7, "timed runs per figure (the median is reported)");
 
 namespace {
@@ -161,6 +175,60 @@ Status Peers(size_t max_packet_bytes) {
   return Status::OK();
 }
 
+// ApplyPacket (device decode) and host decode + Apply over the packet
+// encoded as `type`: the e2e_ddecode_/e2e_hdecode_ rows.
+Status BenchPackets(ps::table::DeviceParamTable& table,
+                    const std::vector<uint32_t>& sorted_rows,
+                    const float* grads, uint32_t dim,
+                    ps::kernels::ValueType type) {
+  namespace protocol = ps::protocol;
+  protocol::SparsePacketMeta meta;
+  meta.table_id = 1;
+  meta.row_dim = dim;
+  meta.value_type = type;
+  std::vector<uint8_t> bytes;
+  std::vector<protocol::EncodedPacket> packets;
+  PS_RETURN_IF_ERROR(protocol::EncodeSparsePackets(
+      meta, sorted_rows,
+      std::span<const float>(grads, sorted_rows.size() * dim),
+      FLAGS_packet_bytes, &bytes, &packets));
+  protocol::SparsePacketExpectations expect;
+  expect.table_rows = table.num_rows();
+  expect.row_dim = dim;
+  expect.table_id = 1;
+  const std::string suffix = std::string(ps::kernels::ValueTypeName(type)) +
+                             "_sum_d" + std::to_string(dim);
+  PS_ASSIGN_OR_RETURN(
+      const double device, TimeOnHost([&] {
+        for (const auto& pk : packets) {
+          PS_RETURN_IF_ERROR(table.ApplyPacket(
+              std::span<const uint8_t>(bytes.data() + pk.offset, pk.size),
+              expect));
+        }
+        return Status::OK();
+      }));
+  Result("e2e_ddecode_" + suffix, bytes.size() / device / 1e9);
+  uint32_t most = 0;
+  for (const auto& pk : packets) most = std::max(most, pk.row_count);
+  std::vector<uint32_t> rows(most);
+  std::vector<float> values(size_t{most} * dim);
+  PS_ASSIGN_OR_RETURN(
+      const double host, TimeOnHost([&] {
+        for (const auto& pk : packets) {
+          PS_RETURN_IF_ERROR(protocol::DecodeSparsePacket(
+              std::span<const uint8_t>(bytes.data() + pk.offset, pk.size),
+              expect, rows, values, nullptr));
+          PS_RETURN_IF_ERROR(
+              table.Apply(std::span<const uint32_t>(rows.data(), pk.row_count),
+                          std::span<const float>(values.data(),
+                                                 size_t{pk.row_count} * dim)));
+        }
+        return Status::OK();
+      }));
+  Result("e2e_hdecode_" + suffix, bytes.size() / host / 1e9);
+  return Status::OK();
+}
+
 Status Bench(const std::vector<uint32_t>& dims) {
   const size_t count = FLAGS_count;
   const uint32_t max_dim = *std::max_element(dims.begin(), dims.end());
@@ -174,6 +242,9 @@ Status Bench(const std::vector<uint32_t>& dims) {
     std::swap(rows[i], rows[pick(rng)]);
   }
   rows.resize(count);
+  // The encoder wants increasing rows; the values' order does not matter.
+  std::vector<uint32_t> sorted_rows = rows;
+  std::sort(sorted_rows.begin(), sorted_rows.end());
   const size_t max_grad_bytes = count * max_dim * sizeof(float);
   PinnedMemory host_rows, host_grads;
   PS_RETURN_IF_ERROR(Check(cudaMallocHost(&host_rows.p, count * 4), "pinned"));
@@ -247,6 +318,11 @@ Status Bench(const std::vector<uint32_t>& dims) {
                             }));
         Result("e2e_pageable_sum_d" + std::to_string(dim),
                (count * 4.0 + grad_bytes) / pageable / 1e9);
+        for (ps::kernels::ValueType type :
+             {ps::kernels::ValueType::kFp32, ps::kernels::ValueType::kFp16}) {
+          PS_RETURN_IF_ERROR(
+              BenchPackets(*table, sorted_rows, grads, dim, type));
+        }
       }
     }
   }
@@ -282,6 +358,10 @@ int Main(int argc, char** argv) {
   if (s.ok()) {
     s = ps::cli::CheckUintFlag("count", FLAGS_count, 1, FLAGS_rows,
                                "from 1 to --rows (the rows are distinct)");
+  }
+  if (s.ok()) {
+    s = ps::cli::CheckUintFlag("packet_bytes", FLAGS_packet_bytes, 4096,
+                               uint64_t{1} << 31);
   }
   if (s.ok()) {
     s = ps::cli::CheckUintFlag("copy_bytes", FLAGS_copy_bytes, 1 << 20,

@@ -20,6 +20,16 @@
 #                      copy a page-locked decode scratch would save,
 #                      server/inboxes.h); same peer, no goal: the gap to
 #                      e2e_sum is what page-locking would buy
+#   e2e_ddecode_<fp32|fp16>_sum_d<dim>  DeviceParamTable::ApplyPacket over
+#                      the same rows encoded as sparse packets (delta
+#                      varints, 4 MiB each) from pageable host memory, as
+#                      the server applies an inbox slot: the packet is
+#                      copied to pinned memory, checksummed, uploaded,
+#                      decoded and applied on the device. GB/s of packet
+#                      bytes; same peer, no goal
+#   e2e_hdecode_<fp32|fp16>_sum_d<dim>  the same packets decoded on the host
+#                      and applied with Apply (the server's path before
+#                      device decoding); same peer, for comparison
 # for dim 16, 32, 64 and 128. Figures are medians of 7 timed runs after one
 # untimed. Without a usable GPU (or in a build without CUDA) it prints
 # "bench_device: skipped: <reason>" and, with --json, writes
@@ -74,6 +84,10 @@ row apply_sum_d$dim GB/s apply_sum_d$dim d2d higher device-to-device cudaMemcpy 
 row apply_adam_d$dim GB/s apply_adam_d$dim d2d higher device-to-device cudaMemcpy (read + write)
 row e2e_sum_d$dim GB/s e2e_sum_d$dim h2d_pinned higher pinned host-to-device cudaMemcpy
 row e2e_pageable_sum_d$dim GB/s e2e_pageable_sum_d$dim h2d_pinned higher pinned host-to-device cudaMemcpy
+row e2e_ddecode_fp32_sum_d$dim GB/s e2e_ddecode_fp32_sum_d$dim h2d_pinned higher pinned host-to-device cudaMemcpy
+row e2e_hdecode_fp32_sum_d$dim GB/s e2e_hdecode_fp32_sum_d$dim h2d_pinned higher pinned host-to-device cudaMemcpy
+row e2e_ddecode_fp16_sum_d$dim GB/s e2e_ddecode_fp16_sum_d$dim h2d_pinned higher pinned host-to-device cudaMemcpy
+row e2e_hdecode_fp16_sum_d$dim GB/s e2e_hdecode_fp16_sum_d$dim h2d_pinned higher pinned host-to-device cudaMemcpy
 ROWS
   done
 } | bench_report ${json:+--json="$json"}

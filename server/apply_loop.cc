@@ -68,20 +68,6 @@ void ApplyLoop::Prepare(Scratch* scratch) const {
   const size_t max_packet = protocol::MaxPacketBytes(inboxes_->slot_bytes());
   scratch->rows.resize(max_packet);
   scratch->values.resize(max_packet);
-  if (!shard_->has_device_tables()) return;
-  auto rows = table::HostPageLock::Create(
-      scratch->rows.data(), scratch->rows.size() * sizeof(uint32_t));
-  auto values = table::HostPageLock::Create(
-      scratch->values.data(), scratch->values.size() * sizeof(float));
-  if (rows.ok() && values.ok()) {
-    scratch->rows_lock = std::move(*rows);
-    scratch->values_lock = std::move(*values);
-    return;
-  }
-  // Slower, still correct: the table stages pageable packets itself.
-  LOG(WARNING) << "apply thread: decode buffers stay pageable (each packet "
-                  "is copied once more before its upload): "
-               << (rows.ok() ? values.status() : rows.status()).ToString();
 }
 
 void ApplyLoop::Run(uint32_t thread_index) {
@@ -207,8 +193,28 @@ Status ApplyLoop::ApplyPacket(const uint8_t* slot,
   expect.row_dim = table->dim();
   expect.table_id = table_id;
   expect.max_row_count = static_cast<uint32_t>(scratch->rows.size());
-  // The header parsed above, checked against the table, not parsed again.
   *reason = RejectReason::kPayload;
+  if (table::DeviceParamTable* device = table->device_params()) {
+    // Decoded on the device, from the table's own copy of the packet (the
+    // slot stays writable by its worker): see DeviceParamTable::ApplyPacket.
+    protocol::SparsePacketHeader applied;
+    Status s = device->ApplyPacket(packet, expect, &applied);
+    if (s.ok()) {
+      table->CountApplied(applied.row_count);
+      *rows_applied = applied.row_count;
+      return Status::OK();
+    }
+    // What the device itself failed at (not the packet) counts as an apply
+    // error, as a failed Apply does on the host decode path.
+    if (s.code() == StatusCode::kInternal ||
+        s.code() == StatusCode::kResourceExhausted) {
+      *reason = RejectReason::kApply;
+      return s.WithContext("table " + table->spec().name());
+    }
+    // Anything the device cannot decode falls back to the host decode.
+    if (s.code() != StatusCode::kNotSupported) return s;
+  }
+  // The header parsed above, checked against the table, not parsed again.
   PS_RETURN_IF_ERROR(protocol::DecodeSparsePacket(
       packet, *header, expect, scratch->rows, scratch->values));
   const size_t n = header->row_count;

@@ -15,6 +15,13 @@
 // its own gradient, never our bounds. A bad packet is counted, logged once
 // per sender with the reason, and skipped: the head moves on.
 //
+// A table on a device (ps_server --device) decodes on the device instead:
+// the packet goes to table::DeviceParamTable::ApplyPacket as it is in the
+// slot, which copies it into page-locked memory of its own before it reads
+// a byte (the same protection), checks header and checksum there, and
+// decodes, validates and applies on the GPU. Its refusals count like the
+// host decode's: kPayload for a bad packet, kApply for a CUDA failure.
+//
 // Idle policy: poll for `spin_us`, then sleep until a packet rings the
 // inboxes' doorbell (server/inboxes.h), so an idle server costs no CPU. With
 // several apply threads a ring may be for another thread's inbox, so each
@@ -22,10 +29,8 @@
 // arrives, between looks. sleep_max_us 0 spins forever (dedicated cores).
 //
 // Buffers are sized once for the largest packet a slot can hold, so steady
-// applying allocates nothing. With device tables the apply threads
-// page-lock their decode buffers (table/host_page_lock.h): the device table
-// then uploads a packet straight from them, without a staging copy; where
-// locking fails they stay pageable and a warning says why.
+// applying allocates nothing. They serve host tables only (device tables
+// stage packets in their own page-locked lanes), so they stay pageable.
 #pragma once
 
 #include <atomic>
@@ -40,7 +45,6 @@
 #include "server/inboxes.h"
 #include "server/server_stats.h"
 #include "server/shard.h"
-#include "table/host_page_lock.h"
 
 namespace ps::server {
 
@@ -86,8 +90,6 @@ class ApplyLoop {
   struct Scratch {
     std::vector<uint32_t> rows;
     std::vector<float> values;
-    // Set while `rows` and `values` are page-locked (device tables).
-    std::unique_ptr<table::HostPageLock> rows_lock, values_lock;
   };
   // Per inbox: the next packet's number minus one. Only its owner thread
   // touches it; padded so two owners never share a line.
@@ -97,7 +99,7 @@ class ApplyLoop {
   };
 
   void Run(uint32_t thread_index);
-  // Sizes `scratch` for the largest packet, page-locked with device tables.
+  // Sizes `scratch` for the largest packet.
   void Prepare(Scratch* scratch) const;
   // Consumes up to `budget` complete packets of one inbox; returns how many.
   uint32_t Consume(uint32_t worker, uint32_t budget, Scratch* scratch);

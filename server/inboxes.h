@@ -21,26 +21,21 @@
 // worker that sees a head may reuse the slots below it.
 //
 // Why the inboxes stay pageable on a device server (--device=cuda:N), with
-// no flag to page-lock them: it would save no copy. A packet of n rows of
-// dim d with fp32 values (indices raw u32 or delta varints) takes, today:
-//   1. decode (ApplyLoop::ApplyPacket): inbox slot -> the apply thread's
-//      scratch vectors, 4n bytes of row indices + 4nd bytes of values
-//      written (fp32 values are copied too: the finiteness check runs on
-//      the copy);
-//   2. table::DeviceParamTable::Apply: scratch -> the lane's pinned staging
-//      buffer, 4n + 4nd bytes memcpy'd, because the scratch is pageable;
-//   3. staging -> device: 4n + 4nd bytes by DMA.
-// A page-locked inbox changes none of these: step 2's source is the
-// scratch, not the slot, so 0 bytes are saved, and every worker's ring
-// (slots x slot_bytes, 16 MiB at the defaults) would be locked for
-// nothing. Uploading straight from the slot is not safe either: the slot
-// stays writable by its worker until the head passes it, so a row index
-// checked on the host could change before the DMA reads it and the kernel
-// would write outside the table; decoding into memory only this process
-// writes is what makes the check hold. What removes step 2 is page-locking
-// the decode scratch itself (2 x 4 x MaxPacketBytes bytes per apply
-// thread), which ApplyLoop does on a device server: Apply then DMAs from it
-// and skips the 4n + 4nd byte memcpy.
+// no flag to page-lock them: it would save no copy. A packet is decoded on
+// the device (table::DeviceParamTable::ApplyPacket), so it takes:
+//   1. inbox slot -> the table lane's page-locked buffer, the packet's own
+//      bytes memcpy'd (compressed: varint indices, fp16/bf16/int8 values);
+//   2. header and XXH3 checksum, read from that copy;
+//   3. copy -> device: the payload by DMA, then decode and apply there.
+// Step 1 is not a staging copy a page-locked inbox could save: the slot
+// stays writable by its worker until the head passes it (a TOCTOU window),
+// so a packet checked or uploaded straight from the slot could change
+// between the checksum and the DMA, and the device would decode bytes
+// nobody checked. Copying first into memory only this process writes is
+// what makes the checks hold; the device still validates every row and
+// value itself before the apply kernel touches the table. And every
+// worker's ring (slots x slot_bytes, 16 MiB at the defaults) would be
+// locked for nothing.
 #pragma once
 
 #include <chrono>

@@ -8,14 +8,16 @@
 //
 // With a device (ps_server --device=cuda:N) the HASHED and DENSE tables live
 // in that GPU's memory instead (table::DeviceParamTable): rows and optimizer
-// state there, and packets applied by the device's kernels after the host
-// has decoded and checked them. The rows are a region from
+// state there, and packets decoded, checked and applied on the device
+// (table::DeviceParamTable::ApplyPacket: the host only copies the packet,
+// checks its header and checksum, and uploads the payload). The rows are a region from
 // xfer::Context::AllocateDevice that the table writes (CreateWithRows):
 // same-host workers pull them over CUDA IPC without this process's CPU;
 // others (tcp, or where IPC cannot be had) through its connection threads,
 // which stage them through host memory. EXACT tables stay in host memory.
 //
-// Applying a decoded packet to a table (ApplyRows) is the table's
+// Applying a host-decoded packet to a table (ApplyRows: host tables, and
+// device tables only where the device cannot decode) is the table's
 // table::ParamTable apply: lock-free atomic adds for "sum" and "sgd", a
 // per-table mutex around the stateful optimizers. With a single apply thread
 // the adds need no atomicity: kExclusive mode (plain SIMD adds) is chosen by

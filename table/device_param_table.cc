@@ -11,8 +11,10 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/cuda/device_decoder.h"
 #include "kernels/cuda/device_optimizers.h"
 #include "kernels/cuda/gpu_kernels.h"
+#include "protocol/internal/sparse_packet_layout.h"
 #include "protocol/table_config.h"
 #include "table/initializer.h"
 #include "table/param_table.h"
@@ -120,9 +122,12 @@ struct DeviceParamTable::Lane {
     return Status::OK();
   }
 
-  Status ReservePinned() {
-    if (staging_bytes <= pinned_bytes) return Status::OK();
-    const size_t want = std::max(staging_bytes, 2 * pinned_bytes);
+  Status ReservePinned() { return ReservePinned(staging_bytes); }
+
+  // At least `bytes` of pinned staging (ApplyPacket's packet copy).
+  Status ReservePinned(size_t bytes) {
+    if (bytes <= pinned_bytes) return Status::OK();
+    const size_t want = std::max(bytes, 2 * pinned_bytes);
     // The buffer may still feed copies enqueued earlier in this apply.
     PS_CUDA_RETURN("cudaStreamSynchronize", cudaStreamSynchronize(stream));
     if (pinned != nullptr) cudaFreeHost(pinned);
@@ -373,6 +378,105 @@ Status DeviceParamTable::ApplyOnLane(Lane& lane, std::span<const uint32_t> rows,
   PS_RETURN_IF_ERROR(launched);
   if (synced != cudaSuccess) return CudaError("device apply", synced);
   return Status::OK();
+}
+
+Status DeviceParamTable::ApplyPacket(
+    std::span<const uint8_t> packet,
+    const protocol::SparsePacketExpectations& expect,
+    protocol::SparsePacketHeader* header_out) {
+  PS_CUDA_RETURN("cudaSetDevice", cudaSetDevice(device_));
+  PS_ASSIGN_OR_RETURN(Lane * lane, TakeLane());
+  protocol::SparsePacketHeader header;
+  Status status = StagePacket(*lane, packet, expect, &header);
+  if (status.ok()) {
+    if (optimizer_) {
+      std::lock_guard<std::mutex> lock(optimizer_mu_);
+      status = ApplyPacketOnLane(*lane, header);
+      if (status.ok()) ++optimizer_steps_;
+    } else {
+      status = ApplyPacketOnLane(*lane, header);
+    }
+  }
+  // As in Apply: nothing may still read the lane's buffers when it goes
+  // back.
+  if (!status.ok()) (void)cudaStreamSynchronize(lane->stream);
+  ReturnLane(lane);
+  if (status.ok() && header_out != nullptr) *header_out = header;
+  return status;
+}
+
+Status DeviceParamTable::StagePacket(
+    Lane& lane, std::span<const uint8_t> packet,
+    const protocol::SparsePacketExpectations& expect,
+    protocol::SparsePacketHeader* header) {
+  // The copy first: the header, the checksum and the upload all read bytes
+  // the sender can no longer change, so what was checked is what the
+  // device decodes. The guard word comes back after the packet.
+  const size_t guard_at = Aligned(packet.size());
+  PS_RETURN_IF_ERROR(lane.ReservePinned(guard_at + sizeof(uint64_t)));
+  if (!packet.empty()) std::memcpy(lane.pinned, packet.data(), packet.size());
+  const std::span<const uint8_t> copy(
+      reinterpret_cast<const uint8_t*>(lane.pinned), packet.size());
+  protocol::SparsePacketExpectations mine = expect;
+  mine.row_dim = dim_;
+  mine.table_rows = num_rows_;
+  PS_ASSIGN_OR_RETURN(*header, protocol::ParseSparsePacketHeader(copy, mine));
+  return protocol::internal::CheckChecksumAndPadding(copy, *header);
+}
+
+Status DeviceParamTable::ApplyPacketOnLane(
+    Lane& lane, const protocol::SparsePacketHeader& header) {
+  size_t scratch_bytes = 0;
+  PS_RETURN_IF_ERROR(kernels::gpu::DecodeScratchBytes(header, &scratch_bytes));
+  const size_t scratch_at = Aligned(header.payload_bytes);
+  PS_RETURN_IF_ERROR(lane.Reserve(scratch_at + scratch_bytes));
+  PS_CUDA_RETURN(
+      "cudaMemcpyAsync H2D (packet)",
+      cudaMemcpyAsync(
+          lane.device, lane.pinned + protocol::kSparsePacketHeaderBytes,
+          header.payload_bytes, cudaMemcpyHostToDevice, lane.stream));
+  kernels::gpu::DecodedPacket decoded;
+  PS_RETURN_IF_ERROR(kernels::gpu::LaunchDecodePacket(
+      header, reinterpret_cast<const uint8_t*>(lane.device), num_rows_,
+      lane.device + scratch_at, scratch_bytes, &decoded, lane.stream));
+
+  kernels::gpu::DeviceTable table;
+  table.params = data_;
+  table.state[0] = state_[0];
+  table.state[1] = state_[1];
+  table.num_rows = num_rows_;
+  table.dim = dim_;
+  const size_t n = header.row_count;
+  Status launched;
+  if (!optimizer_) {
+    launched =
+        kernels::gpu::LaunchAddRows(table, decoded.rows, decoded.values, n,
+                                    add_scale_, lane.stream, decoded.error);
+  } else {
+    // A valid packet's rows are strictly increasing, so distinct: every
+    // entry is its own group and nothing needs grouping (an invalid one is
+    // held back by the guard).
+    launched = kernels::gpu::LaunchOptimizerRows(
+        *optimizer_, optimizer_steps_ + 1, table, decoded.rows, decoded.values,
+        n, nullptr, nullptr, n, lane.stream, decoded.error);
+  }
+  // The guard word back next to the packet copy (page-locked, so the copy
+  // is asynchronous and one synchronize covers everything).
+  char* guard_host = lane.pinned + Aligned(protocol::kSparsePacketHeaderBytes +
+                                           header.payload_bytes);
+  const cudaError_t copied =
+      launched.ok()
+          ? cudaMemcpyAsync(guard_host, decoded.error, sizeof(uint64_t),
+                            cudaMemcpyDeviceToHost, lane.stream)
+          : cudaSuccess;
+  // Wait even after a failed launch: the upload reads the pinned copy.
+  const cudaError_t synced = cudaStreamSynchronize(lane.stream);
+  PS_RETURN_IF_ERROR(launched);
+  if (copied != cudaSuccess) return CudaError("cudaMemcpyAsync D2H", copied);
+  if (synced != cudaSuccess) return CudaError("device packet apply", synced);
+  uint64_t guard = 0;
+  std::memcpy(&guard, guard_host, sizeof guard);
+  return kernels::gpu::DecodeStatus(guard, header, num_rows_);
 }
 
 Status DeviceParamTable::CopyTo(std::vector<float>* values,

@@ -17,6 +17,18 @@
 // server's CPU (core/context.h, RegisterDevice). Optimizer state, which
 // only this process touches, is always the table's own.
 //
+// ApplyPacket takes a packet as it arrived (protocol/sparse_packet.h), not
+// decoded: the host copies it into the lane's page-locked buffer first (the
+// sender may still write the inbox slot it came from: everything below reads
+// the copy only), parses the header and verifies the checksum and padding
+// on that copy, uploads the payload (compressed: fewer bytes than decoded
+// rows + fp32 values), and the device decodes it (kernels/cuda/
+// device_decoder.h), validates every row and value, and applies it, all on
+// the lane's stream. The apply kernel runs only if the decode found the
+// packet valid, so a bad packet leaves the table and the step count
+// untouched, and ApplyPacket returns the status the host decoder
+// (protocol::DecodeSparsePacket) gives for it.
+//
 // Apply takes host memory (a decoded packet): it checks every row first
 // (kOutOfRange naming the first bad one, nothing uploaded, the table and
 // the step count untouched), copies rows and gradients through pinned
@@ -32,7 +44,8 @@
 // With CUDA but no usable device, Create returns kNotSupported with the
 // CUDA runtime's reason.
 //
-// Thread-safety: Apply may run on any number of host threads at once. Each
+// Thread-safety: Apply and ApplyPacket may run on any number of host threads
+// at once. Each
 // call leases a "lane" (a stream plus staging buffers; lanes are made on
 // demand and reused), so "sum"/"sgd" packets from many senders copy and add
 // concurrently; stateful optimizers hold the optimizer mutex for the whole
@@ -55,6 +68,7 @@
 #include "base/status_or.h"
 #include "kernels/optimizers.h"
 #include "protocol/ps.pb.h"
+#include "protocol/sparse_packet.h"
 
 namespace ps::table {
 
@@ -111,6 +125,20 @@ class DeviceParamTable {
   // error if a copy or the kernel fails.
   Status Apply(std::span<const uint32_t> rows, std::span<const float> grads);
 
+  // Decodes `packet` (a whole sparse packet, host memory that may change
+  // under the call: it is copied before it is read) on the device and
+  // applies it. The header is parsed from the copy against `expect`, with
+  // row_dim and table_rows replaced by this table's (the other fields as
+  // the caller sets them: table_id, shard_id, max_row_count). On success
+  // *header_out (if not null) is the packet's header. Errors: those of
+  // protocol::DecodeSparsePacket for a bad packet (Corruption,
+  // InvalidArgument, OutOfRange; nothing applied), kInternal naming the
+  // CUDA error, kResourceExhausted when staging memory cannot be had,
+  // kNotSupported in a build without CUDA.
+  Status ApplyPacket(std::span<const uint8_t> packet,
+                     const protocol::SparsePacketExpectations& expect,
+                     protocol::SparsePacketHeader* header_out = nullptr);
+
   // A host copy of the rows, the state arrays (state[0 .. state_arrays()))
   // and the step count, for a checkpoint.
   Status CopyTo(std::vector<float>* values, std::vector<float>* state,
@@ -135,6 +163,13 @@ class DeviceParamTable {
   void ReturnLane(Lane* lane);
   Status ApplyOnLane(Lane& lane, std::span<const uint32_t> rows,
                      std::span<const float> grads);
+  // ApplyPacket's host part: the copy into the lane's page-locked buffer,
+  // its header and checksum. Then its device part: upload, decode, apply.
+  Status StagePacket(Lane& lane, std::span<const uint8_t> packet,
+                     const protocol::SparsePacketExpectations& expect,
+                     protocol::SparsePacketHeader* header);
+  Status ApplyPacketOnLane(Lane& lane,
+                           const protocol::SparsePacketHeader& header);
 
   uint32_t dim_ = 0;
   uint64_t first_row_ = 0;

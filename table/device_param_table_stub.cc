@@ -60,6 +60,23 @@ Status DeviceParamTable::ApplyOnLane(Lane&, std::span<const uint32_t>,
   return WithoutCuda();
 }
 
+Status DeviceParamTable::ApplyPacket(std::span<const uint8_t>,
+                                     const protocol::SparsePacketExpectations&,
+                                     protocol::SparsePacketHeader*) {
+  return WithoutCuda();
+}
+
+Status DeviceParamTable::StagePacket(Lane&, std::span<const uint8_t>,
+                                     const protocol::SparsePacketExpectations&,
+                                     protocol::SparsePacketHeader*) {
+  return WithoutCuda();
+}
+
+Status DeviceParamTable::ApplyPacketOnLane(
+    Lane&, const protocol::SparsePacketHeader&) {
+  return WithoutCuda();
+}
+
 Status DeviceParamTable::CopyTo(std::vector<float>*, std::vector<float>*,
                                 uint64_t*) const {
   return WithoutCuda();

@@ -48,9 +48,15 @@ Status LaunchError(const char* what) {
   return Internal(std::string(what) + ": " + cudaGetErrorString(err));
 }
 
+// Whether an invalid packet's guard holds this kernel back (see the header).
+__device__ bool Held(const uint64_t* guard) {
+  return guard != nullptr && *guard != kApplyGuardClear;
+}
+
 __global__ void AddKernel(DeviceTable t, const uint32_t* rows,
                           const float* grads, size_t count, float scale,
-                          int lane_shift) {
+                          int lane_shift, const uint64_t* guard) {
+  if (Held(guard)) return;
   const uint32_t lanes = 1u << lane_shift;
   const uint32_t lane = threadIdx.x & (lanes - 1);
   const size_t per_block = blockDim.x >> lane_shift;
@@ -160,7 +166,8 @@ template <typename Rule>
 __global__ void GroupedKernel(Rule rule, DeviceTable t, const uint32_t* rows,
                               const float* grads, const uint32_t* order,
                               const uint32_t* starts, size_t groups,
-                              int lane_shift) {
+                              int lane_shift, const uint64_t* guard) {
+  if (Held(guard)) return;
   const uint32_t lanes = 1u << lane_shift;
   const uint32_t lane = threadIdx.x & (lanes - 1);
   const size_t per_block = blockDim.x >> lane_shift;
@@ -187,12 +194,13 @@ template <typename Rule>
 Status LaunchGrouped(const Rule& rule, const DeviceTable& t,
                      const uint32_t* rows, const float* grads,
                      const uint32_t* order, const uint32_t* starts,
-                     size_t groups, void* stream, const char* what) {
+                     size_t groups, void* stream, const uint64_t* guard,
+                     const char* what) {
   const int shift = LaneShift(t.dim);
   ClearStaleError();
   GroupedKernel<<<GridFor(groups, shift), kThreads, 0,
                   static_cast<cudaStream_t>(stream)>>>(
-      rule, t, rows, grads, order, starts, groups, shift);
+      rule, t, rows, grads, order, starts, groups, shift, guard);
   return LaunchError(what);
 }
 
@@ -241,7 +249,7 @@ bool GroupRows(std::span<const uint32_t> rows, std::vector<uint32_t>* order,
 
 Status LaunchAddRows(DeviceTable table, const uint32_t* rows,
                      const float* grads, size_t count, float scale,
-                     void* stream) {
+                     void* stream, const uint64_t* guard) {
   if (count == 0) return Status::OK();
   if (table.dim == 0 || table.params == nullptr) {
     return InvalidArgument("device add: table has no parameter storage");
@@ -250,7 +258,7 @@ Status LaunchAddRows(DeviceTable table, const uint32_t* rows,
   ClearStaleError();
   AddKernel<<<GridFor(count, shift), kThreads, 0,
               static_cast<cudaStream_t>(stream)>>>(table, rows, grads, count,
-                                                   scale, shift);
+                                                   scale, shift, guard);
   return LaunchError("device add");
 }
 
@@ -258,10 +266,10 @@ Status LaunchOptimizerRows(const OptimizerConfig& config, uint64_t step,
                            DeviceTable table, const uint32_t* rows,
                            const float* grads, size_t count,
                            const uint32_t* order, const uint32_t* starts,
-                           size_t groups, void* stream) {
+                           size_t groups, void* stream, const uint64_t* guard) {
   if (const auto* sgd = std::get_if<SgdConfig>(&config)) {
-    return LaunchAddRows(table, rows, grads, count, -sgd->learning_rate,
-                         stream);
+    return LaunchAddRows(table, rows, grads, count, -sgd->learning_rate, stream,
+                         guard);
   }
   const int states = StateFloatsPerParameter(config);
   if (std::holds_alternative<AdamConfig>(config) && step == 0) {
@@ -285,12 +293,12 @@ Status LaunchOptimizerRows(const OptimizerConfig& config, uint64_t step,
   }
   if (const auto* c = std::get_if<MomentumConfig>(&config)) {
     return LaunchGrouped(MomentumRule{c->learning_rate, c->momentum}, table,
-                         rows, grads, order, starts, groups, stream,
+                         rows, grads, order, starts, groups, stream, guard,
                          "device momentum");
   }
   if (const auto* c = std::get_if<AdagradConfig>(&config)) {
     return LaunchGrouped(AdagradRule{c->learning_rate, c->epsilon}, table, rows,
-                         grads, order, starts, groups, stream,
+                         grads, order, starts, groups, stream, guard,
                          "device adagrad");
   }
   if (const auto* c = std::get_if<AdamConfig>(&config)) {
@@ -299,11 +307,12 @@ Status LaunchOptimizerRows(const OptimizerConfig& config, uint64_t step,
     return LaunchGrouped(AdamRule{k.learning_rate, k.beta1, k.beta2, k.epsilon,
                                   k.inv_bias1, k.inv_bias2},
                          table, rows, grads, order, starts, groups, stream,
-                         "device adam");
+                         guard, "device adam");
   }
   const auto& c = std::get<FtrlConfig>(config);
   return LaunchGrouped(FtrlRule{c.alpha, c.beta, c.l1, c.l2}, table, rows,
-                       grads, order, starts, groups, stream, "device ftrl");
+                       grads, order, starts, groups, stream, guard,
+                       "device ftrl");
 }
 
 }  // namespace ps::kernels::gpu

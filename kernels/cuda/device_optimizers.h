@@ -30,6 +30,14 @@
 // All pointers in DeviceTable and the packet arrays point into device memory
 // of the current device.
 //
+// Guard: the Launch functions take an optional guard word in device memory
+// that earlier work on the same stream writes (the packet decoder of
+// device_decoder.h: its validation result). When `guard` is non-null the
+// kernel touches no row unless the word reads kApplyGuardClear, so a packet
+// the device found invalid changes nothing, without a round trip to the
+// host between decode and apply. nullptr: no guard (rows checked on the
+// host, as Apply does).
+//
 // Thread-safety: the Launch functions keep no state; concurrent launches on
 // one table are safe for the add (atomics) and must not overlap for the
 // stateful optimizers (the caller serializes them, as ParamTable does).
@@ -54,6 +62,9 @@ struct DeviceTable {
   uint32_t dim = 0;
 };
 
+// The guard word's value that lets the kernels run (all ones).
+inline constexpr uint64_t kApplyGuardClear = ~uint64_t{0};
+
 // kOutOfRange naming the first i with rows[i] >= num_rows; OK otherwise.
 Status CheckRows(std::span<const uint32_t> rows, uint64_t num_rows);
 
@@ -68,20 +79,22 @@ bool GroupRows(std::span<const uint32_t> rows, std::vector<uint32_t>* order,
 
 // Enqueues table[rows[i]] += scale * grads[i * dim ..+dim) for i < count,
 // with atomicAdd. `scale` 1 is "sum" (exact: 1 * g == g), -lr is SGD.
+// `guard`: see above.
 Status LaunchAddRows(DeviceTable table, const uint32_t* rows,
                      const float* grads, size_t count, float scale,
-                     void* stream);
+                     void* stream, const uint64_t* guard = nullptr);
 
 // Enqueues one step of `config` (validated) for the packet rows/grads
 // (count entries, device memory). order/starts/groups as GroupRows made
 // them, uploaded; order == nullptr and starts == nullptr when the rows are
 // distinct (groups is then count). SGD runs LaunchAddRows. `step` is the
 // 1-based global step (Adam); InvalidArgument for step 0 with Adam or a
-// missing state array.
+// missing state array. `guard`: see above.
 Status LaunchOptimizerRows(const OptimizerConfig& config, uint64_t step,
                            DeviceTable table, const uint32_t* rows,
                            const float* grads, size_t count,
                            const uint32_t* order, const uint32_t* starts,
-                           size_t groups, void* stream);
+                           size_t groups, void* stream,
+                           const uint64_t* guard = nullptr);
 
 }  // namespace ps::kernels::gpu
