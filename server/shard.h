@@ -10,11 +10,12 @@
 // in that GPU's memory instead (table::DeviceParamTable): rows and optimizer
 // state there, and packets decoded, checked and applied on the device
 // (table::DeviceParamTable::ApplyPacket: the host only copies the packet,
-// checks its header and checksum, and uploads the payload). The rows are a region from
-// xfer::Context::AllocateDevice that the table writes (CreateWithRows):
-// same-host workers pull them over CUDA IPC without this process's CPU;
-// others (tcp, or where IPC cannot be had) through its connection threads,
-// which stage them through host memory. EXACT tables stay in host memory.
+// checks its header and checksum, and uploads the payload). The rows are a
+// region from xfer::Context::AllocateDevice that the table writes
+// (CreateWithRows): same-host workers pull them over CUDA IPC without this
+// process's CPU; others (tcp, or where IPC cannot be had) through its
+// connection threads, which stage them through host memory. EXACT tables stay
+// in host memory.
 //
 // Applying a host-decoded packet to a table (ApplyRows: host tables, and
 // device tables only where the device cannot decode) is the table's
@@ -145,13 +146,6 @@ class Shard {
   }
   const std::vector<std::unique_ptr<TableShard>>& tables() const {
     return tables_;
-  }
-  // Whether any table lives in device memory (ps_server --device).
-  bool has_device_tables() const {
-    for (const auto& t : tables_) {
-      if (t->device_params() != nullptr) return true;
-    }
-    return false;
   }
 
  private:

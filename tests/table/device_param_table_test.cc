@@ -3,10 +3,9 @@
 // optimizer results to float rounding (repeated rows included), a bad row
 // refused with the table untouched, exact totals when many host threads
 // add at once, checkpoint copies both ways, and rows in memory the caller
-// owns (CreateWithRows) behaving like the table's own, and packets from
-// page-locked memory (HostPageLock) applying like pageable ones. Every test
-// that needs a GPU skips, saying why, when none is usable; the test that runs
-// here checks that Create then says kNotSupported with the reason.
+// owns (CreateWithRows) behaving like the table's own. Every test that needs
+// a GPU skips, saying why, when none is usable; the test that runs here
+// checks that Create then says kNotSupported with the reason.
 #include "table/device_param_table.h"
 
 #include <gtest/gtest.h>
@@ -21,7 +20,6 @@
 #include <vector>
 
 #include "protocol/table_config.h"
-#include "table/host_page_lock.h"
 #include "table/param_table.h"
 
 namespace ps::table {
@@ -228,44 +226,6 @@ TEST(DeviceParamTableTest, SumAndSgdAgreeExactlyWithIntegerGradients) {
       EXPECT_EQ(Copy(*device).values, Copy(*host).values);
     }
   }
-}
-
-// A device server's apply threads decode into page-locked buffers
-// (table/host_page_lock.h), which Apply uploads without its staging copy:
-// the sums are the same as from pageable memory.
-TEST(DeviceParamTableTest, PageLockedPacketsApplyLikePageableOnes) {
-  SKIP_WITHOUT_GPU();
-  const proto::TableSpec spec = Spec(
-      "table { id: 1 name: \"t\" dim: 16 capacity: 1000 optimizer { name: "
-      "\"sgd\" learning_rate: 0.5 } }");
-  auto from_locked = DeviceParamTable::Create(spec, 0, 200).value();
-  auto from_pageable = DeviceParamTable::Create(spec, 0, 200).value();
-  std::mt19937 rng(3);
-  for (int packet = 0; packet < 5; ++packet) {
-    Packet p = RandomPacket(rng, 500, 200, 16, true);
-    auto rows_lock =
-        HostPageLock::Create(p.rows.data(), p.rows.size() * sizeof(uint32_t));
-    ASSERT_TRUE(rows_lock.ok()) << rows_lock.status().ToString();
-    auto grads_lock =
-        HostPageLock::Create(p.grads.data(), p.grads.size() * sizeof(float));
-    ASSERT_TRUE(grads_lock.ok()) << grads_lock.status().ToString();
-    ASSERT_TRUE(from_locked->Apply(p.rows, p.grads).ok());
-    const Packet pageable = p;  // a copy in ordinary memory
-    ASSERT_TRUE(from_pageable->Apply(pageable.rows, pageable.grads).ok());
-  }
-  EXPECT_EQ(Copy(*from_locked).values, Copy(*from_pageable).values);
-}
-
-TEST(DeviceParamTableTest, WithoutADevicePageLockingIsNotSupported) {
-  if (DeviceParamTable::Available().ok()) {
-    GTEST_SKIP() << "a CUDA device is usable here";
-  }
-  std::vector<float> buffer(1024);
-  auto lock = HostPageLock::Create(buffer.data(), buffer.size() * 4);
-  ASSERT_FALSE(lock.ok());
-  EXPECT_EQ(lock.status().code(), StatusCode::kNotSupported)
-      << lock.status().ToString();
-  std::printf("HostPageLock::Create: %s\n", lock.status().ToString().c_str());
 }
 
 TEST(DeviceParamTableTest, OptimizersAgreeWithTheHostToFloatRounding) {
