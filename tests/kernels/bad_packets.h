@@ -119,6 +119,11 @@ inline std::vector<BadPacket> BadPackets(uint32_t dim) {
                 {0xff, 0xff, 0xff, 0xff, 0x0f, 0xff, 0xff, 0xff, 0xff, 0x0f},
                 ones(2)),
       kRange);
+  // Row 50, then 50 + 0xffffffff: a 32-bit sum would wrap to 49, a row of
+  // the table, and the delta is not 0, so only a sum kept in 64 bits sees it.
+  add("varint rows wrapping past 2^32 back into the table",
+      RawPacket(varint, 2, {0x32, 0xff, 0xff, 0xff, 0xff, 0x0f}, ones(2)),
+      kRange);
   // Values.
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();

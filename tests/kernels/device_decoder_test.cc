@@ -34,19 +34,23 @@ std::vector<uint32_t> FloatBits(const std::vector<float>& v) {
 }
 
 // Strictly increasing rows below `table_rows` with gaps of every varint
-// length (1 to 5 bytes), and normal values with some tiny (fp16
-// subnormal) and some zero ones.
+// length (1 to 5 bytes: [1, 4], [2^7, 2^8), [2^14, 2^15), [2^21, 2^22),
+// [2^28, 2^29)), the long ones rare enough that about `count` rows fit below
+// 2^32 (so packets span many CUB tiles and thread blocks), and normal values
+// with some tiny (fp16 subnormal) and some zero ones.
 void RandomGradient(std::mt19937& rng, uint64_t table_rows, uint32_t dim,
                     size_t count, std::vector<uint32_t>* rows,
                     std::vector<float>* values) {
   rows->clear();
   values->clear();
-  std::uniform_int_distribution<int> gap_bits(0, 31);
+  std::uniform_int_distribution<int> kind(0, 8191);
   uint64_t row = rng() % 3;
   while (rows->size() < count && row < table_rows) {
     rows->push_back(static_cast<uint32_t>(row));
-    const int bits = gap_bits(rng);
-    row += 1 + (bits < 24 ? rng() % 4 : (uint64_t{1} << bits) % table_rows);
+    const int k = kind(rng);
+    const int bits = k < 2 ? 28 : k < 64 ? 21 : k < 512 ? 14 : k < 2048 ? 7 : 0;
+    row += bits == 0 ? 1 + rng() % 4
+                     : (uint64_t{1} << bits) + rng() % (uint64_t{1} << bits);
   }
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (size_t i = 0; i < rows->size() * dim; ++i) {
@@ -93,7 +97,7 @@ TEST(DeviceDecoderTest, BitIdenticalToTheHostDecoderForEveryTypeAndEncoding) {
         meta.int8_block = type == ValueType::kInt8 ? 64 : 0;
         std::vector<uint32_t> rows;
         std::vector<float> values;
-        RandomGradient(rng, table_rows, dim, 3000, &rows, &values);
+        RandomGradient(rng, table_rows, dim, 10000, &rows, &values);
         std::vector<uint8_t> bytes;
         std::vector<EncodedPacket> packets;
         ASSERT_TRUE(protocol::EncodeSparsePackets(meta, rows, values, 64 << 10,
