@@ -133,7 +133,7 @@ class DeviceParamTable {
   // *header_out (if not null) is the packet's header. Errors: those of
   // protocol::DecodeSparsePacket for a bad packet (Corruption,
   // InvalidArgument, OutOfRange; nothing applied), kInternal naming the
-  // CUDA error, kResourceExhausted when staging memory cannot be had,
+  // CUDA error (a staging buffer that cannot be allocated included),
   // kNotSupported in a build without CUDA.
   Status ApplyPacket(std::span<const uint8_t> packet,
                      const protocol::SparsePacketExpectations& expect,
