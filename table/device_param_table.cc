@@ -74,6 +74,18 @@ Status FillDevice(float* device, uint64_t floats, float value) {
   return Status::OK();
 }
 
+// What the apply kernels get of a table: its device arrays and shape.
+kernels::gpu::DeviceTable KernelView(float* params, float* const state[2],
+                                     uint64_t num_rows, uint32_t dim) {
+  kernels::gpu::DeviceTable table;
+  table.params = params;
+  table.state[0] = state[0];
+  table.state[1] = state[1];
+  table.num_rows = num_rows;
+  table.dim = dim;
+  return table;
+}
+
 bool IsPageLocked(const void* p) {
   cudaPointerAttributes attributes;
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
@@ -348,12 +360,8 @@ Status DeviceParamTable::ApplyOnLane(Lane& lane, std::span<const uint32_t> rows,
         lane.starts.data(), lane.starts.size() * sizeof(uint32_t), starts_at));
   }
 
-  kernels::gpu::DeviceTable table;
-  table.params = data_;
-  table.state[0] = state_[0];
-  table.state[1] = state_[1];
-  table.num_rows = num_rows_;
-  table.dim = dim_;
+  const kernels::gpu::DeviceTable table =
+      KernelView(data_, state_, num_rows_, dim_);
   const auto* d_rows = reinterpret_cast<const uint32_t*>(lane.device + rows_at);
   const auto* d_grads = reinterpret_cast<const float*>(lane.device + grads_at);
   Status launched;
@@ -440,12 +448,8 @@ Status DeviceParamTable::ApplyPacketOnLane(
       header, reinterpret_cast<const uint8_t*>(lane.device), num_rows_,
       lane.device + scratch_at, scratch_bytes, &decoded, lane.stream));
 
-  kernels::gpu::DeviceTable table;
-  table.params = data_;
-  table.state[0] = state_[0];
-  table.state[1] = state_[1];
-  table.num_rows = num_rows_;
-  table.dim = dim_;
+  const kernels::gpu::DeviceTable table =
+      KernelView(data_, state_, num_rows_, dim_);
   const size_t n = header.row_count;
   Status launched;
   if (!optimizer_) {

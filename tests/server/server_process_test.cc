@@ -178,6 +178,20 @@ Status PutPacket(xfer::Endpoint& ep, const xfer::RemoteRegion& inbox,
                           n);
 }
 
+// Worker 0's inbox head on the server once it reaches `want` (or after 10
+// s, whatever it is then).
+uint64_t AwaitInboxHead(xfer::Endpoint& ep, const xfer::RemoteRegion& status,
+                        uint64_t want) {
+  protocol::StatusWords words{2};
+  uint64_t head = 0;
+  const auto end = Clock::now() + std::chrono::seconds(10);
+  while (head < want && Clock::now() < end) {
+    EXPECT_TRUE(ep.Get(&head, 8, status, words.InboxHeadOffset(0)).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return head;
+}
+
 // A packet of table 1 (dim 1) adding 2 to row 4 and 3 to row 9.
 std::vector<uint8_t> TwoRowPacket() {
   protocol::SparsePacketMeta meta;
@@ -264,14 +278,7 @@ TEST(ServerProcessTest, OneSidedPushAppliesAndGarbageIsCounted) {
   ASSERT_TRUE(PutPacket(**ep, inbox, info, 1, garbage).ok());
   ASSERT_TRUE(PutPacket(**ep, inbox, info, 2, TwoRowPacket()).ok());
 
-  protocol::StatusWords words{2};
-  uint64_t head = 0;
-  const auto end = Clock::now() + std::chrono::seconds(10);
-  while (head < 2 && Clock::now() < end) {
-    ASSERT_TRUE((*ep)->Get(&head, 8, status, words.InboxHeadOffset(0)).ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_EQ(head, 2u) << s.process->log();
+  ASSERT_EQ(AwaitInboxHead(**ep, status, 2), 2u) << s.process->log();
   float got[10];
   ASSERT_TRUE((*ep)->Get(got, sizeof(got), rows, 0).ok());
   EXPECT_EQ(got[4], -2.0f);
@@ -405,14 +412,7 @@ TEST(ServerProcessTest, SameHostPullsFromADeviceServerGoOverCudaIpc) {
       << s.process->log();
 
   ASSERT_TRUE(PutPacket(**ep, inbox, info, 1, TwoRowPacket()).ok());
-  protocol::StatusWords words{2};
-  uint64_t head = 0;
-  const auto end = Clock::now() + std::chrono::seconds(10);
-  while (head < 1 && Clock::now() < end) {
-    ASSERT_TRUE((*ep)->Get(&head, 8, status, words.InboxHeadOffset(0)).ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_EQ(head, 1u) << s.process->log();
+  ASSERT_EQ(AwaitInboxHead(**ep, status, 1), 1u) << s.process->log();
   ASSERT_TRUE((*ep)->Get(got, sizeof(got), rows, 0).ok());
   EXPECT_EQ(got[4], -2.0f);
   EXPECT_EQ(got[9], -3.0f);

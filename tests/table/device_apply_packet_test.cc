@@ -17,17 +17,10 @@
 #include "protocol/table_config.h"
 #include "table/device_param_table.h"
 #include "tests/kernels/bad_packets.h"
+#include "tests/table/skip_without_gpu.h"
 
 namespace ps::table {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                               \
-  do {                                                                   \
-    const Status available = DeviceParamTable::Available();              \
-    if (!available.ok()) {                                               \
-      GTEST_SKIP() << "no usable CUDA device: " << available.ToString(); \
-    }                                                                    \
-  } while (0)
 
 using protocol::EncodedPacket;
 using protocol::IndexEncoding;

@@ -21,17 +21,10 @@
 
 #include "protocol/table_config.h"
 #include "table/param_table.h"
+#include "tests/table/skip_without_gpu.h"
 
 namespace ps::table {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                               \
-  do {                                                                   \
-    const Status available = DeviceParamTable::Available();              \
-    if (!available.ok()) {                                               \
-      GTEST_SKIP() << "no usable CUDA device: " << available.ToString(); \
-    }                                                                    \
-  } while (0)
 
 proto::TableSpec Spec(const std::string& text) {
   auto config = protocol::ParseTableConfig(text);
