@@ -86,6 +86,10 @@ kernels::gpu::DeviceTable KernelView(float* params, float* const state[2],
   return table;
 }
 
+// Where ApplyPacket's guard word comes back in a lane's pinned buffer: after
+// the copy of a packet of `packet_bytes`.
+size_t GuardOffset(size_t packet_bytes) { return Aligned(packet_bytes); }
+
 bool IsPageLocked(const void* p) {
   cudaPointerAttributes attributes;
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
@@ -187,6 +191,7 @@ Status DeviceParamTable::CheckDevice(int device) {
 StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Create(
     const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
     int device) {
+  PS_RETURN_IF_ERROR(CheckDevice(device));
   return Make(spec, first_row, num_rows, device, nullptr);
 }
 
@@ -215,7 +220,6 @@ StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::CreateWithRows(
 StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Make(
     const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
     int device, float* rows) {
-  PS_RETURN_IF_ERROR(CheckDevice(device));
   PS_CUDA_RETURN("cudaSetDevice", cudaSetDevice(device));
 
   std::unique_ptr<DeviceParamTable> t(new DeviceParamTable);
@@ -420,8 +424,8 @@ Status DeviceParamTable::StagePacket(
   // The copy first: the header, the checksum and the upload all read bytes
   // the sender can no longer change, so what was checked is what the
   // device decodes. The guard word comes back after the packet.
-  const size_t guard_at = Aligned(packet.size());
-  PS_RETURN_IF_ERROR(lane.ReservePinned(guard_at + sizeof(uint64_t)));
+  PS_RETURN_IF_ERROR(
+      lane.ReservePinned(GuardOffset(packet.size()) + sizeof(uint64_t)));
   if (!packet.empty()) std::memcpy(lane.pinned, packet.data(), packet.size());
   const std::span<const uint8_t> copy(
       reinterpret_cast<const uint8_t*>(lane.pinned), packet.size());
@@ -466,8 +470,9 @@ Status DeviceParamTable::ApplyPacketOnLane(
   }
   // The guard word back next to the packet copy (page-locked, so the copy
   // is asynchronous and one synchronize covers everything).
-  char* guard_host = lane.pinned + Aligned(protocol::kSparsePacketHeaderBytes +
-                                           header.payload_bytes);
+  char* guard_host =
+      lane.pinned +
+      GuardOffset(protocol::kSparsePacketHeaderBytes + header.payload_bytes);
   const cudaError_t copied =
       launched.ok()
           ? cudaMemcpyAsync(guard_host, decoded.error, sizeof(uint64_t),

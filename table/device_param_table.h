@@ -155,7 +155,8 @@ class DeviceParamTable {
   // CreateWithRows' size check, before anything else (both builds).
   static Status CheckRowsSize(const proto::TableSpec& spec, uint64_t num_rows,
                               std::span<const float> rows);
-  // Create and CreateWithRows: `rows` null means the table allocates them.
+  // Create and CreateWithRows, once they checked the device: `rows` null
+  // means the table allocates them.
   static StatusOr<std::unique_ptr<DeviceParamTable>> Make(
       const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
       int device, float* rows);
