@@ -4,6 +4,7 @@
 #include <atomic>
 #include <string>
 
+#include "base/sanitizers.h"
 #include "kernels/cpu_features.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -127,7 +128,7 @@ void ExclusiveVectorRows(const uint32_t* rows, const float* values, size_t n,
   });
 }
 
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(__SANITIZE_THREAD__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(PS_TSAN)
 // The atomic path with hardware transactions. A locked float add (a CAS
 // loop) costs ~8 ns even when its line is in L1, since each locked
 // instruction waits for the ones before it: that, not the misses, bounds the

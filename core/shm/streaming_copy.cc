@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/sanitizers.h"
+
 namespace ps::xfer::internal {
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(PS_TSAN)
 
 void StreamingCopy(void* dst, const void* src, size_t n) {
   std::memcpy(dst, src, n);

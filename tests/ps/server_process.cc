@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/sanitizers.h"
 #include "core/transport_name.h"
 #include "launch/server_command.h"
 #include "launch/server_ready.h"
@@ -16,14 +17,8 @@
 namespace ps::testing {
 
 int SlowdownFactor() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(PS_ASAN) || defined(PS_TSAN)
   return 6;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  return 6;
-#else
-  return 1;
-#endif
 #else
   return 1;
 #endif
