@@ -115,7 +115,7 @@ using ps::xfer::c_api::Report;
 
 extern "C" {
 
-const char* ps_xfer_strerror(ps_xfer_status status) {
+const char* ps_xfer_strerror(int status) {
   // StatusCodeName returns string literals, so data() is NUL-terminated.
   return ps::StatusCodeName(static_cast<ps::StatusCode>(status)).data();
 }

@@ -78,8 +78,10 @@ typedef enum ps_xfer_status {
 } ps_xfer_status;
 
 /* The code's stable lower-case name ("out of range"); "unknown" for a number
- * that is no code. Never NULL; static storage. */
-const char* ps_xfer_strerror(ps_xfer_status status);
+ * that is no code. Never NULL; static storage. An int, as strerror takes:
+ * any number is allowed, and a C++ caller's out-of-range enum value would be
+ * undefined behaviour. */
+const char* ps_xfer_strerror(int status);
 /* The full message of the last failure of a ps_xfer_ call on this thread
  * ("" before any). Valid until the next ps_xfer_ call on the same thread. */
 const char* ps_xfer_last_error(void);
