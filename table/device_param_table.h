@@ -176,10 +176,14 @@ class DeviceParamTable {
   uint64_t first_row_ = 0;
   uint64_t num_rows_ = 0;
   int device_ = 0;
-  float* data_ = nullptr;   // device memory
-  bool owns_data_ = false;  // Create's rows; CreateWithRows' are the caller's
+  float* data_ = nullptr;  // device memory
+  // [[maybe_unused]]: the stub build (no CUDA) never reads owns_data_,
+  // add_scale_ and optimizer_steps_.
+  // Create's rows; CreateWithRows' are the caller's.
+  [[maybe_unused]] bool owns_data_ = false;
   std::optional<kernels::OptimizerConfig> optimizer_;  // none: sum or sgd
-  float add_scale_ = 0.0f;  // -lr for sgd, 1 for sum; 0: stateful optimizer
+  // -lr for sgd, 1 for sum; 0: stateful optimizer.
+  [[maybe_unused]] float add_scale_ = 0.0f;
   int state_arrays_ = 0;
   float* state_[kernels::kMaxOptimizerStates] = {nullptr, nullptr};
 
@@ -188,7 +192,7 @@ class DeviceParamTable {
   std::vector<Lane*> free_lanes_;             // guarded by lanes_mu_
 
   mutable std::mutex optimizer_mu_;  // stateful applies; copies; restores
-  uint64_t optimizer_steps_ = 0;     // guarded by optimizer_mu_
+  [[maybe_unused]] uint64_t optimizer_steps_ = 0;  // guarded by optimizer_mu_
 };
 
 // Inline: the CUDA build and the stub (device_param_table_stub.cc) check

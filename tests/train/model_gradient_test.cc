@@ -18,7 +18,10 @@ data::ExampleBatch SmallBatch() {
   std::uniform_real_distribution<float> value(0.5f, 1.5f);
   for (int e = 0; e < 6; ++e) {
     for (uint32_t f = 0; f < 4; ++f) {
-      b.AddFeature(100 + id(rng), value(rng), f);
+      // Drawn one at a time: the order of a call's argument evaluation is
+      // the compiler's (GCC right to left, clang left to right).
+      const float v = value(rng);
+      b.AddFeature(100 + id(rng), v, f);
     }
     if (e % 2 == 0) b.AddFeature(7, 1.0f, 5);  // field beyond num_fields
     b.EndExample(e % 3 == 0 ? 1.0f : 0.0f);

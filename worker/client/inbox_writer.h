@@ -78,7 +78,6 @@ class InboxWriter {
   mutable std::mutex mu_;
   uint64_t next_ = 1;         // the next packet number
   uint64_t cached_head_ = 0;  // the server's head as last read
-  uint64_t head_word_ = 0;    // Get target
   std::vector<uint8_t> staging_;
 };
 
