@@ -44,7 +44,7 @@ TEST(ShardRouterTest, MatchesShardMapForManyCapacitiesAndShardCounts) {
 }
 
 // The batch form (AVX-512 where the CPU has it) gives the scalar rows,
-// tails shorter than a vector included.
+// tails shorter than a vector and power-of-two capacities (a mask) included.
 TEST(ShardRouterTest, BatchRowsAreTheScalarRows) {
   std::mt19937_64 rng(11);
   std::vector<uint64_t> keys(1027);
@@ -53,8 +53,9 @@ TEST(ShardRouterTest, BatchRowsAreTheScalarRows) {
   }
   std::vector<uint64_t> rows(keys.size());
   for (uint64_t cap :
-       {uint64_t{1}, uint64_t{3}, uint64_t{16777216}, uint64_t{16777213},
-        (uint64_t{1} << 40) + 5, ~uint64_t{0} >> 1}) {
+       {uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{16777216},
+        uint64_t{16777213}, uint64_t{1} << 40, (uint64_t{1} << 40) + 5,
+        ~uint64_t{0} >> 1}) {
     for (proto::TableKind kind : {proto::HASHED, proto::DENSE}) {
       ShardRouter loc(Spec(kind, cap, 9), 1);
       for (size_t n : {size_t{0}, size_t{7}, size_t{8}, keys.size()}) {
