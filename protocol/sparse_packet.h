@@ -116,13 +116,19 @@ size_t MaxSparsePacketBytes(const SparsePacketMeta& meta, size_t row_count);
 // value count so far is a multiple of int8_block, so each packet's blocks are
 // the blocks of the whole push (RoundTrip over all values gives exactly what
 // the receiver decodes). Empty `rows` gives no packet and OK.
+// The first packet starts at `headroom` (a multiple of 4; its bytes before
+// are unspecified): a sender that writes a few bytes of its own in front of
+// each packet, as InboxWriter does, then has room before the first one too
+// and copies none.
 // Errors: InvalidArgument (unsorted or duplicate rows, values size mismatch,
-// bad meta, max_packet_bytes too small for one row or one int8 block).
+// bad meta, max_packet_bytes too small for one row or one int8 block,
+// headroom not a multiple of 4).
 Status EncodeSparsePackets(const SparsePacketMeta& meta,
                            std::span<const uint32_t> rows,
                            std::span<const float> values,
                            size_t max_packet_bytes, std::vector<uint8_t>* out,
-                           std::vector<EncodedPacket>* packets);
+                           std::vector<EncodedPacket>* packets,
+                           size_t headroom = 0);
 
 // What the receiver knows and the packet must agree with.
 struct SparsePacketExpectations {

@@ -101,10 +101,13 @@ namespace {
 // zero the whole buffer first on every call).
 Status EncodeInto(const SparsePacketMeta& meta, std::span<const uint32_t> rows,
                   std::span<const float> values, size_t max_packet_bytes,
-                  std::vector<uint8_t>* out,
+                  size_t headroom, std::vector<uint8_t>* out,
                   std::vector<EncodedPacket>* packets) {
   packets->clear();
   PS_RETURN_IF_ERROR(CheckMeta(meta));
+  if (headroom % 4 != 0)
+    return InvalidArgument("headroom " + Num(headroom) +
+                           " is not a multiple of 4");
   const uint64_t dim = meta.row_dim;
   const size_t n = rows.size();
   if (values.size() != n * dim)
@@ -112,21 +115,28 @@ Status EncodeInto(const SparsePacketMeta& meta, std::span<const uint32_t> rows,
                            Num(n) + " rows of dimension " + Num(dim) +
                            " need " + Num(n * dim));
   if (n == 0) return Status::OK();
-  for (size_t i = 1; i < n; ++i) {
-    if (rows[i] <= rows[i - 1])
-      return InvalidArgument("rows are not strictly increasing at position " +
-                             Num(i) + ": " + Num(rows[i - 1]) + " then " +
-                             Num(rows[i]));
+  // One branch-free pass (it vectorises), then the position for the
+  // message only when it failed.
+  bool increasing = true;
+  for (size_t i = 1; i < n; ++i) increasing &= rows[i] > rows[i - 1];
+  if (!increasing) {
+    size_t i = 1;
+    while (rows[i] > rows[i - 1]) ++i;
+    return InvalidArgument("rows are not strictly increasing at position " +
+                           Num(i) + ": " + Num(rows[i - 1]) + " then " +
+                           Num(rows[i]));
   }
   const bool varint = meta.index_encoding == IndexEncoding::kDeltaVarint;
   // Pass 1: where the packets end.
   PS_ASSIGN_OR_RETURN(const size_t total,
                       CutPackets(meta, rows, max_packet_bytes, packets));
 
-  // Pass 2: write. Packet sizes are multiples of 4, so every packet, and
-  // the value section inside it, stays 4-byte aligned in the buffer. Every
-  // byte is written below, padding included.
-  out->resize(total);
+  // Pass 2: write. Packet sizes and the headroom are multiples of 4, so
+  // every packet, and the value section inside it, stays 4-byte aligned in
+  // the buffer. Every byte of the packets is written below, padding
+  // included.
+  for (EncodedPacket& pk : *packets) pk.offset += headroom;
+  out->resize(headroom + total);
   for (const EncodedPacket& pk : *packets) {
     uint8_t* p = out->data() + pk.offset;
     uint8_t* idx = p + kSparsePacketHeaderBytes;
@@ -161,8 +171,10 @@ Status EncodeSparsePackets(const SparsePacketMeta& meta,
                            std::span<const uint32_t> rows,
                            std::span<const float> values,
                            size_t max_packet_bytes, std::vector<uint8_t>* out,
-                           std::vector<EncodedPacket>* packets) {
-  Status s = EncodeInto(meta, rows, values, max_packet_bytes, out, packets);
+                           std::vector<EncodedPacket>* packets,
+                           size_t headroom) {
+  Status s =
+      EncodeInto(meta, rows, values, max_packet_bytes, headroom, out, packets);
   if (!s.ok() || packets->empty()) out->clear();
   return s;
 }

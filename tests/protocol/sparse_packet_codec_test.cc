@@ -261,6 +261,35 @@ TEST(SparsePacketTest, EncoderRejectsBadInput) {
   EXPECT_TRUE(EncodeSparsePackets(meta, rows, vals, 60, &out, &packets)
                   .Is(StatusCode::kInvalidArgument));
   EXPECT_TRUE(EncodeSparsePackets(meta, rows, vals, 4096, &out, &packets).ok());
+  EXPECT_TRUE(EncodeSparsePackets(meta, rows, vals, 4096, &out, &packets, 6)
+                  .Is(StatusCode::kInvalidArgument));
+}
+
+// Headroom shifts the packets, whose bytes stay those of an encoding
+// without it.
+TEST(SparsePacketTest, HeadroomComesBeforeTheFirstPacket) {
+  std::mt19937 rng(5);
+  SparsePacketMeta meta{.table_id = 2, .row_dim = 3};
+  Push push = RandomPush(500, 3, 1u << 16, rng);
+  std::vector<uint8_t> plain, roomy;
+  std::vector<EncodedPacket> plain_packets, roomy_packets;
+  ASSERT_TRUE(EncodeSparsePackets(meta, push.rows, push.values, 2048, &plain,
+                                  &plain_packets)
+                  .ok());
+  ASSERT_TRUE(EncodeSparsePackets(meta, push.rows, push.values, 2048, &roomy,
+                                  &roomy_packets, 8)
+                  .ok());
+  ASSERT_GT(plain_packets.size(), 1u);
+  ASSERT_EQ(roomy_packets.size(), plain_packets.size());
+  EXPECT_EQ(roomy.size(), plain.size() + 8);
+  for (size_t i = 0; i < plain_packets.size(); ++i) {
+    const EncodedPacket& a = plain_packets[i];
+    const EncodedPacket& b = roomy_packets[i];
+    EXPECT_EQ(b.offset, a.offset + 8);
+    ASSERT_EQ(b.size, a.size);
+    EXPECT_EQ(0, std::memcmp(plain.data() + a.offset, roomy.data() + b.offset,
+                             a.size));
+  }
 }
 
 }  // namespace

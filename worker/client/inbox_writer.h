@@ -55,7 +55,8 @@ class InboxWriter {
   // Writes the packets `packets` of `buffer` (EncodeSparsePackets output),
   // in order. Uses the InboxSlotHeader::kPrefixBytes before each packet (the
   // previous packet's tail, already sent) for the slot header, so `buffer` is
-  // clobbered; the first packet of the buffer goes through a staging copy.
+  // clobbered. A first packet with no such room (offset < kPrefixBytes) goes
+  // through a staging copy; EncodeSparsePackets' headroom gives it the room.
   Status WritePackets(std::span<uint8_t> buffer,
                       std::span<const protocol::EncodedPacket> packets);
 

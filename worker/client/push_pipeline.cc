@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "protocol/inbox_slot.h"
 #include "protocol/table_config.h"
 #include "worker/client/push_shape.h"
 
@@ -47,9 +48,12 @@ Status PushPipeline::SendRows(uint32_t shard, kernels::ValueType type,
     quant_->Record(spec_.id(), type, values, seen);
   }
   InboxWriter& inbox = servers_[shard].inbox();
+  // Headroom for the slot header's prefix, so that InboxWriter puts the
+  // first packet from this buffer too, without a staging copy.
   PS_RETURN_IF_ERROR(protocol::EncodeSparsePackets(
       MetaFor(shard, type), rows, values, inbox.max_packet_bytes(),
-      &buffers.bytes, &buffers.packets));
+      &buffers.bytes, &buffers.packets,
+      protocol::InboxSlotHeader::kPrefixBytes));
   return inbox.WritePackets(buffers.bytes, buffers.packets);
 }
 
