@@ -114,6 +114,21 @@ std::vector<uint32_t> RandomDeltas(std::mt19937& rng, size_t n, uint32_t first,
   return d;
 }
 
+// VarintBytes is the length PutVarint writes, at every length's edges.
+TEST(VarintIndexTest, VarintBytesIsWhatPutVarintWrites) {
+  std::vector<uint32_t> values = {0, UINT32_MAX};
+  for (int bits = 1; bits < 32; ++bits) {
+    const uint32_t edge = uint32_t{1} << bits;
+    values.insert(values.end(), {edge - 1, edge, edge + 1});
+  }
+  uint8_t buffer[8];
+  for (uint32_t v : values) {
+    EXPECT_EQ(VarintBytes(v),
+              static_cast<size_t>(PutVarint(buffer, v) - buffer))
+        << v;
+  }
+}
+
 TEST(VarintIndexTest, DecodesLikeTheReference) {
   if (!DetectCpuFeatures().avx2) {
     GTEST_LOG_(INFO) << "no AVX2: the public function runs the scalar path";
