@@ -75,11 +75,12 @@ void PartitionedSums::Layout(const ShardRouter& router, uint32_t dim) {
 // pass over the keys holds its own copy, so its fields stay in registers.
 struct PartitionedSums::Locator {
   uint32_t shift;
+  bool one_shard;                // a copy, not a load through router per key
   const ShardRouter* router;     // for tables of several shards
   const uint32_t* first_bucket;  // per shard
 
   uint32_t operator()(uint64_t row, uint32_t* local_row) const {
-    if (router->shards() == 1) {
+    if (one_shard) {
       *local_row = static_cast<uint32_t>(row);
       return static_cast<uint32_t>(row >> shift);
     }
@@ -92,8 +93,8 @@ struct PartitionedSums::Locator {
 // One pass: a block of keys is hashed at once (vectorised), then each pair
 // goes to its bucket's cache-line buffer; a full line goes to the bucket's
 // current chunk in one non-temporal store (no read of the line it replaces,
-// no eviction of the buffers). A bucket's first pair of a chunk takes the
-// arena's next chunk; lines never straddle chunks (chunk_pairs_ is a
+// no eviction of the buffers). A bucket's line that starts a chunk takes
+// the arena's next chunk; lines never straddle chunks (chunk_pairs_ is a
 // multiple of a line). The partial last lines are stored one by one.
 void PartitionedSums::Partition(const RowHash& hash, const Locator& where,
                                 std::span<const uint64_t> keys,
@@ -119,6 +120,22 @@ void PartitionedSums::Partition(const RowHash& hash, const Locator& where,
   uint32_t* tail = out.tail.data();
   uint64_t* count = out.count.data();
   uint32_t used = 0;  // chunks taken
+  // Where bucket b's line starting at its pair `first` goes; a line at a
+  // chunk's start first takes the arena's next chunk for the bucket. Asked
+  // once per line, not per key: the per-key path only fills the line.
+  const auto LineInChunk = [&](size_t b, uint64_t first) {
+    if ((first & chunk_mask) == 0) {
+      const uint32_t fresh = used++;
+      next[fresh] = kNoChunk;
+      if (first == 0) {
+        head[b] = fresh;
+      } else {
+        next[tail[b]] = fresh;
+      }
+      tail[b] = fresh;
+    }
+    return chunks + size_t{tail[b]} * chunk_pairs_ + (first & chunk_mask);
+  };
   const float* g = grads.data();
   const bool one_value = dim_ == 1;
   constexpr size_t kBlock = 256;
@@ -132,31 +149,17 @@ void PartitionedSums::Partition(const RowHash& hash, const Locator& where,
       const uint32_t payload = one_value ? std::bit_cast<uint32_t>(g[i + j])
                                          : static_cast<uint32_t>(i + j);
       const uint64_t c = count[b]++;
-      const uint64_t in_chunk = c & chunk_mask;
-      if (in_chunk == 0) {  // the bucket's next chunk
-        const uint32_t fresh = used++;
-        next[fresh] = kNoChunk;
-        if (c == 0) {
-          head[b] = fresh;
-        } else {
-          next[tail[b]] = fresh;
-        }
-        tail[b] = fresh;
-      }
       Pair* line = lines + size_t{b} * kLine;
       line[c % kLine] = {row, payload};
       if (c % kLine == kLine - 1) {
-        StreamLine(
-            chunks + size_t{tail[b]} * chunk_pairs_ + in_chunk - (kLine - 1),
-            line);
+        StreamLine(LineInChunk(b, c - (kLine - 1)), line);
       }
     }
   }
   for (size_t b = 0; b < buckets; ++b) {  // the partial last lines
     const uint64_t c = count[b];
     if (c % kLine == 0) continue;
-    Pair* dst = chunks + size_t{tail[b]} * chunk_pairs_ +
-                ((c - 1) & chunk_mask) / kLine * kLine;
+    Pair* dst = LineInChunk(b, c - c % kLine);
     for (uint64_t k = 0; k < c % kLine; ++k) dst[k] = lines[b * kLine + k];
   }
   _mm_sfence();  // the streamed lines are visible before the pool's join
@@ -268,7 +271,8 @@ Status PartitionedSums::Sum(const ShardRouter& router, uint32_t dim,
       kMaxChunkPairs);
   out_.resize(parts_);  // SumBuckets reads every part's chains
 
-  const Locator where{shift_, &router, bucket_base_.data()};
+  const Locator where{shift_, router.shards() == 1, &router,
+                      bucket_base_.data()};
   RunParts(pool, parts_, [&](size_t p) {
     Partition(router.row_hash(), where, keys, grads, p);
   });
