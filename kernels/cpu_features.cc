@@ -15,6 +15,8 @@ CpuFeatures DetectCpuFeatures() {
   __builtin_cpu_init();
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
+  f.avx512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   // F16C has no __builtin_cpu_supports name in GCC 12; it ships with every
   // AVX2 CPU from both vendors, so AVX2 implies it in practice.
   f.f16c = f.avx2;

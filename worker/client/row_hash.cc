@@ -10,6 +10,8 @@
 
 #include <bit>
 
+#include "kernels/cpu_features.h"
+
 namespace ps::worker {
 namespace {
 
@@ -74,17 +76,12 @@ namespace {
   for (; i < n; ++i) rows[i] = h.GlobalRow(keys[i]);
 }
 
-bool HasAvx512() {
-  return __builtin_cpu_supports("avx512f") &&
-         __builtin_cpu_supports("avx512dq");
-}
-
 }  // namespace
 
 void RowHash::GlobalRows(const uint64_t* keys, size_t n, uint64_t* rows) const {
   if (dense) {
     for (size_t i = 0; i < n; ++i) rows[i] = keys[i];
-  } else if (HasAvx512()) {
+  } else if (kernels::ActiveCpuFeatures().avx512) {
     HashedRowsAvx512(*this, keys, n, rows);
   } else {
     for (size_t i = 0; i < n; ++i) rows[i] = GlobalRow(keys[i]);
