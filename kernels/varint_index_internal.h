@@ -12,6 +12,11 @@
 
 namespace ps::kernels::internal {
 
+// PutDeltaVarints' two writers, exposed so tests compare them; the second
+// needs AVX-512 F.
+uint8_t* PutDeltaVarintsScalar(const uint32_t* rows, size_t n, uint8_t* p);
+uint8_t* PutDeltaVarintsAvx512(const uint32_t* rows, size_t n, uint8_t* p);
+
 // Where a decode stands: the next byte, the indices done, the running row
 // (the sum of the deltas so far, exact in 64 bits) and whether some delta
 // after the first was 0; and, for messages, the section and its index count.

@@ -129,6 +129,40 @@ TEST(VarintIndexTest, VarintBytesIsWhatPutVarintWrites) {
   }
 }
 
+// Both delta writers give the bytes of one PutVarint per delta, for runs of
+// one-byte deltas (the AVX-512 store), longer ones among them, and lengths
+// around its 16-lane step.
+TEST(VarintIndexTest, DeltaWritersMatchPutVarint) {
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<uint32_t> small(1, 127), any(1, 1u << 20);
+  for (size_t n : {0u, 1u, 2u, 16u, 17u, 32u, 33u, 1000u}) {
+    for (int long_per_mille : {0, 5, 300}) {
+      std::vector<uint32_t> rows(n);
+      uint32_t row = any(rng);
+      for (size_t i = 0; i < n; ++i) {
+        rows[i] = row;
+        row += static_cast<int>(rng() % 1000) < long_per_mille ? any(rng)
+                                                               : small(rng);
+      }
+      std::vector<uint8_t> want(5 * n + 64), got(5 * n + 64);
+      uint8_t* w = want.data();
+      for (size_t i = 0; i < n; ++i)
+        w = PutVarint(w, i == 0 ? rows[0] : rows[i] - rows[i - 1]);
+      want.resize(w - want.data());
+      std::vector<uint8_t* (*)(const uint32_t*, size_t, uint8_t*)> writers = {
+          &PutDeltaVarints, &internal::PutDeltaVarintsScalar};
+      if (DetectCpuFeatures().avx512) {
+        writers.push_back(&internal::PutDeltaVarintsAvx512);
+      }
+      for (auto* writer : writers) {
+        uint8_t* end = writer(rows.data(), n, got.data());
+        ASSERT_EQ(std::vector<uint8_t>(got.data(), end), want)
+            << "n " << n << " long per mille " << long_per_mille;
+      }
+    }
+  }
+}
+
 TEST(VarintIndexTest, DecodesLikeTheReference) {
   if (!DetectCpuFeatures().avx2) {
     GTEST_LOG_(INFO) << "no AVX2: the public function runs the scalar path";
