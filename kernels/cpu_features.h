@@ -9,7 +9,8 @@ struct CpuFeatures {
   bool avx2 = false;
   bool f16c = false;
   bool fma = false;
-  // AVX-512 F and DQ (the worker's key hash and push drain use them).
+  // AVX-512 F and DQ (the worker's key hash and push drain, the varint
+  // writer).
   bool avx512 = false;
   // Intel's restricted transactional memory (XBEGIN/XEND), which
   // sparse_accumulate uses to make a batch of plain adds atomic.

@@ -1,15 +1,8 @@
 #include "kernels/varint_index.h"
 
-// GCC 12's AVX-512 intrinsics start some results from an undefined
-// register, which -Wmaybe-uninitialized flags once inlined (GCC bug
-// 105593); nothing here reads an undefined value.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <string>
 
+#include "kernels/avx512_intrinsics.h"
 #include "kernels/cpu_features.h"
 #include "kernels/varint_index_internal.h"
 
@@ -25,15 +18,19 @@ Status EndsInside(const uint8_t* end, uint32_t i,
                     Num(cur.total));
 }
 
+// The varints of rows[i] - rows[i - 1] for i in [from, to), from >= 1.
+uint8_t* PutDeltas(const uint32_t* rows, size_t from, size_t to, uint8_t* p) {
+  for (size_t i = from; i < to; ++i) p = PutVarint(p, rows[i] - rows[i - 1]);
+  return p;
+}
+
 }  // namespace
 
 namespace internal {
 
 uint8_t* PutDeltaVarintsScalar(const uint32_t* rows, size_t n, uint8_t* p) {
   if (n == 0) return p;
-  p = PutVarint(p, rows[0]);
-  for (size_t i = 1; i < n; ++i) p = PutVarint(p, rows[i] - rows[i - 1]);
-  return p;
+  return PutDeltas(rows, 1, n, PutVarint(p, rows[0]));
 }
 
 [[gnu::target("avx512f")]] uint8_t* PutDeltaVarintsAvx512(const uint32_t* rows,
@@ -52,12 +49,10 @@ uint8_t* PutDeltaVarintsScalar(const uint32_t* rows, size_t n, uint8_t* p) {
                        _mm512_cvtepi32_epi8(deltas));
       p += 16;
     } else {
-      for (size_t k = i; k < i + 16; ++k)
-        p = PutVarint(p, rows[k] - rows[k - 1]);
+      p = PutDeltas(rows, i, i + 16, p);
     }
   }
-  for (; i < n; ++i) p = PutVarint(p, rows[i] - rows[i - 1]);
-  return p;
+  return PutDeltas(rows, i, n, p);
 }
 
 }  // namespace internal

@@ -1,11 +1,10 @@
 #include "worker/client/partitioned_sums.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <bit>
 #include <cstring>
 
+#include "kernels/avx512_intrinsics.h"
 #include "kernels/cpu_features.h"
 
 namespace ps::worker {

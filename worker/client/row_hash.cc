@@ -1,15 +1,8 @@
 #include "worker/client/row_hash.h"
 
-// GCC 12's AVX-512 intrinsics start some results from
-// _mm512_undefined_epi32(), which -Wmaybe-uninitialized flags once they are
-// inlined (GCC bug 105593); nothing here reads an undefined value.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <bit>
 
+#include "kernels/avx512_intrinsics.h"
 #include "kernels/cpu_features.h"
 
 namespace ps::worker {
