@@ -10,7 +10,8 @@
 #   tcp atomics  FetchAdd64 and CompareSwap64 round trips vs our own tcp put
 #                latency of the same run (tcp_put_lat_8B, the ping-pong
 #                one-way time): the goal is an atomic within 1.5x of a put,
-#                a ratio (put / atomic) of at least 0.67
+#                a ratio (put / atomic) of at least 0.67; FetchAdd64 also vs
+#                ucx_perftest ucp_fadd with UCX_TLS=tcp
 #   the same two atomics with idle CPUs polling (--cpu_wakeup_latency_us=0,
 #                as root): *_idle_polling, against the put latency of that run
 # and prints one table. Ratios are ours/peer for bandwidth and peer/ours for
@@ -126,6 +127,7 @@ ucx_run ucx_shm_fadd_lat "$shm_tls" ucp_fadd -n "$lat_iters" -w 1000
 ucx_run ucx_tcp_put_bw_1MiB tcp ucp_put_bw -s 1048576 -n $((bw_iters / 5)) -w 20
 ucx_run ucx_tcp_get_bw_1MiB tcp ucp_get -s 1048576 -n $((bw_iters / 5)) -w 20
 ucx_run ucx_tcp_put_lat_8B tcp ucp_put_lat -s 8 -n $((lat_iters / 10)) -w 100
+ucx_run ucx_tcp_fadd_lat tcp ucp_fadd -n $((lat_iters / 10)) -w 100
 
 # iperf3: one stream over loopback.
 port=$(free_port)
@@ -166,6 +168,7 @@ row tcp_get_bw_1MiB GB/s ours_tcp_get_bw_1MiB iperf3_bw*1.25e-10 higher iperf3 (
 row tcp_put_lat_8B us ours_tcp_put_lat_8B ucx_tcp_put_lat_8B lower ucx_perftest ucp_put_lat (tcp)
 row tcp_fetch_add_lat us ours_tcp_fetch_add_lat ours_tcp_put_lat_8B lower our tcp put latency (8 B)
 row tcp_compare_swap_lat us ours_tcp_compare_swap_lat ours_tcp_put_lat_8B lower our tcp put latency (8 B)
+row tcp_fetch_add_lat_vs_ucx us ours_tcp_fetch_add_lat ucx_tcp_fadd_lat lower ucx_perftest ucp_fadd (tcp)
 row tcp_fetch_add_lat_idle_polling us polling_tcp_fetch_add_lat polling_tcp_put_lat_8B lower our tcp put latency (8 B, idle CPUs polling)
 row tcp_compare_swap_lat_idle_polling us polling_tcp_compare_swap_lat polling_tcp_put_lat_8B lower our tcp put latency (8 B, idle CPUs polling)
 ROWS

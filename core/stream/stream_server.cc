@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "core/internal/poll_backoff.h"
 #include "core/stream/device_staging.h"
 #include "net/transfer.h"
 
@@ -75,7 +76,7 @@ class StreamServer::Connection {
   void Run() {
     for (;;) {
       wire::RequestHeader h;
-      Status s = RecvAll(fd_, &h, sizeof(h));
+      Status s = ReadHeader(&h);
       if (!s.ok()) {
         // A peer going away between requests is the normal end.
         if (!s.Is(StatusCode::kPeerLost)) {
@@ -105,6 +106,19 @@ class StreamServer::Connection {
   }
 
  private:
+  // Reads the next request's header, polling the socket briefly before it
+  // blocks (core/internal/poll_backoff.h): an origin running one operation
+  // after another (an atomic, a get) then finds this thread awake.
+  Status ReadHeader(wire::RequestHeader* h) {
+    size_t got = 0;
+    auto try_read = [&]() -> StatusOr<bool> {
+      PS_ASSIGN_OR_RETURN(got, net::RecvSome(fd_, h, sizeof(*h), "request"));
+      return got > 0;
+    };
+    PS_RETURN_IF_ERROR(PollBeforeBlocking(poll_backoff_, try_read).status());
+    return RecvAll(fd_, reinterpret_cast<char*>(h) + got, sizeof(*h) - got);
+  }
+
   Status Serve(const wire::RequestHeader& h) {
     switch (static_cast<WireOp>(h.op)) {
       case WireOp::kPut:
@@ -456,6 +470,7 @@ class StreamServer::Connection {
   StreamSession* const session_;  // null: the connection cannot resume
   const NotifyTarget& notify_;
   DeviceStaging staging_;
+  PollBackoff poll_backoff_;
 };
 
 StreamServer::StreamServer(UniqueFd fd, const RegionTable* regions,
