@@ -12,7 +12,7 @@ bool PollBackoff::AfterYield(long long before_ns, long long after_ns) {
 }
 
 void PollBackoff::Caught() {
-  pause_ns_ = std::max(pause_ns_ / 2, kFirstPauseNs);
+  pause_ns_ = kFirstPauseNs;
 }
 
 }  // namespace ps::xfer::internal

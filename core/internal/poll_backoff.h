@@ -10,8 +10,9 @@
 // (milliseconds) where a blocked thread would have preempted the spinner as
 // soon as its data arrived. A yield that kept the poller off the CPU for
 // longer than kStarvedNs shows this happening; polling then stops for a
-// pause that doubles each time it happens again (up to kMaxPauseNs), and the
-// pause shrinks back once a poll catches a request without being starved.
+// pause that doubles each time it happens again, and starts over once a poll
+// catches a request without being starved. The pause stays short (at most
+// kMaxPauseNs) so that polling resumes soon after the busy thread is gone.
 //
 // Thread-compatible: one per polling thread.
 #pragma once
@@ -30,7 +31,7 @@ class PollBackoff {
   // A yield that took longer than this was a lost time slice, not a yield.
   static constexpr long long kStarvedNs = 200'000;
   static constexpr long long kFirstPauseNs = 10'000'000;
-  static constexpr long long kMaxPauseNs = 10'000'000'000;
+  static constexpr long long kMaxPauseNs = 200'000'000;
 
   bool may_poll(long long now_ns) const { return now_ns >= paused_until_ns_; }
   long long pause_ns() const { return pause_ns_; }
@@ -38,7 +39,8 @@ class PollBackoff {
   // Reports a yield during a poll, by the clock before and after it. Returns
   // true when the poll was starved and must stop.
   bool AfterYield(long long before_ns, long long after_ns);
-  // Reports that a poll ended with a request caught and no yield starved.
+  // Reports that a poll caught a request and no yield starved: the next
+  // pause is the first again.
   void Caught();
 
  private:
