@@ -11,8 +11,6 @@ bool PollBackoff::AfterYield(long long before_ns, long long after_ns) {
   return true;
 }
 
-void PollBackoff::Caught() {
-  pause_ns_ = kFirstPauseNs;
-}
+void PollBackoff::Caught() { pause_ns_ = kFirstPauseNs; }
 
 }  // namespace ps::xfer::internal

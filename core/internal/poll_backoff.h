@@ -26,8 +26,9 @@ namespace ps::xfer::internal {
 
 class PollBackoff {
  public:
-  // How long one poll lasts before the caller blocks.
-  static constexpr long long kPollNs = 30'000;
+  // How long one poll lasts before the caller blocks: as long as any
+  // waiter's spin (core/internal/request_state.h).
+  static constexpr long long kPollNs = kWaiterSpinNanos;
   // A yield that took longer than this was a lost time slice, not a yield.
   static constexpr long long kStarvedNs = 200'000;
   static constexpr long long kFirstPauseNs = 10'000'000;
@@ -55,14 +56,13 @@ template <typename TryRead>
 StatusOr<bool> PollBeforeBlocking(PollBackoff& backoff, TryRead try_read) {
   const long long start = MonotonicNanos();
   if (!backoff.may_poll(start)) return false;
-  constexpr int kPauseRounds = 64;  // pure pauses before the first yield
   for (int round = 0;; ++round) {
     StatusOr<bool> got = try_read();
     if (!got.ok() || *got) {
       if (got.ok()) backoff.Caught();
       return got;
     }
-    if (round < kPauseRounds) {
+    if (round < kWaiterPauseRounds) {
       CpuRelax();
       continue;
     }

@@ -4,17 +4,6 @@
 #include <time.h>
 
 namespace ps::xfer::internal {
-namespace {
-
-// How long a waiter polls before it sleeps. A loopback round trip takes
-// 15-30 us; polling for about that long saves the wake-up of a sleeping
-// thread (several us) on small operations, while yielding keeps the core
-// available to the threads that produce the reply.
-constexpr long long kSpinNanos = 30'000;
-// Pure pause instructions before the first clock read and the first yield.
-constexpr int kPauseRounds = 64;
-
-}  // namespace
 
 long long MonotonicNanos() {
   timespec ts;
@@ -31,9 +20,9 @@ void CpuRelax() {
 }
 
 bool SpinDeadlinePassed(long long start_ns, int round) {
-  if (round < kPauseRounds) return false;
+  if (round < kWaiterPauseRounds) return false;
   sched_yield();
-  return MonotonicNanos() - start_ns > kSpinNanos;
+  return MonotonicNanos() - start_ns > kWaiterSpinNanos;
 }
 
 void RequestState::Complete(Status status) {

@@ -42,6 +42,14 @@ class RequestState {
   Status status_;     // guarded by mu_
 };
 
+// How long a waiter polls before it sleeps. A loopback round trip takes
+// 15-30 us; polling for about that long saves the wake-up of a sleeping
+// thread (several us) on small operations, while yielding keeps the core
+// available to the threads that produce the reply.
+inline constexpr long long kWaiterSpinNanos = 30'000;
+// Pure pause instructions before the first clock read and the first yield.
+inline constexpr int kWaiterPauseRounds = 64;
+
 // Spins for a few microseconds until `ready()` holds, pausing the CPU between
 // polls and yielding once the first microseconds passed. Returns ready().
 template <typename Ready>
