@@ -42,6 +42,13 @@ rocksdb::Options CheckpointReadDbOptions() {
   // (POSIX_FADV_RANDOM), which turns its readahead off: each of the scan's
   // reads would then wait for the disk.
   o.advise_random_on_open = false;
+  // Reads blocks straight from the page cache instead of copying them into
+  // a buffer first: a hot restore spent a quarter of its time in that copy.
+  // Checksums are still verified on every block. The cost: an I/O error on
+  // a mapped page is a SIGBUS, not a Status, as for any mapped file; a file
+  // cut short at rest is still found (RocksDB maps the size it sees at
+  // open and checks the footer), see checkpoint_integrity_test.
+  o.allow_mmap_reads = true;
   return o;
 }
 

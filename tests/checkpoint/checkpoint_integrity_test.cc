@@ -1,8 +1,8 @@
 // A checkpoint is complete or ignored: an interrupted one (no MANIFEST, or
 // only MANIFEST.tmp) is never taken as latest. Damage is detected and named:
-// a flipped byte in a shard's data file or in the MANIFEST is an error that
-// names the file or shard, and restore falls back to the previous complete
-// checkpoint only when told to.
+// a flipped byte in a shard's data file or in the MANIFEST, or a data file
+// cut short, is an error that names the file or shard, and restore falls
+// back to the previous complete checkpoint only when told to.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -116,6 +116,22 @@ TEST_F(CheckpointIntegrity, FlippedDataByteIsNamedAndFallbackIsOptIn) {
   ASSERT_EQ(f->skipped.size(), 1u);
   EXPECT_NE(f->skipped[0].find("shard-1"), std::string::npos);
   old_model_.ExpectRestored(t2.target);
+}
+
+// Restore maps the data files (allow_mmap_reads): a file cut short at rest
+// must still be an error naming the shard, never a read past the mapping.
+TEST_F(CheckpointIntegrity, TruncatedDataFileIsNamed) {
+  const std::string shard_dir = JoinPath(Ckpt(20), "shard-1");
+  const std::string sst = LargestSst(shard_dir);
+  ASSERT_FALSE(sst.empty());
+  for (uint64_t size : {std::filesystem::file_size(sst) / 2, uint64_t{7}}) {
+    std::filesystem::resize_file(sst, size);
+    auto t = new_model_.MakeTarget(1, 2);
+    auto r = RestoreLatest(dir_.path(), {}, &t.target);
+    ASSERT_TRUE(r.status().Is(StatusCode::kCorruption)) << r.status();
+    EXPECT_NE(r.status().message().find("shard-1"), std::string::npos)
+        << r.status();
+  }
 }
 
 TEST_F(CheckpointIntegrity, FlippedManifestByteIsNamedAndFallbackIsOptIn) {
