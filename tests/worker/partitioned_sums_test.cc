@@ -88,9 +88,12 @@ TEST(PartitionedSumsTest, SumsInKeyOrderForAnyThreadsBucketsAndShards) {
     size_t keys;
   };
   // Several buckets per shard (a bucket spans 2^16 rows at dim 1, 2^12 at
-  // dim 16); pushes big enough to be split between two threads.
+  // dim 16); pushes big enough to be split between two threads. One and
+  // several shards at dim 1 and above: each pair is a case of its own of
+  // the partition pass.
   const Case cases[] = {{300000, 1, 1, 140000},
                         {300000, 1, 3, 140000},
+                        {50000, 16, 1, 140000},
                         {50000, 16, 2, 140000},
                         {1000, 3, 2, 5000}};
   for (const Case& c : cases) {
