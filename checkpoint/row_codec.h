@@ -30,15 +30,11 @@
 // independent).
 #pragma once
 
-// Inlined: an entry is 100s of bytes, where the call and the library's
-// generic build cost as much as the hashing (restore checks every entry).
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include <cstdint>
 #include <cstring>
 #include <string_view>
 
+#include "kernels/checksum.h"
 #include "protocol/shard_map.h"
 
 namespace ps::checkpoint {
@@ -91,7 +87,7 @@ inline size_t RunArrayOffset(uint32_t dim, uint64_t rows, int array) {
 
 inline uint64_t EntryChecksum(uint32_t table_id, uint64_t id,
                               std::string_view value) {
-  return XXH3_64bits_withSeed(
+  return kernels::Xxh3Seeded(
       value.data(), value.size(),
       protocol::Mix64(id ^ protocol::Mix64(uint64_t{table_id} + 1)));
 }

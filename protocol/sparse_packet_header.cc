@@ -1,10 +1,9 @@
 // The sparse packet header: writing it, parsing and validating it, and the
 // whole-packet checks (checksum, padding) that need nothing but the header.
-#include <xxhash.h>
-
 #include <cstdio>
 #include <string>
 
+#include "kernels/checksum.h"
 #include "protocol/internal/sparse_packet_layout.h"
 #include "protocol/sparse_packet.h"
 
@@ -12,8 +11,8 @@ namespace ps::protocol {
 namespace internal {
 
 uint64_t ChecksumOf(const uint8_t* packet, size_t size) {
-  return XXH3_64bits_withSeed(packet + kChecksummedFrom,
-                              size - kChecksummedFrom, LoadU64(packet));
+  return kernels::Xxh3Seeded(packet + kChecksummedFrom, size - kChecksummedFrom,
+                             LoadU64(packet));
 }
 
 Status CheckMeta(const SparsePacketMeta& meta) {
