@@ -154,6 +154,35 @@ TEST_P(AccumulateModeTest, BadIndexIsOutOfRangeAndLeavesTableUntouched) {
   EXPECT_EQ(table, before);
 }
 
+// The bound is found wherever the bad row sits in a long list: in each lane
+// of the vector max and in its scalar tail, including rows with the top bit
+// set (an unsigned max, not a signed one).
+TEST_P(AccumulateModeTest, BadIndexIsFoundAnywhereInALongList) {
+  const uint32_t num_rows = 1000;
+  std::vector<float> table(num_rows, 1.0f);
+  const std::vector<float> before = table;
+  std::vector<uint32_t> rows(75);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<uint32_t>(i);
+  const std::vector<float> values(rows.size(), 5.0f);
+  for (uint32_t bad : {num_rows, 0x80000000u, UINT32_MAX}) {
+    for (size_t at = 0; at < rows.size(); ++at) {
+      std::vector<uint32_t> with_bad = rows;
+      with_bad[at] = bad;
+      const Status s = AccumulateRows(
+          with_bad, values, DenseRows{table.data(), num_rows, 1}, GetParam());
+      ASSERT_TRUE(s.Is(StatusCode::kOutOfRange))
+          << "row " << bad << " at " << at;
+      EXPECT_NE(s.message().find("index " + std::to_string(at)),
+                std::string::npos)
+          << s;
+    }
+  }
+  EXPECT_EQ(table, before);
+  ASSERT_TRUE(AccumulateRows(rows, values, DenseRows{table.data(), 75, 1},
+                             GetParam())
+                  .ok());  // the largest row is 74: in bounds
+}
+
 TEST_P(AccumulateModeTest, ValueCountMismatchIsInvalidArgument) {
   std::vector<float> table(8 * 2);
   const std::vector<uint32_t> rows = {1, 2};
