@@ -64,7 +64,7 @@ size_t AheadRows(size_t dim) {
 
 // The largest of rows[0, n). SSE2 has no unsigned 32-bit max, so GCC's
 // loop for baseline x86-64 emulates it with one dependent chain of four
-// steps per four rows: a quarter of the server's apply. AVX2 has the
+// steps per four rows: a fifth of the server's apply. AVX2 has the
 // instruction, and four accumulators keep four chains in flight.
 #if defined(__x86_64__)
 [[gnu::target("avx2")]] uint32_t MaxRowAvx2(const uint32_t* rows, size_t n) {

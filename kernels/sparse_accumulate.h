@@ -19,7 +19,8 @@
 // against the table, but the accumulator does not trust that. It checks every
 // index against `num_rows` before writing anything, so a bad list returns
 // OutOfRange and leaves the table untouched (no partial update). The check is
-// one vectorizable max over the indices, small next to the scattered writes.
+// one vectorized max over the indices (AVX2 where the CPU has it), small
+// next to the scattered writes.
 #pragma once
 
 #include <cstddef>
