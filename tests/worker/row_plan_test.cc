@@ -11,7 +11,10 @@ namespace {
 
 TEST(RowPlanTest, SortByRowIsStableAndMatchesAComparisonSort) {
   std::mt19937_64 rng(1);
-  for (size_t n : {0u, 1u, 5u, 1000u, 5000u, 200000u}) {
+  // Each way of sorting: comparison (< 32 pairs), 8-bit digits (< 2048),
+  // 11-bit digits; at and around the borders.
+  for (size_t n :
+       {0u, 1u, 5u, 31u, 32u, 33u, 1000u, 2047u, 2048u, 5000u, 200000u}) {
     for (uint64_t limit : {1ull, 100ull, 70000ull, 1ull << 31}) {
       std::vector<uint64_t> pairs(n), scratch;
       for (size_t i = 0; i < n; ++i) {
