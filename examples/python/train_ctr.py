@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """DeepFM (or FM) in PyTorch on Criteo-format files, the embedding table on
-parameter servers: N worker processes (the MLP replicated and all-reduced
-with torch.distributed over gloo) against M ps_server processes.
+parameter servers: N worker processes (the MLP replicated, its gradient
+all-reduced through the one-sided core, ps.allreduce, or torch.distributed's
+gloo) against M ps_server processes.
 
     python3 examples/python/train_ctr.py --train train.tsv --eval eval.tsv \\
         --workers 2 --servers 2 --checkpoint-dir /tmp/ckpt \\
@@ -32,6 +33,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import ps
+import ps.allreduce
 import ps.torch
 from ps.cluster import process_cpu_seconds
 from ctr_models import batch_keys, evaluate, loss_of, make_model
@@ -75,6 +77,10 @@ def parse_args(argv=None):
                    "sees every push of the step before)")
     p.add_argument("--apply-threads", type=int, default=1,
                    help="apply threads of each started server")
+    p.add_argument("--allreduce", default="ps", choices=["ps", "gloo"],
+                   help="how the workers sum the MLP's gradient: ps "
+                   "(ps.allreduce: one-sided puts into the peers' memory) "
+                   "or gloo (torch.distributed's own)")
     args = p.parse_args(argv)
     if args.resume and not args.checkpoint_dir:
         p.error("--resume needs --checkpoint-dir")
@@ -127,6 +133,12 @@ def worker(rank, world, addresses, args, results):
     dense = [p for p in model.parameters() if p is not model.embedding.anchor]
     if args.model == "deepfm":
         model.mlp = torch.nn.parallel.DistributedDataParallel(model.mlp)
+        if args.allreduce == "ps" and world > 1:
+            # Collective: every worker makes its AllReduce here.
+            mlp_bytes = sum(p.numel() * p.element_size()
+                            for p in model.mlp.parameters())
+            model.mlp.register_comm_hook(
+                ps.allreduce.AllReduce(mlp_bytes), ps.allreduce.ddp_comm_hook)
     opt = torch.optim.Adam(dense, lr=0.001) if dense else None
 
     cp = client.checkpoints() if args.checkpoint_dir else None

@@ -9,6 +9,8 @@
   the AUC / logloss metrics.
 - ``ps.torch``: an embedding module whose rows live on the servers
   (``import ps.torch``; it needs torch).
+- ``ps.allreduce``: the workers' all-reduce of dense tensors through
+  ``ps.xfer`` (a DDP comm hook; ``import ps.allreduce``; it needs torch).
 
 Every failure is a ``ps.errors.Error`` subclass carrying the C++ status
 message.
