@@ -12,7 +12,8 @@ Adam lr 0.001 for the MLP) and the same torch thread count, trained
       does not apply, and DeepFM's MLP on the server);
 and (b) with 2 workers x 2 servers against 1 x 1; and, as the ceiling of
 that 2 x 2 efficiency on the machine, (a) twice side by side (each process
-on half the lines) against (a) alone. The servers run bsp: a
+on half the lines) against (a) alone; and the MLP gradient's all-reduce
+alone, ps.allreduce against gloo (allreduce_bench.py). The servers run bsp: a
 step sees every update of the step before, as in (a). Every configuration runs
 in its own processes, --rounds times, alternating; the table shows medians.
 CPU seconds of (b): the workers' and the servers' (apply threads included)
@@ -31,6 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import allreduce_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "python"))
@@ -278,6 +281,16 @@ def main(argv):
                            med((model, "torch_2proc"), "cpu_seconds"),
                            "samples/CPU-s", "plain PyTorch, 1 process",
                            med((model, "torch"), "cpu_seconds")))
+    # The MLP's all-reduce on its own: ps.allreduce against gloo, in the
+    # same run (ratio = gloo / ours: above 1, ours costs less).
+    reduce = allreduce_bench.measure(rounds=args.rounds)
+    for index, what in ((0, "cpu"), (1, "wall")):
+        ours, peer = reduce["ps"][index], reduce["gloo"][index]
+        results.append({"name": f"allreduce_88KB_{what}_us_per_call",
+                        "value": round(ours, 2), "unit": "us",
+                        "peer": "torch.distributed all_reduce (gloo)",
+                        "peer_value": round(peer, 2),
+                        "ratio": round(peer / ours, 4) if ours else 0.0})
     print(f"\nmedians of {args.rounds} rounds, {args.rows} rows, batch 1000, "
           f"{args.threads} torch thread(s):")
     for r in results:
