@@ -15,10 +15,12 @@ data and one notify word per peer crosses.
     ddp.register_comm_hook(reduce, ps.allreduce.ddp_comm_hook)
 
 Every rank must call it with tensors of the same size and dtype in the same
-order (as any collective). The sum is taken in rank order on every rank, so
-all ranks get the same bits. Slots are double-buffered by the parity of the
-call: a peer can be one call ahead, never two (it cannot finish a call
-without this rank's tensor of that call).
+order (as any collective); a size that differs from a peer's raises
+InvalidArgumentError on both. After any error the AllReduce is spent: make
+a new one (collectively) to go on. The sum is taken in rank order on every
+rank, so all ranks get the same bits. Slots are double-buffered by the
+parity of the call: a peer can be one call ahead, never two (it cannot
+finish a call without this rank's tensor of that call).
 
 Not thread-safe: one call at a time per object.
 """
@@ -32,6 +34,9 @@ from ps import errors, xfer
 __all__ = ["AllReduce", "ddp_comm_hook"]
 
 _WORD = 8  # bytes of one notify word
+# A notify word holds the call number (low 32 bits) and the tensor's bytes
+# (high 32 bits), so that a peer's size can be checked against this rank's.
+_MAX_BYTES = 1 << 32
 
 
 class AllReduce:
@@ -52,14 +57,14 @@ class AllReduce:
             raise errors.NotInitializedError(
                 "ps.allreduce.AllReduce needs torch.distributed initialized "
                 "(dist.init_process_group) for its rendezvous")
-        if max_bytes <= 0:
+        if not 0 < max_bytes < _MAX_BYTES:
             raise errors.InvalidArgumentError(
-                f"max_bytes must be positive, got {max_bytes}")
+                f"max_bytes must be in [1, {_MAX_BYTES}), got {max_bytes}")
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.max_bytes = int(max_bytes)
         self.timeout = float(timeout)
         self._calls = 0
-        self._early = {}  # (call, sender) -> True: notified ahead of time
+        self._early = {}  # (call, sender) -> bytes: notified ahead of time
         self._ctx = xfer.Context(name=f"allreduce-{self.rank}",
                                  **context_options)
         # Slot (parity, sender) at ((parity * world) + sender) * max_bytes;
@@ -103,10 +108,11 @@ class AllReduce:
         call, parity = self._calls, self._calls % 2
         flat = data.reshape(-1)
         mine = self._index(parity, self.rank)
+        word = call | (flat.nbytes << 32)
         requests = [ep.post_put_with_notify(flat, slots, mine * self.max_bytes,
-                                            words, mine * _WORD, call)
+                                            words, mine * _WORD, word)
                     for ep, slots, words in self._peers.values()]
-        self._await(call, parity)
+        self._await(call, parity, flat.nbytes)
         for request in requests:
             request.wait()
         # The sum in rank order, the same on every rank.
@@ -123,11 +129,14 @@ class AllReduce:
         flat[:] = total
         return tensor
 
-    def _await(self, call, parity):
-        """Waits until every peer's tensor of `call` is in its slot."""
+    def _await(self, call, parity, nbytes):
+        """Waits until every peer's tensor of `call` (`nbytes` bytes, as
+        this rank's) is in its slot."""
         missing = set(self._peers)
+        arrived = {}  # sender -> the bytes its tensor had
         for sender in list(missing):
-            if self._early.pop((call, sender), False):
+            if (call, sender) in self._early:
+                arrived[sender] = self._early.pop((call, sender))
                 missing.discard(sender)
         while missing:
             note = self._ctx.wait_notification(self.timeout)
@@ -137,10 +146,18 @@ class AllReduce:
                     f"{sorted(missing)} within {self.timeout} s")
             index = note.offset // _WORD
             sender, note_parity = index % self.world, index // self.world
-            if note.value == call and note_parity == parity:
+            note_call = note.value & (_MAX_BYTES - 1)
+            note_bytes = note.value >> 32
+            if note_call == call and note_parity == parity:
+                arrived[sender] = note_bytes
                 missing.discard(sender)
             else:  # a peer already at the next call
-                self._early[(int(note.value), sender)] = True
+                self._early[(note_call, sender)] = note_bytes
+        for sender, their_bytes in sorted(arrived.items()):
+            if their_bytes != nbytes:
+                raise errors.InvalidArgumentError(
+                    f"all-reduce call {call}: rank {sender} sent a tensor of "
+                    f"{their_bytes} bytes, rank {self.rank} one of {nbytes}")
 
 
 def ddp_comm_hook(state, bucket):

@@ -2,7 +2,8 @@
 rendezvous) sum tensors through ps.xfer. The sum equals every rank's
 tensors added in rank order, bit for bit, on 2 and 3 ranks, over shm and
 tcp; as a DDP comm hook it trains a model to the same parameters as DDP's
-own gloo all-reduce; bad input and a lost rank raise clear errors."""
+own gloo all-reduce; bad input, sizes that differ between ranks and a lost
+rank raise clear errors."""
 
 import pytest
 
@@ -113,7 +114,7 @@ def body(rank, world, red):
            "contiguous")
     raises(TypeError, lambda: red([1.0, 2.0]), "torch.Tensor")
     raises(errors.InvalidArgumentError,
-           lambda: ps.allreduce.AllReduce(0), "positive")
+           lambda: ps.allreduce.AllReduce(0), "max_bytes")
     # Nothing was sent: the next good call still sums correctly.
     t = torch.full((5,), float(rank + 1))
     red(t)
@@ -138,6 +139,24 @@ def test_without_torch_distributed_is_a_clear_error(run_python):
             print("raised")
     """)
     assert r.returncode == 0 and r.stdout.strip() == "raised", r.stderr
+
+
+SIZE_MISMATCH = """
+def body(rank, world, red):
+    try:
+        red(torch.zeros(5 + rank))  # 20 bytes on rank 0, 24 on rank 1
+    except errors.InvalidArgumentError as e:
+        assert "sent a tensor of" in str(e), str(e)
+        print(f"raised {rank}", flush=True)
+        return
+    raise AssertionError("tensors of different sizes were summed")
+"""
+
+
+def test_a_size_that_differs_between_ranks_raises_on_both(run_python):
+    r = scenario(run_python, SIZE_MISMATCH, 2)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert r.stdout.count("raised") == 2, r.stdout
 
 
 LOST_RANK = """
