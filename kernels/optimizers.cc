@@ -6,6 +6,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/internal/optimizer_kernels.h"
+#include "kernels/row_bounds.h"
 
 namespace ps::kernels {
 namespace internal {
@@ -159,17 +160,8 @@ Status ApplyOptimizerToRowsWith(const OptimizerKernelSet& kernels,
         std::to_string(rows.size() * dim) + " gradient values, got " +
         std::to_string(grads.size()));
   }
-  uint32_t max_row = 0;
-  for (uint32_t row : rows) max_row = std::max(max_row, row);
-  if (max_row >= table.num_rows) {
-    const auto bad = std::find_if(rows.begin(), rows.end(), [&](uint32_t r) {
-      return r >= table.num_rows;
-    });
-    return OutOfRange(std::string(shape.name) + ": index " +
-                      std::to_string(bad - rows.begin()) + " is row " +
-                      std::to_string(*bad) + ", past the end of a table of " +
-                      std::to_string(table.num_rows) + " rows");
-  }
+  PS_RETURN_IF_ERROR(
+      internal::CheckRowBounds(rows, table.num_rows, shape.name));
 
   SpanUpdater update{kernels, config, {}};
   if (const auto* adam = std::get_if<AdamConfig>(&config)) {

@@ -6,6 +6,7 @@
 
 #include "base/sanitizers.h"
 #include "kernels/cpu_features.h"
+#include "kernels/row_bounds.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -60,57 +61,6 @@ inline void PrefetchRow(const float* row, size_t dim) {
 size_t AheadRows(size_t dim) {
   const size_t lines = (dim + kLineFloats - 1) / kLineFloats;
   return std::max<size_t>(2, kAheadLines / lines);
-}
-
-// The largest of rows[0, n). SSE2 has no unsigned 32-bit max, so GCC's
-// loop for baseline x86-64 emulates it with one dependent chain of four
-// steps per four rows: a fifth of the server's apply. AVX2 has the
-// instruction, and four accumulators keep four chains in flight.
-#if defined(__x86_64__)
-[[gnu::target("avx2")]] uint32_t MaxRowAvx2(const uint32_t* rows, size_t n) {
-  __m256i m[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(),
-                  _mm256_setzero_si256(), _mm256_setzero_si256()};
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int k = 0; k < 4; ++k) {
-      m[k] = _mm256_max_epu32(
-          m[k], _mm256_loadu_si256(
-                    reinterpret_cast<const __m256i*>(rows + i + 8 * k)));
-    }
-  }
-  const __m256i all = _mm256_max_epu32(_mm256_max_epu32(m[0], m[1]),
-                                       _mm256_max_epu32(m[2], m[3]));
-  alignas(32) uint32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), all);
-  uint32_t max_row = 0;
-  for (uint32_t v : lanes) max_row = std::max(max_row, v);
-  for (; i < n; ++i) max_row = std::max(max_row, rows[i]);
-  return max_row;
-}
-#endif
-
-uint32_t MaxRow(std::span<const uint32_t> rows) {
-#if defined(__x86_64__)
-  if (ActiveCpuFeatures().avx2) return MaxRowAvx2(rows.data(), rows.size());
-#endif
-  uint32_t max_row = 0;
-  for (uint32_t row : rows) max_row = std::max(max_row, row);
-  return max_row;
-}
-
-Status CheckBounds(std::span<const uint32_t> rows, uint64_t num_rows) {
-  // A branch-free max first; search for the culprit only when the max shows
-  // there is one.
-  if (rows.empty() || MaxRow(rows) < num_rows) return Status::OK();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i] >= num_rows) {
-      return OutOfRange("sparse accumulate: index " + std::to_string(i) +
-                        " is row " + std::to_string(rows[i]) +
-                        ", past the end of a table of " +
-                        std::to_string(num_rows) + " rows");
-    }
-  }
-  return Status::OK();
 }
 
 // One loop for all four paths: add(i) folds entry i into the table.
@@ -239,7 +189,8 @@ Status AccumulateRows(std::span<const uint32_t> rows,
                            " need " + std::to_string(rows.size() * table.dim) +
                            " values, got " + std::to_string(values.size()));
   }
-  PS_RETURN_IF_ERROR(CheckBounds(rows, table.num_rows));
+  PS_RETURN_IF_ERROR(
+      internal::CheckRowBounds(rows, table.num_rows, "sparse accumulate"));
 
   const size_t n = rows.size();
   const size_t dim = table.dim;
