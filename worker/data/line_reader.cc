@@ -31,7 +31,10 @@ StatusOr<std::unique_ptr<LineReader>> LineReader::Open(
     return ErrnoStatus(StatusCode::kIOError, "cannot open data file " + path,
                        errno);
   }
-  gzbuffer(gz, 1 << 20);
+  // zlib reads a plain file straight into the caller's buffer when the read
+  // is at least twice its own buffer; ours are ~1 MiB, so a 64 KiB zlib
+  // buffer spares every block an extra copy (1 MiB had it copied twice).
+  gzbuffer(gz, 1 << 16);
   std::unique_ptr<LineReader> r(new LineReader());
   r->path_ = path;
   r->gz_ = gz;
