@@ -96,12 +96,13 @@ def free_port():
 AGREE_EVERY = 16  # steps between the workers' checks that all have data
 
 
-def step_batches(path, rank, world, batch_size, skip):
+def step_batches(path, rank, world, batch_size, skip, reduce):
     """This worker's full batches of its share of the file (ps.data.Reader:
     every world-th line), as long as every worker has one, so that all take
-    as many steps: the workers read AGREE_EVERY batches ahead and agree (one
-    all-reduce) on how many of them everyone has. Yields (batch, lines of
-    this worker consumed after it)."""
+    as many steps: the workers read AGREE_EVERY batches ahead and agree on
+    how many of them everyone has (``reduce``, a ps.allreduce.AllReduce,
+    sums every worker's count into a vector; None for one worker). Yields
+    (batch, lines of this worker consumed after it)."""
     reader = ps.data.Reader(path, worker_id=rank, num_workers=world)
     reader.skip(skip)
     while True:
@@ -111,11 +112,13 @@ def step_batches(path, rank, world, batch_size, skip):
             if len(batch) < batch_size:
                 break
             ahead.append((batch, reader.consumed))
-        everyone = torch.tensor([len(ahead)])
-        if world > 1:
-            dist.all_reduce(everyone, op=dist.ReduceOp.MIN)
-        yield from ahead[:int(everyone)]
-        if int(everyone) < AGREE_EVERY:
+        counts = torch.zeros(world, dtype=torch.int64)
+        counts[rank] = len(ahead)
+        if reduce is not None:
+            reduce(counts)
+        everyone = int(counts.min())
+        yield from ahead[:everyone]
+        if everyone < AGREE_EVERY:
             return
 
 
@@ -131,14 +134,20 @@ def worker(rank, world, addresses, args, results):
     client = ps.Client(addresses, worker_id=rank, num_workers=world)
     model = make_model(args.model, ps.torch.Embedding(client, args.table))
     dense = [p for p in model.parameters() if p is not model.embedding.anchor]
+    # The workers' all-reduce through the one-sided core: the step
+    # agreement's counts and (--allreduce ps) the MLP's gradient, one call
+    # at a time and in the same order on every worker. Collective: every
+    # worker makes its AllReduce here.
+    mlp_hook = args.model == "deepfm" and args.allreduce == "ps"
+    reduce = None
+    if world > 1:
+        mlp_bytes = sum(p.numel() * p.element_size()
+                        for p in model.mlp.parameters()) if mlp_hook else 0
+        reduce = ps.allreduce.AllReduce(max(mlp_bytes, 8 * world))
     if args.model == "deepfm":
         model.mlp = torch.nn.parallel.DistributedDataParallel(model.mlp)
-        if args.allreduce == "ps" and world > 1:
-            # Collective: every worker makes its AllReduce here.
-            mlp_bytes = sum(p.numel() * p.element_size()
-                            for p in model.mlp.parameters())
-            model.mlp.register_comm_hook(
-                ps.allreduce.AllReduce(mlp_bytes), ps.allreduce.ddp_comm_hook)
+        if reduce is not None and mlp_hook:
+            model.mlp.register_comm_hook(reduce, ps.allreduce.ddp_comm_hook)
     opt = torch.optim.Adam(dense, lr=0.001) if dense else None
 
     cp = client.checkpoints() if args.checkpoint_dir else None
@@ -166,7 +175,8 @@ def worker(rank, world, addresses, args, results):
     server_cpu0 = process_cpu_seconds(args.server_pids) if rank == 0 else 0
     t0, cpu0 = time.perf_counter(), time.process_time()
     for epoch in range(epoch, args.epochs):
-        batches = step_batches(args.train, rank, world, args.batch_size, skip)
+        batches = step_batches(args.train, rank, world, args.batch_size, skip,
+                               reduce)
         skip = 0
         nxt = next(batches, None)
         while nxt is not None:

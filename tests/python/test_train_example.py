@@ -13,13 +13,14 @@ BATCH = 500
 TRAIN_ROWS = 6000  # 6 steps per worker: 6000 / (500 x 2 workers)
 
 
-def train(tmp_path, data, *extra):
+def train(tmp_path, data, *extra, checkpoint=True):
     train_file, eval_file = data
     cmd = [sys.executable, str(SCRIPT), "--train", str(train_file),
            "--eval", str(eval_file), "--model", "deepfm", "--workers", "2",
-           "--servers", "2", "--batch-size", str(BATCH),
-           "--checkpoint-dir", str(tmp_path / "ckpt"),
-           "--checkpoint-every", "2", *extra]
+           "--servers", "2", "--batch-size", str(BATCH), *extra]
+    if checkpoint:
+        cmd += ["--checkpoint-dir", str(tmp_path / "ckpt"),
+                "--checkpoint-every", "2"]
     run = run_group(cmd, timeout=120, env=python_env(), cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr[-4000:]
     results = {}
@@ -60,3 +61,15 @@ def test_checkpoint_stop_and_resume(tmp_path, datagen):
     assert 0.0 <= second[0]["auc"] <= 1.0
     assert second[0]["logloss"] > 0
     assert "auc" not in second[1]  # worker 0 evaluates
+
+
+def test_workers_take_as_many_steps_on_uneven_shares(tmp_path, datagen):
+    # 7 full batches of worker 0's lines, 6 and a part of worker 1's: every
+    # worker takes 6 steps (the step agreement, through ps.allreduce), none
+    # waits for a step the other never takes.
+    data = datagen(7 * 2 * BATCH - 1, 200, model="fm")
+    for allreduce in ("ps", "gloo"):
+        _, results = train(tmp_path, data, "--allreduce", allreduce,
+                           "--servers", "1", checkpoint=False)
+        for r in results.values():
+            assert r["steps"] == 6 and r["examples"] == 6 * BATCH, results
