@@ -10,6 +10,7 @@
 #include "protocol/inbox_ring.h"
 #include "protocol/inbox_slot.h"
 #include "protocol/sparse_packet.h"
+#include "server/idle_spin.h"
 
 namespace ps::server {
 namespace {
@@ -79,7 +80,11 @@ void ApplyLoop::Run(uint32_t thread_index) {
   }
   using Clock = std::chrono::steady_clock;
   const IdlePolicy& idle = options_.idle;
+  IdleSpin spin{std::chrono::microseconds(idle.spin_us)};
   Clock::time_point idle_since{};
+  // The last moment this thread was awake and had found nothing: about when
+  // the packet that ends the idle period came (or woke it).
+  Clock::time_point looked{};
   bool idle_now = false;
   uint32_t sleep_us = idle.sleep_min_us;
   for (;;) {
@@ -91,18 +96,19 @@ void ApplyLoop::Run(uint32_t thread_index) {
     uint64_t progress = 0;
     for (uint32_t w : mine) progress += Consume(w, kBudgetPerInbox, &scratch);
     if (progress > 0) {
+      if (idle_now) spin.IdleEnded(looked - idle_since);
       idle_now = false;
       continue;
     }
     if (stopping) return;
     const Clock::time_point now = Clock::now();
+    looked = now;
     if (!idle_now) {
       idle_now = true;
       idle_since = now;
       sleep_us = std::max<uint32_t>(idle.sleep_min_us, 1);
     }
-    if (idle.sleep_max_us == 0 ||
-        now - idle_since < std::chrono::microseconds(idle.spin_us)) {
+    if (idle.sleep_max_us == 0 || now - idle_since < spin.window()) {
       _mm_pause();
       continue;
     }
@@ -112,6 +118,7 @@ void ApplyLoop::Run(uint32_t thread_index) {
     inboxes_->WaitForRing(threads_ == 1
                               ? std::chrono::microseconds(kLoneThreadWaitUs)
                               : std::chrono::microseconds(sleep_us));
+    looked = Clock::now();
     sleep_us = std::min(sleep_us * 2, std::max(idle.sleep_max_us, 1u));
   }
 }

@@ -22,7 +22,8 @@
 // decodes, validates and applies on the GPU. Its refusals count like the
 // host decode's: kPayload for a bad packet, kApply for a CUDA failure.
 //
-// Idle policy: poll for `spin_us`, then sleep until a packet rings the
+// Idle policy: poll for `spin_us` (only while packets come within that
+// window: server/idle_spin.h), then sleep until a packet rings the
 // inboxes' doorbell (server/inboxes.h), so an idle server costs no CPU. With
 // several apply threads a ring may be for another thread's inbox, so each
 // sleeps at most sleep_min_us, doubling to sleep_max_us while nothing

@@ -111,9 +111,11 @@ DEFINE_string(port_file, "",
               "tests find a --port=0 server). Written atomically.");
 DEFINE_uint32(idle_spin_us, 50,
               "Idle policy of the apply threads: after the last packet they "
-              "poll without sleeping for this many microseconds, then sleep "
-              "until a packet rings the inboxes' doorbell (a worker's put "
-              "wakes them; an idle server costs no CPU).");
+              "poll without sleeping for up to this many microseconds, then "
+              "sleep until a packet rings the inboxes' doorbell (a worker's "
+              "put wakes them; an idle server costs no CPU). They poll only "
+              "while packets come within this window: after a longer gap "
+              "they sleep at once until a shorter one is seen again.");
 DEFINE_uint32(idle_sleep_min_us, 50,
               "Idle policy with several --apply_threads (a ring may be for "
               "another thread's inbox): the first sleep (microseconds) between "
