@@ -1,6 +1,7 @@
 // LineReader: lines across its 1 MiB blocks, a line longer than a block, the
-// last line without "\n", empty and CRLF lines, SkipLine and offset(), gzip,
-// and a truncated gzip file as an error (not as the end of the data).
+// last line without "\n", empty and CRLF lines, SkipLine and offset(),
+// StartAt at every byte of a file (and refused for gzip), gzip, and a
+// truncated gzip file as an error (not as the end of the data).
 #include "worker/data/line_reader.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ps::data {
@@ -99,6 +101,40 @@ TEST_F(LineReaderTest, SkipLinePassesLinesAndCountsThem) {
   EXPECT_FALSE((*r)->SkipLine());
   EXPECT_FALSE((*r)->Next(&line));
   EXPECT_TRUE((*r)->status().ok());
+}
+
+// Every start offset, on every kind of line end: the lines that start at
+// or after it, and none cut in two.
+TEST_F(LineReaderTest, StartAtGivesTheLinesStartingThereOrLater) {
+  const std::string text = "a\nbb\n\nccc\r\n\r\nd";
+  const std::vector<std::pair<uint64_t, std::string>> starts = {
+      {0, "a"}, {2, "bb"}, {5, ""}, {6, "ccc"}, {11, ""}, {13, "d"}};
+  const std::string path = Write(text);
+  for (uint64_t offset = 0; offset <= text.size() + 2; ++offset) {
+    std::vector<std::string> want;
+    for (const auto& [at, line] : starts) {
+      if (at >= offset) want.push_back(line);
+    }
+    auto r = LineReader::Open(path);
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE((*r)->StartAt(offset).ok());
+    EXPECT_GE((*r)->offset(), std::min<uint64_t>(offset, text.size()));
+    std::vector<std::string> got;
+    std::string line;
+    while ((*r)->Next(&line)) got.push_back(line);
+    EXPECT_TRUE((*r)->status().ok());
+    EXPECT_EQ(got, want) << "from byte " << offset;
+    EXPECT_EQ((*r)->line_number(), want.size());
+  }
+}
+
+TEST_F(LineReaderTest, AGzipFileCannotStartMidStream) {
+  auto r = LineReader::Open(WriteGzip("a\nb\n"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE((*r)->compressed());
+  Status s = (*r)->StartAt(2);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("gzip"), std::string::npos) << s.ToString();
 }
 
 TEST_F(LineReaderTest, ATruncatedGzipFileIsAnError) {

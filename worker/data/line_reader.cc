@@ -1,6 +1,8 @@
 #include "worker/data/line_reader.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -16,34 +18,75 @@ constexpr size_t kBlockBytes = size_t{1} << 20;
 
 StatusOr<std::unique_ptr<LineReader>> LineReader::Open(
     const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     if (errno == ENOENT)
       return NotFound("data file " + path + " does not exist");
     return ErrnoStatus(StatusCode::kIOError, "cannot open data file " + path,
                        errno);
   }
+  std::unique_ptr<LineReader> r(new LineReader());
+  r->path_ = path;
+  r->fd_ = fd;  // closed by the reader from here on
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    return ErrnoStatus(StatusCode::kIOError, "cannot read data file " + path,
+                       errno);
+  }
   if (S_ISDIR(st.st_mode)) {
     return InvalidArgument("data file " + path + " is a directory");
   }
-  gzFile gz = gzopen(path.c_str(), "rb");
-  if (gz == nullptr) {
-    return ErrnoStatus(StatusCode::kIOError, "cannot open data file " + path,
+  unsigned char magic[2] = {0, 0};
+  if (pread(fd, magic, 2, 0) < 0) {
+    return ErrnoStatus(StatusCode::kIOError, "cannot read data file " + path,
                        errno);
   }
-  // zlib reads a plain file straight into the caller's buffer when the read
-  // is at least twice its own buffer; ours are ~1 MiB, so a 64 KiB zlib
-  // buffer spares every block an extra copy (1 MiB had it copied twice).
-  gzbuffer(gz, 1 << 16);
-  std::unique_ptr<LineReader> r(new LineReader());
-  r->path_ = path;
-  r->gz_ = gz;
+  if (magic[0] == 0x1f && magic[1] == 0x8b) {
+    gzFile gz = gzdopen(fd, "rb");
+    if (gz == nullptr) {
+      return ErrnoStatus(StatusCode::kIOError, "cannot open data file " + path,
+                         errno);
+    }
+    r->fd_ = -1;  // gzclose closes it
+    r->gz_ = gz;
+    gzbuffer(gz, 1 << 20);
+  }
   r->buffer_.resize(kBlockBytes);  // never empty: data() is never null
   return r;
 }
 
 LineReader::~LineReader() {
   if (gz_ != nullptr) gzclose(static_cast<gzFile>(gz_));
+  if (fd_ >= 0) close(fd_);
+}
+
+Status LineReader::StartAt(uint64_t offset) {
+  if (gz_ != nullptr) {
+    return InvalidArgument("data file " + path_ +
+                           " is gzip-compressed: it cannot be split into "
+                           "byte ranges (split it by lines)");
+  }
+  begin_ = end_ = 0;
+  eof_ = false;
+  line_number_ = 0;
+  offset_ = 0;
+  if (offset == 0) {
+    return lseek(fd_, 0, SEEK_SET) == 0
+               ? Status::OK()
+               : ErrnoStatus(StatusCode::kIOError, "cannot seek in " + path_,
+                             errno);
+  }
+  // From the byte before: the partial line to pass ends at the first
+  // "\n" from there, which is that byte itself when a line starts at
+  // `offset`.
+  const auto from = static_cast<off_t>(offset - 1);
+  if (lseek(fd_, from, SEEK_SET) != from) {
+    return ErrnoStatus(StatusCode::kIOError, "cannot seek in " + path_, errno);
+  }
+  offset_ = offset - 1;
+  SkipLine();
+  line_number_ = 0;
+  return status_;
 }
 
 bool LineReader::Refill() {
@@ -53,15 +96,29 @@ bool LineReader::Refill() {
   end_ -= begin_;
   begin_ = 0;
   if (end_ == buffer_.size()) buffer_.resize(2 * buffer_.size());
-  auto* gz = static_cast<gzFile>(gz_);
   const size_t room = std::min<size_t>(buffer_.size() - end_, INT_MAX);
-  const int n = gzread(gz, buffer_.data() + end_, static_cast<unsigned>(room));
-  int err = Z_OK;
-  const char* message = gzerror(gz, &err);
-  if (n < 0 || (err != Z_OK && err != Z_STREAM_END)) {
-    status_ = IOError(path_ + " after line " + std::to_string(line_number_) +
-                      ": " + message);
-    return false;
+  char* into = buffer_.data() + end_;
+  ssize_t n;
+  if (gz_ == nullptr) {
+    do {
+      n = read(fd_, into, room);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      status_ = ErrnoStatus(
+          StatusCode::kIOError,
+          path_ + " after line " + std::to_string(line_number_), errno);
+      return false;
+    }
+  } else {
+    auto* gz = static_cast<gzFile>(gz_);
+    n = gzread(gz, into, static_cast<unsigned>(room));
+    int err = Z_OK;
+    const char* message = gzerror(gz, &err);
+    if (n < 0 || (err != Z_OK && err != Z_STREAM_END)) {
+      status_ = IOError(path_ + " after line " + std::to_string(line_number_) +
+                        ": " + message);
+      return false;
+    }
   }
   if (n == 0) eof_ = true;
   end_ += static_cast<size_t>(n);

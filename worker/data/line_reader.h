@@ -4,7 +4,9 @@
 //
 // The file is read in 1 MiB blocks and lines are found with memchr, so a
 // line costs one scan and (for Next) one copy; SkipLine passes one without
-// copying it (another worker's line).
+// copying it (another worker's line). A plain file is read with read(2)
+// straight into the block, and can start at any byte offset (StartAt: a
+// worker's byte range); a gzip file goes through zlib from its start.
 //
 // Not thread-safe: one reader per thread (or a lock around it).
 #pragma once
@@ -25,6 +27,16 @@ class LineReader {
   static StatusOr<std::unique_ptr<LineReader>> Open(const std::string& path);
   ~LineReader();
 
+  // Moves to the first line that starts at byte `offset` of the file or
+  // after it: the line holding byte offset - 1 is passed unless it ends
+  // there, so readers started at the borders of byte ranges read every
+  // line exactly once between them. line_number() then counts from there.
+  // kInvalidArgument for a gzip file (it cannot be entered mid-stream),
+  // kIOError if the file cannot be read there.
+  Status StartAt(uint64_t offset);
+  // Whether the content is gzip-compressed.
+  bool compressed() const { return gz_ != nullptr; }
+
   // Reads the next line into *line (without its end). Returns false at the
   // end of the file; a read error is reported by status().
   bool Next(std::string* line);
@@ -33,7 +45,8 @@ class LineReader {
   bool SkipLine();
   // Line number of the line last returned (1-based).
   uint64_t line_number() const { return line_number_; }
-  // Bytes of (uncompressed) text passed so far, line ends included.
+  // Where the next line starts in the (uncompressed) text: the bytes before
+  // it, line ends included.
   uint64_t offset() const { return offset_; }
   const Status& status() const { return status_; }
   const std::string& path() const { return path_; }
@@ -49,7 +62,8 @@ class LineReader {
   bool Refill();
 
   std::string path_;
-  void* gz_ = nullptr;  // gzFile
+  int fd_ = -1;         // a plain file
+  void* gz_ = nullptr;  // or a gzFile
   uint64_t line_number_ = 0;
   uint64_t offset_ = 0;
   Status status_;
