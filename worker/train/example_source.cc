@@ -1,12 +1,32 @@
 #include "worker/train/example_source.h"
 
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
 
 #include "protocol/shard_map.h"
 #include "worker/data/line_parsers.h"
 
 namespace ps::train {
+
+StatusOr<DataSplit> DataSplitFromName(std::string_view name) {
+  if (name == "lines") return DataSplit::kLines;
+  if (name == "bytes") return DataSplit::kByteRanges;
+  if (name == "auto") return DataSplit::kAuto;
+  return InvalidArgument("split must be lines, bytes or auto, not '" +
+                         std::string(name) + "'");
+}
+
+std::string_view DataSplitName(DataSplit split) {
+  switch (split) {
+    case DataSplit::kLines:
+      return "lines";
+    case DataSplit::kByteRanges:
+      return "bytes";
+    case DataSplit::kAuto:
+      return "auto";
+  }
+  return "?";
+}
 
 StatusOr<std::unique_ptr<ExampleSource>> ExampleSource::Open(
     const std::string& path, const SourceOptions& options) {
@@ -16,35 +36,74 @@ StatusOr<std::unique_ptr<ExampleSource>> ExampleSource::Open(
                            std::to_string(options.num_workers));
   }
   std::unique_ptr<ExampleSource> source(new ExampleSource(path, options));
-  PS_RETURN_IF_ERROR(source->Rewind());
+  PS_ASSIGN_OR_RETURN(auto lines, data::LineReader::Open(path));
+  source->compressed_ = lines->compressed();
   std::error_code ec;
   source->file_bytes_ = std::filesystem::file_size(path, ec);
   if (ec) source->file_bytes_ = 0;
-  std::ifstream head(path, std::ios::binary);
-  unsigned char magic[2] = {0, 0};
-  head.read(reinterpret_cast<char*>(magic), 2);
-  source->compressed_ = magic[0] == 0x1f && magic[1] == 0x8b;
+  DataSplit split = options.split;
+  if (split == DataSplit::kAuto) {
+    split = source->compressed_ ? DataSplit::kLines : DataSplit::kByteRanges;
+  }
+  source->split_ = split;
+  if (split == DataSplit::kByteRanges) {
+    if (options.holdout_every > 0 || options.holdout) {
+      return InvalidArgument(
+          "a held-out split needs the file split by lines, not bytes");
+    }
+    // 128-bit products: B x n does not fit 64 bits for every file size.
+    const auto border = [&](uint64_t w) {
+      return static_cast<uint64_t>(
+          static_cast<unsigned __int128>(source->file_bytes_) * w /
+          options.num_workers);
+    };
+    source->part_begin_ = border(options.worker_id);
+    source->part_end_ = border(options.worker_id + 1);
+  }
+  PS_RETURN_IF_ERROR(source->Start(std::move(lines)));
   return source;
 }
 
 Status ExampleSource::Rewind() {
   PS_ASSIGN_OR_RETURN(auto lines, data::LineReader::Open(path_));
+  return Start(std::move(lines));
+}
+
+Status ExampleSource::Start(std::unique_ptr<data::LineReader> lines) {
+  if (split_ == DataSplit::kByteRanges) {
+    PS_RETURN_IF_ERROR(lines->StartAt(part_begin_));
+  }
   std::lock_guard<std::mutex> lock(read_mu_);
   lines_ = std::move(lines);
   consumed_ = 0;
   return Status::OK();
 }
 
+bool ExampleSource::NextOwnLine(std::string* line) {
+  for (;;) {
+    if (lines_->offset() >= part_end_) return false;  // the next part's
+    // Other workers' (and held-out) lines are passed without a copy.
+    if (!Wanted(lines_->line_number())) {
+      if (!lines_->SkipLine()) return false;
+      continue;
+    }
+    return lines_->Next(line);
+  }
+}
+
+std::string ExampleSource::Where(uint64_t line_number) const {
+  std::string where = path_ + " line " + std::to_string(line_number);
+  if (split_ == DataSplit::kByteRanges && part_begin_ > 0) {
+    where += " of the part from byte " + std::to_string(part_begin_);
+  }
+  return where;
+}
+
 Status ExampleSource::Skip(uint64_t n) {
   std::lock_guard<std::mutex> lock(read_mu_);
   std::string line;
   uint64_t skipped = 0;
-  while (skipped < n) {
-    if (!Wanted(lines_->line_number())) {
-      if (!lines_->SkipLine()) break;
-      continue;
-    }
-    if (!lines_->Next(&line)) break;
+  while (skipped < n && NextOwnLine(&line)) {
     if (!line.empty()) ++skipped;
   }
   PS_RETURN_IF_ERROR(lines_->status());
@@ -63,6 +122,7 @@ uint64_t ExampleSource::consumed() const {
 }
 
 bool ExampleSource::Wanted(uint64_t i) const {
+  if (split_ == DataSplit::kByteRanges) return true;  // the whole part
   const bool held_out =
       options_.holdout_every > 0 &&
       protocol::Mix64(i ^ (options_.seed * 0x9e3779b97f4a7c15ULL)) %
@@ -89,12 +149,7 @@ StatusOr<ExampleSource::TakeResult> ExampleSource::Take(
     if (scratch->lines.size() < max) scratch->lines.resize(max);
     std::string* line = &scratch->lines[0].second;
     while (taken < max) {
-      // Other workers' (and held-out) lines are passed without a copy.
-      if (!Wanted(lines_->line_number())) {
-        if (!lines_->SkipLine()) break;
-        continue;
-      }
-      if (!lines_->Next(line)) break;
+      if (!NextOwnLine(line)) break;
       if (line->empty()) continue;
       scratch->lines[taken].first = lines_->line_number();
       if (++taken < max) line = &scratch->lines[taken].second;
@@ -113,8 +168,7 @@ StatusOr<ExampleSource::TakeResult> ExampleSource::Take(
       continue;
     }
     ++malformed;
-    std::string where =
-        path_ + " line " + std::to_string(scratch->lines[i].first);
+    std::string where = Where(scratch->lines[i].first);
     if (options_.strict) {
       first_error = s.WithContext(where);
       break;
@@ -138,8 +192,11 @@ StatusOr<ExampleSource::TakeResult> ExampleSource::Take(
 
 double ExampleSource::fraction_read() const {
   if (compressed_ || file_bytes_ == 0) return -1;
+  const uint64_t end = std::min(part_end_, file_bytes_);
+  if (end <= part_begin_) return 1.0;  // an empty part
   std::lock_guard<std::mutex> lock(read_mu_);
-  return std::min(1.0, static_cast<double>(lines_->offset()) / file_bytes_);
+  const uint64_t at = std::clamp(lines_->offset(), part_begin_, end);
+  return static_cast<double>(at - part_begin_) / (end - part_begin_);
 }
 
 data::ReaderStats ExampleSource::stats() const {

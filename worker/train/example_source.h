@@ -1,11 +1,19 @@
 // ExampleSource: the examples of one data file that belong to this worker,
-// shared by the trainer's threads. Line i (0-based, counting every line of
-// the file) is
-//   held out   when holdout_every > 0 and Mix64(i ^ seed) % holdout_every
-//              == 0 (the same lines for every worker and every epoch), and
-//   this worker's when it is not held out and i % num_workers == worker_id.
-// A source opened with `holdout` yields the held-out lines instead (all of
-// them, for evaluation on one worker).
+// shared by the trainer's threads. How the file is shared (DataSplit):
+//   kLines: line i (0-based, counting every line of the file) is
+//     held out   when holdout_every > 0 and Mix64(i ^ seed) % holdout_every
+//                == 0 (the same lines for every worker and every epoch), and
+//     this worker's when it is not held out and i % num_workers ==
+//     worker_id.
+//   A source opened with `holdout` yields the held-out lines instead (all
+//   of them, for evaluation on one worker).
+//   kByteRanges: worker w reads the lines that start in bytes
+//     [w B / n, (w + 1) B / n) of a plain file of B bytes (n workers), as
+//     Hadoop and dmlc-core split a text file. A worker then reads only its
+//     own part of the file, where kLines makes every worker read all of it;
+//     the parts hold about as many lines as bytes, not exactly as many.
+//     No holdout; a gzip file cannot be entered mid-stream (kInvalidArgument).
+//   kAuto: kByteRanges for a plain file, kLines for a gzip one.
 //
 // Threads call Next concurrently: the raw lines are taken under a lock (a
 // cheap copy) and parsed outside it, so parsing runs in parallel. Malformed
@@ -17,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,19 +36,27 @@
 
 namespace ps::train {
 
+enum class DataSplit { kLines, kByteRanges, kAuto };
+
+// "lines", "bytes" or "auto"; kInvalidArgument for another name.
+StatusOr<DataSplit> DataSplitFromName(std::string_view name);
+std::string_view DataSplitName(DataSplit split);
+
 struct SourceOptions {
   data::DataFormat format = data::DataFormat::kCriteo;
   bool strict = false;
   uint32_t worker_id = 0;
   uint32_t num_workers = 1;
-  uint32_t holdout_every = 0;  // 0: no held-out split
+  DataSplit split = DataSplit::kLines;
+  uint32_t holdout_every = 0;  // 0: no held-out split (kLines only)
   bool holdout = false;        // yield the held-out lines (all workers')
   uint64_t seed = 1;
 };
 
 class ExampleSource {
  public:
-  // kNotFound / kIOError for the file.
+  // kNotFound / kIOError for the file; kInvalidArgument for kByteRanges
+  // with a gzip file or a holdout.
   static StatusOr<std::unique_ptr<ExampleSource>> Open(
       const std::string& path, const SourceOptions& options);
 
@@ -60,8 +77,11 @@ class ExampleSource {
   // the data position a checkpoint records.
   uint64_t consumed() const;
 
-  // Fraction of the file read so far, or -1 when unknown (gzip).
+  // Fraction of this worker's part read so far (kLines: of the file), or
+  // -1 when unknown (gzip).
   double fraction_read() const;
+  // How the file is shared: kLines or kByteRanges (kAuto resolved).
+  DataSplit split() const { return split_; }
   data::ReaderStats stats() const;
   const std::string& path() const { return path_; }
 
@@ -69,6 +89,14 @@ class ExampleSource {
   ExampleSource(std::string path, SourceOptions options)
       : path_(std::move(path)), options_(options) {}
   bool Wanted(uint64_t line_index) const;
+  // Reads from the start of this worker's share with `lines`, just opened.
+  Status Start(std::unique_ptr<data::LineReader> lines);
+  // The next line of this worker into *line (under read_mu_); false at the
+  // end of its share of the file or on an error (lines_->status()).
+  bool NextOwnLine(std::string* line);
+  // "<path> line 17" for a line number of lines_ (kByteRanges: counted from
+  // the start of this worker's part, which the text says).
+  std::string Where(uint64_t line_number) const;
   struct TakeResult {
     size_t taken = 0;  // lines of ours read
     size_t added = 0;  // examples parsed from them
@@ -78,7 +106,11 @@ class ExampleSource {
 
   const std::string path_;
   const SourceOptions options_;
+  DataSplit split_ = DataSplit::kLines;
   uint64_t file_bytes_ = 0;
+  // This worker's part: the lines that start in [part_begin_, part_end_).
+  uint64_t part_begin_ = 0;
+  uint64_t part_end_ = UINT64_MAX;
   bool compressed_ = false;
 
   mutable std::mutex read_mu_;  // the line reader
