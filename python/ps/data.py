@@ -52,14 +52,24 @@ class Reader:
     """Streams examples from a file ("criteo", "libsvm" or "libffm"; plain
     or gzip). NotFoundError / FileError when it cannot be opened.
 
-    With ``num_workers`` > 1 it yields this worker's share only: line i
-    (counting every line of the file) when i % num_workers == worker_id, as
-    ps_worker splits a file; the other lines are not parsed."""
+    With ``num_workers`` > 1 it yields this worker's share only, as
+    ``split`` says:
+
+    - "lines": line i (counting every line of the file) when i % num_workers
+      == worker_id, as ps_worker splits a file. Every worker reads the whole
+      file and parses its own lines only.
+    - "bytes": the lines that start in bytes [w B / n, (w + 1) B / n) of a
+      plain file of B bytes (w = worker_id, n = num_workers). Each worker
+      reads its own part only; the parts hold about as many lines, not
+      exactly as many. A gzip file raises InvalidArgumentError.
+    - "auto": "bytes" for a plain file, "lines" for gzip (``split`` then
+      says which).
+    """
 
     def __init__(self, path, format="criteo", strict=False, worker_id=0,
-                 num_workers=1):
+                 num_workers=1, split="lines"):
         self._r = _native.data.ExampleSource(str(path), format, strict,
-                                             worker_id, num_workers)
+                                             worker_id, num_workers, split)
 
     def read(self, max_examples):
         """Up to ``max_examples`` examples; an empty Batch at the end."""
@@ -83,6 +93,11 @@ class Reader:
     def rewind(self):
         """Starts over from the first line (the next epoch)."""
         self._r.rewind()
+
+    @property
+    def split(self):
+        """How the file is shared between workers: "lines" or "bytes"."""
+        return self._r.split
 
     @property
     def consumed(self):

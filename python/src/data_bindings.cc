@@ -1,9 +1,9 @@
 // ps._native.data: the C++ click-log source ps_worker reads
 // (worker/train/example_source.h: this worker's lines of a file, parsed by
 // worker/data) and the metrics (worker/eval/metrics.h), so a PyTorch model
-// reads the same files, with the same feature hashing and the same split
-// between workers, as ps_worker does, at C++ speed, and is scored by the
-// same AUC.
+// reads the same files, with the same feature hashing (and, split by
+// lines, the same split between workers) as ps_worker does, at C++ speed,
+// and is scored by the same AUC.
 //
 // A batch comes back as NumPy arrays in the reader's compressed-row form
 // (ExampleBatch): labels, offsets (examples + 1), ids, values, fields; moved
@@ -30,9 +30,11 @@ using train::ExampleSource;
 
 std::unique_ptr<ExampleSource> Open(const std::string& path,
                                     const std::string& format, bool strict,
-                                    uint32_t worker_id, uint32_t num_workers) {
+                                    uint32_t worker_id, uint32_t num_workers,
+                                    const std::string& split) {
   train::SourceOptions options;
   ThrowIfError(data::ParseDataFormat(format, &options.format));
+  options.split = ValueOrThrow(train::DataSplitFromName(split));
   options.strict = strict;
   if (num_workers == 0 || worker_id >= num_workers) {
     ThrowInvalidArgument(
@@ -84,7 +86,8 @@ std::pair<std::span<const float>, std::span<const float>> Pairs(
 void BindData(py::module_ m) {
   py::class_<ExampleSource>(m, "ExampleSource")
       .def(py::init(&Open), py::arg("path"), py::arg("format"),
-           py::arg("strict"), py::arg("worker_id"), py::arg("num_workers"))
+           py::arg("strict"), py::arg("worker_id"), py::arg("num_workers"),
+           py::arg("split"))
       .def("read", &Read, py::arg("max"))
       .def(
           "skip",
@@ -97,7 +100,10 @@ void BindData(py::module_ m) {
       .def_property_readonly("consumed", &ExampleSource::consumed)
       .def_property_readonly("fraction_read", &ExampleSource::fraction_read)
       .def_property_readonly("stats", &StatsOf)
-      .def_property_readonly("path", &ExampleSource::path);
+      .def_property_readonly("path", &ExampleSource::path)
+      .def_property_readonly("split", [](const ExampleSource& s) {
+        return std::string(train::DataSplitName(s.split()));
+      });
 
   m.def(
       "auc",

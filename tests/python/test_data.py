@@ -83,6 +83,43 @@ def test_skip_and_batches(criteo, tmp_path):
     np.testing.assert_array_equal(ps.data.Reader(gz).read(10).ids, whole.ids)
 
 
+def test_split_between_workers(tmp_path):
+    # Lines "label idx:i" of varying length: libsvm values give i back.
+    lines = [f"1 1:{i}" + " 2:1" * (i % 5) for i in range(50)]
+    path = tmp_path / "lines.libsvm"
+    path.write_text("\n".join(lines) + "\n")
+
+    def indices(reader):
+        batch = reader.read(100)
+        return batch.values[batch.offsets[:-1]].astype(int).tolist()
+
+    for split, expect_split in (("lines", "lines"), ("bytes", "bytes"),
+                                ("auto", "bytes")):
+        parts = []
+        for w in range(3):
+            r = ps.data.Reader(path, format="libsvm", worker_id=w,
+                               num_workers=3, split=split)
+            assert r.split == expect_split
+            parts.append(indices(r))
+        if expect_split == "lines":
+            assert parts == [list(range(w, 50, 3)) for w in range(3)]
+        else:  # contiguous parts, in order, every line once
+            assert sum(parts, []) == list(range(50))
+            assert all(10 < len(p) < 24 for p in parts), parts
+
+    gz = tmp_path / "lines.libsvm.gz"
+    with gzip.open(gz, "wt") as f:
+        f.write("\n".join(lines) + "\n")
+    auto = ps.data.Reader(gz, format="libsvm", worker_id=1, num_workers=2,
+                          split="auto")
+    assert auto.split == "lines"
+    assert indices(auto) == list(range(1, 50, 2))
+    with pytest.raises(ps.errors.InvalidArgumentError, match="gzip"):
+        ps.data.Reader(gz, format="libsvm", num_workers=2, split="bytes")
+    with pytest.raises(ps.errors.InvalidArgumentError, match="halves"):
+        ps.data.Reader(path, format="libsvm", split="halves")
+
+
 def test_libsvm_compressed_rows(tmp_path):
     path = tmp_path / "a.libsvm"
     path.write_text("1 3:1.5 7:2\n"
