@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
+CRITEO_FIELDS = 39  # 13 integer and 26 categorical columns
+
 # worker/train/model.h: kBiasKey, as the int64 with the same bits.
 BIAS_KEY = np.uint64(0xB1A5B1A5B1A5B1A5).astype(np.int64).item()
 
@@ -70,7 +72,8 @@ class DeepFM(FM):
     """FM plus an MLP (ReLU hidden layers, one linear output) over the
     fields' factors, summed in the logit."""
 
-    def __init__(self, embedding, k=8, num_fields=39, hidden=(64, 32)):
+    def __init__(self, embedding, k=8, num_fields=CRITEO_FIELDS,
+                 hidden=(64, 32)):
         super().__init__(embedding, k)
         layers, width = [], num_fields * k
         for h in hidden:
@@ -81,10 +84,10 @@ class DeepFM(FM):
 
     def forward(self, keys):
         logit, v = self.fm_logit(self.embedding(keys))
-        return logit + self.mlp(v.reshape(v.shape[0], -1)).squeeze(1)
+        return logit + self.mlp(v.flatten(1)).squeeze(1)
 
 
-def make_model(name, embedding, k=8, num_fields=39):
+def make_model(name, embedding, k=8, num_fields=CRITEO_FIELDS):
     if name == "fm":
         return FM(embedding, k)
     if name == "deepfm":

@@ -36,7 +36,8 @@ import ps
 import ps.allreduce
 import ps.torch
 from ps.cluster import process_cpu_seconds
-from ctr_models import batch_keys, evaluate, loss_of, make_model
+from ctr_models import (CRITEO_FIELDS, batch_keys, evaluate, loss_of,
+                        make_model)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,6 +56,13 @@ def parse_args(argv=None):
     p.add_argument("--tables", default=str(ROOT / "configs" / "fm.tables"))
     p.add_argument("--table", default="emb")
     p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--split", default="auto",
+                   choices=["auto", "bytes", "lines"],
+                   help="how the workers share --train (ps.data.Reader): "
+                   "bytes: each reads a contiguous part of a plain file; "
+                   "lines: worker w every line i with i %% workers == w "
+                   "(each reads the whole file); auto: bytes, or lines for "
+                   "gzip. A resumed run must use the same split")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per worker")
@@ -96,29 +104,36 @@ def free_port():
 AGREE_EVERY = 16  # steps between the workers' checks that all have data
 
 
-def step_batches(path, rank, world, batch_size, skip, reduce):
-    """This worker's full batches of its share of the file (ps.data.Reader:
-    every world-th line), as long as every worker has one, so that all take
-    as many steps: the workers read AGREE_EVERY batches ahead and agree on
-    how many of them everyone has (``reduce``, a ps.allreduce.AllReduce,
+def step_batches(args, rank, world, skip, reduce):
+    """This worker's batches of its share of the file (ps.data.Reader, split
+    as --split says; the last one may be short), then empty ones while
+    another worker still has data, so that every worker takes as many steps
+    and no line is left out. The workers read AGREE_EVERY batches ahead and
+    agree on the most any of them has (``reduce``, a ps.allreduce.AllReduce,
     sums every worker's count into a vector; None for one worker). Yields
-    (batch, lines of this worker consumed after it)."""
-    reader = ps.data.Reader(path, worker_id=rank, num_workers=world)
+    (keys, labels, lines of this worker consumed after it)."""
+    reader = ps.data.Reader(args.train, worker_id=rank, num_workers=world,
+                            split=args.split)
     reader.skip(skip)
+    no_keys = torch.empty((0, CRITEO_FIELDS + 1), dtype=torch.int64)
+    no_labels = torch.empty(0)
     while True:
         ahead = []
         while len(ahead) < AGREE_EVERY:
-            batch = reader.read(batch_size)
-            if len(batch) < batch_size:
+            batch = reader.read(args.batch_size)
+            if len(batch) == 0:
                 break
-            ahead.append((batch, reader.consumed))
+            ahead.append((batch_keys(batch.ids),
+                          torch.from_numpy(batch.labels), reader.consumed))
         counts = torch.zeros(world, dtype=torch.int64)
         counts[rank] = len(ahead)
         if reduce is not None:
             reduce(counts)
-        everyone = int(counts.min())
-        yield from ahead[:everyone]
-        if everyone < AGREE_EVERY:
+        most = int(counts.max())
+        yield from ahead
+        for _ in range(most - len(ahead)):
+            yield no_keys, no_labels, reader.consumed
+        if most < AGREE_EVERY:
             return
 
 
@@ -175,16 +190,14 @@ def worker(rank, world, addresses, args, results):
     server_cpu0 = process_cpu_seconds(args.server_pids) if rank == 0 else 0
     t0, cpu0 = time.perf_counter(), time.process_time()
     for epoch in range(epoch, args.epochs):
-        batches = step_batches(args.train, rank, world, args.batch_size, skip,
-                               reduce)
+        batches = step_batches(args, rank, world, skip, reduce)
         skip = 0
         nxt = next(batches, None)
         while nxt is not None:
-            (batch, consumed), nxt = nxt, next(batches, None)
-            keys = batch_keys(batch.ids)
+            (keys, labels, consumed), nxt = nxt, next(batches, None)
             if args.prefetch and nxt is not None:
-                model.embedding.prefetch(batch_keys(nxt[0].ids))
-            loss, _ = loss_of(model, keys, torch.from_numpy(batch.labels))
+                model.embedding.prefetch(nxt[0])
+            loss, _ = loss_of(model, keys, labels)
             if opt is not None:
                 opt.zero_grad()
             loss.backward()  # pushes the embedding gradient
@@ -192,7 +205,7 @@ def worker(rank, world, addresses, args, results):
                 opt.step()
             client.clock()
             step += 1
-            trained += len(batch)
+            trained += len(labels)
             if cp is not None and cp.due(step):
                 if rank == 0 and opt is not None:
                     torch.save({"mlp": model.mlp.module.state_dict(),

@@ -52,24 +52,32 @@ def test_checkpoint_stop_and_resume(tmp_path, datagen):
 
     out, second = train(tmp_path, data, "--resume")
     for w in (0, 1):
-        # Each worker reads its own share of the file (every 2nd line).
+        # Each worker reads its own share of the file (its half in bytes).
         assert (f"worker {w}: resumed after step 4 (epoch 0, "
                 f"{4 * BATCH} lines consumed)") in out, out
+    # The halves hold about 3000 lines each: 2 more steps or 3 (a short
+    # last batch, or an empty one on the worker that has no more); the
+    # resumed run trains every line after the checkpoint, once.
+    assert second[0]["steps"] == second[1]["steps"] in (6, 7), second
+    assert sum(r["examples"] for r in second.values()) == (
+        TRAIN_ROWS - 2 * 4 * BATCH)
     for r in second.values():
-        assert r["steps"] == 6 and r["stopped_early"] is False
-        assert r["examples"] == 2 * BATCH  # only the steps after 4
+        assert r["stopped_early"] is False
     assert 0.0 <= second[0]["auc"] <= 1.0
     assert second[0]["logloss"] > 0
     assert "auc" not in second[1]  # worker 0 evaluates
 
 
 def test_workers_take_as_many_steps_on_uneven_shares(tmp_path, datagen):
-    # 7 full batches of worker 0's lines, 6 and a part of worker 1's: every
-    # worker takes 6 steps (the step agreement, through ps.allreduce), none
-    # waits for a step the other never takes.
-    data = datagen(7 * 2 * BATCH - 1, 200, model="fm")
+    # Split by lines, worker 0 has 2 full batches and one line, worker 1 2
+    # full batches: both take 3 steps (the step agreement, through
+    # ps.allreduce or gloo), worker 1's last one empty; none waits for a
+    # step the other never takes, and every line is trained.
+    rows = 2 * 2 * BATCH + 1
+    data = datagen(rows, 200, model="fm")
     for allreduce in ("ps", "gloo"):
         _, results = train(tmp_path, data, "--allreduce", allreduce,
-                           "--servers", "1", checkpoint=False)
-        for r in results.values():
-            assert r["steps"] == 6 and r["examples"] == 6 * BATCH, results
+                           "--servers", "1", "--split", "lines",
+                           checkpoint=False)
+        got = [(results[w]["steps"], results[w]["examples"]) for w in (0, 1)]
+        assert got == [(3, 2 * BATCH + 1), (3, 2 * BATCH)], results
