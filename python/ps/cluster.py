@@ -36,20 +36,23 @@ def find_server_binary():
 
 
 def process_cpu_seconds(pids):
-    """User + system CPU seconds the live processes ``pids`` used so far
-    (from /proc; a process that is gone counts 0)."""
-    tick = os.sysconf("SC_CLK_TCK")
+    """CPU seconds (user + system, every thread) the live processes ``pids``
+    used so far, to the nanosecond; a process that is gone counts 0."""
     total = 0.0
     for pid in pids:
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text()
+            total += time.clock_gettime(_cpu_clock_of(pid))
         except OSError:
             continue
-        # After the command name's closing parenthesis: utime, stime are
-        # fields 14 and 15 of the whole line.
-        rest = fields[fields.rindex(")") + 2:].split()
-        total += (int(rest[11]) + int(rest[12])) / tick
     return total
+
+
+def _cpu_clock_of(pid):
+    # Linux's clock of a whole process's CPU time (CPUCLOCK_SCHED of the
+    # thread group), what glibc's clock_getcpuclockid(pid) returns. Where
+    # /proc/<pid>/stat counts 10 ms ticks, a 2-server job's CPU over a
+    # short training loop would be off by a few percent.
+    return ((~pid) << 3) | 2
 
 
 class LocalServers:

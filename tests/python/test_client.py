@@ -1,7 +1,10 @@
 """ps.Client against real ps_server processes: exact pulls after known pushes
 in bsp with 2 workers (two clients driven by two threads) x 2 servers, key
 and buffer types, async handles, DENSE and EXACT tables, barrier / clock,
-ssp and async smoke runs, server stats."""
+ssp and async smoke runs, server stats, and the CPU clock of another process
+(ps.cluster.process_cpu_seconds)."""
+
+import time
 
 import numpy as np
 import pytest
@@ -247,3 +250,28 @@ def test_ssp_and_async_smoke(servers, consistency):
     want = np.array([[1], [2], [1]], np.float32) * 2 * steps
     np.testing.assert_array_equal(c0.pull("sum", keys[:3]),
                                   np.repeat(want, DIM, axis=1))
+
+
+def test_process_cpu_seconds_counts_another_process():
+    # What train_ctr reports as the servers' CPU: a child that spins for
+    # ~0.2 s of CPU, to the nanosecond, and 0 once it is gone.
+    import subprocess
+    import sys
+    from ps.cluster import process_cpu_seconds
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import time\n"
+         "t = time.process_time()\n"
+         "while time.process_time() - t < 0.2: pass\n"
+         "input()"], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while process_cpu_seconds([child.pid]) < 0.2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        first = process_cpu_seconds([child.pid])
+        assert 0.2 <= first < 5.0
+        assert process_cpu_seconds([child.pid, child.pid]) >= 2 * first
+    finally:
+        child.communicate(b"\n", timeout=30)
+    assert process_cpu_seconds([child.pid]) == 0.0
