@@ -1,16 +1,19 @@
 // LineReader: lines across its 1 MiB blocks, a line longer than a block, the
 // last line without "\n", empty and CRLF lines, SkipLine and offset(),
-// StartAt at every byte of a file (and refused for gzip), gzip, and a
-// truncated gzip file as an error (not as the end of the data).
+// StartAt at every byte of a file (and refused for gzip and a pipe), gzip,
+// a pipe, and a truncated gzip file as an error (not as the end of the
+// data).
 #include "worker/data/line_reader.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -135,6 +138,30 @@ TEST_F(LineReaderTest, AGzipFileCannotStartMidStream) {
   Status s = (*r)->StartAt(2);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("gzip"), std::string::npos) << s.ToString();
+}
+
+TEST_F(LineReaderTest, APipeIsReadThroughButNotEnteredMidStream) {
+  const std::string fifo = dir_ + "/pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // A shell's <(zcat ...): the open blocks until the writer is there too.
+  std::thread writer(
+      [&] { std::ofstream(fifo, std::ios::binary) << "a\nbb\nccc\n"; });
+  {
+    auto r = LineReader::Open(fifo);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) {
+      EXPECT_FALSE((*r)->compressed());
+      std::vector<std::string> lines;
+      std::string line;
+      while ((*r)->Next(&line)) lines.push_back(line);
+      EXPECT_EQ(lines, (std::vector<std::string>{"a", "bb", "ccc"}));
+      Status s = (*r)->StartAt(2);
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(s.message().find("not a regular file"), std::string::npos)
+          << s.ToString();
+    }
+  }
+  writer.join();
 }
 
 TEST_F(LineReaderTest, ATruncatedGzipFileIsAnError) {

@@ -1,17 +1,21 @@
 // ExampleSource's byte-range split: the workers' parts hold every line of
 // the file exactly once, in order, for any number of workers; skip,
 // consumed and rewind count within a part; auto picks byte ranges for a
-// plain file and lines for gzip; gzip or a holdout with byte ranges, and an
-// unknown split name, are errors; a malformed line is named with its part.
+// plain file and lines for gzip or a pipe; gzip, a pipe or a holdout with
+// byte ranges, and an unknown split name, are errors; a malformed line is
+// named with its part.
 #include "worker/train/example_source.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace ps::train {
@@ -167,6 +171,35 @@ TEST_F(ExampleSourceTest, AutoSplitsPlainFilesByBytesAndGzipByLines) {
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("gzip"), std::string::npos)
       << refused.status().ToString();
+}
+
+TEST_F(ExampleSourceTest, APipeIsSplitByLinesOrRefusedForByteRanges) {
+  std::string text;
+  WriteLines(20, &text);
+  const std::string fifo = dir_ + "/pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // The refused open closes the read end, maybe before the writer wrote.
+  signal(SIGPIPE, SIG_IGN);
+  for (DataSplit split : {DataSplit::kAuto, DataSplit::kByteRanges}) {
+    // A writer, as a shell's <(zcat ...) would be (the open blocks until
+    // both ends are there).
+    std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << text; });
+    {
+      auto source = ExampleSource::Open(fifo, Options(0, 1, split));
+      if (split == DataSplit::kAuto) {
+        EXPECT_TRUE(source.ok()) << source.status().ToString();
+        if (source.ok()) {
+          EXPECT_EQ((*source)->split(), DataSplit::kLines);
+          EXPECT_EQ(ReadIndices(**source).size(), 20u);
+        }
+      } else {
+        EXPECT_EQ(source.status().code(), StatusCode::kInvalidArgument);
+        EXPECT_NE(source.status().message().find("pipe"), std::string::npos)
+            << source.status().ToString();
+      }
+    }
+    writer.join();
+  }
 }
 
 TEST_F(ExampleSourceTest, ByteRangesRefuseAHoldout) {

@@ -36,12 +36,16 @@ StatusOr<std::unique_ptr<LineReader>> LineReader::Open(
   if (S_ISDIR(st.st_mode)) {
     return InvalidArgument("data file " + path + " is a directory");
   }
+  // A pipe cannot be read twice: zlib reads it, and tells plain from gzip
+  // itself.
   unsigned char magic[2] = {0, 0};
-  if (pread(fd, magic, 2, 0) < 0) {
+  const bool seekable = pread(fd, magic, 2, 0) >= 0;
+  if (!seekable && errno != ESPIPE) {
     return ErrnoStatus(StatusCode::kIOError, "cannot read data file " + path,
                        errno);
   }
-  if (magic[0] == 0x1f && magic[1] == 0x8b) {
+  const bool gzip_magic = magic[0] == 0x1f && magic[1] == 0x8b;
+  if (!seekable || gzip_magic) {
     gzFile gz = gzdopen(fd, "rb");
     if (gz == nullptr) {
       return ErrnoStatus(StatusCode::kIOError, "cannot open data file " + path,
@@ -50,6 +54,7 @@ StatusOr<std::unique_ptr<LineReader>> LineReader::Open(
     r->fd_ = -1;  // gzclose closes it
     r->gz_ = gz;
     gzbuffer(gz, 1 << 20);
+    r->compressed_ = seekable || gzdirect(gz) == 0;
   }
   r->buffer_.resize(kBlockBytes);  // never empty: data() is never null
   return r;
@@ -62,9 +67,10 @@ LineReader::~LineReader() {
 
 Status LineReader::StartAt(uint64_t offset) {
   if (gz_ != nullptr) {
-    return InvalidArgument("data file " + path_ +
-                           " is gzip-compressed: it cannot be split into "
-                           "byte ranges (split it by lines)");
+    return InvalidArgument(
+        "data file " + path_ +
+        (compressed_ ? " is gzip-compressed" : " is not a regular file") +
+        ": it cannot be entered mid-stream (split it by lines)");
   }
   begin_ = end_ = 0;
   eof_ = false;

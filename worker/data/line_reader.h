@@ -6,7 +6,8 @@
 // line costs one scan and (for Next) one copy; SkipLine passes one without
 // copying it (another worker's line). A plain file is read with read(2)
 // straight into the block, and can start at any byte offset (StartAt: a
-// worker's byte range); a gzip file goes through zlib from its start.
+// worker's byte range); a gzip file or a pipe goes through zlib from its
+// start.
 //
 // Not thread-safe: one reader per thread (or a lock around it).
 #pragma once
@@ -31,11 +32,11 @@ class LineReader {
   // after it: the line holding byte offset - 1 is passed unless it ends
   // there, so readers started at the borders of byte ranges read every
   // line exactly once between them. line_number() then counts from there.
-  // kInvalidArgument for a gzip file (it cannot be entered mid-stream),
-  // kIOError if the file cannot be read there.
+  // kInvalidArgument for a gzip file or a pipe (they cannot be entered
+  // mid-stream), kIOError if the file cannot be read there.
   Status StartAt(uint64_t offset);
   // Whether the content is gzip-compressed.
-  bool compressed() const { return gz_ != nullptr; }
+  bool compressed() const { return compressed_; }
 
   // Reads the next line into *line (without its end). Returns false at the
   // end of the file; a read error is reported by status().
@@ -63,7 +64,8 @@ class LineReader {
 
   std::string path_;
   int fd_ = -1;         // a plain file
-  void* gz_ = nullptr;  // or a gzFile
+  void* gz_ = nullptr;  // or a gzFile: gzip, or a pipe
+  bool compressed_ = false;
   uint64_t line_number_ = 0;
   uint64_t offset_ = 0;
   Status status_;

@@ -40,16 +40,24 @@ StatusOr<std::unique_ptr<ExampleSource>> ExampleSource::Open(
   source->compressed_ = lines->compressed();
   std::error_code ec;
   source->file_bytes_ = std::filesystem::file_size(path, ec);
-  if (ec) source->file_bytes_ = 0;
+  // A pipe (a shell's <(zcat ...)) has no size to split.
+  const bool sized = !ec;
+  if (!sized) source->file_bytes_ = 0;
   DataSplit split = options.split;
   if (split == DataSplit::kAuto) {
-    split = source->compressed_ ? DataSplit::kLines : DataSplit::kByteRanges;
+    split = source->compressed_ || !sized ? DataSplit::kLines
+                                          : DataSplit::kByteRanges;
   }
   source->split_ = split;
   if (split == DataSplit::kByteRanges) {
     if (options.holdout_every > 0 || options.holdout) {
       return InvalidArgument(
           "a held-out split needs the file split by lines, not bytes");
+    }
+    if (!sized) {
+      return InvalidArgument("data file " + path +
+                             " has no size to split into byte ranges (a "
+                             "pipe?): split it by lines");
     }
     // 128-bit products: B x n does not fit 64 bits for every file size.
     const auto border = [&](uint64_t w) {

@@ -12,8 +12,9 @@
 //     Hadoop and dmlc-core split a text file. A worker then reads only its
 //     own part of the file, where kLines makes every worker read all of it;
 //     the parts hold about as many lines as bytes, not exactly as many.
-//     No holdout; a gzip file cannot be entered mid-stream (kInvalidArgument).
-//   kAuto: kByteRanges for a plain file, kLines for a gzip one.
+//     No holdout; a gzip file cannot be entered mid-stream, and a pipe has
+//     no size (both kInvalidArgument).
+//   kAuto: kByteRanges for a plain file, kLines for gzip or a pipe.
 //
 // Threads call Next concurrently: the raw lines are taken under a lock (a
 // cheap copy) and parsed outside it, so parsing runs in parallel. Malformed
@@ -56,7 +57,7 @@ struct SourceOptions {
 class ExampleSource {
  public:
   // kNotFound / kIOError for the file; kInvalidArgument for kByteRanges
-  // with a gzip file or a holdout.
+  // with a gzip file, a pipe or a holdout.
   static StatusOr<std::unique_ptr<ExampleSource>> Open(
       const std::string& path, const SourceOptions& options);
 
