@@ -246,9 +246,6 @@ TEST(PrometheusCluster, ScrapesAppliedRejectedAndAuc) {
     targets_worker.push_back(*a);
   }
 
-  auto port = FreeLoopbackPort();
-  ASSERT_TRUE(port.ok()) << port.status();
-  const std::string prometheus = "127.0.0.1:" + std::to_string(*port);
   auto list = [](const std::vector<std::string>& v) {
     std::string s;
     for (const auto& a : v) s += (s.empty() ? "'" : ", '") + a + "'";
@@ -264,14 +261,38 @@ TEST(PrometheusCluster, ScrapesAppliedRejectedAndAuc) {
            << "      - targets: " << list(targets_worker) << "\n";
   }
   launch::ProcessSpec spec;
-  spec.argv = {prometheus_bin, "--config.file=" + dir + "/prometheus.yml",
-               "--storage.tsdb.path=" + dir + "/tsdb",
-               "--web.listen-address=" + prometheus, "--log.level=warn"};
   spec.log_path = dir + "/prometheus.log";
   spec.name = "prometheus";
-  auto prom_or = launch::Process::Spawn(spec);
-  ASSERT_TRUE(prom_or.ok()) << prom_or.status();
-  auto& prom = *prom_or;
+  // Prometheus binds its port a moment after FreeLoopbackPort saw it free,
+  // and a test running beside this one may take it first: Prometheus then
+  // exits at once ("address already in use"), and another port is tried.
+  std::unique_ptr<launch::Process> prom;
+  std::string prometheus;
+  for (int attempt = 0; attempt < 5 && prom == nullptr; ++attempt) {
+    auto port = FreeLoopbackPort();
+    ASSERT_TRUE(port.ok()) << port.status();
+    prometheus = "127.0.0.1:" + std::to_string(*port);
+    spec.argv = {prometheus_bin, "--config.file=" + dir + "/prometheus.yml",
+                 "--storage.tsdb.path=" + dir + "/tsdb",
+                 "--web.listen-address=" + prometheus, "--log.level=warn"};
+    auto started = launch::Process::Spawn(spec);
+    ASSERT_TRUE(started.ok()) << started.status();
+    bool exited = false;
+    for (int waited_ms = 0; waited_ms < 30000 && !exited; waited_ms += 100) {
+      if (HttpGet(prometheus, "/-/ready").ok()) {
+        prom = std::move(*started);
+        break;
+      }
+      exited = (*started)->WaitExit(100).has_value();
+    }
+    const std::string log = launch::FileTail(spec.log_path, 2000);
+    ASSERT_TRUE(
+        prom != nullptr ||
+        (exited && log.find("address already in use") != std::string::npos))
+        << "prometheus did not get ready:\n"
+        << log;
+  }
+  ASSERT_TRUE(prom != nullptr) << "no free port for prometheus in 5 tries";
   const auto tail = [&] {
     return "\nprometheus log:\n" + launch::FileTail(spec.log_path, 2000);
   };
