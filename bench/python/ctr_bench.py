@@ -219,7 +219,7 @@ def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=200000)
     p.add_argument("--eval-rows", type=int, default=20000)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--models", default="fm,deepfm")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads in (a) and (b); ps_worker --threads")
