@@ -7,7 +7,7 @@
 # of the whole job), next to plain PyTorch run twice side by side against
 # once (the machine's ceiling for that ratio). Medians of alternating
 # rounds. Usage:
-#   scripts/bench_python.sh [--rows=N] [--rounds=N] [--threads=N]
+#   scripts/bench_python.sh [--rows=N] [--scale-rows=N] [--rounds=N] [--threads=N]
 #                           [--json FILE] [--build-dir=DIR]
 # The logic is bench/python/ctr_bench.py.
 set -euo pipefail
@@ -15,7 +15,7 @@ source "$(dirname "$0")/bench_lib.sh"  # sets $root
 opts=()
 bench_option() {
   case "$1" in
-    --rows=*|--rounds=*|--threads=*) opts+=("$1") ;;
+    --rows=*|--scale-rows=*|--rounds=*|--threads=*) opts+=("$1") ;;
     *) return 1 ;;
   esac
 }

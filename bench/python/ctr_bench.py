@@ -10,7 +10,9 @@ Adam lr 0.001 for the MLP) and the same torch thread count, trained
   (c) ps_worker: the C++ trainer against 1 ps_server (with the model's
       shipped tables: frequency admission too, which the Python client
       does not apply, and DeepFM's MLP on the server);
-and (b) with 2 workers x 2 servers against 1 x 1; and, as the ceiling of
+and (b) with 2 workers x 2 servers against 1 x 1, both on a longer file
+(--scale-rows: at 200,000 lines each process's warm-up, tens of ms paid
+once per process, moved that ratio by several percent); and, as the ceiling of
 that 2 x 2 efficiency on the machine, (a) twice side by side (each process
 on half the lines) against (a) alone; and the MLP gradient's all-reduce
 alone, ps.allreduce against gloo (allreduce_bench.py). The servers run bsp: a
@@ -191,12 +193,15 @@ def run_side_by_side(kind, model, data, extra=()):
             "examples": examples}
 
 
-def generate(build, rows, eval_rows, folder):
+def generate(build, rows, eval_rows, folder, halves=True):
+    folder.mkdir()
     data = {"train": str(folder / "train.tsv"), "eval": str(folder / "eval.tsv")}
     subprocess.run([str(build / "worker" / "datagen" / "ps_datagen"),
                     "--model=fm", f"--rows={rows}", f"--eval_rows={eval_rows}",
                     f"--output={data['train']}", f"--eval_output={data['eval']}"],
                    check=True, capture_output=True)
+    if not halves:
+        return data
     # The lines that start in each half of the bytes, as train_ctr's
     # ps.data.Reader (split "auto") shares a plain file between 2 workers.
     data["halves"] = [str(folder / f"train.{i}.tsv") for i in range(2)]
@@ -218,6 +223,10 @@ def row(name, value, unit, peer, peer_value):
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=200000)
+    p.add_argument("--scale-rows", type=int, default=1000000,
+                   help="lines of the file the 2 x 2 and its 1 x 1 peer "
+                   "train on: long enough that each process's warm-up (tens "
+                   "of ms) does not weigh on the ratio")
     p.add_argument("--eval-rows", type=int, default=20000)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--models", default="fm,deepfm")
@@ -226,22 +235,28 @@ def main(argv):
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
     build = Path(os.environ.get("PS_BUILD_DIR", ROOT / "build"))
-    configs = []  # (key, kind, model, extra args)
+    configs = []  # (key, kind, model, extra args, data set)
     threads = ["--threads", str(args.threads)]
+    two_by_two = threads + ["--workers", "2", "--servers", "2"]
     for model in args.models.split(","):
-        configs += [((model, "torch"), "torch", model, threads),
-                    ((model, "ps"), "ps", model, threads),
-                    ((model, "ps_worker"), "ps_worker", model, threads),
-                    ((model, "ps_2x2"), "ps", model,
-                     threads + ["--workers", "2", "--servers", "2"]),
-                    ((model, "torch_2proc"), "torch", model, threads)]
+        configs += [((model, "torch"), "torch", model, threads, "base"),
+                    ((model, "ps"), "ps", model, threads, "base"),
+                    ((model, "ps_worker"), "ps_worker", model, threads,
+                     "base"),
+                    ((model, "ps_1x1_long"), "ps", model, threads, "long"),
+                    ((model, "ps_2x2"), "ps", model, two_by_two, "long"),
+                    ((model, "torch_2proc"), "torch", model, threads,
+                     "base")]
     runs = {key: [] for key, *_ in configs}
     with tempfile.TemporaryDirectory(prefix="ps-bench-python-") as tmp:
-        data = generate(build, args.rows, args.eval_rows, Path(tmp))
+        sets = {"base": generate(build, args.rows, args.eval_rows,
+                                 Path(tmp) / "base"),
+                "long": generate(build, args.scale_rows, args.eval_rows,
+                                 Path(tmp) / "long", halves=False)}
         for r in range(args.rounds):
-            for key, kind, model, extra in configs:
+            for key, kind, model, extra, data_set in configs:
                 run = run_side_by_side if key[1] == "torch_2proc" else run_child
-                result = run(kind, model, data, extra)
+                result = run(kind, model, sets[data_set], extra)
                 runs[key].append(result)
                 print(f"round {r + 1} {model:7s} {key[1]:10s} "
                       f"{result['samples_per_sec']:9.0f} samples/s  "
@@ -266,16 +281,18 @@ def main(argv):
             results.append(row(f"{model}_{label}_eval_auc",
                                med((model, kind), "auc"), "AUC",
                                "plain PyTorch", torch_auc))
+        # 2 x 2 against 1 x 1, both on the --scale-rows file.
+        peer = f"ps 1 worker x 1 server ({args.scale_rows} rows)"
         results.append(row(f"{model}_ps_2x2_samples_per_sec",
                            med((model, "ps_2x2"), "samples_per_sec"),
-                           "samples/s", "ps 1 worker x 1 server",
-                           med((model, "ps"), "samples_per_sec")))
+                           "samples/s", peer,
+                           med((model, "ps_1x1_long"), "samples_per_sec")))
         for field, suffix in (("cpu_seconds", ""),
                               ("cpu_seconds_with_startup", "_with_startup")):
             results.append(row(
                 f"{model}_ps_2x2_samples_per_cpu_sec{suffix}",
-                med((model, "ps_2x2"), field), "samples/CPU-s",
-                "ps 1 worker x 1 server", med((model, "ps"), field)))
+                med((model, "ps_2x2"), field), "samples/CPU-s", peer,
+                med((model, "ps_1x1_long"), field)))
         # What the same machine gives plain PyTorch for the same step from
         # one process to two: the ceiling of the 2 x 2 ratio above.
         results.append(row(f"{model}_torch_2proc_samples_per_cpu_sec",
@@ -292,7 +309,8 @@ def main(argv):
                         "peer": "torch.distributed all_reduce (gloo)",
                         "peer_value": round(peer, 2),
                         "ratio": round(peer / ours, 4) if ours else 0.0})
-    print(f"\nmedians of {args.rounds} rounds, {args.rows} rows, batch 1000, "
+    print(f"\nmedians of {args.rounds} rounds, {args.rows} rows (2 x 2 "
+          f"and its 1 x 1 peer: {args.scale_rows}), batch 1000, "
           f"{args.threads} torch thread(s):")
     for r in results:
         print(f"  {r['name']:36s} {r['value']:12.4f} {r['unit']:14s} vs "
