@@ -62,7 +62,7 @@ def parse_args(argv=None):
                    "bytes: each reads a contiguous part of a plain file; "
                    "lines: worker w every line i with i %% workers == w "
                    "(each reads the whole file); auto: bytes, or lines for "
-                   "gzip. A resumed run must use the same split")
+                   "gzip or a pipe. A resumed run must use the same split")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per worker")

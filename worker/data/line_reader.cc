@@ -36,6 +36,7 @@ StatusOr<std::unique_ptr<LineReader>> LineReader::Open(
   if (S_ISDIR(st.st_mode)) {
     return InvalidArgument("data file " + path + " is a directory");
   }
+  r->plain_bytes_ = static_cast<uint64_t>(st.st_size);
   // A pipe cannot be read twice: zlib reads it, and tells plain from gzip
   // itself.
   unsigned char magic[2] = {0, 0};
@@ -72,25 +73,18 @@ Status LineReader::StartAt(uint64_t offset) {
         (compressed_ ? " is gzip-compressed" : " is not a regular file") +
         ": it cannot be entered mid-stream (split it by lines)");
   }
-  begin_ = end_ = 0;
-  eof_ = false;
-  line_number_ = 0;
-  offset_ = 0;
-  if (offset == 0) {
-    return lseek(fd_, 0, SEEK_SET) == 0
-               ? Status::OK()
-               : ErrnoStatus(StatusCode::kIOError, "cannot seek in " + path_,
-                             errno);
-  }
   // From the byte before: the partial line to pass ends at the first
   // "\n" from there, which is that byte itself when a line starts at
   // `offset`.
-  const auto from = static_cast<off_t>(offset - 1);
-  if (lseek(fd_, from, SEEK_SET) != from) {
+  const uint64_t from = offset == 0 ? 0 : offset - 1;
+  if (lseek(fd_, static_cast<off_t>(from), SEEK_SET) !=
+      static_cast<off_t>(from)) {
     return ErrnoStatus(StatusCode::kIOError, "cannot seek in " + path_, errno);
   }
-  offset_ = offset - 1;
-  SkipLine();
+  begin_ = end_ = 0;
+  eof_ = false;
+  offset_ = from;
+  if (offset > 0) SkipLine();
   line_number_ = 0;
   return status_;
 }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ class LineReader {
   Status StartAt(uint64_t offset);
   // Whether the content is gzip-compressed.
   bool compressed() const { return compressed_; }
+  // The size of a plain (seekable, uncompressed) file, which StartAt can
+  // enter anywhere; nullopt for gzip or a pipe.
+  std::optional<uint64_t> plain_bytes() const {
+    if (gz_ != nullptr) return std::nullopt;
+    return plain_bytes_;
+  }
 
   // Reads the next line into *line (without its end). Returns false at the
   // end of the file; a read error is reported by status().
@@ -66,6 +73,7 @@ class LineReader {
   int fd_ = -1;         // a plain file
   void* gz_ = nullptr;  // or a gzFile: gzip, or a pipe
   bool compressed_ = false;
+  uint64_t plain_bytes_ = 0;  // when fd_ is open
   uint64_t line_number_ = 0;
   uint64_t offset_ = 0;
   Status status_;

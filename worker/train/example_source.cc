@@ -1,7 +1,7 @@
 #include "worker/train/example_source.h"
 
 #include <algorithm>
-#include <filesystem>
+#include <optional>
 
 #include "protocol/shard_map.h"
 #include "worker/data/line_parsers.h"
@@ -38,15 +38,12 @@ StatusOr<std::unique_ptr<ExampleSource>> ExampleSource::Open(
   std::unique_ptr<ExampleSource> source(new ExampleSource(path, options));
   PS_ASSIGN_OR_RETURN(auto lines, data::LineReader::Open(path));
   source->compressed_ = lines->compressed();
-  std::error_code ec;
-  source->file_bytes_ = std::filesystem::file_size(path, ec);
-  // A pipe (a shell's <(zcat ...)) has no size to split.
-  const bool sized = !ec;
-  if (!sized) source->file_bytes_ = 0;
+  // A gzip file or a pipe (a shell's <(zcat ...)) has no byte to cut at.
+  const std::optional<uint64_t> plain_bytes = lines->plain_bytes();
+  source->file_bytes_ = plain_bytes.value_or(0);
   DataSplit split = options.split;
   if (split == DataSplit::kAuto) {
-    split = source->compressed_ || !sized ? DataSplit::kLines
-                                          : DataSplit::kByteRanges;
+    split = plain_bytes ? DataSplit::kByteRanges : DataSplit::kLines;
   }
   source->split_ = split;
   if (split == DataSplit::kByteRanges) {
@@ -54,10 +51,12 @@ StatusOr<std::unique_ptr<ExampleSource>> ExampleSource::Open(
       return InvalidArgument(
           "a held-out split needs the file split by lines, not bytes");
     }
-    if (!sized) {
-      return InvalidArgument("data file " + path +
-                             " has no size to split into byte ranges (a "
-                             "pipe?): split it by lines");
+    if (!plain_bytes) {
+      return InvalidArgument(
+          "data file " + path +
+          (source->compressed_ ? " is gzip-compressed"
+                               : " is not a regular file (a pipe?)") +
+          ": it cannot be split into byte ranges (split it by lines)");
     }
     // 128-bit products: B x n does not fit 64 bits for every file size.
     const auto border = [&](uint64_t w) {
