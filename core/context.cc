@@ -71,7 +71,8 @@ Status ContextImpl::Start() {
   HelloAcceptor::Options ao;
   ao.name = options_.name;
   ao.secret = options_.secret;
-  ao.hello_timeout_ms = options_.peer_timeout_ms;
+  ao.hello_timeout_ms = options_.handshake_timeout_ms;
+  ao.max_pending = options_.max_handshakes;
   PS_ASSIGN_OR_RETURN(
       acceptor_,
       HelloAcceptor::Start(std::move(ao), std::move(listeners),
@@ -180,6 +181,10 @@ StatusOr<std::unique_ptr<Context>> Context::Create(ContextOptions options) {
   if (options.name.empty()) return InvalidArgument("context name is empty");
   if (options.peer_timeout_ms <= 0) {
     return InvalidArgument("peer_timeout_ms must be positive");
+  }
+  if (options.handshake_timeout_ms <= 0 || options.max_handshakes == 0) {
+    return InvalidArgument(
+        "handshake_timeout_ms and max_handshakes must be positive");
   }
   if (options.cpu_wakeup_latency_us < -1) {
     return InvalidArgument("cpu_wakeup_latency_us is " +

@@ -69,8 +69,15 @@ struct ContextOptions {
   std::string advertise_host;
   TransportChoice transport = TransportChoice::kAuto;
   // An operation without an answer for this long declares the peer lost;
-  // also the deadline of a whole hello, on either side.
+  // also how long Connect waits for a whole hello.
   int peer_timeout_ms = 10000;
+  // A peer that connects here must complete its hello (with a secret, its
+  // proof too) within this long, and at most max_handshakes may be in
+  // progress at once (one more drops the one that got least far): short
+  // and few, so that connections that stay silent cannot keep the peers
+  // that know the secret out (core/internal/hello_acceptor.h).
+  int handshake_timeout_ms = 5000;
+  size_t max_handshakes = 128;
   // The cluster's shared secret; empty: peers are not authenticated (only
   // allowed when listen_host is a loopback address).
   ClusterSecret secret;

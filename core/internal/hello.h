@@ -12,6 +12,7 @@
 #include "base/status_or.h"
 #include "core/auth.h"
 #include "core/descriptor.pb.h"
+#include "net/frame_reader.h"
 #include "net/message_frame.h"
 #include "net/unique_fd.h"
 
@@ -22,7 +23,8 @@ constexpr uint32_t kMaxHelloBytes = 64 * 1024;
 // The protocol name the xfer hello's proofs cover (core/auth.h).
 inline constexpr char kXferAuthProtocol[] = "xfer hello v1";
 
-// Hello frames go out with net::SendMessage (net/message_frame.h).
+// Hello frames go out with net::SendMessage (net/message_frame.h) and come
+// in through a net::FrameReader of kMaxHelloBytes.
 using net::SendMessage;
 
 // One framed message (net/message_frame.h) of at most kMaxHelloBytes,
@@ -31,25 +33,6 @@ using net::SendMessage;
 // be far apart).
 Status RecvMessage(int fd, google::protobuf::MessageLite* message,
                    net::Deadline deadline = net::Deadline::max());
-
-// Collects one frame from a non-blocking socket as its bytes arrive, so one
-// thread can serve many half-received hellos without waiting on any: Read()
-// takes what is there and says whether the frame is complete. Memory grows
-// with the bytes received, never ahead of them.
-class FrameReader {
- public:
-  // OK with *complete false: more bytes are needed; an error: the peer
-  // closed, or sent a length over kMaxHelloBytes.
-  Status Read(int fd, bool* complete);
-  // Parses the completed frame into `message` and resets for the next.
-  Status Parse(google::protobuf::MessageLite* message);
-
- private:
-  unsigned char length_bytes_[4] = {};
-  size_t length_have_ = 0;
-  std::string body_;
-  size_t body_have_ = 0;
-};
 
 // Who says hello: a Context's name, instance, host identity and secret,
 // copied so that a transport can say hello again (a reconnect) after the

@@ -1,20 +1,21 @@
 // internal::HelloAcceptor: the listening side of xfer connections, up to the
 // end of the hello.
 //
-// One thread accepts on every listener and runs each new connection's hello
-// (with a cluster secret, also its challenge-response, core/auth.h) without
-// ever waiting on one peer: the sockets are non-blocking, each pending hello
-// has one deadline for all of it, however its bytes trickle in, and at most
-// Options::max_pending hellos are pending at once (more are closed at
-// accept). So a peer that connects and stays silent, or drips a valid hello
-// one byte a second, costs one pending slot until its deadline and delays
-// nobody else.
+// A net::HandshakeGate (net/handshake_gate.h) accepts on every listener and
+// runs each new connection's hello (with a cluster secret, also its
+// challenge-response, core/auth.h) on one thread without ever waiting on
+// one peer: each hello has one deadline for all of it (seconds, not the peer
+// timeout), and when Options::max_pending hellos are in progress a new
+// connection makes room by dropping the one that got least far. So a peer
+// that connects and stays silent, or drips a valid hello one byte a second,
+// costs one slot for a few seconds at most, and can never keep a peer that
+// knows the secret out.
 //
 // A hello that completes (and whose sender proved the secret) goes to the
 // OnHello callback, which builds the reply and takes the connection; a peer
 // that fails any step is closed, and the refusals that matter (a wrong or
 // missing proof, a malformed hello, a deadline passed) are logged with its
-// address.
+// address, at most one line per period however many come.
 //
 // Thread-safety: OnHello runs on the acceptor's thread, one hello at a time.
 #pragma once
@@ -22,12 +23,12 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/status_or.h"
 #include "core/auth.h"
 #include "core/descriptor.pb.h"
+#include "net/handshake_gate.h"
 #include "net/unique_fd.h"
 
 namespace ps::xfer::internal {
@@ -41,7 +42,7 @@ class HelloAcceptor {
   struct Options {
     std::string name;  // this context's name, for log lines and replies
     ClusterSecret secret;
-    int hello_timeout_ms = 10000;  // deadline of one whole hello
+    int hello_timeout_ms = 5000;  // deadline of one whole hello
     size_t max_pending = 128;
   };
   // OnHello's decision: the reply to send and, when reply.error() is empty,
@@ -57,28 +58,18 @@ class HelloAcceptor {
   static StatusOr<std::unique_ptr<HelloAcceptor>> Start(
       Options options, std::vector<Listener> listeners, OnHello on_hello);
   // Stops the thread; pending hellos are closed.
-  ~HelloAcceptor();
+  ~HelloAcceptor() = default;
   HelloAcceptor(const HelloAcceptor&) = delete;
   HelloAcceptor& operator=(const HelloAcceptor&) = delete;
 
  private:
-  struct Pending;
-  HelloAcceptor(Options options, std::vector<Listener> listeners,
-                OnHello on_hello);
-  void Loop();
-  void AcceptAll(const Listener& listener);
-  // Moves one pending hello on with what arrived; false when it is over
-  // (handed to OnHello, or refused and closed).
-  bool Advance(Pending& p);
-  bool Refuse(Pending& p, const Status& why, bool tell_peer);
-  void Finish(Pending& p);
+  HelloAcceptor() = default;
 
-  const Options options_;
-  std::vector<Listener> listeners_;
-  const OnHello on_hello_;
-  net::UniqueFd wake_;  // eventfd: the destructor stops the loop with it
-  std::vector<std::unique_ptr<Pending>> pending_;  // the thread's own
-  std::thread thread_;
+  Options options_;
+  OnHello on_hello_;
+  std::vector<bool> same_host_;  // by listener
+  // Last: destroyed first, so its thread stops before what it reads goes.
+  std::unique_ptr<net::HandshakeGate> gate_;
 };
 
 }  // namespace ps::xfer::internal
