@@ -87,7 +87,7 @@ StatusOr<ControlClient> ControlClient::Connect(const std::string& address,
   client.fd_ = std::move(fd);
   client.address_ = address;
   client.options_ = options;
-  if (!options.secret.empty()) PS_RETURN_IF_ERROR(client.Authenticate());
+  PS_RETURN_IF_ERROR(client.Authenticate());
   return client;
 }
 
@@ -99,6 +99,13 @@ Status ControlClient::Authenticate() {
   PS_ASSIGN_OR_RETURN(proto::ControlReply challenge,
                       CallOnce(hello, &unsent, &closed));
   const proto::AuthReply& a = challenge.auth();
+  if (options_.secret.empty()) {
+    if (a.proof().empty()) return Status::OK();  // neither side has one
+    return Unauthenticated("server " + address_ +
+                           " requires the cluster secret, and this client "
+                           "has none (--cluster_secret_file or "
+                           "$PS_CLUSTER_SECRET_FILE)");
+  }
   if (a.proof().empty()) {
     return Unauthenticated("server " + address_ +
                            " has no cluster secret: a client with one does "

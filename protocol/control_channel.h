@@ -29,6 +29,10 @@ namespace ps::protocol {
 
 // Messages over this size are refused.
 inline constexpr uint32_t kMaxControlMessageBytes = 256u << 20;
+// Until a connection has completed its handshake (AUTH; without a secret,
+// its first message), a message over this size closes it: a peer that has
+// proved nothing costs the server a few KiB at most.
+inline constexpr uint32_t kMaxHandshakeMessageBytes = 4096;
 inline constexpr uint32_t kKeepaliveFrame = 0xffffffffu;
 inline constexpr int kKeepaliveIntervalMs = 250;
 // The protocol name the control channel's proofs cover (core/auth.h).
@@ -56,8 +60,11 @@ Status RecvControlMessage(int fd, google::protobuf::MessageLite* m,
 // connection is sent again only when this holds.
 bool SafeToRepeat(const proto::ControlRequest& request);
 
-// The client's side: connect (and prove the secret), then Call() for each
-// request. Not thread-safe: one call at a time (callers serialize).
+// The client's side: connect and complete the handshake (AUTH: with a
+// secret, both sides prove it; without one, an exchange of the client's
+// nonce that tells a client that the server requires a secret), then Call()
+// for each request. Not thread-safe: one call at a time (callers
+// serialize).
 //
 // After EnableReconnect, a connection broken by a reset while the server
 // lives is made again (within timeout_ms of the failure, the rejoin request

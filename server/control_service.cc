@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "net/advertise.h"
 #include "net/connect.h"
@@ -29,19 +31,16 @@ struct ControlService::Connection {
   // Set while the handler works on a request: the keepalive thread then
   // sends a keepalive once per interval.
   std::atomic<bool> busy{false};
-  // AUTH state (the connection's thread only).
-  bool authenticated = false;
-  std::string server_nonce;
-  std::string client_nonce;
 };
 
 StatusOr<std::unique_ptr<ControlService>> ControlService::Listen(
     Options options, ControlHandler handler) {
   PS_RETURN_IF_ERROR(xfer::RequireSecretFor(options.host, options.secret,
                                             "the control listener"));
-  if (options.timeout_ms <= 0 || options.max_connections == 0) {
+  if (options.timeout_ms <= 0 || options.max_connections == 0 ||
+      options.handshake_timeout_ms <= 0 || options.max_handshakes == 0) {
     return InvalidArgument(
-        "control service: timeout and connection limit must be positive");
+        "control service: timeouts and connection limits must be positive");
   }
   std::unique_ptr<ControlService> s(new ControlService);
   s->options_ = std::move(options);
@@ -62,9 +61,28 @@ StatusOr<std::unique_ptr<ControlService>> ControlService::Listen(
 
 ControlService::~ControlService() { Stop(); }
 
-void ControlService::Start() {
-  accept_thread_ = std::thread([this] { AcceptLoop(); });
+Status ControlService::Start() {
+  handshake_.address = address_;
+  handshake_.secret = options_.secret;
+  handshake_.admit = [this] { return Admit(); };
+  handshake_.adopt = [this](net::UniqueFd fd,
+                            std::optional<proto::ControlRequest> first) {
+    Adopt(std::move(fd), std::move(first));
+  };
+  net::HandshakeGate::Options gate;
+  gate.name = "control listener " + address_;
+  gate.handshake_timeout_ms = options_.handshake_timeout_ms;
+  gate.max_handshakes = options_.max_handshakes;
+  std::vector<net::UniqueFd> listeners;
+  listeners.push_back(std::move(listen_fd_));
+  PS_ASSIGN_OR_RETURN(
+      gate_, net::HandshakeGate::Start(
+                 std::move(gate), std::move(listeners),
+                 [this](size_t, int, const std::string&) {
+                   return std::make_unique<ControlHandshake>(handshake_);
+                 }));
   keepalive_thread_ = std::thread([this] { KeepaliveLoop(); });
+  return Status::OK();
 }
 
 void ControlService::Stop() {
@@ -73,9 +91,9 @@ void ControlService::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_cv_.notify_all();
   }
-  if (accept_thread_.joinable()) accept_thread_.join();
-  if (keepalive_thread_.joinable()) keepalive_thread_.join();
   if (!first) return;
+  gate_.reset();  // no new connections; those in their handshake close
+  if (keepalive_thread_.joinable()) keepalive_thread_.join();
   std::list<std::unique_ptr<Connection>> connections;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -97,51 +115,39 @@ void ControlService::ReapFinished() {
   }
 }
 
-void ControlService::AcceptLoop() {
-  while (!stop_.load(std::memory_order_acquire)) {
-    pollfd p{listen_fd_.get(), POLLIN, 0};
-    int n = poll(&p, 1, 100);
-    std::lock_guard<std::mutex> lock(mu_);
-    ReapFinished();        // also while idle: finished threads do not linger
-    if (n <= 0) continue;  // timeout or EINTR: look at the flag again
-    auto fd = net::Accept(listen_fd_.get());
-    if (!fd.ok()) {
-      LOG(WARNING) << "control listener " << address_
-                   << ": accept failed: " << fd.status();
-      continue;
+Status ControlService::Admit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReapFinished();
+  if (connections_.size() < options_.max_connections) return Status::OK();
+  return ResourceExhausted("server " + address_ + " already has " +
+                           std::to_string(connections_.size()) +
+                           " control connections (the limit, from "
+                           "--num_workers)");
+}
+
+void ControlService::Adopt(net::UniqueFd fd,
+                           std::optional<proto::ControlRequest> first) {
+  auto c = std::make_unique<Connection>();
+  c->fd = std::move(fd);
+  c->peer.address = net::PeerAddress(c->fd.get());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_.load(std::memory_order_acquire)) return;
+  Connection* raw = c.get();
+  connections_.push_back(std::move(c));
+  try {
+    raw->thread = std::thread([this, raw, first = std::move(first)]() mutable {
+      Serve(raw, std::move(first));
+    });
+  } catch (const std::system_error& e) {
+    // Out of threads (a limit of the machine): this peer is refused, the
+    // others are served on.
+    uint64_t held_back = 0;
+    if (no_thread_log_.Allow(&held_back)) {
+      LOG(WARNING) << "control listener " << address_ << ": no thread for "
+                   << raw->peer.address << ": " << e.what()
+                   << LogLimiter::HeldBack(held_back);
     }
-    if (stop_.load(std::memory_order_acquire)) break;
-    auto c = std::make_unique<Connection>();
-    c->fd = std::move(*fd);
-    c->peer.address = net::PeerAddress(c->fd.get());
-    if (connections_.size() >= options_.max_connections) {
-      // Told why and closed now, not at some later accept.
-      proto::ControlReply refusal;
-      protocol::SetControlError(
-          ResourceExhausted(
-              "server " + address_ + " already has " +
-              std::to_string(connections_.size()) +
-              " control connections (the limit, from --num_workers)"),
-          &refusal);
-      (void)protocol::SendControlMessage(c->fd.get(), refusal, DeadlineIn(100));
-      LOG_EVERY_N(WARNING, 20)
-          << "control listener " << address_ << ": refused a connection from "
-          << c->peer.address << ": " << connections_.size()
-          << " connections open (the limit)";
-      continue;
-    }
-    Connection* raw = c.get();
-    connections_.push_back(std::move(c));
-    try {
-      raw->thread = std::thread([this, raw] { Serve(raw); });
-    } catch (const std::system_error& e) {
-      // Out of threads (a limit of the machine): this peer is refused, the
-      // others are served on.
-      LOG_EVERY_N(WARNING, 20)
-          << "control listener " << address_ << ": no thread for "
-          << raw->peer.address << ": " << e.what();
-      connections_.pop_back();
-    }
+    connections_.pop_back();
   }
 }
 
@@ -151,6 +157,7 @@ void ControlService::KeepaliveLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_.load(std::memory_order_acquire)) {
     stop_cv_.wait_for(lock, interval);
+    ReapFinished();  // finished threads do not linger while no one connects
     for (auto& c : connections_) {
       if (!c->busy.load(std::memory_order_acquire)) continue;
       std::unique_lock<std::mutex> send(c->send_mu, std::try_to_lock);
@@ -173,89 +180,41 @@ void ControlService::KeepaliveLoop() {
   }
 }
 
-bool ControlService::Authenticate(Connection* c, const proto::AuthRequest& auth,
-                                  proto::ControlReply* reply) {
-  const xfer::ClusterSecret& secret = options_.secret;
-  if (!auth.nonce().empty()) {
-    // First exchange: the client's nonce in, ours and our proof out.
-    if (auth.nonce().size() != xfer::kNonceBytes) {
-      protocol::SetControlError(
-          InvalidArgument("auth nonce of " +
-                          std::to_string(auth.nonce().size()) + " bytes"),
-          reply);
-      return false;
-    }
-    c->client_nonce = auth.nonce();
-    proto::AuthReply* a = reply->mutable_auth();
-    if (secret.empty()) return true;  // no proof: the client decides
-    c->server_nonce = xfer::NewNonce();
-    a->set_nonce(c->server_nonce);
-    a->set_proof(secret.Prove(protocol::kControlAuthProtocol,
-                              xfer::AuthRole::kAcceptor, c->server_nonce,
-                              c->client_nonce));
-    return true;
-  }
-  if (secret.empty()) {
-    reply->mutable_auth()->set_authenticated(true);
-    return true;
-  }
-  if (c->server_nonce.empty() ||
-      !secret.Verify(protocol::kControlAuthProtocol, xfer::AuthRole::kConnector,
-                     c->server_nonce, c->client_nonce, auth.proof())) {
-    LOG(WARNING) << "control listener " << address_
-                 << ": refused the connection from " << c->peer.address
-                 << ": authentication failed (a different cluster secret)";
-    protocol::SetControlError(
-        Unauthenticated("authentication failed: a different cluster "
-                        "secret"),
-        reply);
-    return false;
-  }
-  c->authenticated = true;
-  reply->mutable_auth()->set_authenticated(true);
-  return true;
-}
-
-void ControlService::Serve(Connection* c) {
+void ControlService::Serve(Connection* c,
+                           std::optional<proto::ControlRequest> first) {
   const int fd = c->fd.get();
   const int timeout = options_.timeout_ms;
-  // Until the first request (with a secret: until the proof) a connection
-  // has timeout_ms; afterwards an authenticated peer may stay idle.
-  const Deadline setup_deadline = DeadlineIn(timeout);
-  bool first = true;
   for (;;) {
-    const bool settled =
-        !first && (options_.secret.empty() || c->authenticated);
+    // Established: the peer may stay idle between requests as long as it
+    // likes (a worker between checkpoints).
     proto::ControlRequest request;
-    Status s = protocol::RecvControlMessage(
-        fd, &request, settled ? Deadline::max() : setup_deadline, timeout);
-    first = false;
-    if (!s.ok()) {
+    if (first.has_value()) {
+      request = std::move(*first);
+      first.reset();
+    } else if (Status s = protocol::RecvControlMessage(
+                   fd, &request, Deadline::max(), timeout);
+               !s.ok()) {
       if (!s.Is(StatusCode::kPeerLost) && !stop_.load()) {
-        LOG_EVERY_N(WARNING, 20) << "control connection from "
-                                 << c->peer.address << " closed: " << s;
+        uint64_t held_back = 0;
+        if (closed_log_.Allow(&held_back)) {
+          LOG(WARNING) << "control connection from " << c->peer.address
+                       << " closed: " << s << LogLimiter::HeldBack(held_back);
+        }
       }
       break;
     }
     proto::ControlReply reply;
-    bool go_on = true;
     if (request.has_auth()) {
-      go_on = Authenticate(c, request.auth(), &reply);
-    } else if (!options_.secret.empty() && !c->authenticated) {
-      LOG_EVERY_N(WARNING, 20)
-          << "control listener " << address_ << ": refused a request from "
-          << c->peer.address << " before authentication";
-      protocol::SetControlError(Unauthenticated("server " + address_ +
-                                                " requires the cluster secret "
-                                                "(--cluster_secret_file or "
-                                                "$PS_CLUSTER_SECRET_FILE)"),
-                                &reply);
-      go_on = false;
+      protocol::SetControlError(
+          InvalidArgument("this connection has completed its handshake "
+                          "already"),
+          &reply);
     } else {
       c->busy.store(true, std::memory_order_release);
       reply = handler_(request, &c->peer);
       c->busy.store(false, std::memory_order_release);
     }
+    Status s;
     {
       std::lock_guard<std::mutex> send(c->send_mu);
       s = protocol::SendControlMessage(
@@ -264,12 +223,15 @@ void ControlService::Serve(Connection* c) {
     }
     if (!s.ok()) {
       if (!stop_.load()) {
-        LOG_EVERY_N(WARNING, 20) << "control connection from "
-                                 << c->peer.address << ": cannot reply: " << s;
+        uint64_t held_back = 0;
+        if (closed_log_.Allow(&held_back)) {
+          LOG(WARNING) << "control connection from " << c->peer.address
+                       << ": cannot reply: " << s
+                       << LogLimiter::HeldBack(held_back);
+        }
       }
       break;
     }
-    if (!go_on) break;
   }
   if (c->peer.worker_id >= 0 && !stop_.load()) {
     LOG(INFO) << "worker-" << c->peer.worker_id << " (" << c->peer.address

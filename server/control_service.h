@@ -1,18 +1,25 @@
 // ControlService: the server's end of the control channel
-// (protocol/control_channel.h). A thread accepts TCP connections; each
-// connection gets a thread that reads a ControlRequest, asks the handler for
-// the reply and sends it, until the peer closes.
+// (protocol/control_channel.h). A net::HandshakeGate accepts TCP connections
+// and runs each one's handshake (server/control_handshake.h) on one thread;
+// each established connection gets a thread that reads a ControlRequest,
+// asks the handler for the reply and sends it, until the peer closes.
 //
 // Whatever a peer sends is input, and no peer can deny the others:
-// - at most Options::max_connections connections at once; one more is
-//   answered with an error and closed at once;
-// - a connection must send its first request (with a secret: prove it)
-//   within timeout_ms, and a message that started must be whole within its
-//   deadline (protocol::BodyDeadlineMs); memory follows the bytes received;
-// - with a cluster secret, nothing but the AUTH exchange is answered until
-//   the peer proved the secret; a failed proof is logged with the peer's
-//   address and closes the connection;
-// - a malformed or oversized message closes that connection with a log line.
+// - before its handshake is complete (with a secret: until it proved the
+//   secret; without one: until its first message) a connection costs one
+//   of Options::max_handshakes slots on the gate's thread, for at most
+//   Options::handshake_timeout_ms, and memory for one message of at most
+//   protocol::kMaxHandshakeMessageBytes; nothing but the handshake is
+//   answered. When the slots are full a newcomer drops the handshake that
+//   got least far: silent or stalled connections never keep out a peer
+//   that knows the secret;
+// - at most Options::max_connections established connections; one more is
+//   told why (kResourceExhausted) at the end of its handshake and closed;
+// - an established connection's message that started must be whole within
+//   its deadline (protocol::BodyDeadlineMs); memory follows the bytes
+//   received;
+// - a failed proof, a malformed or oversized message closes that connection
+//   with a log line, at most one such line per period however many come.
 // While the handler works on a request, a keepalive frame goes to its client
 // every protocol::kKeepaliveIntervalMs, so that a slow request (a cut
 // waiting for the previous checkpoint) is not taken for a dead server.
@@ -30,14 +37,18 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "base/log_limiter.h"
 #include "base/status.h"
 #include "base/status_or.h"
 #include "core/auth.h"
+#include "net/handshake_gate.h"
 #include "net/unique_fd.h"
 #include "protocol/ps.pb.h"
+#include "server/control_handshake.h"
 
 namespace ps::server {
 
@@ -59,7 +70,11 @@ class ControlService {
     std::string advertise_host;
     xfer::ClusterSecret secret;
     int timeout_ms = 30000;
-    uint32_t max_connections = 64;
+    uint32_t max_connections = 64;  // established ones
+    // Connections still in their handshake: their deadline, and how many
+    // at once.
+    int handshake_timeout_ms = 5000;
+    size_t max_handshakes = 64;
     // Called on the connection's thread once it closed (for the server's
     // record of which workers are connected); may be empty.
     std::function<void(const ControlPeer& peer)> on_close;
@@ -74,7 +89,8 @@ class ControlService {
   const std::string& address() const { return address_; }
   uint16_t port() const { return port_; }
 
-  void Start();
+  // Starts accepting (the gate's thread) and the keepalive thread.
+  Status Start();
   // Idempotent; callable from any thread except a connection's own (a
   // handler that wants the server to stop must signal another thread).
   void Stop();
@@ -83,25 +99,28 @@ class ControlService {
   struct Connection;
 
   ControlService() = default;
-  void AcceptLoop();
+  // The gate's: may one more connection be established?
+  Status Admit();
+  // The gate's: serve an established connection on a thread of its own.
+  void Adopt(net::UniqueFd fd, std::optional<proto::ControlRequest> first);
   void KeepaliveLoop();
-  void Serve(Connection* c);
-  // Answers an AUTH request on `c`; false when the connection must close.
-  bool Authenticate(Connection* c, const proto::AuthRequest& auth,
-                    proto::ControlReply* reply);
+  void Serve(Connection* c, std::optional<proto::ControlRequest> first);
   void ReapFinished();  // mu_ held
 
   Options options_;
   ControlHandler handler_;
-  net::UniqueFd listen_fd_;
+  net::UniqueFd listen_fd_;  // until Start hands it to the gate
   std::string address_;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
-  std::thread accept_thread_;
+  ControlHandshake::Service handshake_;  // what each handshake asks of us
+  std::unique_ptr<net::HandshakeGate> gate_;
   std::thread keepalive_thread_;
   std::mutex mu_;
   std::condition_variable stop_cv_;  // wakes the keepalive thread
   std::list<std::unique_ptr<Connection>> connections_;  // guarded by mu_
+  LogLimiter closed_log_{std::chrono::seconds(10)};
+  LogLimiter no_thread_log_{std::chrono::seconds(10)};
 };
 
 }  // namespace ps::server

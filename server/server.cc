@@ -141,7 +141,7 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
                                                  ControlPeer* peer) {
                                          return raw->Handle(r, peer);
                                        }));
-  s->control_->Start();
+  PS_RETURN_IF_ERROR(s->control_->Start());
   if (s->peers_ != nullptr) {
     PS_RETURN_IF_ERROR(
         s->peers_->Publish(s->control_->address(), s->context_->instance())

@@ -33,7 +33,7 @@ class ControlReconnectTest : public ::testing::Test {
         });
     ASSERT_TRUE(s.ok()) << s.status();
     service_ = std::move(*s);
-    service_->Start();
+    ASSERT_TRUE(service_->Start().ok());
     proxy_ = std::make_unique<testing::TcpProxy>(service_->address());
     proto::ControlRequest hello;
     hello.mutable_hello()->set_worker_id(3);
