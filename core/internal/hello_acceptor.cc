@@ -93,6 +93,9 @@ class XferHello : public net::Handshake {
 
   // The hello is complete (and proved): OnHello answers it.
   StatusOr<Next> Finish(int fd) {
+    // Every log line of every provider names the peer by this: a name with
+    // a line break or an escape sequence must not forge or colour one.
+    hello_.set_name(Printable(hello_.name()));
     HelloAcceptor::Answer answer = on_hello_(hello_, same_host_);
     Status s = SendMessage(fd, answer.reply, net::DeadlineIn(kReplySendMs));
     if (!s.ok()) return s.WithContext("hello reply");
