@@ -1,13 +1,19 @@
 #include "core/auth.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <sodium.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
+#include <cstring>
+
+#include "net/unique_fd.h"
+
+extern char** environ;
 
 namespace ps::xfer {
 namespace {
@@ -15,6 +21,19 @@ namespace {
 // sodium_init is thread-safe and idempotent; it must run before any other
 // libsodium call (it seeds the random generator).
 void EnsureSodium() { [[maybe_unused]] static const int once = sodium_init(); }
+
+// Overwrites the value of every PS_CLUSTER_SECRET entry environ holds with
+// NUL bytes (there may be more than one: execve takes duplicates). The
+// entries a process starts with point into the block the kernel shows in
+// /proc/PID/environ, so this wipes them there too.
+void WipeSecretFromEnvironment() {
+  static constexpr std::string_view kEntry = "PS_CLUSTER_SECRET=";
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, kEntry.data(), kEntry.size()) != 0) continue;
+    char* value = *e + kEntry.size();
+    sodium_memzero(value, std::strlen(value));
+  }
+}
 
 }  // namespace
 
@@ -34,28 +53,59 @@ StatusOr<ClusterSecret> ClusterSecret::FromBytes(std::string bytes) {
 }
 
 StatusOr<ClusterSecret> ClusterSecret::FromFile(const std::string& path) {
+  const std::string what = "cluster secret file " + path;
+  // Open first, then check and read the descriptor: checking the path and
+  // opening it after would check one file and read another if the path
+  // changed in between. O_NONBLOCK: opening a FIFO would otherwise wait for
+  // a writer.
+  net::UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid()) {
+    return ErrnoStatus(StatusCode::kInvalidArgument, what, errno);
+  }
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    return ErrnoStatus(StatusCode::kInvalidArgument,
-                       "cluster secret file " + path, errno);
+  if (fstat(fd.get(), &st) != 0) {
+    return ErrnoStatus(StatusCode::kInvalidArgument, what, errno);
   }
   if (!S_ISREG(st.st_mode)) {
-    return InvalidArgument("cluster secret file " + path +
-                           " is not a regular file");
+    return InvalidArgument(what +
+                           " is not a regular file (a folder, FIFO or "
+                           "device?); give a file holding the secret");
   }
-  if ((st.st_mode & (S_IRWXO)) != 0) {
-    return InvalidArgument("cluster secret file " + path +
-                           " is accessible by other users; chmod 600 it");
+  const uid_t me = geteuid();
+  if (st.st_uid != me && st.st_uid != 0) {
+    return InvalidArgument(
+        what + " belongs to uid " + std::to_string(st.st_uid) +
+        ", neither this user (uid " + std::to_string(me) +
+        ") nor root, so that user could change it; chown it to this user");
   }
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)),
-                    std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof()) {
-    return InvalidArgument("cannot read cluster secret file " + path);
+  if ((st.st_mode & (S_IWGRP | S_IRWXO)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o",
+                  static_cast<unsigned>(st.st_mode & 07777));
+    return InvalidArgument(
+        what + " has mode " + mode +
+        ", which lets its group write it or other users use it; chmod 600 "
+        "it (group read, 0640 or 0440, is allowed)");
   }
+  std::string bytes;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = read(fd.get(), buffer, sizeof(buffer));
+    if (n > 0) {
+      bytes.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const int err = errno;
+      sodium_memzero(buffer, sizeof(buffer));
+      return ErrnoStatus(StatusCode::kInvalidArgument, "reading " + what, err);
+    }
+  }
+  sodium_memzero(buffer, sizeof(buffer));
   if (!bytes.empty() && bytes.back() == '\n') bytes.pop_back();
   auto secret = FromBytes(std::move(bytes));
   if (!secret.ok()) return secret.status().WithContext(path);
+  secret->file_ = path;
   return secret;
 }
 
@@ -76,6 +126,13 @@ StatusOr<ClusterSecret> ClusterSecret::Resolve(const std::string& file) {
     return secret;
   }
   return ClusterSecret();
+}
+
+StatusOr<ClusterSecret> ClusterSecret::ResolveForProgram(
+    const std::string& file) {
+  auto secret = Resolve(file);
+  WipeSecretFromEnvironment();
+  return secret;
 }
 
 std::string ClusterSecret::Prove(std::string_view protocol, AuthRole role,

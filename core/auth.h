@@ -16,9 +16,15 @@
 // Where the secret comes from (Resolve): a key file (--cluster_secret_file),
 // else the file named by $PS_CLUSTER_SECRET_FILE, else $PS_CLUSTER_SECRET
 // itself. No secret: connections are not authenticated, which is allowed
-// only for listeners on loopback addresses (RequireSecretFor).
+// only for listeners on loopback addresses (RequireSecretFor). A program's
+// main() resolves with ResolveForProgram, which also wipes the value of
+// $PS_CLUSTER_SECRET from the process's environment: /proc/PID/environ
+// would show it to anyone who can read that file, for as long as the
+// process runs.
 //
 // Thread-safe: immutable after construction; copies share the key.
+// ResolveForProgram is the exception: it writes to the environment (see
+// there).
 #pragma once
 
 #include <cstddef>
@@ -48,14 +54,46 @@ class ClusterSecret {
 
   // The secret's bytes (at least kMinSecretBytes).
   static StatusOr<ClusterSecret> FromBytes(std::string bytes);
-  // The content of `path`, one trailing newline dropped. Refused when the
-  // file is readable or writable by others (chmod 600 it).
+  // The content of `path`, one trailing newline dropped. The file is opened
+  // first and the open descriptor checked (fstat) and read, so what is
+  // checked is what is read, even if the path changes meanwhile. Symlinks
+  // are followed on purpose: Kubernetes mounts a Secret's keys as symlinks.
+  // Refused (kInvalidArgument, the message says the fix):
+  //   - anything but a regular file (opened non-blocking, so a FIFO cannot
+  //     hang the caller);
+  //   - a file owned by neither this process's effective user nor root
+  //     (its owner could change it; root can read everything anyway, and a
+  //     Kubernetes Secret volume's files belong to root);
+  //   - any group-write bit or any bit for other users (chmod 600).
+  // Group read is allowed on purpose: Kubernetes mounts a Secret with
+  // defaultMode 0440 (or 0640), owned by root and the pod's fsGroup.
   static StatusOr<ClusterSecret> FromFile(const std::string& path);
   // `file` when non-empty, else $PS_CLUSTER_SECRET_FILE, else
-  // $PS_CLUSTER_SECRET, else no secret.
+  // $PS_CLUSTER_SECRET, else no secret. No side effects: a library (the
+  // Python package) calls it and leaves its user's environment as it was.
   static StatusOr<ClusterSecret> Resolve(const std::string& file);
+  // For a program's main(): Resolve(file), then overwrites the value of
+  // every PS_CLUSTER_SECRET entry of this process's environment with NUL
+  // bytes, in place, whichever source the secret came from and also when
+  // resolving failed. In place because /proc/PID/environ shows the block
+  // the kernel wrote at exec, which is where those entries point:
+  // unsetenv() would only drop the pointer and leave the bytes there.
+  // Afterwards $PS_CLUSTER_SECRET reads as empty (no secret), so a program
+  // that needs the secret twice passes this result on instead of resolving
+  // again. Call it before the program starts any thread: it writes to the
+  // environment, which no other thread may read (getenv) or change
+  // meanwhile.
+  static StatusOr<ClusterSecret> ResolveForProgram(const std::string& file);
 
   bool empty() const { return key_ == nullptr; }
+  // The secret itself ("" when none), for a launcher that hands it on to
+  // the processes it starts (ps_launch). Never log it.
+  std::string_view bytes() const {
+    return key_ == nullptr ? std::string_view() : std::string_view(*key_);
+  }
+  // The path FromFile read it from, as given (also through Resolve); ""
+  // when it came from bytes ($PS_CLUSTER_SECRET) or there is none.
+  const std::string& file() const { return file_; }
 
   // The proof `role` sends on a connection of `protocol` ("xfer",
   // "control") with these nonces.
@@ -70,6 +108,7 @@ class ClusterSecret {
  private:
   explicit ClusterSecret(const std::string& bytes);
   std::shared_ptr<const std::string> key_;
+  std::string file_;
 };
 
 // kNonceBytes fresh random bytes.
