@@ -151,6 +151,11 @@ StatusOr<std::unique_ptr<Process>> Cluster::SpawnMember(
   p.env = {"GLOG_logtostderr=1", spec_.transport == "auto"
                                      ? std::string("XFER_TRANSPORT")
                                      : "XFER_TRANSPORT=" + spec_.transport};
+  // The secret by path only (see ClusterSpec::secret_file).
+  p.env.push_back("PS_CLUSTER_SECRET");
+  p.env.push_back(spec_.secret_file.empty()
+                      ? std::string("PS_CLUSTER_SECRET_FILE")
+                      : "PS_CLUSTER_SECRET_FILE=" + spec_.secret_file);
   p.log_path = spec_.run_dir + "/" + name + ".log";
   p.name = name;
   p.die_with_parent = !spec_.detach;

@@ -64,6 +64,12 @@ struct ClusterSpec {
   std::vector<std::string> listen_hosts;
   std::vector<std::string> advertise_hosts;
   std::string run_dir;  // exists, empty
+  // The cluster secret, as every process gets it: its $PS_CLUSTER_SECRET_FILE
+  // (a key file's absolute path, or /proc/self/fd/N of a descriptor they
+  // inherit, launch/secret_memfd.h). Empty: no secret. Either way no
+  // process gets $PS_CLUSTER_SECRET, the secret itself: anyone who may read
+  // its /proc/PID/environ would see it.
+  std::string secret_file;
   int64_t ready_timeout_ms = 30000;
   int stop_timeout_ms = 20000;
   // The processes are meant to outlive the launcher: no PR_SET_PDEATHSIG,

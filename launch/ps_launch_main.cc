@@ -19,11 +19,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "cli/flags.h"
 #include "cli/guarded_main.h"
+#include "core/auth.h"
 #include "launch/cluster.h"
+#include "launch/secret_memfd.h"
 #include "launch/stop_run.h"
 
 #ifndef PS_SERVER_BIN
@@ -82,9 +85,25 @@ DEFINE_string(server_prefix, "",
               "the shard id: --server_prefix='ip netns exec ns{i}'. The "
               "prefix must exec the command (as ip netns exec does) for the "
               "server to die with ps_launch; signals reach its whole process "
-              "group either way.");
+              "group either way. A prefix that leaves this host (ssh) needs "
+              "the cluster secret in a key file on a path that host has "
+              "(see --cluster_secret_file).");
 DEFINE_string(worker_prefix, "",
               "The same for every worker ({i} the worker id).");
+DEFINE_string(
+    cluster_secret_file, "",
+    "File holding the cluster's shared secret (as for ps_server: at least "
+    "16 bytes, owned by this user or root, chmod 600; group read, 0640 or "
+    "0440, is allowed). Empty: $PS_CLUSTER_SECRET_FILE, else "
+    "$PS_CLUSTER_SECRET (the secret itself), else none. Every server and "
+    "worker gets it as $PS_CLUSTER_SECRET_FILE, never the secret itself in "
+    "its environment: a key file by its absolute path; a secret from "
+    "$PS_CLUSTER_SECRET through a sealed descriptor they inherit "
+    "(/proc/self/fd/N), which ps_launch also wipes from its own "
+    "environment. A prefix that leaves this host (ssh) or closes inherited "
+    "descriptors (sudo) passes neither on: give a key file at a path every "
+    "host has, in --server_args and --worker_args "
+    "(--cluster_secret_file=PATH).");
 DEFINE_string(server_listen_host, "",
               "Address each server binds (its --listen_host): one for all, or "
               "a comma-separated list with one per shard. Empty: the "
@@ -241,11 +260,29 @@ int Main(int argc, char** argv) {
   }
   if (FLAGS_stop) return StopMode();
 
+  // Before anything else runs: this wipes $PS_CLUSTER_SECRET from our
+  // environment (it must not show in /proc/PID/environ).
+  auto secret =
+      ps::xfer::ClusterSecret::ResolveForProgram(FLAGS_cluster_secret_file);
+  if (!secret.ok()) return Fail(kExitUsage, secret.status().message());
   const std::string run_dir =
       Absolute(FLAGS_run_dir.empty() ? DefaultRunDir() : FLAGS_run_dir);
   ps::launch::ClusterSpec spec = SpecFromFlags(run_dir);
   if (ps::Status s = ps::launch::ValidateSpec(spec); !s.ok()) {
     return Fail(kExitUsage, s.message());
+  }
+  // Lives as long as ps_launch: the children inherit it as they start.
+  std::optional<ps::launch::SecretMemfd> secret_memfd;
+  if (!secret->file().empty()) {
+    spec.secret_file = Absolute(secret->file());
+  } else if (!secret->empty()) {
+    auto memfd = ps::launch::SecretMemfd::Create(secret->bytes());
+    if (!memfd.ok()) {
+      return Fail(kExitStartFailed,
+                  "handing on the cluster secret: " + memfd.status().message());
+    }
+    secret_memfd = std::move(*memfd);
+    spec.secret_file = secret_memfd->path();
   }
   if (ps::Status s = PrepareRunDir(run_dir); !s.ok()) {
     return Fail(kExitUsage, s.message());

@@ -40,7 +40,8 @@ DEFINE_bool(json, false,
             "lost) instead of the tables.");
 DEFINE_string(cluster_secret_file, "",
               "The cluster's secret, when its servers have one (as for "
-              "ps_server; empty: $PS_CLUSTER_SECRET_FILE, else "
+              "ps_server: owned by this user or root, chmod 600, group read "
+              "allowed; empty: $PS_CLUSTER_SECRET_FILE, else "
               "$PS_CLUSTER_SECRET, else none).");
 
 namespace {
@@ -122,7 +123,9 @@ int Main(int argc, char** argv) {
       return Fail(kExitUsage, "--servers: '" + a + "' is not host:port");
     }
   }
-  auto secret = ps::xfer::ClusterSecret::Resolve(FLAGS_cluster_secret_file);
+  // Before QueryCluster starts its threads (this writes to the environment).
+  auto secret =
+      ps::xfer::ClusterSecret::ResolveForProgram(FLAGS_cluster_secret_file);
   if (!secret.ok()) return Fail(kExitFailed, secret.status().message());
 
   const ps::tools::ClusterStatus status =

@@ -1,19 +1,25 @@
 // ps_launch as a real process: a small cluster of real ps_servers and
 // ps_workers runs to the end and leaves nothing behind; a signal, a failing
 // worker and --detach/--stop stop everything; a bad flagfile is a usage
-// error (exit 2) that says what is wrong.
+// error (exit 2) that says what is wrong; the cluster secret reaches every
+// process without being in any process's environment.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "launch/process.h"
 #include "launch/text_file.h"
+#include "protocol/control_channel.h"
 #include "tests/ps/server_process.h"
 
 #ifndef PS_LAUNCH_BIN
@@ -58,6 +64,52 @@ std::vector<pid_t> LoggedPids(const std::string& log) {
   return pids;
 }
 
+// `root` and every process below it, found through the parent pid in
+// /proc/*/stat.
+std::vector<pid_t> ProcessTree(pid_t root) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto stat = ReadWholeFile("/proc/" + name + "/stat");
+    if (!stat) continue;  // gone meanwhile
+    // "pid (comm) state ppid ...": comm may hold anything but ends at the
+    // last ')'.
+    const size_t paren = stat->rfind(')');
+    if (paren == std::string::npos || paren + 4 >= stat->size()) continue;
+    const pid_t ppid =
+        static_cast<pid_t>(std::strtol(stat->c_str() + paren + 4, nullptr, 10));
+    children[ppid].push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  std::vector<pid_t> tree = {root};
+  for (size_t i = 0; i < tree.size(); ++i) {
+    for (pid_t child : children[tree[i]]) tree.push_back(child);
+  }
+  return tree;
+}
+
+// Whether `environ` (a /proc/PID/environ) sets `name`.
+bool HasVariable(const std::string& environ, const std::string& name) {
+  const std::string entry = name + "=";
+  return environ.rfind(entry, 0) == 0 ||
+         environ.find('\0' + entry) != std::string::npos;
+}
+
+// What a client without the secret gets from the server at `address`:
+// kUnauthenticated at the handshake or at its first request when the
+// server has a secret.
+ps::Status StrangersHello(const std::string& address) {
+  auto client = ps::protocol::ControlClient::Connect(
+      address, {.timeout_ms = 5000, .secret = {}});
+  if (!client.ok()) return client.status();
+  ps::proto::ControlRequest hello;
+  hello.mutable_hello()->set_worker_id(0);
+  hello.mutable_hello()->set_num_workers(1);
+  hello.mutable_hello()->set_name("stranger");
+  return client->Call(hello).status();
+}
+
 class PsLaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -67,11 +119,14 @@ class PsLaunchTest : public ::testing::Test {
     run_dir_ = dir_->path() + "/run";
   }
 
+  // `env` as ProcessSpec::env.
   std::unique_ptr<Process> Launch(std::vector<std::string> flags,
-                                  const std::string& log_name = "launch.log") {
+                                  const std::string& log_name = "launch.log",
+                                  std::vector<std::string> env = {}) {
     ProcessSpec spec;
     spec.argv = {PS_LAUNCH_BIN};
     for (auto& f : flags) spec.argv.push_back(std::move(f));
+    spec.env = std::move(env);
     spec.log_path = dir_->path() + "/" + log_name;
     spec.name = "ps_launch";
     auto p = Process::Spawn(spec);
@@ -106,6 +161,14 @@ class PsLaunchTest : public ::testing::Test {
       usleep(20000);
     }
     return false;
+  }
+
+  // The first server's control address, from cluster.env.
+  std::string FirstServer() const {
+    std::string env = ReadWholeFile(run_dir_ + "/cluster.env").value_or("");
+    const std::string key = "SERVERS=";
+    if (env.rfind(key, 0) != 0) return "";
+    return env.substr(key.size(), env.find_first_of(",\n") - key.size());
   }
 
   // Each server was signalled once: a second SIGTERM makes a ps_server give
@@ -259,6 +322,118 @@ TEST_F(PsLaunchTest, DetachLeavesTheClusterForStop) {
       << ReadWholeFile(dir_->path() + "/stop.log").value_or("");
   for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << pid;
   EXPECT_NE(access((run_dir_ + "/server-0.pid").c_str(), F_OK), 0);
+}
+
+// A secret given to ps_launch as $PS_CLUSTER_SECRET reaches the server and
+// the worker (through exec prefixes, as an inherited descriptor) while no
+// /proc/PID/environ shows it: not ps_launch's, not any process's it
+// started. The server has the secret (a stranger is refused) and the worker
+// too (it trains to the end).
+TEST_F(PsLaunchTest, TheSecretIsInNoProcessEnvironment) {
+  const std::string train = dir_->path() + "/train.tsv";
+  ProcessSpec gen;
+  // Enough rows for the worker to train a few tenths of a second.
+  const int rows = static_cast<int>(20000 * ps::testing::TestScale());
+  gen.argv = {PS_DATAGEN_BIN,  "--model=lr", "--rows=" + std::to_string(rows),
+              "--eval_rows=0", "--seed=5",   "--output=" + train};
+  gen.log_path = dir_->path() + "/datagen.log";
+  gen.name = "ps_datagen";
+  auto datagen = Process::Spawn(gen);
+  ASSERT_TRUE(datagen.ok()) << datagen.status().ToString();
+  ASSERT_EQ((*datagen)->WaitExit(120000 * SlowdownFactor()), 0)
+      << ps::launch::FileTail(gen.log_path, 2000);
+
+  // 32 bytes, unlike anything else in an environment.
+  std::string secret = "launch-secret-" + std::to_string(getpid()) + "-";
+  secret.resize(32, 'x');
+  auto launcher = Launch(
+      {"--servers=1", "--workers=1", "--tables=configs/lr.tables",
+       "--run_dir=" + run_dir_, "--server_prefix=env PS_LAUNCH_PREFIX=s{i}",
+       "--worker_prefix=env PS_LAUNCH_PREFIX=w{i}",
+       "--worker_args=--flagfile=" PS_SOURCE_DIR
+       "/configs/lr.flags --epochs=3 --progress_secs=0"
+       " --train_data=" +
+           train},
+      "launch.log", {"PS_CLUSTER_SECRET=" + secret, "PS_CLUSTER_SECRET_FILE"});
+  ASSERT_TRUE(launcher);
+  ASSERT_TRUE(WaitReady(*launcher)) << LaunchLog();
+  const ps::Status stranger = StrangersHello(FirstServer());
+  EXPECT_TRUE(stranger.Is(ps::StatusCode::kUnauthenticated))
+      << stranger.ToString();
+
+  const pid_t launcher_pid = launcher->pid();
+  std::set<pid_t> seen;
+  std::map<pid_t, std::string> leaks;  // pid -> its command line
+  bool handed_on = false;
+  std::optional<int> code;
+  const int64_t deadline =
+      ps::launch::MonotonicMillis() + 120000LL * SlowdownFactor();
+  while (!(code = launcher->Exited()) &&
+         ps::launch::MonotonicMillis() < deadline) {
+    for (pid_t pid : ProcessTree(launcher_pid)) {
+      auto env = ReadWholeFile("/proc/" + std::to_string(pid) + "/environ");
+      if (!env) continue;  // exited meanwhile
+      seen.insert(pid);
+      // A child gets no PS_CLUSTER_SECRET at all (ps_launch's own is
+      // there, wiped).
+      if ((env->find(secret) != std::string::npos ||
+           (pid != launcher_pid && HasVariable(*env, "PS_CLUSTER_SECRET"))) &&
+          !leaks.count(pid)) {
+        leaks[pid] = ReadWholeFile("/proc/" + std::to_string(pid) + "/cmdline")
+                         .value_or("");
+      }
+      handed_on |= env->find("PS_CLUSTER_SECRET_FILE=/proc/self/fd/") !=
+                   std::string::npos;
+    }
+    usleep(10000);
+  }
+  for (const auto& [pid, cmdline] : leaks) {
+    ADD_FAILURE() << "/proc/" << pid
+                  << "/environ holds the secret or PS_CLUSTER_SECRET: "
+                  << cmdline;
+  }
+  ASSERT_TRUE(code.has_value()) << LaunchLog();
+  EXPECT_EQ(*code, 0) << LaunchLog();
+  EXPECT_TRUE(handed_on);
+  // ps_launch, the server and the worker, each seen while it ran.
+  std::vector<pid_t> started = LoggedPids(LaunchLog());
+  ASSERT_EQ(started.size(), 2u) << LaunchLog();
+  EXPECT_EQ(seen.count(launcher_pid), 1u);
+  for (pid_t pid : started) EXPECT_EQ(seen.count(pid), 1u) << pid;
+  EXPECT_GE(seen.size(), 3u);
+}
+
+// A key file is handed on by its absolute path; one that others may use
+// stops ps_launch before anything starts (exit 2).
+TEST_F(PsLaunchTest, AKeyFileIsHandedOnByItsPath) {
+  auto key = dir_->WriteFile("cluster.key", "a-key-file-secret-0123456789abcd");
+  ASSERT_TRUE(key.ok());
+  ASSERT_EQ(chmod(key->c_str(), 0660), 0);
+  std::vector<std::string> flags = ServersOnly();
+  flags[0] = "--servers=1";
+  flags.push_back("--cluster_secret_file=" + *key);
+  EXPECT_EQ(Run(flags), 2) << LaunchLog();
+  EXPECT_NE(LaunchLog().find("chmod 600"), std::string::npos) << LaunchLog();
+  EXPECT_NE(access(run_dir_.c_str(), F_OK), 0) << "nothing was started";
+
+  ASSERT_EQ(chmod(key->c_str(), 0600), 0);
+  auto launcher = Launch(flags, "launch.log", {"PS_CLUSTER_SECRET"});
+  ASSERT_TRUE(launcher);
+  ASSERT_TRUE(WaitReady(*launcher)) << LaunchLog();
+  usleep(100000);  // the pid log lines follow cluster.env
+  std::vector<pid_t> pids = LoggedPids(LaunchLog());
+  ASSERT_EQ(pids.size(), 1u) << LaunchLog();
+  const std::string env =
+      ReadWholeFile("/proc/" + std::to_string(pids[0]) + "/environ")
+          .value_or("");
+  EXPECT_NE(env.find("PS_CLUSTER_SECRET_FILE=" + *key + '\0'),
+            std::string::npos);
+  const ps::Status stranger = StrangersHello(FirstServer());
+  EXPECT_TRUE(stranger.Is(ps::StatusCode::kUnauthenticated))
+      << stranger.ToString();
+  kill(launcher->pid(), SIGTERM);
+  EXPECT_EQ(launcher->WaitExit(60000 * SlowdownFactor()), 128 + SIGTERM)
+      << LaunchLog();
 }
 
 TEST_F(PsLaunchTest, BadFlagfileIsAUsageError) {

@@ -143,7 +143,9 @@ int main(int argc, char** argv) {
   options.num_workers = FLAGS_num_workers;
   options.servers = SplitCommas(FLAGS_servers);
   options.timeout_ms = FLAGS_timeout_ms;
-  auto secret = ps::xfer::ClusterSecret::Resolve(FLAGS_cluster_secret_file);
+  // No thread runs yet (this writes to the environment).
+  auto secret =
+      ps::xfer::ClusterSecret::ResolveForProgram(FLAGS_cluster_secret_file);
   if (!secret.ok()) {
     std::fprintf(stderr, "ps_test_worker: %s\n",
                  secret.status().ToString().c_str());

@@ -5,6 +5,7 @@ subprocess tests run the same calls (and a lost server) in a fresh
 interpreter and require it to exit with 0 after printing every exception,
 so a segfault or abort fails them."""
 
+import ctypes
 import os
 import socket
 import time
@@ -172,6 +173,25 @@ def test_wrong_cluster_secret(servers, tmp_path):
         c.wait_applied()
     with ps.Client(cluster.addresses, secret_file=str(secret)) as c:
         np.testing.assert_array_equal(c.pull("emb", KEYS), grads())
+
+
+def test_secret_from_the_environment_stays_there(servers, tmp_path,
+                                                 monkeypatch):
+    """The programs wipe $PS_CLUSTER_SECRET from their environment; the
+    package must not: the environment is its user's. Checked in os.environ
+    and in the C library's environment, which the package reads."""
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"e" * 32)
+    os.chmod(secret, 0o600)
+    cluster = servers(TABLES, num_shards=1, num_workers=1,
+                      cluster_secret_file=secret)
+    monkeypatch.setenv("PS_CLUSTER_SECRET", "e" * 32)
+    with ps.Client(cluster.addresses, timeout_ms=5000) as c:
+        c.push("emb", KEYS, grads())  # authenticated: the secret was read
+    assert os.environ["PS_CLUSTER_SECRET"] == "e" * 32
+    libc = ctypes.CDLL(None)
+    libc.getenv.restype = ctypes.c_char_p
+    assert libc.getenv(b"PS_CLUSTER_SECRET") == b"e" * 32
 
 
 def test_malformed_and_missing_data(tmp_path):
