@@ -5,6 +5,7 @@
 // delay other connections nor hang the connecting side; a peer without the
 // cluster secret (or with another) gets nothing; an unknown request is
 // answered with an error before the connection closes.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -76,7 +77,9 @@ TEST(XferHelloTest, SilentConnectionsDelayNobody) {
 }
 
 TEST(XferHelloTest, ADrippedHelloHasOneDeadlineAndBlocksNobody) {
-  auto target = Context::Create(Options("target", /*timeout_ms=*/1000)).value();
+  ContextOptions o = Options("target");
+  o.handshake_timeout_ms = 1000;
+  auto target = Context::Create(o).value();
   UniqueFd drip = ConnectTcp(target->address(), 2000).value();
   // A length prefix of a valid 60,000-byte hello, then a byte at a time.
   const uint32_t length = 60000;
@@ -282,6 +285,109 @@ TEST_F(SecretFileTest, ReadsAKeyFileAndRefusesBadOnes) {
   auto none = ClusterSecret::Resolve("");
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+}
+
+// Group read is allowed (Kubernetes mounts a Secret 0440, root:fsGroup);
+// group write and every bit for other users are refused, saying the fix.
+TEST_F(SecretFileTest, GroupMayReadButNotWrite) {
+  const std::string key = "0123456789abcdef0123";
+  for (mode_t mode : {0600, 0400, 0640, 0440}) {
+    auto secret =
+        ClusterSecret::FromFile(Write("ok-" + std::to_string(mode), key, mode));
+    EXPECT_TRUE(secret.ok()) << std::oct << mode << ": " << secret.status();
+  }
+  for (mode_t mode : {0660, 0620, 0606, 0604, 0602, 0601}) {
+    auto secret = ClusterSecret::FromFile(
+        Write("bad-" + std::to_string(mode), key, mode));
+    ASSERT_FALSE(secret.ok()) << std::oct << mode;
+    EXPECT_TRUE(secret.status().Is(StatusCode::kInvalidArgument));
+    EXPECT_NE(secret.status().message().find("chmod 600"), std::string::npos)
+        << secret.status();
+  }
+}
+
+// The path is opened, then the descriptor checked and read: a symlink is
+// followed (Kubernetes' Secret volumes are symlinks) and the file it
+// reaches is what is checked; a FIFO is refused at once, not waited on.
+TEST_F(SecretFileTest, SymlinksAreFollowedAndFifosRefusedAtOnce) {
+  const std::string good = Write("good", "0123456789abcdef0123\n", 0440);
+  const std::string link = (dir_ / "link").string();
+  ASSERT_EQ(symlink(good.c_str(), link.c_str()), 0);
+  auto secret = ClusterSecret::FromFile(link);
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  EXPECT_EQ(secret->bytes(), "0123456789abcdef0123");
+  EXPECT_EQ(secret->file(), link);
+  const std::string bad_link = (dir_ / "bad-link").string();
+  const std::string bad = Write("bad", "0123456789abcdef0123", 0660);
+  ASSERT_EQ(symlink(bad.c_str(), bad_link.c_str()), 0);
+  EXPECT_FALSE(ClusterSecret::FromFile(bad_link).ok());
+
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto read = std::async(std::launch::async,
+                         [&] { return ClusterSecret::FromFile(fifo); });
+  if (read.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "FromFile waits for a writer of the FIFO";
+    // Be that writer, so that the test ends.
+    close(open(fifo.c_str(), O_WRONLY | O_NONBLOCK));
+  }
+  auto from_fifo = read.get();
+  ASSERT_FALSE(from_fifo.ok());
+  EXPECT_NE(from_fifo.status().message().find("not a regular file"),
+            std::string::npos)
+      << from_fifo.status();
+}
+
+// A key file someone else owns could be changed by them: refused, unless
+// root owns it (root reads everything anyway; a Kubernetes Secret's files
+// belong to root).
+TEST_F(SecretFileTest, AFileOwnedByAnotherUserIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to chown a file away";
+  const std::string path = Write("theirs", "0123456789abcdef0123", 0600);
+  ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);
+  auto theirs = ClusterSecret::FromFile(path);
+  ASSERT_FALSE(theirs.ok());
+  EXPECT_NE(theirs.status().message().find("belongs to uid 65534"),
+            std::string::npos)
+      << theirs.status();
+  EXPECT_NE(theirs.status().message().find("chown"), std::string::npos);
+  // root:65534 0440, as Kubernetes mounts it.
+  ASSERT_EQ(chown(path.c_str(), 0, 65534), 0);
+  ASSERT_EQ(chmod(path.c_str(), 0440), 0);
+  EXPECT_TRUE(ClusterSecret::FromFile(path).ok());
+}
+
+// ResolveForProgram wipes the value from the environment in place (where
+// the pointer getenv gave still points) and remembers what it resolved;
+// Resolve leaves the environment alone (the Python package calls it).
+TEST_F(SecretFileTest, ResolveForProgramWipesTheValueResolveLeavesIt) {
+  const std::string value = "secret-from-the-environment";
+  setenv("PS_CLUSTER_SECRET", value.c_str(), 1);
+  unsetenv("PS_CLUSTER_SECRET_FILE");
+  auto plain = ClusterSecret::Resolve("");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(std::getenv("PS_CLUSTER_SECRET"), value);
+
+  const char* entry = std::getenv("PS_CLUSTER_SECRET");
+  auto secret = ClusterSecret::ResolveForProgram("");
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  EXPECT_EQ(secret->bytes(), value);
+  EXPECT_TRUE(secret->file().empty());
+  EXPECT_EQ(std::string(entry, value.size()), std::string(value.size(), '\0'))
+      << "the bytes getenv pointed to still hold the value";
+  // A second resolve finds no secret: pass the first result on.
+  auto again = ClusterSecret::Resolve("");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());
+
+  // A key file wins, and the value is wiped all the same.
+  setenv("PS_CLUSTER_SECRET", value.c_str(), 1);
+  const std::string key = Write("key", "0123456789abcdef0123", 0600);
+  auto from_file = ClusterSecret::ResolveForProgram(key);
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  EXPECT_EQ(from_file->file(), key);
+  EXPECT_STREQ(std::getenv("PS_CLUSTER_SECRET"), "");
+  unsetenv("PS_CLUSTER_SECRET");
 }
 
 }  // namespace

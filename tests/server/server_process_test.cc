@@ -71,19 +71,25 @@ std::string ReadFile(const std::string& path) {
 }
 
 // A ps_server child: killed and reaped on destruction whatever happened.
+// `env` ("NAME=value") is added to the environment it inherits.
 class ServerProcess {
  public:
-  ServerProcess(const TempDir& dir, std::vector<std::string> args)
+  ServerProcess(const TempDir& dir, std::vector<std::string> args,
+                std::vector<std::string> env = {})
       : log_(dir.path() + "/server.log") {
     std::vector<std::string> argv{PS_SERVER_BIN};
     argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> envp;
+    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
     pid_ = fork();
     if (pid_ == 0) {
       freopen(log_.c_str(), "w", stderr);
       std::vector<char*> c;
       for (auto& a : argv) c.push_back(a.data());
       c.push_back(nullptr);
-      execv(c[0], c.data());
+      execve(c[0], c.data(), envp.data());
       _exit(127);
     }
   }
@@ -132,7 +138,8 @@ struct Started {
   std::string address;
 };
 
-Started StartServer(const TempDir& dir, std::vector<std::string> extra = {}) {
+Started StartServer(const TempDir& dir, std::vector<std::string> extra = {},
+                    std::vector<std::string> env = {}) {
   const std::string tables = dir.path() + "/test.tables";
   std::ofstream(tables) << kTables;
   const std::string port_file = dir.path() + "/port";
@@ -140,7 +147,7 @@ Started StartServer(const TempDir& dir, std::vector<std::string> extra = {}) {
                                 "--port_file=" + port_file, "--num_workers=2"};
   args.insert(args.end(), extra.begin(), extra.end());
   Started s;
-  s.process = std::make_unique<ServerProcess>(dir, args);
+  s.process = std::make_unique<ServerProcess>(dir, args, std::move(env));
   const auto end = Clock::now() + std::chrono::seconds(20);
   while (Clock::now() < end && !s.process->Exited()) {
     std::string text = ReadFile(port_file);
@@ -449,13 +456,12 @@ TEST(ServerProcessTest, OnlyMembersOfTheClusterAreServed) {
   ASSERT_TRUE(info.ok()) << info.status();
   const std::string xfer_address = info->cluster().xfer_address();
 
+  // Refused at the handshake: it learns that it needs the secret.
   auto stranger = protocol::ControlClient::Connect(
       s.address, {.timeout_ms = 5000, .secret = {}});
-  ASSERT_TRUE(stranger.ok());
-  auto refused = stranger->Call(Hello(1, 2));
-  ASSERT_FALSE(refused.ok());
-  EXPECT_TRUE(refused.status().Is(StatusCode::kUnauthenticated))
-      << refused.status();
+  ASSERT_FALSE(stranger.ok());
+  EXPECT_TRUE(stranger.status().Is(StatusCode::kUnauthenticated))
+      << stranger.status();
 
   xfer::ContextOptions o = Named("intruder");
   o.secret = xfer::ClusterSecret::FromBytes("another-secret-abcdefgh").value();
@@ -466,12 +472,46 @@ TEST(ServerProcessTest, OnlyMembersOfTheClusterAreServed) {
 
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const std::string log = s.process->log();
-  EXPECT_NE(log.find("refused a request from 127.0.0.1:"), std::string::npos)
-      << log;
-  EXPECT_NE(log.find("refused the connection from 127.0.0.1:"),
+  EXPECT_NE(log.find("control listener " + s.address +
+                     ": refused the connection from 127.0.0.1:"),
             std::string::npos)
       << log;
+  EXPECT_NE(log.find(": refused the connection from 127.0.0.1:"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("(claims to be \"intruder\")"), std::string::npos)
+      << log;
   EXPECT_EQ(log.find("worker-1 (worker-1) joined"), std::string::npos) << log;
+}
+
+// A secret given as $PS_CLUSTER_SECRET is wiped from the server's
+// /proc/PID/environ (anyone who may read that file would see it) while the
+// server still authenticates its peers with it.
+TEST(ServerProcessTest, ASecretFromTheEnvironmentLeavesNoTraceInProcEnviron) {
+  TempDir dir;
+  const std::string value = "secret-in-the-environment-0123456789";
+  Started s = StartServer(dir, {}, {"PS_CLUSTER_SECRET=" + value});
+  ASSERT_FALSE(s.address.empty());
+  const std::string environ_path =
+      "/proc/" + std::to_string(s.process->pid()) + "/environ";
+  const std::string env = ReadFile(environ_path);
+  ASSERT_NE(env.find("PS_CLUSTER_SECRET="), std::string::npos)
+      << "cannot read " << environ_path;
+  EXPECT_EQ(env.find(value), std::string::npos)
+      << environ_path << " shows the secret";
+
+  auto member = protocol::ControlClient::Connect(
+      s.address, {.timeout_ms = 5000,
+                  .secret = xfer::ClusterSecret::FromBytes(value).value()});
+  ASSERT_TRUE(member.ok()) << member.status();
+  auto info = member->Call(Hello(0, 2));
+  EXPECT_TRUE(info.ok()) << info.status();
+  // Refused at the handshake or at the first request.
+  auto stranger = protocol::ControlClient::Connect(
+      s.address, {.timeout_ms = 5000, .secret = {}});
+  const Status refused =
+      stranger.ok() ? stranger->Call(Hello(1, 2)).status() : stranger.status();
+  EXPECT_TRUE(refused.Is(StatusCode::kUnauthenticated)) << refused;
 }
 
 }  // namespace
