@@ -74,7 +74,7 @@ class ControlService {
     // Connections still in their handshake: their deadline, and how many
     // at once.
     int handshake_timeout_ms = 5000;
-    size_t max_handshakes = 64;
+    size_t max_handshakes = 128;
     // Called on the connection's thread once it closed (for the server's
     // record of which workers are connected); may be empty.
     std::function<void(const ControlPeer& peer)> on_close;
