@@ -70,7 +70,7 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
   peer.hello_again = [&me, &address, deadline](int other) {
     return Handshake(me, other, MakeHello(me), address, deadline);
   };
-  peer.redial = [me, address](const proto::TransportOffer& offer,
+  peer.redial = [me, address](const RedialOffer& offer,
                               net::Deadline until) -> StatusOr<Redialed> {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         until - net::Deadline::clock::now());
@@ -78,7 +78,7 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
     Redialed r;
     PS_ASSIGN_OR_RETURN(r.fd, net::ConnectTcp(address, left.count()));
     proto::Hello hello = MakeHello(me);
-    *hello.add_offers() = offer;
+    *hello.add_offers() = offer(hello);
     StatusOr<proto::HelloReply> reply =
         Handshake(me, r.fd.get(), hello, address, until);
     if (!reply.ok()) {

@@ -83,11 +83,16 @@ struct Redialed {
   net::UniqueFd fd;
   proto::HelloReply reply;
 };
-// Dials the same listener again and says hello with only `offer`, before
-// the deadline: how a transport re-establishes a broken connection. It
-// holds copies of all it needs, so it works after the Context is gone.
-using Redial = std::function<StatusOr<Redialed>(
-    const proto::TransportOffer& offer, net::Deadline deadline)>;
+// The offer for a redial's hello, made once the hello is (its auth_nonce
+// set), so that the offer can cover it (a resume's proof does).
+using RedialOffer =
+    std::function<proto::TransportOffer(const proto::Hello& hello)>;
+// Dials the same listener again and says hello with only the offer `offer`
+// makes, before the deadline: how a transport re-establishes a broken
+// connection. It holds copies of all it needs, so it works after the
+// Context is gone.
+using Redial = std::function<StatusOr<Redialed>(const RedialOffer& offer,
+                                                net::Deadline deadline)>;
 
 // The listener as the hello found it, the same for every provider.
 struct DialedPeer {

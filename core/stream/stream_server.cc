@@ -171,7 +171,11 @@ class StreamServer::Connection {
   }
 
   // A write or atomic the session executed on an earlier connection: its
-  // payload is thrown away and the reply it got then goes out again.
+  // payload is thrown away and the reply it got then goes out again. The
+  // payload has the limits of a fresh request's: no request carries more
+  // than kMaxPayload, and a refused one had at most kMaxSkippedPayload
+  // skipped (Reject). A repeat over them is no repeat of anything this
+  // session took: the connection closes before a byte of it is skipped.
   Status AnswerAgain(const wire::RequestHeader& h) {
     uint64_t payload = 0;
     switch (static_cast<WireOp>(h.op)) {
@@ -180,33 +184,47 @@ class StreamServer::Connection {
         payload = h.length;
         break;
       case WireOp::kWriteV: {
-        if (h.length > wire::kMaxSegments) {
-          return InvalidArgument("repeated writev with too many segments");
-        }
-        std::vector<wire::SegmentEntry> table(h.length);
-        PS_RETURN_IF_ERROR(RecvAll(fd_, table.data(),
-                                   table.size() * sizeof(wire::SegmentEntry)));
-        for (const auto& s : table) payload += s.length;
+        std::vector<wire::SegmentEntry> table;
+        Status bad;
+        PS_RETURN_IF_ERROR(ReadSegmentTable(h, &table, &payload, &bad));
+        if (!bad.ok()) return bad.WithContext("repeated writev");
         break;
       }
       default:
         break;
+    }
+    if (payload > wire::kMaxPayload) {
+      return InvalidArgument("repeated " + OpName(h.op) + " of " +
+                             std::to_string(payload) +
+                             " bytes: more than any request carries (" +
+                             std::to_string(wire::kMaxPayload) + ")");
     }
     const StreamSession::StoredReply* stored = session_->Find(h.request_id);
     if (stored == nullptr) {
       return Internal("request " + std::to_string(h.request_id) +
                       " came again, but its reply is no longer kept");
     }
+    if (stored->status_code != 0 && payload > wire::kMaxSkippedPayload) {
+      // As Reject did the first time: the answer, then the end.
+      PS_RETURN_IF_ERROR(SendStored(*stored));
+      return InvalidArgument("cannot skip the " + std::to_string(payload) +
+                             "-byte payload of a repeated rejected request");
+    }
     PS_RETURN_IF_ERROR(net::Skip(fd_, payload));
+    return SendStored(*stored);
+  }
+
+  // Sends a reply the session recorded (AnswerAgain).
+  Status SendStored(const StreamSession::StoredReply& stored) {
     wire::ReplyHeader r;
-    r.request_id = h.request_id;
-    r.status_code = stored->status_code;
-    r.value = stored->value;
-    r.message_length = static_cast<uint16_t>(stored->message.size());
+    r.request_id = stored.request_id;
+    r.status_code = stored.status_code;
+    r.value = stored.value;
+    r.message_length = static_cast<uint16_t>(stored.message.size());
     iovec iov[2] = {
         {&r, sizeof(r)},
-        {const_cast<char*>(stored->message.data()), stored->message.size()}};
-    return SendAllV(fd_, iov, stored->message.empty() ? 1 : 2);
+        {const_cast<char*>(stored.message.data()), stored.message.size()}};
+    return SendAllV(fd_, iov, stored.message.empty() ? 1 : 2);
   }
 
   // Sends the reply: header, error text, then `payload` (may be null). On a
@@ -323,36 +341,47 @@ class StreamServer::Connection {
     return Reply(h, Status::OK(), 0, &data, 1, h.length);
   }
 
-  // Reads the segment table of a WriteV/ReadV and checks every segment.
-  // Sets *table_ok false (and *why) for a request to reject; returns an
-  // error only when the connection must close.
-  Status ReadSegments(const wire::RequestHeader& h, uint32_t access,
-                      std::vector<iovec>* iov, uint64_t* total,
-                      std::shared_ptr<MemoryRegion>* region, Status* why) {
-    if (h.length > wire::kMaxSegments) {
-      Status bad = InvalidArgument(std::to_string(h.length) +
-                                   " segments exceed the limit of " +
-                                   std::to_string(wire::kMaxSegments));
-      PS_RETURN_IF_ERROR(Reply(h, bad));
-      return bad;  // the rest of the request cannot be skipped
-    }
-    std::vector<wire::SegmentEntry> table(h.length);
-    PS_RETURN_IF_ERROR(
-        RecvAll(fd_, table.data(), table.size() * sizeof(wire::SegmentEntry)));
+  // Reads the segment table of a WriteV/ReadV (fresh or repeated) and adds
+  // up its lengths into *total. Sets *bad when the request cannot be parsed
+  // on: too many segments (the table is not read), or more than kMaxPayload
+  // bytes in all (checked before each addition, so the sum cannot wrap);
+  // the rest of the request cannot be skipped then, and the connection must
+  // close. Returns an error only when the socket failed.
+  Status ReadSegmentTable(const wire::RequestHeader& h,
+                          std::vector<wire::SegmentEntry>* table,
+                          uint64_t* total, Status* bad) {
     *total = 0;
-    bool too_large = false;
-    for (const auto& s : table) {
+    if (h.length > wire::kMaxSegments) {
+      *bad = InvalidArgument(std::to_string(h.length) +
+                             " segments exceed the limit of " +
+                             std::to_string(wire::kMaxSegments));
+      return Status::OK();
+    }
+    table->resize(h.length);
+    PS_RETURN_IF_ERROR(RecvAll(fd_, table->data(),
+                               table->size() * sizeof(wire::SegmentEntry)));
+    for (const auto& s : *table) {
       if (s.length > wire::kMaxPayload - *total) {
-        too_large = true;
-        break;
+        *bad = InvalidArgument("segments add up to more than " +
+                               std::to_string(wire::kMaxPayload) + " bytes");
+        return Status::OK();
       }
       *total += s.length;
     }
-    if (too_large) {
-      // The payload length is unknown; nothing can be skipped safely.
-      Status bad =
-          InvalidArgument("segments add up to more than " +
-                          std::to_string(wire::kMaxPayload) + " bytes");
+    return Status::OK();
+  }
+
+  // Reads the segment table of a WriteV/ReadV and checks every segment.
+  // Sets *why for a request to reject; returns an error only when the
+  // connection must close.
+  Status ReadSegments(const wire::RequestHeader& h, uint32_t access,
+                      std::vector<iovec>* iov, uint64_t* total,
+                      std::shared_ptr<MemoryRegion>* region, Status* why) {
+    std::vector<wire::SegmentEntry> table;
+    Status bad;
+    PS_RETURN_IF_ERROR(ReadSegmentTable(h, &table, total, &bad));
+    if (!bad.ok()) {
+      // The peer learns why before the connection closes.
       PS_RETURN_IF_ERROR(Reply(h, bad));
       return bad;
     }

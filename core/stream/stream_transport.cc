@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -20,7 +22,36 @@ void PatchKeptHeader(KeptBytes& kept, uint64_t id, uint64_t acked) {
               &acked, sizeof(acked));
 }
 
+// The reconnect loop's pace (Resume): a try that was refused at once
+// pauses before the next, from the first pause doubling up to the longest;
+// a try waits at least kShortestRedialTry (a few round trips) for the
+// listener otherwise. MaxRedialTries counts on kShortestRedialTry being no
+// shorter than kLongestRedialPause.
+constexpr std::chrono::milliseconds kFirstRedialPause{10};
+constexpr std::chrono::milliseconds kLongestRedialPause{200};
+constexpr std::chrono::milliseconds kShortestRedialTry{250};
+static_assert(kShortestRedialTry >= kLongestRedialPause);
+
 }  // namespace
+
+uint64_t MaxRedialTries(std::chrono::milliseconds peer_timeout) {
+  // The k-th try that paused paused at least the k-th pause of the
+  // sequence, and one that did not took at least the longest pause: n tries
+  // take at least the sum of the sequence's first n - 1 pauses.
+  uint64_t tries = 1;
+  std::chrono::milliseconds spent{0};
+  std::chrono::milliseconds pause = kFirstRedialPause;
+  while (spent < peer_timeout && pause < kLongestRedialPause) {
+    spent += pause;
+    ++tries;
+    pause = std::min(pause * 2, kLongestRedialPause);
+  }
+  if (spent < peer_timeout) {
+    tries += static_cast<uint64_t>(
+        (peer_timeout - spent + pause - std::chrono::milliseconds(1)) / pause);
+  }
+  return tries;
+}
 
 Request StreamTransport::Impl::Send(OutgoingMessage& m,
                                     const std::shared_ptr<RequestState>& state,
@@ -164,12 +195,12 @@ Status StreamTransport::Impl::Resume(const Status& why) {
   const auto started = std::chrono::steady_clock::now();
   LOG(WARNING) << "xfer: connection to " << peer_ << " broke (" << why
                << "); re-establishing it";
-  auto sleep = std::chrono::milliseconds(10);
+  auto sleep = kFirstRedialPause;
   const std::chrono::microseconds attempt =
       std::clamp<std::chrono::microseconds>(
           std::chrono::microseconds(8 *
                                     uint64_t{net::TcpPathOf(fd_.get()).rtt_us}),
-          std::chrono::milliseconds(250), std::chrono::seconds(1));
+          kShortestRedialTry, std::chrono::seconds(1));
   Status last = why;
   int attempts = 0;
   for (;;) {
@@ -206,7 +237,7 @@ Status StreamTransport::Impl::Resume(const Status& why) {
       if (std::chrono::steady_clock::now() - attempt_start < attempt) {
         std::this_thread::sleep_for(std::min(
             sleep, std::chrono::milliseconds(left_ns / 1'000'000 + 1)));
-        sleep = std::min(sleep * 2, std::chrono::milliseconds(200));
+        sleep = std::min(sleep * 2, kLongestRedialPause);
       }
       continue;
     }

@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -78,5 +79,12 @@ class StreamTransport final : public Transport {
   std::unique_ptr<Impl> impl_;
   const std::atomic<bool>* lost_;  // the Impl's flag
 };
+
+// The most redial tries StreamTransport makes within `peer_timeout` of one
+// break: every try but the last is followed by a pause (10 ms, doubling up
+// to 200 ms) or took at least 250 ms itself, and it stops once the peer
+// timeout has passed since the last byte moved. A listener sizes the
+// attempts it accepts from it (core/stream/session_resume.h).
+uint64_t MaxRedialTries(std::chrono::milliseconds peer_timeout);
 
 }  // namespace ps::xfer::internal

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "net/connect.h"
@@ -36,6 +37,18 @@ void TcpProxy::Reset() {
   reset_.store(true);
   uint64_t one = 1;
   (void)!write(wake_.get(), &one, sizeof(one));
+}
+
+std::vector<TcpProxy::Captured> TcpProxy::captured() const {
+  std::lock_guard<std::mutex> lock(captured_mu_);
+  return captured_;
+}
+
+void TcpProxy::Capture(const Pair& pair, int side, const char* data, size_t n) {
+  std::lock_guard<std::mutex> lock(captured_mu_);
+  Captured& c = captured_[pair.index];
+  std::string& into = side == 0 ? c.from_client : c.from_server;
+  into.append(data, std::min(n, kCapturedBytes - into.size()));
 }
 
 void TcpProxy::Loop() {
@@ -82,6 +95,11 @@ void TcpProxy::Loop() {
           }
           continue;
         }
+        Capture(p, side, buffer, static_cast<size_t>(n));
+        if (side == 1 && dropping_.load()) {
+          dropped_.fetch_add(static_cast<uint64_t>(n));
+          continue;
+        }
         // Blocking send: the relay is a test's, its peers read.
         if (!net::SendAll(to.get(), buffer, static_cast<size_t>(n)).ok()) {
           net::CloseWithReset(to);
@@ -105,7 +123,13 @@ void TcpProxy::Loop() {
         net::CloseWithReset(*client);
         continue;
       }
-      pairs.push_back({std::move(*client), std::move(*server)});
+      size_t index;
+      {
+        std::lock_guard<std::mutex> lock(captured_mu_);
+        index = captured_.size();
+        captured_.emplace_back();
+      }
+      pairs.push_back({std::move(*client), std::move(*server), index});
     }
   }
   for (Pair& p : pairs) {

@@ -2,9 +2,12 @@
 // listener, that breaks the connections it carries on demand while both
 // ends live: what a middlebox resetting connections does. Reset() sends a
 // TCP reset to both ends of every relayed connection; while refusing, new
-// connections are reset as they arrive (a peer that looks unreachable).
+// connections are reset as they arrive (a peer that looks unreachable);
+// while dropping replies, what the listener sends is read and thrown away
+// (replies lost on the way). It also keeps the first bytes each connection
+// carried either way: what an eavesdropper on the path sees.
 //
-// Thread-safe: Reset and SetRefusing from any thread; one relay thread.
+// Thread-safe: every method from any thread; one relay thread.
 #pragma once
 
 #include <atomic>
@@ -29,14 +32,31 @@ class TcpProxy {
   void Reset();
   // While on, every new connection is reset at once.
   void SetRefusing(bool on) { refusing_.store(on); }
+  // While on, the bytes from the listener are dropped, not relayed.
+  void SetDroppingReplies(bool on) { dropping_.store(on); }
+  // Bytes dropped so far.
+  uint64_t dropped() const { return dropped_.load(); }
   // Connections accepted so far.
   int accepted() const { return accepted_.load(); }
+
+  // The first kCapturedBytes each relayed connection carried from the
+  // connector (client) and from the listener (server), in the order they
+  // were accepted.
+  static constexpr size_t kCapturedBytes = 16 << 10;
+  struct Captured {
+    std::string from_client;
+    std::string from_server;
+  };
+  std::vector<Captured> captured() const;
 
  private:
   struct Pair {
     net::UniqueFd client;
     net::UniqueFd server;
+    size_t index = 0;  // in captured_
   };
+  // Keeps the start of what `pair` relayed from `side` (0: the client).
+  void Capture(const Pair& pair, int side, const char* data, size_t n);
   void Loop();
 
   const std::string target_;
@@ -44,6 +64,10 @@ class TcpProxy {
   net::UniqueFd wake_;
   uint16_t port_ = 0;
   std::atomic<bool> refusing_{false};
+  std::atomic<bool> dropping_{false};
+  std::atomic<uint64_t> dropped_{0};
+  mutable std::mutex captured_mu_;
+  std::vector<Captured> captured_;  // guarded by captured_mu_
   std::atomic<bool> reset_{false};
   std::atomic<bool> stop_{false};
   std::atomic<int> accepted_{0};
