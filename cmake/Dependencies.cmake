@@ -43,9 +43,10 @@ if(NOT PS_WITH_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "ps: CUDA kernels ${PS_HAVE_CUDA}")
 
-# cpp-httplib (libcpp-httplib-dev): the /metrics endpoint of ps_server and
-# ps_worker (metrics/exporter.h). Without it everything builds, and
-# --metrics_port says the build has no endpoint.
+# cpp-httplib (libcpp-httplib-dev): the HTTP client of the metrics tests
+# (tests/metrics), a real client for the exporter's own server
+# (metrics/exporter.h, which needs no library). Without it everything
+# builds and the endpoint tests are skipped.
 set(PS_HAVE_HTTPLIB OFF)
 find_path(PS_HTTPLIB_INCLUDE_DIR httplib.h)
 if(PS_HTTPLIB_INCLUDE_DIR)
@@ -55,8 +56,9 @@ if(PS_HTTPLIB_INCLUDE_DIR)
   endif()
 endif()
 if(PS_HAVE_HTTPLIB)
-  message(STATUS "ps: metrics endpoint ON (cpp-httplib ${HTTPLIB_VERSION})")
+  message(STATUS "ps: metrics tests' HTTP client ON (cpp-httplib "
+                 "${HTTPLIB_VERSION})")
 else()
-  message(STATUS "ps: metrics endpoint OFF (libcpp-httplib-dev not found; "
-                 "scripts/setup.sh installs it)")
+  message(STATUS "ps: metrics endpoint tests OFF (libcpp-httplib-dev not "
+                 "found; scripts/setup.sh installs it)")
 endif()

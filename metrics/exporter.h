@@ -1,31 +1,63 @@
 // Exporter: serves a Registry as GET /metrics (the Prometheus text format)
-// over HTTP, with cpp-httplib (Debian's libcpp-httplib-dev); other paths
-// answer 404. One listener thread plus 2 connection threads; a scrape
-// renders a fresh Snapshot. Built only when cpp-httplib is found
-// (PS_HAVE_HTTPLIB); otherwise Start says so (kNotSupported).
+// over HTTP/1.1 to whoever can reach host:port, which nothing
+// authenticates: bind loopback (the default of every program's
+// --metrics_host) unless a Prometheus elsewhere must scrape, and then the
+// one address it comes to (a pod's own IP), never more.
+//
+// One thread serves everything: it polls the listener and every connection
+// (all non-blocking, metrics/http_connection.h), so that nothing a peer
+// does blocks it; a scrape renders a fresh Snapshot on that thread. What
+// keeps a scrape answered while others attack the port:
+//   - at most `max_connections` are open: a new one beyond closes the
+//     connection that has waited longest for its request (never one being
+//     answered), so nothing is queued and descriptors stay bounded;
+//   - a request must arrive whole within `request_deadline` of the accept
+//     or of the previous answer however its bytes trickle in (slowloris),
+//     and an answer be taken within `response_deadline`;
+//   - a new connection is read at once: a scraper whose request came with
+//     its connection is answered before any later connection can evict it.
+// Peers refused, evicted, timed out or sending garbage are logged at most
+// once per 10 s per kind (base/log_limiter.h), with the count.
 //
 //   auto exporter = metrics::Exporter::Start(&registry, "127.0.0.1", 0);
-//   LOG(INFO) << "metrics on " << (*exporter)->address();
+//   LOG(INFO) << "metrics: " << (*exporter)->url();
 //
-// Thread-safe. The registry must outlive the exporter; destroying the
-// exporter stops the listener and waits for scrapes in progress.
+// Thread-safe: the object is immutable once started. The registry must
+// outlive the exporter; destroying the exporter stops its thread promptly
+// (a scrape being rendered finishes first) and closes every connection.
 #pragma once
 
-#include <cstdint>
+#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "base/status.h"
 #include "base/status_or.h"
 #include "metrics/registry.h"
 
 namespace ps::metrics {
 
+struct ExporterOptions {
+  // An address of this host, or a name that resolves to one: 127.0.0.1
+  // (the default) or ::1 serve this host alone; 0.0.0.0, :: or a pod IP
+  // expose unauthenticated metrics to the network.
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: a free port (port() says which)
+  // Open connections at most (a Prometheus needs one).
+  size_t max_connections = 32;
+  std::chrono::milliseconds request_deadline{2000};
+  std::chrono::milliseconds response_deadline{5000};
+};
+
 class Exporter {
  public:
-  // Binds host:port (0: a free port) and starts serving. kInvalidArgument
-  // for a port out of [0, 65535]; kIOError when the port cannot be bound
-  // (in use, no permission), naming it; kNotSupported without cpp-httplib.
+  // Binds host:port and starts serving. kInvalidArgument for a port out of
+  // [0, 65535], a host that is no address (CheckHost) or options out of
+  // range; kIOError when the address cannot be bound (port in use, not
+  // permitted, not an address of this host), naming it.
+  static StatusOr<std::unique_ptr<Exporter>> Start(
+      const Registry* registry, const ExporterOptions& options);
   static StatusOr<std::unique_ptr<Exporter>> Start(const Registry* registry,
                                                    const std::string& host,
                                                    int port);
@@ -44,10 +76,13 @@ class Exporter {
   std::unique_ptr<Impl> impl_;
   std::string host_;
   int port_ = 0;
-  std::thread thread_;
 };
 
-// Whether this build serves metrics (cpp-httplib was found).
-bool ExporterAvailable();
+// OK when `host` is an address (or a name that resolves to one) a listener
+// could bind, kInvalidArgument naming it otherwise ("$(POD_IP)" left
+// unexpanded, a typo): for the programs' --metrics_host checks at start-up,
+// before anything else starts. Whether this host has that address shows at
+// Start (kIOError).
+Status CheckHost(const std::string& host);
 
 }  // namespace ps::metrics

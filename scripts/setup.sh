@@ -26,7 +26,7 @@ PACKAGES=(
   libopenblas0-pthread        # numpy's and torch's BLAS (Debian's default is the 7x slower reference BLAS)
   python3-venv python3-pip python3-setuptools python3-wheel  # its offline install
   gnuplot-nox                 # scripts/plot_metrics.sh: training curves as a PNG (the demo draws one)
-  libcpp-httplib-dev          # the /metrics endpoint of ps_server and ps_worker (metrics/)
+  libcpp-httplib-dev          # the metrics tests' HTTP client (tests/metrics)
   prometheus                  # the metrics test scrapes a cluster with a real Prometheus
 )
 

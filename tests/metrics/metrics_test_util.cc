@@ -38,15 +38,18 @@ StatusOr<std::string> MetricsAddressFromLog(const std::string& log_path,
 }
 
 StatusOr<std::string> HttpGet(const std::string& address,
-                              const std::string& path) {
+                              const std::string& path, int timeout_ms) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) {
     return InvalidArgument("not host:port: " + address);
   }
   httplib::Client client(address.substr(0, colon),
                          std::stoi(address.substr(colon + 1)));
-  client.set_connection_timeout(5);
-  client.set_read_timeout(10);
+  const time_t sec = timeout_ms / 1000;
+  const time_t usec = (timeout_ms % 1000) * 1000;
+  client.set_connection_timeout(sec, usec);
+  client.set_read_timeout(sec, usec);
+  client.set_write_timeout(sec, usec);
   auto res = client.Get(path.c_str());
   if (!res) {
     return NetworkError("GET http://" + address + path + ": " +

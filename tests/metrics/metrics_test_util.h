@@ -16,9 +16,10 @@ StatusOr<std::string> MetricsAddressFromLog(const std::string& log_path,
                                             int timeout_ms);
 
 // GET http://<address><path> (address "host:port"); the body of a 200, else
-// an error naming the status.
+// an error naming the status. Connecting and reading each give up after
+// `timeout_ms`.
 StatusOr<std::string> HttpGet(const std::string& address,
-                              const std::string& path);
+                              const std::string& path, int timeout_ms = 10000);
 
 // The value of the sample written exactly `series` (name{labels}) in a
 // text-format body, or nullopt.
