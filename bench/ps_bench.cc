@@ -79,8 +79,14 @@ DEFINE_uint32(num_workers, 1,
               "(see above).");
 DEFINE_uint64(seed, 1, "Seed of the random keys and gradients.");
 DEFINE_int32(metrics_port, -1,
-             "Serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: a free "
-             "port, logged; -1: off), observing every push and pull.");
+             "Serve Prometheus metrics on <--metrics_host>:PORT/metrics (0: "
+             "a free port, logged; -1: off), observing every push and pull.");
+DEFINE_string(metrics_host, "127.0.0.1",
+              "Address the --metrics_port endpoint listens on. Default "
+              "127.0.0.1: loopback, this host alone. The endpoint has no "
+              "authentication: 0.0.0.0, :: or a pod IP expose the metrics "
+              "to the network, so for a Prometheus elsewhere bind this "
+              "host's own address there, never 0.0.0.0.");
 
 namespace {
 
@@ -349,6 +355,12 @@ int main(int argc, char** argv) {
     }
     server_pids.push_back(*pid);
   }
+  if (FLAGS_metrics_port >= 0) {
+    if (ps::Status h = ps::metrics::CheckHost(FLAGS_metrics_host); !h.ok()) {
+      Fail("--metrics_host", h);
+      return 2;
+    }
+  }
   // With metrics, the client counts as ps_worker's does (credit waits,
   // quantization error, reconnects).
   std::unique_ptr<ps::worker::ClientCounters> counters;
@@ -403,7 +415,7 @@ int main(int argc, char** argv) {
     if (!pull.ok()) return Fail("metrics", pull.status());
     b.push_seconds = *push;
     b.pull_seconds = *pull;
-    auto e = ps::metrics::Exporter::Start(&registry, "127.0.0.1",
+    auto e = ps::metrics::Exporter::Start(&registry, FLAGS_metrics_host,
                                           FLAGS_metrics_port);
     if (!e.ok()) return Fail("--metrics_port", e.status());
     exporter = std::move(*e);

@@ -53,13 +53,16 @@ DEFINE_string(advertise_host, "",
               "it behind NAT or to a name peers resolve.");
 DEFINE_string(
     cluster_secret_file, "",
-    "File holding the cluster's shared secret (at least 16 bytes; "
-    "not readable by other users). Every server and worker gets the "
-    "same one; each connection then starts with a challenge-response "
-    "(HMAC-SHA256 over both sides' nonces), and a peer that cannot "
-    "prove the secret gets nothing. Empty: $PS_CLUSTER_SECRET_FILE, "
-    "else $PS_CLUSTER_SECRET (the secret itself), else none (loopback "
-    "only).");
+    "File holding the cluster's shared secret (at least 16 bytes; a "
+    "regular file owned by this user or root, with no group write and "
+    "nothing for other users: chmod 600; group read, 0640 or 0440 as "
+    "Kubernetes mounts a Secret, is allowed). Every server and worker "
+    "gets the same one; each connection then starts with a "
+    "challenge-response (HMAC-SHA256 over both sides' nonces), and a peer "
+    "that cannot prove the secret gets nothing. Empty: "
+    "$PS_CLUSTER_SECRET_FILE, else $PS_CLUSTER_SECRET (the secret itself; "
+    "wiped from this process's environment at start, but better a file: "
+    "whoever starts the process saw it), else none (loopback only).");
 DEFINE_int32(timeout_ms, 30000,
              "A peer silent this long is lost: another shard whose checkpoint "
              "part shard 0 waits for (the checkpoint is then abandoned), a "
@@ -167,10 +170,17 @@ DEFINE_uint64(test_hold_checkpoint_step, 0,
               "so that a crash test can kill -9 the server mid-write.");
 DEFINE_int32(metrics_port, -1,
              "Serve Prometheus metrics (text format) at "
-             "http://<--listen_host>:PORT/metrics: packets, rows and bytes "
+             "http://<--metrics_host>:PORT/metrics: packets, rows and bytes "
              "applied and rejected per worker, inbox occupancy, apply-thread "
              "busy time, EXACT tables, checkpoints, process CPU and RSS (see "
              "README, Metrics). 0 picks a free port (logged); -1: off.");
+DEFINE_string(metrics_host, "127.0.0.1",
+              "Address the --metrics_port endpoint listens on (not "
+              "--listen_host's). Default 127.0.0.1: loopback, this host "
+              "alone. The endpoint has no authentication: 0.0.0.0, :: or a "
+              "pod IP expose the metrics to the network, so for a Prometheus "
+              "in the cluster bind the pod's own address "
+              "(--metrics_host=$(POD_IP) on Kubernetes), never 0.0.0.0.");
 
 namespace {
 
@@ -198,8 +208,9 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   o.num_workers = FLAGS_num_workers;
   o.listen_host = FLAGS_listen_host;
   o.advertise_host = FLAGS_advertise_host;
-  PS_ASSIGN_OR_RETURN(
-      o.secret, ps::xfer::ClusterSecret::Resolve(FLAGS_cluster_secret_file));
+  // Runs before main() starts any thread (it writes to the environment).
+  PS_ASSIGN_OR_RETURN(o.secret, ps::xfer::ClusterSecret::ResolveForProgram(
+                                    FLAGS_cluster_secret_file));
   o.timeout_ms = FLAGS_timeout_ms;
   o.max_control_connections = FLAGS_max_control_connections;
   o.apply.threads = FLAGS_apply_threads;
@@ -305,6 +316,12 @@ int main(int argc, char** argv) {
                << FLAGS_metrics_port;
     return kExitBadConfig;
   }
+  if (FLAGS_metrics_port >= 0) {
+    if (ps::Status h = ps::metrics::CheckHost(FLAGS_metrics_host); !h.ok()) {
+      LOG(ERROR) << "--metrics_host: " << h.message();
+      return kExitBadConfig;
+    }
+  }
   auto options = OptionsFromFlags();
   if (!options.ok()) {
     LOG(ERROR) << options.status();
@@ -348,7 +365,7 @@ int main(int argc, char** argv) {
     s->AddMetrics(&metrics_registry);
     ps::metrics::AddProcessCollector(&metrics_registry);
     auto exporter = ps::metrics::Exporter::Start(
-        &metrics_registry, FLAGS_listen_host, FLAGS_metrics_port);
+        &metrics_registry, FLAGS_metrics_host, FLAGS_metrics_port);
     if (!exporter.ok()) {
       LOG(ERROR) << "--metrics_port: " << exporter.status();
       s->RequestStop();

@@ -21,6 +21,7 @@
 #include "cli/flags.h"
 #include "cli/guarded_main.h"
 #include "core/transport_name.h"
+#include "metrics/exporter.h"
 #include "protocol/table_config.h"
 #include "worker/client/checkpoint_sync.h"
 #include "worker/client/ps_client.h"
@@ -102,8 +103,10 @@ DEFINE_int32(timeout_ms, 30000,
              "Also the deadline of every control call.");
 DEFINE_string(cluster_secret_file, "",
               "File holding the cluster's shared secret, the one the servers "
-              "have (see ps_server --help). Empty: $PS_CLUSTER_SECRET_FILE, "
-              "else $PS_CLUSTER_SECRET, else none.");
+              "have (owned by this user or root, chmod 600, group read "
+              "allowed; see ps_server --help). Empty: "
+              "$PS_CLUSTER_SECRET_FILE, else $PS_CLUSTER_SECRET (wiped from "
+              "this process's environment at start), else none.");
 DEFINE_uint32(max_failed_checkpoints, 3,
               "Stop (exit status 4) when this many checkpoints in a row "
               "failed, so that no more training is lost than that; each "
@@ -118,11 +121,18 @@ DEFINE_string(metrics_out, "",
               "logloss, NE). scripts/plot_metrics.sh FILE draws them.");
 DEFINE_int32(metrics_port, -1,
              "Serve Prometheus metrics (text format) at "
-             "http://<--listen_host>:PORT/metrics while training: examples, "
+             "http://<--metrics_host>:PORT/metrics while training: examples, "
              "loss, samples/s, training and eval AUC, logloss and NE, push "
              "and pull latency histograms, keys and bytes per table, process "
              "CPU and RSS (see README, Metrics). 0 picks a free port "
              "(logged); -1: off.");
+DEFINE_string(metrics_host, "127.0.0.1",
+              "Address the --metrics_port endpoint listens on (not "
+              "--listen_host's). Default 127.0.0.1: loopback, this host "
+              "alone. The endpoint has no authentication: 0.0.0.0, :: or a "
+              "pod IP expose the metrics to the network, so for a Prometheus "
+              "in the cluster bind the pod's own address "
+              "(--metrics_host=$(POD_IP) on Kubernetes), never 0.0.0.0.");
 DEFINE_uint64(seed, 1, "Seed of the held-out split.");
 DEFINE_uint32(holdout_every, 10,
               "Without --eval_data: hold out one line in this many.");
@@ -293,6 +303,10 @@ int Main(int argc, char** argv) {
   if (ps::Status s = CheckFlags(); !s.ok()) {
     return Fail(kExitUsage, s.message());
   }
+  // Before any thread starts (the metrics exporter's, the trainer's): this
+  // writes to the environment. Its error matters only with --servers.
+  auto secret =
+      ps::xfer::ClusterSecret::ResolveForProgram(FLAGS_cluster_secret_file);
   if (FLAGS_metrics_port < -1 || FLAGS_metrics_port > 65535) {
     return Fail(kExitUsage,
                 "--metrics_port must be -1 (off) or in [0, 65535], not " +
@@ -300,8 +314,11 @@ int Main(int argc, char** argv) {
   }
   std::unique_ptr<ps::worker_main::WorkerMetrics> metrics;
   if (FLAGS_metrics_port >= 0) {
+    if (ps::Status h = ps::metrics::CheckHost(FLAGS_metrics_host); !h.ok()) {
+      return Fail(kExitUsage, "--metrics_host: " + h.message());
+    }
     auto m = ps::worker_main::WorkerMetrics::Start(
-        FLAGS_listen_host, FLAGS_metrics_port, FLAGS_worker_id);
+        FLAGS_metrics_host, FLAGS_metrics_port, FLAGS_worker_id);
     if (!m.ok()) return Fail(1, "--metrics_port: " + m.status().ToString());
     metrics = std::move(*m);
   }
@@ -407,7 +424,6 @@ int Main(int argc, char** argv) {
     co.timeout_ms = FLAGS_timeout_ms;
     co.listen_host = FLAGS_listen_host;
     co.advertise_host = FLAGS_advertise_host;
-    auto secret = ps::xfer::ClusterSecret::Resolve(FLAGS_cluster_secret_file);
     if (!secret.ok()) return Fail(kExitUsage, secret.status().ToString());
     co.secret = std::move(*secret);
     auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);

@@ -6,7 +6,7 @@
 // waits and the quantization error of its pushes into client_counters().
 // Every metric carries the label worker="worker-<id>".
 //
-// Thread-safe: scrapes run on the exporter's threads while training threads
+// Thread-safe: scrapes run on the exporter's thread while training threads
 // update the stats. Self-contained: nothing it reads belongs to anyone else,
 // so it may be destroyed at any point.
 #pragma once

@@ -165,6 +165,49 @@ def check_listen_and_advertise(bundle):
     return problems
 
 
+def pod_ip_var(c, value):
+    """Whether `value` is $(VAR) with VAR the pod's IP (an env var from
+    fieldRef status.podIP) in container c."""
+    m = re.fullmatch(r"\$\((\w+)\)", value or "")
+    env = {e["name"]: e for e in c.spec.get("env", [])}
+    return bool(m) and env.get(m.group(1), {}).get("valueFrom", {}).get(
+        "fieldRef", {}).get("fieldPath") == "status.podIP"
+
+
+def check_metrics_endpoints(bundle):
+    """--metrics_port serves metrics to whoever reaches it, with no secret:
+    it must listen on the pod's own IP (where a Prometheus in the cluster
+    scrapes it), not on loopback (out of its reach) nor on every interface,
+    and the port must be declared (service discovery finds it there).
+    The servers and the workers serve them: a cluster nobody can watch
+    is found out only when it fails."""
+    problems = []
+    for c in all_containers(bundle):
+        port = c.flag("metrics_port")
+        prog = os.path.basename(c.program())
+        if port is None and prog in ("ps_server", "ps_worker"):
+            problems.append(f"{c.name}: {prog} serves no metrics "
+                            f"(--metrics_port)")
+        if port is None or as_int(port) == -1:
+            continue
+        value = as_int(port)
+        if not value:
+            problems.append(f"{c.name}: --metrics_port={port} is not a "
+                            f"fixed port")
+            continue
+        host = c.flag("metrics_host")
+        if not pod_ip_var(c, host):
+            problems.append(f"{c.name}: --metrics_port={value} with "
+                            f"--metrics_host={host}: the metrics host must be "
+                            f"the pod's IP ($(POD_IP), an env var from "
+                            f"fieldRef status.podIP)")
+        if not any(p.get("containerPort") == value
+                   for p in c.spec.get("ports", [])):
+            problems.append(f"{c.name}: --metrics_port={value} is not a "
+                            f"containerPort of its pod")
+    return problems
+
+
 def check_env_references(bundle):
     """$(VAR) in command and args: kubelet passes an undefined one on as
     it is."""
@@ -301,7 +344,8 @@ def check_image_libraries(bundle, libraries):
 CHECKS = [check_required_fields, check_kustomization, check_labels,
           check_headless_service, check_checkpoint_volume, check_job,
           check_servers_and_ports, check_listen_and_advertise,
-          check_env_references, check_references, check_dockerfile]
+          check_metrics_endpoints, check_env_references, check_references,
+          check_dockerfile]
 
 
 def all_problems(bundle, facts):

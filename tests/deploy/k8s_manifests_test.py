@@ -138,6 +138,18 @@ BREAKAGES = {
     "advertise not the pod's IP": (
         lambda b: replace_arg(server_args(b), "advertise_host", "0.0.0.0"),
         "is not the pod's IP"),
+    "no metrics on the servers": (
+        lambda b: server_args(b).remove("--metrics_port=9100"),
+        "ps_server serves no metrics"),
+    "metrics on every interface": (
+        lambda b: replace_arg(server_args(b), "metrics_host", "0.0.0.0"),
+        "the metrics host must be the pod's IP"),
+    "metrics on loopback, out of Prometheus's reach": (
+        lambda b: worker_args(b).remove("--metrics_host=$(POD_IP)"),
+        "--metrics_host=None: the metrics host must be the pod's IP"),
+    "metrics port not declared": (
+        lambda b: replace_arg(worker_args(b), "metrics_port", "9200"),
+        "--metrics_port=9200 is not a containerPort"),
     "undefined env var": (
         lambda b: server_args(b).append("--stats_every_secs=$(STATS)"),
         "$(STATS) is not defined"),
@@ -168,6 +180,21 @@ BREAKAGES = {
         lambda b: edit_dockerfile(b, "librocksdb7.8", ""),
         "installs none of ['librocksdb7.8']"),
 }
+
+
+class OldPrograms(unittest.TestCase):
+    """The flag check covers the flags the manifests rely on: a ps_server
+    or ps_worker from before --metrics_host is refused."""
+
+    def test_program_without_metrics_host(self):
+        bundle, facts = Fixture.get()
+        for prog in ("ps_server", "ps_worker"):
+            with self.subTest(prog):
+                old = copy.deepcopy(facts)
+                old["flags"][prog].discard("metrics_host")
+                self.assertTrue(any(
+                    f"{prog} has no flag --metrics_host" in p
+                    for p in all_problems(bundle, old)))
 
 
 class BrokenManifests(unittest.TestCase):
