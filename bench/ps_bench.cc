@@ -81,12 +81,7 @@ DEFINE_uint64(seed, 1, "Seed of the random keys and gradients.");
 DEFINE_int32(metrics_port, -1,
              "Serve Prometheus metrics on <--metrics_host>:PORT/metrics (0: "
              "a free port, logged; -1: off), observing every push and pull.");
-DEFINE_string(metrics_host, "127.0.0.1",
-              "Address the --metrics_port endpoint listens on. Default "
-              "127.0.0.1: loopback, this host alone. The endpoint has no "
-              "authentication: 0.0.0.0, :: or a pod IP expose the metrics "
-              "to the network, so for a Prometheus elsewhere bind this "
-              "host's own address there, never 0.0.0.0.");
+DEFINE_string(metrics_host, "127.0.0.1", ps::metrics::kMetricsHostHelp);
 
 namespace {
 

@@ -138,40 +138,52 @@ StatusOr<ClusterSecret> ClusterSecret::ResolveForProgram(
 std::string ClusterSecret::Prove(std::string_view protocol, AuthRole role,
                                  std::string_view acceptor_nonce,
                                  std::string_view connector_nonce) const {
-  EnsureSodium();
-  std::string proof(kProofBytes, '\0');
-  if (key_ == nullptr) return proof;
-  crypto_auth_hmacsha256_state state;
-  crypto_auth_hmacsha256_init(
-      &state, reinterpret_cast<const unsigned char*>(key_->data()),
-      key_->size());
-  auto update = [&state](std::string_view part) {
-    // Length-prefixed, so that no two different inputs concatenate alike.
-    const uint32_t n = htonl(static_cast<uint32_t>(part.size()));
-    crypto_auth_hmacsha256_update(
-        &state, reinterpret_cast<const unsigned char*>(&n), sizeof(n));
-    crypto_auth_hmacsha256_update(
-        &state, reinterpret_cast<const unsigned char*>(part.data()),
-        part.size());
-  };
+  if (key_ == nullptr) return std::string(kProofBytes, '\0');
   const char r = static_cast<char>(role);
-  update(protocol);
-  update(std::string_view(&r, 1));
-  update(acceptor_nonce);
-  update(connector_nonce);
-  crypto_auth_hmacsha256_final(&state,
-                               reinterpret_cast<unsigned char*>(proof.data()));
-  return proof;
+  return AuthCode(*key_, {protocol, std::string_view(&r, 1), acceptor_nonce,
+                          connector_nonce});
 }
 
 bool ClusterSecret::Verify(std::string_view protocol, AuthRole role,
                            std::string_view acceptor_nonce,
                            std::string_view connector_nonce,
                            std::string_view proof) const {
-  if (key_ == nullptr || proof.size() != kProofBytes) return false;
-  const std::string want =
-      Prove(protocol, role, acceptor_nonce, connector_nonce);
-  return sodium_memcmp(want.data(), proof.data(), kProofBytes) == 0;
+  if (key_ == nullptr) return false;
+  const char r = static_cast<char>(role);
+  return VerifyAuthCode(
+      *key_,
+      {protocol, std::string_view(&r, 1), acceptor_nonce, connector_nonce},
+      proof);
+}
+
+std::string AuthCode(std::string_view key,
+                     std::initializer_list<std::string_view> parts) {
+  EnsureSodium();
+  static_assert(kProofBytes == crypto_auth_hmacsha256_BYTES);
+  crypto_auth_hmacsha256_state state;
+  crypto_auth_hmacsha256_init(
+      &state, reinterpret_cast<const unsigned char*>(key.data()), key.size());
+  for (std::string_view part : parts) {
+    // Length-prefixed, so that no two different lists concatenate alike.
+    const uint32_t n = htonl(static_cast<uint32_t>(part.size()));
+    crypto_auth_hmacsha256_update(
+        &state, reinterpret_cast<const unsigned char*>(&n), sizeof(n));
+    crypto_auth_hmacsha256_update(
+        &state, reinterpret_cast<const unsigned char*>(part.data()),
+        part.size());
+  }
+  std::string code(kProofBytes, '\0');
+  crypto_auth_hmacsha256_final(&state,
+                               reinterpret_cast<unsigned char*>(code.data()));
+  return code;
+}
+
+bool VerifyAuthCode(std::string_view key,
+                    std::initializer_list<std::string_view> parts,
+                    std::string_view code) {
+  if (code.size() != kProofBytes) return false;
+  const std::string want = AuthCode(key, parts);
+  return sodium_memcmp(want.data(), code.data(), kProofBytes) == 0;
 }
 
 std::string NewNonce() {

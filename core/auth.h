@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -113,6 +114,17 @@ class ClusterSecret {
 
 // kNonceBytes fresh random bytes.
 std::string NewNonce();
+
+// HMAC-SHA256 keyed by `key` over `parts`, each prefixed by its length (so
+// that no two different lists concatenate alike): kProofBytes, the one
+// construction behind every proof (ClusterSecret::Prove, a tcp session's
+// resume proof, core/stream/session_resume.h).
+std::string AuthCode(std::string_view key,
+                     std::initializer_list<std::string_view> parts);
+// Whether `code` is AuthCode(key, parts), compared in constant time.
+bool VerifyAuthCode(std::string_view key,
+                    std::initializer_list<std::string_view> parts,
+                    std::string_view code);
 
 // Whether `host` (a listen address) is reachable from this machine only:
 // 127.0.0.0/8, ::1 or "localhost".

@@ -38,6 +38,14 @@
 
 namespace ps::metrics {
 
+// The --metrics_host help of every program that serves metrics.
+inline constexpr char kMetricsHostHelp[] =
+    "Address the --metrics_port endpoint listens on (not --listen_host's). "
+    "Default 127.0.0.1: loopback, this host alone. The endpoint has no "
+    "authentication: 0.0.0.0, :: or a pod IP expose the metrics to the "
+    "network, so for a Prometheus elsewhere bind the one address it comes "
+    "to (--metrics_host=$(POD_IP) on Kubernetes), never 0.0.0.0.";
+
 struct ExporterOptions {
   // An address of this host, or a name that resolves to one: 127.0.0.1
   // (the default) or ::1 serve this host alone; 0.0.0.0, :: or a pod IP

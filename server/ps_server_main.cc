@@ -174,13 +174,7 @@ DEFINE_int32(metrics_port, -1,
              "applied and rejected per worker, inbox occupancy, apply-thread "
              "busy time, EXACT tables, checkpoints, process CPU and RSS (see "
              "README, Metrics). 0 picks a free port (logged); -1: off.");
-DEFINE_string(metrics_host, "127.0.0.1",
-              "Address the --metrics_port endpoint listens on (not "
-              "--listen_host's). Default 127.0.0.1: loopback, this host "
-              "alone. The endpoint has no authentication: 0.0.0.0, :: or a "
-              "pod IP expose the metrics to the network, so for a Prometheus "
-              "in the cluster bind the pod's own address "
-              "(--metrics_host=$(POD_IP) on Kubernetes), never 0.0.0.0.");
+DEFINE_string(metrics_host, "127.0.0.1", ps::metrics::kMetricsHostHelp);
 
 namespace {
 

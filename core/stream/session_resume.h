@@ -28,7 +28,7 @@ namespace ps::xfer::internal {
 
 // Bytes of a resume token (core/auth.h's NewNonce) and of a proof.
 inline constexpr size_t kResumeTokenBytes = kNonceBytes;
-inline constexpr size_t kResumeProofBytes = 32;
+inline constexpr size_t kResumeProofBytes = kProofBytes;
 
 // The proof a resume offer carries: HMAC-SHA256 keyed by `token` over a
 // protocol label, `session`, `attempt` and `auth_nonce` (the hello's; empty
