@@ -132,6 +132,13 @@ StatusOr<ClusterSecret> ClusterSecret::ResolveForProgram(
     const std::string& file) {
   auto secret = Resolve(file);
   WipeSecretFromEnvironment();
+  // A secret handed down in an inherited descriptor (ps_launch's memfd) is
+  // read now: whatever this program execs does not inherit it further.
+  constexpr std::string_view kInherited = "/proc/self/fd/";
+  if (secret.ok() && secret->file().starts_with(kInherited)) {
+    const int fd = std::atoi(secret->file().c_str() + kInherited.size());
+    if (fd > STDERR_FILENO) fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
   return secret;
 }
 

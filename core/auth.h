@@ -79,6 +79,8 @@ class ClusterSecret {
   // resolving failed. In place because /proc/PID/environ shows the block
   // the kernel wrote at exec, which is where those entries point:
   // unsetenv() would only drop the pointer and leave the bytes there.
+  // A secret read from an inherited descriptor (/proc/self/fd/N, as
+  // ps_launch hands it on) gets that descriptor closed on exec.
   // Afterwards $PS_CLUSTER_SECRET reads as empty (no secret), so a program
   // that needs the secret twice passes this result on instead of resolving
   // again. Call it before the program starts any thread: it writes to the

@@ -51,6 +51,7 @@
 #include "core/link_stats.h"
 #include "core/memory_region.h"
 #include "core/notification.h"
+#include "net/handshake_gate.h"
 
 namespace ps::xfer {
 
@@ -76,8 +77,8 @@ struct ContextOptions {
   // progress at once (one more drops the one that got least far): short
   // and few, so that connections that stay silent cannot keep the peers
   // that know the secret out (core/internal/hello_acceptor.h).
-  int handshake_timeout_ms = 5000;
-  size_t max_handshakes = 128;
+  int handshake_timeout_ms = net::kDefaultHandshakeTimeoutMs;
+  size_t max_handshakes = net::kDefaultMaxHandshakes;
   // The cluster's shared secret; empty: peers are not authenticated (only
   // allowed when listen_host is a loopback address).
   ClusterSecret secret;

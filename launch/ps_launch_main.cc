@@ -273,7 +273,11 @@ int Main(int argc, char** argv) {
   }
   // Lives as long as ps_launch: the children inherit it as they start.
   std::optional<ps::launch::SecretMemfd> secret_memfd;
-  if (!secret->file().empty()) {
+  // A key file goes on by its path; a secret without one (from
+  // $PS_CLUSTER_SECRET, or a descriptor a launcher above us handed down,
+  // which ResolveForProgram made close-on-exec) in a memfd of our own.
+  if (!secret->file().empty() &&
+      !secret->file().starts_with("/proc/self/fd/")) {
     spec.secret_file = Absolute(secret->file());
   } else if (!secret->empty()) {
     auto memfd = ps::launch::SecretMemfd::Create(secret->bytes());

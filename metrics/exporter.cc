@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -58,7 +60,6 @@ struct Exporter::Impl {
   std::vector<HttpConnection> connections;
   Clock::time_point listener_paused_until;
   // One line per period for each kind of trouble a peer makes.
-  LogLimiter refused_log{kLogPeriod};
   LogLimiter evicted_log{kLogPeriod};
   LogLimiter deadline_log{kLogPeriod};
   LogLimiter rejected_log{kLogPeriod};
@@ -69,10 +70,11 @@ struct Exporter::Impl {
   HttpResponse Answer(const ParsedHead& head) const;
   void Accept(Clock::time_point now, const HttpConnection::Responder& respond);
   void EnforceDeadlines(Clock::time_point now);
-  // The connection to close for room: the one that has waited longest,
-  // lingering ones (done, waiting for the peer to close) first; never one
-  // being answered. npos when every one is being answered.
-  size_t Victim() const;
+  // The connection to close for room: lingering ones (done, waiting for
+  // the peer to close) first, then those waiting for a request, then those
+  // being answered (a peer that does not read its answer holds one); the
+  // one that waited longest of those. None only when nothing is open.
+  std::optional<size_t> Victim() const;
   void Reap();
   void LogPeer(LogLimiter& limiter, const HttpConnection& c,
                const std::string& what);
@@ -97,12 +99,14 @@ void Exporter::Impl::Run() {
     fds.push_back({listening ? listener.get() : -1, POLLIN, 0});
     bool timed = !listening;
     Clock::time_point next = listener_paused_until;
+    bool pending = false;  // a request already read waits for its answer
     for (const HttpConnection& c : connections) {
       fds.push_back({c.fd(), c.poll_events(), 0});
       next = timed ? std::min(next, c.deadline()) : c.deadline();
       timed = true;
+      pending = pending || c.pending_input();
     }
-    const int timeout = timed ? MillisUntil(now, next) : -1;
+    const int timeout = pending ? 0 : timed ? MillisUntil(now, next) : -1;
     if (poll(fds.data(), fds.size(), timeout) < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
@@ -118,8 +122,13 @@ void Exporter::Impl::Run() {
     now = Clock::now();
     for (size_t i = 0; i < connections.size(); ++i) {
       const short revents = fds[i + 2].revents;
-      if (revents == 0) continue;
-      connections[i].OnEvents(revents, now, respond);
+      if (revents != 0) {
+        connections[i].OnEvents(revents, now, respond);
+      } else if (connections[i].pending_input()) {
+        connections[i].Continue(now, respond);
+      } else {
+        continue;
+      }
       LogRejection(connections[i]);
     }
     EnforceDeadlines(now);
@@ -141,11 +150,10 @@ void Exporter::Impl::Accept(Clock::time_point now,
       // readable at once: stop polling it for a while, and free a
       // descriptor if one is merely waiting.
       listener_paused_until = now + net::kOutOfDescriptorsPause;
-      const size_t victim = a.result == net::AcceptResult::kOutOfDescriptors
-                                ? Victim()
-                                : std::string::npos;
-      if (victim != std::string::npos) {
-        connections[victim].Close();
+      std::optional<size_t> victim;
+      if (a.result == net::AcceptResult::kOutOfDescriptors) victim = Victim();
+      if (victim.has_value()) {
+        connections[*victim].Close();
         Reap();
       }
       uint64_t held = 0;
@@ -156,7 +164,7 @@ void Exporter::Impl::Accept(Clock::time_point now,
                              : net::OutOfDescriptorsText(a.error))
                      << "; not accepting for "
                      << Millis(net::kOutOfDescriptorsPause)
-                     << (victim != std::string::npos
+                     << (victim.has_value()
                              ? " (closed the connection waiting longest)"
                              : "")
                      << LogLimiter::HeldBack(held);
@@ -164,22 +172,15 @@ void Exporter::Impl::Accept(Clock::time_point now,
       return;
     }
     if (connections.size() >= options.max_connections) {
-      const size_t victim = Victim();
-      if (victim == std::string::npos) {
-        // Every slot is sending an answer: this one is closed, not queued.
-        uint64_t held = 0;
-        if (refused_log.Allow(&held)) {
-          LOG(WARNING) << "metrics: refused " << net::PeerAddress(a.fd.get())
-                       << ": all " << options.max_connections
-                       << " connections are being answered"
-                       << LogLimiter::HeldBack(held);
-        }
-        continue;  // a.fd closes here
-      }
-      LogPeer(evicted_log, connections[victim],
+      // Never queued: a newcomer always gets a slot (a scraper's request
+      // is answered within a round), the connection that waited longest
+      // gives it up.
+      const std::optional<size_t> victim = Victim();
+      if (!victim.has_value()) continue;  // no slots at all: a.fd closes
+      LogPeer(evicted_log, connections[*victim],
               "to make room (" + std::to_string(options.max_connections) +
                   " connections open; this one waited longest)");
-      connections[victim].Close();
+      connections[*victim].Close();
       Reap();
     }
     connections.emplace_back(std::move(a.fd), now, deadlines);
@@ -208,24 +209,37 @@ void Exporter::Impl::EnforceDeadlines(Clock::time_point now) {
   }
 }
 
-size_t Exporter::Impl::Victim() const {
-  size_t best = std::string::npos;
+std::optional<size_t> Exporter::Impl::Victim() const {
+  // Rank: lingering (answered, waiting for the peer to close) before
+  // awaiting a request before being answered; within a rank, the one that
+  // waited longest (for an answer being written: the earliest deadline, the
+  // oldest answer, which a reader that does not read holds).
+  auto rank = [](const HttpConnection& c) {
+    switch (c.state()) {
+      case State::kLingering:
+        return 0;
+      case State::kAwaitingRequest:
+        return 1;
+      case State::kResponding:
+        return 2;
+      case State::kClosed:
+        break;
+    }
+    return 3;
+  };
+  auto since = [](const HttpConnection& c) {
+    return c.state() == State::kResponding ? c.deadline() : c.waiting_since();
+  };
+  std::optional<size_t> best;
   for (size_t i = 0; i < connections.size(); ++i) {
     const HttpConnection& c = connections[i];
-    if (c.state() != State::kAwaitingRequest &&
-        c.state() != State::kLingering) {
-      continue;
-    }
-    if (best == std::string::npos) {
+    if (rank(c) == 3) continue;
+    if (!best.has_value()) {
       best = i;
       continue;
     }
-    const HttpConnection& b = connections[best];
-    const bool c_done = c.state() == State::kLingering;
-    const bool b_done = b.state() == State::kLingering;
-    if (c_done != b_done ? c_done : c.waiting_since() < b.waiting_since()) {
-      best = i;
-    }
+    const HttpConnection& b = connections[*best];
+    if (rank(c) != rank(b) ? rank(c) < rank(b) : since(c) < since(b)) best = i;
   }
   return best;
 }
@@ -242,8 +256,8 @@ void Exporter::Impl::LogPeer(LogLimiter& limiter, const HttpConnection& c,
                              const std::string& what) {
   uint64_t held = 0;
   if (limiter.Allow(&held)) {
-    LOG(WARNING) << "metrics: closed " << net::PeerAddress(c.fd()) << ": "
-                 << what << LogLimiter::HeldBack(held);
+    LOG(WARNING) << "metrics: closed " << c.peer() << ": " << what
+                 << LogLimiter::HeldBack(held);
   }
 }
 
@@ -251,8 +265,8 @@ void Exporter::Impl::LogRejection(HttpConnection& c) {
   const std::string why = c.TakeRejection();
   uint64_t held = 0;
   if (!why.empty() && rejected_log.Allow(&held)) {
-    LOG(WARNING) << "metrics: bad request from " << net::PeerAddress(c.fd())
-                 << ": " << Printable(why, 200) << LogLimiter::HeldBack(held);
+    LOG(WARNING) << "metrics: bad request from " << c.peer() << ": "
+                 << Printable(why, 200) << LogLimiter::HeldBack(held);
   }
 }
 
@@ -261,6 +275,17 @@ Status CheckHost(const std::string& host) {
     return InvalidArgument(
         "no metrics host: give the address to serve on (127.0.0.1: this "
         "host alone)");
+  }
+  // What no address or host name holds ("$(POD_IP)" left unexpanded, a
+  // space) is refused without asking a resolver.
+  const bool plausible = std::all_of(host.begin(), host.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::strchr(".-_:[]%", c) != nullptr;
+  });
+  if (!plausible) {
+    return InvalidArgument("metrics host '" + Printable(host) +
+                           "' is no address: give one of this host's, e.g. "
+                           "127.0.0.1");
   }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

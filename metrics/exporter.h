@@ -9,8 +9,11 @@
 // does blocks it; a scrape renders a fresh Snapshot on that thread. What
 // keeps a scrape answered while others attack the port:
 //   - at most `max_connections` are open: a new one beyond closes the
-//     connection that has waited longest for its request (never one being
-//     answered), so nothing is queued and descriptors stay bounded;
+//     connection that has waited longest (for its request, or with an
+//     answer it does not read), so nothing is queued and descriptors stay
+//     bounded;
+//   - pipelined requests are answered one per connection per round, so no
+//     connection holds the thread;
 //   - a request must arrive whole within `request_deadline` of the accept
 //     or of the previous answer however its bytes trickle in (slowloris),
 //     and an answer be taken within `response_deadline`;

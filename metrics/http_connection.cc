@@ -7,11 +7,14 @@
 #include <cerrno>
 #include <utility>
 
+#include "net/connect.h"
+
 namespace ps::metrics {
 
 HttpConnection::HttpConnection(net::UniqueFd fd, Clock::time_point now,
                                const Deadlines& deadlines)
     : fd_(std::move(fd)),
+      peer_(net::PeerAddress(fd_.get())),
       deadlines_(deadlines),
       deadline_(now + deadlines.request),
       waiting_since_(now) {}
@@ -74,8 +77,16 @@ void HttpConnection::OnReadable(Clock::time_point now,
   Advance(now, respond);
 }
 
+void HttpConnection::Continue(Clock::time_point now, const Responder& respond) {
+  Advance(now, respond);
+}
+
 void HttpConnection::Advance(Clock::time_point now, const Responder& respond) {
-  while (state_ == State::kAwaitingRequest) {
+  // One request per call: a peer that pipelines hundreds gets one answer
+  // per round of the loop, as every other connection does (the loop calls
+  // Continue while pending_input() says there may be more).
+  if (state_ == State::kAwaitingRequest) {
+    pending_input_ = false;
     // Parse only when that can decide something: the first line became
     // whole (a bad one is refused at once), the head did, or the buffer
     // reached the limit. A head sent a byte at a time costs O(bytes).
@@ -86,21 +97,25 @@ void HttpConnection::Advance(Clock::time_point now, const Responder& respond) {
     }
     if (FindHeadEnd(in_, scanned_) != std::string::npos) decide = true;
     scanned_ = in_.size();
-    if (!decide) break;
-    ParsedHead head = ParseRequestHead(in_);
-    if (head.outcome == ParseOutcome::kIncomplete) break;
-    if (head.outcome == ParseOutcome::kComplete) {
-      in_.erase(0, head.request.head_bytes);
-    } else {
-      rejection_ = head.error;
-      in_.clear();
+    ParsedHead head;
+    if (decide) head = ParseRequestHead(in_);
+    if (decide && head.outcome != ParseOutcome::kIncomplete) {
+      if (head.outcome == ParseOutcome::kComplete) {
+        in_.erase(0, head.request.head_bytes);
+      } else {
+        rejection_ = head.error;
+        in_.clear();
+      }
+      scanned_ = 0;
+      saw_first_line_ = false;
+      pending_input_ = !in_.empty();
+      StartResponse(now, respond(head));
     }
-    scanned_ = 0;
-    saw_first_line_ = false;
-    StartResponse(now, respond(head));
   }
   // The peer sent its last byte and every request it held is answered.
-  if (state_ == State::kAwaitingRequest && peer_done_) Close();
+  if (state_ == State::kAwaitingRequest && peer_done_ && !pending_input_) {
+    Close();
+  }
 }
 
 void HttpConnection::StartResponse(Clock::time_point now,

@@ -13,8 +13,9 @@
 //     still sends is discarded until it closes, at most `linger`, since
 //     closing with unread input sends a reset that can destroy the answer
 //     before the peer read it.
-// Requests pipelined behind one are answered in order; none is read while
-// an answer is being written, so a peer's backlog stays in its own socket.
+// Requests pipelined behind one are answered in order, one per round of the
+// loop; none is read while an answer is being written, so a peer's backlog
+// stays in its own socket.
 //
 // Thread-compatible: one thread (the exporter's) owns and drives it.
 #pragma once
@@ -60,9 +61,20 @@ class HttpConnection {
   void OnEvents(short revents, Clock::time_point now, const Responder& respond);
   // Also right after the accept, as the request may be there already.
   void OnReadable(Clock::time_point now, const Responder& respond);
+  // Answers the next request already read, if any (see pending_input()).
+  void Continue(Clock::time_point now, const Responder& respond);
+  // True while a request it read may wait to be answered (pipelined behind
+  // the last one): each call answers one, so the loop calls Continue in its
+  // next round without waiting for the socket.
+  bool pending_input() const {
+    return pending_input_ && state_ == State::kAwaitingRequest;
+  }
   void Close();
 
   int fd() const { return fd_.get(); }
+  // The peer's address, for log lines (taken at the accept: it stays known
+  // after the connection closed).
+  const std::string& peer() const { return peer_; }
   State state() const { return state_; }
   // The events to poll for; 0 once closed.
   short poll_events() const;
@@ -89,6 +101,7 @@ class HttpConnection {
   void Discard();
 
   net::UniqueFd fd_;
+  std::string peer_;
   Deadlines deadlines_;
   State state_ = State::kAwaitingRequest;
   Clock::time_point deadline_;
@@ -96,8 +109,9 @@ class HttpConnection {
   std::string in_;      // received, not consumed; <= the head limit + 1
   size_t scanned_ = 0;  // in_'s bytes FindHeadEnd looked at
   bool saw_first_line_ = false;
-  bool peer_done_ = false;  // end of stream read
-  std::string out_;         // the answer being written
+  bool peer_done_ = false;      // end of stream read
+  bool pending_input_ = false;  // in_ may hold another whole request
+  std::string out_;             // the answer being written
   size_t sent_ = 0;
   bool close_after_ = false;
   bool answered_ = false;  // an answer went out whole

@@ -91,7 +91,7 @@ StatusOr<UniqueFd> ListenTcp(const std::string& host, uint16_t port) {
   if (bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
     return NetErr("bind " + host + ":" + std::to_string(port), errno);
   }
-  if (listen(fd.get(), 128) != 0) return NetErr("listen", errno);
+  if (listen(fd.get(), kListenBacklog) != 0) return NetErr("listen", errno);
   return fd;
 }
 
@@ -115,7 +115,7 @@ StatusOr<UniqueFd> ListenUnix(const std::string& abstract_name) {
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     return NetErr("bind unix @" + abstract_name, errno);
   }
-  if (listen(fd.get(), 128) != 0) return NetErr("listen", errno);
+  if (listen(fd.get(), kListenBacklog) != 0) return NetErr("listen", errno);
   return fd;
 }
 

@@ -7,6 +7,8 @@
 // Thread safety: the functions share no state; call them from any thread.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -16,6 +18,13 @@
 #include "net/unique_fd.h"
 
 namespace ps::net {
+
+// The backlog of every listener: as deep as the kernel allows
+// (net.core.somaxconn caps it). A burst of connections (workers starting
+// at once, or a crowd of outsiders the accept loop is draining) then waits
+// in the queue instead of having its SYNs dropped and retried a second
+// later.
+inline constexpr int kListenBacklog = SOMAXCONN;
 
 // "host:port" -> listening TCP socket (port 0: any free port).
 StatusOr<UniqueFd> ListenTcp(const std::string& host, uint16_t port);

@@ -3,8 +3,8 @@
 // bytes arrive, so that one thread can serve many half-received handshakes
 // without waiting on any: Read() takes what is there and says whether the
 // frame is complete. A length over the reader's limit is refused as soon as
-// its 4 bytes are in, and memory grows with the bytes received, never ahead
-// of them: a peer that announces a large frame costs nothing.
+// its 4 bytes are in, so a peer that announces a large frame costs nothing;
+// one within the limit costs that length (at most the limit) from then on.
 //
 // Thread-safety: one reader per connection, used by one thread at a time.
 #pragma once

@@ -179,7 +179,10 @@ bool HandshakeGate::AcceptAll(size_t listener) {
         Clock::now() + std::chrono::milliseconds(options_.handshake_timeout_ms);
     p->handshake = new_handshake_(listener, a.fd.get(), p->address);
     p->fd = std::move(a.fd);
-    pending_.push_back(std::move(p));
+    // Read at once: a peer whose first message came with its connection
+    // (as a member's does) is ahead of every silent newcomer from here on,
+    // so the next connection cannot make room by dropping it.
+    if (Advance(*p)) pending_.push_back(std::move(p));
   }
   return true;
 }

@@ -9,15 +9,20 @@
 // - one deadline for the whole handshake, however its bytes trickle in
 //   (Options::handshake_timeout_ms: seconds, not a peer timeout);
 // - at most Options::max_handshakes at once. One more makes room by
-//   dropping the handshake that has got least far, the oldest of those:
-//   a connection that stays silent, or stalls half-way, can never keep a
-//   newcomer out, and a peer that has sent its first message outlasts a
-//   flood of silent ones;
+//   dropping the handshake that has got least far, the oldest of those
+//   (a new connection is read as soon as it is accepted, so a peer whose
+//   first message came with it counts as ahead at once): connections that
+//   stay silent, or stall half-way, never keep a newcomer out, a peer that
+//   has sent its first message outlasts any number of silent ones, and a
+//   peer that completes its handshake within a round trip or two outlasts
+//   a crowd stalled half-way unless that crowd is renewed faster than that
+//   (a flood, which only a limit per source could answer);
 // - memory per connection is what its Handshake reads, which the protocol
 //   caps (net/frame_reader.h);
 // - when the process runs out of file descriptors the listeners leave the
-//   poll set for a while (net/accept.h) and the oldest handshake is dropped
-//   to free one, instead of spinning on a listener that stays readable;
+//   poll set for a while (net/accept.h) and the handshake that got least
+//   far is dropped to free one, instead of spinning on a listener that
+//   stays readable;
 // - every line about a refused, dropped or timed-out connection goes
 //   through a LogLimiter: a flood costs one line per period.
 //
@@ -41,6 +46,14 @@
 #include "net/unique_fd.h"
 
 namespace ps::net {
+
+// A handshake's reply fits the empty socket buffer of a new connection; a
+// peer that does not take it within this long is not worth waiting for.
+inline constexpr int kHandshakeReplySendMs = 200;
+// The defaults of every listener's gate: seconds, not a peer timeout, and
+// room for a few dozen workers starting at once beside a crowd.
+inline constexpr int kDefaultHandshakeTimeoutMs = 5000;
+inline constexpr size_t kDefaultMaxHandshakes = 128;
 
 // One connection's handshake, as its protocol drives it.
 class Handshake {
@@ -73,8 +86,8 @@ class HandshakeGate {
   struct Options {
     // Names the service in log lines ("control listener 10.0.0.5:4000").
     std::string name;
-    int handshake_timeout_ms = 5000;
-    size_t max_handshakes = 64;
+    int handshake_timeout_ms = kDefaultHandshakeTimeoutMs;
+    size_t max_handshakes = kDefaultMaxHandshakes;
   };
   // Makes the handshake of a connection that `listener` (an index into the
   // listeners given to Start) accepted from `address`.

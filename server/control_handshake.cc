@@ -7,10 +7,6 @@
 namespace ps::server {
 namespace {
 
-// A handshake reply fits the empty socket buffer of a new connection; a
-// peer that does not take it within this long is not worth waiting for.
-constexpr int kReplySendMs = 200;
-
 Status NeedsTheSecret(const std::string& address) {
   return Unauthenticated("server " + address +
                          " requires the cluster secret "
@@ -84,8 +80,8 @@ StatusOr<net::Handshake::Next> ControlHandshake::Challenge(
   a->set_proof(secret.Prove(protocol::kControlAuthProtocol,
                             xfer::AuthRole::kAcceptor, server_nonce_,
                             client_nonce_));
-  Status s =
-      protocol::SendControlMessage(fd, reply, net::DeadlineIn(kReplySendMs));
+  Status s = protocol::SendControlMessage(
+      fd, reply, net::DeadlineIn(net::kHandshakeReplySendMs));
   if (!s.ok()) return s.WithContext("challenge");
   stage_ = Stage::kProof;
   return Next::kMore;
@@ -96,8 +92,8 @@ StatusOr<net::Handshake::Next> ControlHandshake::Complete(
   if (Status admitted = service_.admit(); !admitted.ok()) {
     return Refuse(fd, admitted);
   }
-  Status s =
-      protocol::SendControlMessage(fd, reply, net::DeadlineIn(kReplySendMs));
+  Status s = protocol::SendControlMessage(
+      fd, reply, net::DeadlineIn(net::kHandshakeReplySendMs));
   if (!s.ok()) return s.WithContext("handshake reply");
   return Next::kDone;
 }
@@ -105,7 +101,8 @@ StatusOr<net::Handshake::Next> ControlHandshake::Complete(
 Status ControlHandshake::Refuse(int fd, const Status& why) {
   proto::ControlReply reply;
   protocol::SetControlError(why, &reply);
-  (void)protocol::SendControlMessage(fd, reply, net::DeadlineIn(kReplySendMs));
+  (void)protocol::SendControlMessage(
+      fd, reply, net::DeadlineIn(net::kHandshakeReplySendMs));
   return why;
 }
 

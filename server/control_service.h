@@ -73,8 +73,8 @@ class ControlService {
     uint32_t max_connections = 64;  // established ones
     // Connections still in their handshake: their deadline, and how many
     // at once.
-    int handshake_timeout_ms = 5000;
-    size_t max_handshakes = 128;
+    int handshake_timeout_ms = net::kDefaultHandshakeTimeoutMs;
+    size_t max_handshakes = net::kDefaultMaxHandshakes;
     // Called on the connection's thread once it closed (for the server's
     // record of which workers are connected); may be empty.
     std::function<void(const ControlPeer& peer)> on_close;
@@ -114,13 +114,15 @@ class ControlService {
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   ControlHandshake::Service handshake_;  // what each handshake asks of us
-  std::unique_ptr<net::HandshakeGate> gate_;
   std::thread keepalive_thread_;
   std::mutex mu_;
   std::condition_variable stop_cv_;  // wakes the keepalive thread
   std::list<std::unique_ptr<Connection>> connections_;  // guarded by mu_
   LogLimiter closed_log_{std::chrono::seconds(10)};
   LogLimiter no_thread_log_{std::chrono::seconds(10)};
+  // Last: destroyed first (Stop resets it before anything else goes), so
+  // its thread, which calls Admit and Adopt, never outlives what they use.
+  std::unique_ptr<net::HandshakeGate> gate_;
 };
 
 }  // namespace ps::server

@@ -10,10 +10,6 @@
 namespace ps::xfer::internal {
 namespace {
 
-// A reply to a fresh connection fits its empty socket buffer; a peer that
-// does not take it within this long is not worth waiting for.
-constexpr int kReplySendMs = 200;
-
 // One connection's xfer hello: the Hello, then with a secret our challenge
 // and the peer's AuthProof, then OnHello's reply.
 class XferHello : public net::Handshake {
@@ -54,7 +50,8 @@ class XferHello : public net::Handshake {
         challenge.set_auth_proof(
             options_.secret.Prove(kXferAuthProtocol, AuthRole::kAcceptor,
                                   nonce_, hello_.auth_nonce()));
-        s = SendMessage(fd, challenge, net::DeadlineIn(kReplySendMs));
+        s = SendMessage(fd, challenge,
+                        net::DeadlineIn(net::kHandshakeReplySendMs));
         if (!s.ok()) return s.WithContext("challenge");
         stage_ = Stage::kProof;
         continue;  // the proof may be here already
@@ -87,7 +84,7 @@ class XferHello : public net::Handshake {
     reply.set_name(options_.name);
     reply.set_error(why.message());
     reply.set_error_code(static_cast<uint32_t>(why.code()));
-    (void)SendMessage(fd, reply, net::DeadlineIn(kReplySendMs));
+    (void)SendMessage(fd, reply, net::DeadlineIn(net::kHandshakeReplySendMs));
     return why;
   }
 
@@ -97,7 +94,8 @@ class XferHello : public net::Handshake {
     // a line break or an escape sequence must not forge or colour one.
     hello_.set_name(Printable(hello_.name()));
     HelloAcceptor::Answer answer = on_hello_(hello_, same_host_);
-    Status s = SendMessage(fd, answer.reply, net::DeadlineIn(kReplySendMs));
+    Status s = SendMessage(fd, answer.reply,
+                           net::DeadlineIn(net::kHandshakeReplySendMs));
     if (!s.ok()) return s.WithContext("hello reply");
     if (!answer.reply.error().empty() || !answer.adopt) return Next::kClose;
     adopt_ = std::move(answer.adopt);

@@ -42,8 +42,8 @@ class HelloAcceptor {
   struct Options {
     std::string name;  // this context's name, for log lines and replies
     ClusterSecret secret;
-    int hello_timeout_ms = 5000;  // deadline of one whole hello
-    size_t max_pending = 128;
+    int hello_timeout_ms = net::kDefaultHandshakeTimeoutMs;  // a whole hello
+    size_t max_pending = net::kDefaultMaxHandshakes;
   };
   // OnHello's decision: the reply to send and, when reply.error() is empty,
   // what takes the connection once the reply went out (`adopt` gets the

@@ -107,9 +107,11 @@ class StreamProvider : public TransportProvider {
   // Declines a session offer with `why` and logs it (at most one line per
   // period: a hostile peer may retry in a loop).
   void Refuse(const Greeting& greeting, const std::string& why);
-  // Starts serving `fd`. Needs mu_.
+  // Starts serving `fd`, after `predecessor` (the session's previous
+  // connection, or null) stopped. Needs mu_.
   void ServeLocked(net::UniqueFd fd, const std::string& name, uint64_t instance,
-                   std::shared_ptr<StreamSession> session);
+                   std::shared_ptr<StreamSession> session,
+                   std::unique_ptr<StreamServer> predecessor = nullptr);
   // Forgets finished servers, and sessions broken for longer than the peer
   // timeout. Needs mu_.
   void ForgetLocked();
@@ -221,12 +223,14 @@ void StreamProvider::Refuse(const Greeting& greeting, const std::string& why) {
 
 void StreamProvider::ServeLocked(net::UniqueFd fd, const std::string& name,
                                  uint64_t instance,
-                                 std::shared_ptr<StreamSession> session) {
+                                 std::shared_ptr<StreamSession> session,
+                                 std::unique_ptr<StreamServer> predecessor) {
   VLOG(1) << env_.options->name << ": serving " << name << " over tcp";
   servers_.push_back(std::make_unique<StreamServer>(
       std::move(fd), env_.regions, name, MapRegionHandler(), std::move(session),
       NotifyTargetFor(env_.notifications, instance,
-                      env_.options->peer_timeout_ms)));
+                      env_.options->peer_timeout_ms),
+      std::move(predecessor)));
 }
 
 std::function<void(net::UniqueFd)> StreamProvider::Answer(
@@ -355,16 +359,21 @@ void StreamProvider::TakeOver(net::UniqueFd fd, const std::string& name,
     env_.link_counters->resumed.fetch_add(1, std::memory_order_relaxed);
   }
   // The old connection may still look alive from here (a reset seen by the
-  // connector only): its server stops (and joins its thread) before the new
-  // one starts.
+  // connector only): the new server stops it (and joins its thread, which
+  // may be waiting for room in the notification ring) on its own thread
+  // before it reads a request, so one connection at a time applies the
+  // session's requests and this thread, the hello acceptor's, waits for
+  // nobody.
+  std::unique_ptr<StreamServer> old;
   for (auto& s : servers_) {
     if (s->session() != session) continue;
     LOG(INFO) << env_.options->name << ": " << name
               << " re-established its tcp connection; the broken one ends";
-    s.reset();
+    s->Shutdown();
+    old = std::move(s);
   }
   std::erase(servers_, nullptr);
-  ServeLocked(std::move(fd), name, instance, session);
+  ServeLocked(std::move(fd), name, instance, session, std::move(old));
 }
 
 }  // namespace

@@ -505,13 +505,15 @@ class StreamServer::Connection {
 StreamServer::StreamServer(UniqueFd fd, const RegionTable* regions,
                            std::string peer_name, MapRegionHandler map_region,
                            std::shared_ptr<StreamSession> session,
-                           NotifyTarget notify)
+                           NotifyTarget notify,
+                           std::unique_ptr<StreamServer> predecessor)
     : fd_(std::move(fd)),
       regions_(regions),
       peer_name_(std::move(peer_name)),
       map_region_(std::move(map_region)),
       session_(std::move(session)),
-      notify_(std::move(notify)) {
+      notify_(std::move(notify)),
+      predecessor_(std::move(predecessor)) {
   int size = kSocketBufferBytes;
   setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
   setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
@@ -519,11 +521,14 @@ StreamServer::StreamServer(UniqueFd fd, const RegionTable* regions,
 }
 
 StreamServer::~StreamServer() {
-  shutdown(fd_.get(), SHUT_RDWR);
+  Shutdown();
   thread_.join();
 }
 
+void StreamServer::Shutdown() { shutdown(fd_.get(), SHUT_RDWR); }
+
 void StreamServer::Run() {
+  predecessor_.reset();  // one connection at a time serves the session
   Connection(fd_.get(), regions_, peer_name_, map_region_, session_.get(),
              notify_)
       .Run();

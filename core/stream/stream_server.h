@@ -54,12 +54,17 @@ class StreamServer {
   // Starts serving `fd` (the hello is already done) on a new thread.
   // `map_region` is empty on connections that cannot pass descriptors;
   // `session` is null on connections that cannot be re-established.
+  // `predecessor` (may be null) is the session's previous connection: the
+  // new thread destroys it (stops and joins it) before it reads a request.
   StreamServer(net::UniqueFd fd, const RegionTable* regions,
                std::string peer_name, MapRegionHandler map_region,
                std::shared_ptr<StreamSession> session = nullptr,
-               NotifyTarget notify = {});
+               NotifyTarget notify = {},
+               std::unique_ptr<StreamServer> predecessor = nullptr);
   // Stops (shuts the socket down) and joins the thread.
   ~StreamServer();
+  // Shuts the socket down: the thread ends at its next read or write.
+  void Shutdown();
   StreamServer(const StreamServer&) = delete;
   StreamServer& operator=(const StreamServer&) = delete;
 
@@ -78,6 +83,7 @@ class StreamServer {
   MapRegionHandler map_region_;
   const std::shared_ptr<StreamSession> session_;
   const NotifyTarget notify_;
+  std::unique_ptr<StreamServer> predecessor_;  // the thread's, until it ran
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };

@@ -362,6 +362,9 @@ TEST_F(PsLaunchTest, TheSecretIsInNoProcessEnvironment) {
       << stranger.ToString();
 
   const pid_t launcher_pid = launcher->pid();
+  const std::string launcher_cmdline =
+      ReadWholeFile("/proc/" + std::to_string(launcher_pid) + "/cmdline")
+          .value_or("");
   std::set<pid_t> seen;
   std::map<pid_t, std::string> leaks;  // pid -> its command line
   bool handed_on = false;
@@ -375,9 +378,14 @@ TEST_F(PsLaunchTest, TheSecretIsInNoProcessEnvironment) {
       if (!env) continue;  // exited meanwhile
       seen.insert(pid);
       // A child gets no PS_CLUSTER_SECRET at all (ps_launch's own is
-      // there, wiped).
+      // there, wiped). A child forked and not yet exec'd is still ps_launch's
+      // image, with ps_launch's (wiped) environment.
+      const bool launcher_image =
+          pid == launcher_pid ||
+          ReadWholeFile("/proc/" + std::to_string(pid) + "/cmdline")
+                  .value_or("") == launcher_cmdline;
       if ((env->find(secret) != std::string::npos ||
-           (pid != launcher_pid && HasVariable(*env, "PS_CLUSTER_SECRET"))) &&
+           (!launcher_image && HasVariable(*env, "PS_CLUSTER_SECRET"))) &&
           !leaks.count(pid)) {
         leaks[pid] = ReadWholeFile("/proc/" + std::to_string(pid) + "/cmdline")
                          .value_or("");

@@ -1,10 +1,11 @@
 // metrics::Exporter in this process, over real sockets on 127.0.0.1: the
 // loop's own duties. A keep-alive connection serves request after request;
 // a head dripped a byte at a time is closed at the request deadline; at the
-// connection cap a new connection closes the one that waited longest and is
-// answered; out of descriptors the listener pauses instead of spinning and
-// an idle connection is closed to make room; destroying the exporter is
-// prompt whatever its peers do; bad options are clear errors.
+// connection cap a new connection closes the one that waited longest (also
+// one that does not read its answer) and is answered; out of descriptors the
+// listener pauses instead of spinning and an idle connection is closed to make
+// room; destroying the exporter is prompt whatever its peers do; bad options
+// are clear errors.
 #include "metrics/exporter.h"
 
 #include <fcntl.h>
@@ -151,6 +152,8 @@ TEST(Exporter, DrippedHeadIsClosedAtTheRequestDeadline) {
 TEST(Exporter, CapClosesTheConnectionWaitingLongest) {
   ExporterOptions o;
   o.max_connections = 4;
+  // Idle connections live long enough here: only the cap closes them.
+  o.request_deadline = std::chrono::seconds(60);
   auto s = Serve(o);
   ASSERT_NE(s->exporter, nullptr);
   std::vector<net::UniqueFd> idle;
@@ -169,6 +172,53 @@ TEST(Exporter, CapClosesTheConnectionWaitingLongest) {
   for (int i = 1; i < 4; ++i) {
     EXPECT_FALSE(ClosedWithin(idle[i].get(), 50)) << i;
   }
+}
+
+// Peers that ask and then never read their answer hold their slots only
+// until someone needs one: at the cap a scraper still gets in, by closing
+// the one that has held its answer longest.
+TEST(Exporter, PeersThatDoNotReadGiveUpTheirSlots) {
+  ExporterOptions o;
+  o.max_connections = 2;
+  o.response_deadline = std::chrono::seconds(60);
+  auto s = Serve(o);
+  ASSERT_NE(s->exporter, nullptr);
+  // An answer of several MB: more than the socket buffers of a peer that
+  // does not read hold, so its connection stays in the middle of it.
+  const std::string help(200, 'h');
+  for (int i = 0; i < 5000; ++i) {
+    std::string name = "g";  // (GCC 12 warns wrongly about "g" + string)
+    name += std::to_string(i);
+    ASSERT_TRUE(s->registry.AddGauge(name, help).ok());
+  }
+  std::vector<net::UniqueFd> stalled;
+  for (int i = 0; i < 2; ++i) {
+    // A small receive buffer, set before connecting (it sets the window).
+    net::UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int small = 4096;
+    setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(s->exporter->port()));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(
+        connect(fd.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+    stalled.push_back(std::move(fd));
+    Send(stalled.back().get(), "GET /metrics HTTP/1.1\r\n\r\n");
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  net::UniqueFd scraper = Connect(s->exporter->port());
+  const Clock::time_point start = Clock::now();
+  Send(scraper.get(), "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+  bool eof = false;
+  const std::string got =
+      ReadUntil(scraper.get(), "\x01never", 1, 10000 * Slowdown(), &eof);
+  EXPECT_TRUE(eof);
+  EXPECT_EQ(got.rfind("HTTP/1.1 200 OK", 0), 0u) << got.substr(0, 200);
+  EXPECT_NE(got.find("up 1\n"), std::string::npos);
+  EXPECT_LT(MillisSince(start), 10000 * Slowdown());
+  // The first stalled peer gave up its slot; the second keeps it.
+  EXPECT_TRUE(ClosedWithin(stalled[0].get(), 2000 * Slowdown()));
 }
 
 // The process's soft descriptor limit set so that no descriptor can be
@@ -200,7 +250,11 @@ double ProcessCpuSeconds() {
 }
 
 TEST(Exporter, OutOfDescriptorsPausesThenClosesAnIdleConnection) {
-  auto s = Serve({});
+  ExporterOptions o;
+  // The idle connection below lives until it is closed to free a
+  // descriptor, not until its request deadline.
+  o.request_deadline = std::chrono::seconds(60);
+  auto s = Serve(o);
   ASSERT_NE(s->exporter, nullptr);
   const int port = s->exporter->port();
   // The scraper's socket exists before the limit bites; connecting it
@@ -264,7 +318,7 @@ TEST(Exporter, BadOptionsAreClearErrors) {
   o.port = 70000;
   auto e = Exporter::Start(&r, o);
   EXPECT_TRUE(e.status().Is(StatusCode::kInvalidArgument)) << e.status();
-  for (const char* host : {"", "$(POD_IP)", "300.1.1.1"}) {
+  for (const char* host : {"", "$(POD_IP)", "no such host"}) {
     o = ExporterOptions();
     o.host = host;
     e = Exporter::Start(&r, o);

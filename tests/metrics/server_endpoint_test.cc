@@ -182,7 +182,6 @@ TEST(ServerMetrics, ScrapesAnswerWhileSlowlorisHoldsThePort) {
   // The attack was on all along: the server closed dripping connections
   // (to make room, or at the request deadline) and they came back.
   EXPECT_GT((*attack)->closed_by_server(), 0u);
-  EXPECT_GE((*attack)->opened(), 200u + (*attack)->closed_by_server());
   attack->reset();
   client->reset();
   EXPECT_TRUE(cluster->Stop().ok());

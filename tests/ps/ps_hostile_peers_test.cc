@@ -6,7 +6,8 @@
 // - Silent connections held on both ports, from the worker's own address
 //   and from 16 other 127.0.0.x addresses and re-opened as the server drops
 //   them, do not keep an authenticated worker out: it connects within 1 s
-//   and its rows are exact.
+//   and its rows are exact. Nor do connections that got as far as the
+//   challenge without the secret and stall there.
 // - Control connections that announce 256 MiB bodies and keep streaming
 //   are closed at once, and the server's memory does not grow.
 // - Out of file descriptors, the server neither spins nor floods its log,
@@ -127,31 +128,40 @@ net::UniqueFd ConnectFrom(const std::string& source,
   return fd;
 }
 
-// True once the peer closed `fd` (EOF or reset); does not wait.
+// True once the peer closed `fd` (EOF or reset); reads and drops what it
+// sent before (a challenge); does not wait.
 bool ClosedByPeer(int fd) {
-  char byte;
-  const ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) continue;
+    return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+  }
 }
 
-// Silent connections to `addresses`, spread over 127.0.0.1 (the workers'
-// own address) and 127.0.0.2..17; a thread re-opens every one the server
-// closes, as an attacker would, until the object dies.
-class SilentCrowd {
+// Connections to `targets`, spread over 127.0.0.1 (the workers' own
+// address) and 127.0.0.2..17, each sending its target's `first` bytes (none:
+// silent) and nothing more; a thread re-opens every one the server closes,
+// as an attacker would, until the object dies.
+class Crowd {
  public:
-  SilentCrowd(std::vector<std::string> addresses, int per_address)
-      : addresses_(std::move(addresses)) {
-    for (const std::string& a : addresses_) {
-      for (int i = 0; i < per_address; ++i) {
-        conns_.push_back({a, Source(conns_.size()), net::UniqueFd()});
+  struct Target {
+    std::string address;
+    std::string first;  // sent right after connecting
+  };
+  Crowd(std::vector<Target> targets, int per_target)
+      : targets_(std::move(targets)) {
+    for (size_t t = 0; t < targets_.size(); ++t) {
+      for (int i = 0; i < per_target; ++i) {
+        conns_.push_back({t, Source(conns_.size()), net::UniqueFd()});
       }
     }
-    for (Conn& c : conns_) c.fd = ConnectFrom(c.source, c.address);
+    for (Conn& c : conns_) Open(c);
     thread_ = std::thread([this] {
       while (!stop_.load()) {
         for (Conn& c : conns_) {
           if (!c.fd.valid() || ClosedByPeer(c.fd.get())) {
-            c.fd = ConnectFrom(c.source, c.address);
+            Open(c);
             reopened_.fetch_add(1);
           }
         }
@@ -159,7 +169,7 @@ class SilentCrowd {
       }
     });
   }
-  ~SilentCrowd() {
+  ~Crowd() {
     stop_.store(true);
     thread_.join();
   }
@@ -167,19 +177,35 @@ class SilentCrowd {
 
  private:
   struct Conn {
-    std::string address;
+    size_t target;
     std::string source;
     net::UniqueFd fd;
   };
   static std::string Source(size_t i) {
     return "127.0.0." + std::to_string(1 + i % 17);
   }
-  std::vector<std::string> addresses_;
+  void Open(Conn& c) {
+    const Target& t = targets_[c.target];
+    c.fd = ConnectFrom(c.source, t.address);
+    if (c.fd.valid() && !t.first.empty()) {
+      (void)send(c.fd.get(), t.first.data(), t.first.size(), MSG_NOSIGNAL);
+    }
+  }
+  std::vector<Target> targets_;
   std::vector<Conn> conns_;
   std::atomic<bool> stop_{false};
   std::atomic<size_t> reopened_{0};
   std::thread thread_;
 };
+
+// `message` as one frame: a 4-byte little-endian length, then its bytes.
+std::string Frame(const google::protobuf::MessageLite& message) {
+  const std::string body = message.SerializeAsString();
+  const uint32_t n = static_cast<uint32_t>(body.size());
+  std::string frame(4, '\0');
+  for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>(n >> (8 * i));
+  return frame + body;
+}
 
 class HostilePeersTest : public ::testing::TestWithParam<bool> {
  protected:
@@ -259,15 +285,45 @@ class HostilePeersTest : public ::testing::TestWithParam<bool> {
 };
 
 TEST_P(HostilePeersTest, SilentConnectionsDoNotKeepAWorkerOut) {
-  SilentCrowd crowd({control_address(), xfer_address_}, 128);
+  // More than the 128 handshakes each port holds: the crowd churns.
+  Crowd crowd({{control_address(), ""}, {xfer_address_, ""}}, 160);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto start = Clock::now();
   auto client = Worker(0);
   const double took = SecondsSince(start);
   ASSERT_TRUE(client.ok()) << client.status();
   std::printf(
-      "connected past 2 x 128 silent connections in %.3f s "
+      "connected past 2 x 160 silent connections in %.3f s "
       "(the attacker re-opened %zu)\n",
+      took, crowd.reopened());
+  EXPECT_LT(took, 1.0 * SlowdownFactor());
+  ExpectExactRows(**client, 3);
+}
+
+// Outsiders that get as far as they can without the secret (their first
+// message answered with a challenge) and stall there, renewed as they are
+// dropped: a worker's handshake, a round trip or two, still completes.
+TEST_P(HostilePeersTest, ACrowdStalledAtTheProofDoesNotKeepAWorkerOut) {
+  if (!with_secret()) {
+    GTEST_SKIP() << "without a secret the first message completes the "
+                    "handshake: there is nothing to stall at";
+  }
+  proto::ControlRequest auth;
+  auth.mutable_auth()->set_nonce(xfer::NewNonce());
+  xfer::proto::Hello hello;
+  hello.set_name("crowd");
+  hello.set_instance(7);
+  hello.set_auth_nonce(xfer::NewNonce());
+  Crowd crowd({{control_address(), Frame(auth)}, {xfer_address_, Frame(hello)}},
+              160);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto start = Clock::now();
+  auto client = Worker(0);
+  const double took = SecondsSince(start);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::printf(
+      "connected past 2 x 160 connections stalled at the proof in "
+      "%.3f s (the attacker re-opened %zu)\n",
       took, crowd.reopened());
   EXPECT_LT(took, 1.0 * SlowdownFactor());
   ExpectExactRows(**client, 3);
@@ -363,7 +419,7 @@ TEST_P(HostilePeersTest, OutOfDescriptorsTheServerNeitherSpinsNorFloodsItsLog) {
   double cpu = 0, seconds = 0;
   size_t lines = 0;
   {
-    SilentCrowd crowd({control_address(), xfer_address_}, 100);
+    Crowd crowd({{control_address(), ""}, {xfer_address_, ""}}, 100);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const double cpu_start = CpuSeconds(pid());
     const auto start = Clock::now();
@@ -379,7 +435,7 @@ TEST_P(HostilePeersTest, OutOfDescriptorsTheServerNeitherSpinsNorFloodsItsLog) {
       cpu, idle_cpu, lines, seconds + 0.3);
   EXPECT_NE(log.find("out of file descriptors"), std::string::npos) << log;
   // Before: two threads at full speed, 2 million lines in 10 s.
-  EXPECT_LT(cpu - idle_cpu, 0.3) << "the server spins";
+  EXPECT_LT(cpu - idle_cpu, 0.5) << "the server spins";
   EXPECT_LT(lines, 20u) << FileTail(server().log_path(), 4000);
   // Once the attackers are gone, a worker gets in.
   ASSERT_EQ(prlimit(pid(), RLIMIT_NOFILE, &old, nullptr), 0);
@@ -399,8 +455,8 @@ TEST_P(HostilePeersTest, ANameCannotForgeALogLine) {
   ASSERT_TRUE(net::SendMessage(fd.get(), hello, net::DeadlineIn(1000)).ok());
   // With a secret: challenged, then we hang up without a proof. Without
   // one: the hello is answered and we hang up.
-  char buf[512];
-  (void)recv(fd.get(), buf, sizeof(buf), 0);
+  auto answered = net::WaitReadable(fd.get(), net::DeadlineIn(5000));
+  ASSERT_TRUE(answered.ok() && *answered) << "no answer to the hello";
   fd.Reset();
   const auto start = Clock::now();
   std::string log;
