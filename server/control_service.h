@@ -11,8 +11,8 @@
 //   Options::handshake_timeout_ms, and memory for one message of at most
 //   protocol::kMaxHandshakeMessageBytes; nothing but the handshake is
 //   answered. When the slots are full a newcomer drops the handshake that
-//   got least far: silent or stalled connections never keep out a peer
-//   that knows the secret;
+//   got least far: silent or stalled connections cannot keep out a peer
+//   that knows the secret (net/handshake_gate.h says how far that holds);
 // - at most Options::max_connections established connections; one more is
 //   told why (kResourceExhausted) at the end of its handshake and closed;
 // - an established connection's message that started must be whole within

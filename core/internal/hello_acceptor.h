@@ -8,8 +8,8 @@
 // timeout), and when Options::max_pending hellos are in progress a new
 // connection makes room by dropping the one that got least far. So a peer
 // that connects and stays silent, or drips a valid hello one byte a second,
-// costs one slot for a few seconds at most, and can never keep a peer that
-// knows the secret out.
+// costs one slot for a few seconds at most, and cannot keep a peer that
+// knows the secret out (net/handshake_gate.h says how far that holds).
 //
 // A hello that completes (and whose sender proved the secret) goes to the
 // OnHello callback, which builds the reply and takes the connection; a peer
