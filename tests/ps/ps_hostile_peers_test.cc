@@ -40,6 +40,7 @@
 #include "net/message_frame.h"
 #include "net/transfer.h"
 #include "protocol/control_channel.h"
+#include "tests/fixed_time_zone.h"
 #include "tests/ps/ps_cluster.h"
 
 namespace ps::testing {
