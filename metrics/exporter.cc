@@ -1,6 +1,5 @@
 #include "metrics/exporter.h"
 
-#include <fcntl.h>
 #include <glog/logging.h>
 #include <netdb.h>
 #include <poll.h>
@@ -341,11 +340,7 @@ StatusOr<std::unique_ptr<Exporter>> Exporter::Start(
   impl->listener = std::move(*listener);
   // Non-blocking: a connection reset between poll and accept must not
   // stop the loop in accept(2).
-  const int flags = fcntl(impl->listener.get(), F_GETFL);
-  if (flags < 0 ||
-      fcntl(impl->listener.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
-    return ErrnoStatus(StatusCode::kIOError, "metrics listener fcntl", errno);
-  }
+  PS_RETURN_IF_ERROR(net::SetBlocking(impl->listener.get(), false));
   auto port = net::LocalPort(impl->listener.get());
   if (!port.ok()) return port.status();
   impl->wake = net::UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

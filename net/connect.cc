@@ -206,6 +206,16 @@ StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name,
   }
 }
 
+Status SetBlocking(int fd, bool blocking) {
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 ||
+      fcntl(fd, F_SETFL, blocking ? flags & ~O_NONBLOCK : flags | O_NONBLOCK) !=
+          0) {
+    return NetErr("fcntl O_NONBLOCK", errno);
+  }
+  return Status::OK();
+}
+
 StatusOr<UniqueFd> Accept(int listen_fd) {
   for (;;) {
     int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);

@@ -38,6 +38,9 @@ StatusOr<UniqueFd> ListenUnix(const std::string& abstract_name);
 StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms);
 StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name,
                                Deadline deadline);
+// Sets or clears O_NONBLOCK (a listener that one thread polls beside other
+// sockets; a connection handed from a poll loop to a thread of its own).
+Status SetBlocking(int fd, bool blocking);
 // accept4 with CLOEXEC; TCP_NODELAY on TCP.
 StatusOr<UniqueFd> Accept(int listen_fd);
 

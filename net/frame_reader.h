@@ -33,8 +33,6 @@ class FrameReader {
   Status Read(int fd, bool* complete);
   // Parses the completed frame into `message` and resets for the next.
   Status Parse(google::protobuf::MessageLite* message);
-  // Bytes of the frame received so far (the length prefix included).
-  size_t received() const { return length_have_ + body_have_; }
 
  private:
   std::string what_;

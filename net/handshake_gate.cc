@@ -1,6 +1,5 @@
 #include "net/handshake_gate.h"
 
-#include <fcntl.h>
 #include <glog/logging.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -26,11 +25,6 @@ using Clock = std::chrono::steady_clock;
 // and at the handshakes in progress again: a flood of connects must not
 // keep the thread in accept(2).
 constexpr size_t kAcceptsPerRound = 64;
-
-void SetBlocking(int fd, bool blocking) {
-  const int flags = fcntl(fd, F_GETFL);
-  fcntl(fd, F_SETFL, blocking ? flags & ~O_NONBLOCK : flags | O_NONBLOCK);
-}
 
 int MillisecondsUntil(Clock::time_point t, Clock::time_point now) {
   const auto left =
@@ -67,7 +61,9 @@ StatusOr<std::unique_ptr<HandshakeGate>> HandshakeGate::Start(
   if (!gate->wake_.valid()) {
     return ErrnoStatus(StatusCode::kIOError, "eventfd", errno);
   }
-  for (const UniqueFd& l : gate->listeners_) SetBlocking(l.get(), false);
+  for (const UniqueFd& l : gate->listeners_) {
+    PS_RETURN_IF_ERROR(SetBlocking(l.get(), false));
+  }
   gate->thread_ = std::thread([g = gate.get()] { g->Loop(); });
   return gate;
 }
@@ -204,7 +200,7 @@ bool HandshakeGate::Advance(Pending& p) {
     case Handshake::Next::kClose:
       return false;
     case Handshake::Next::kDone:
-      SetBlocking(p.fd.get(), true);
+      (void)SetBlocking(p.fd.get(), true);  // fails only for a bad fd
       p.handshake->Adopt(std::move(p.fd));
       return false;
   }

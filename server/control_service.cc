@@ -1,7 +1,6 @@
 #include "server/control_service.h"
 
 #include <glog/logging.h>
-#include <poll.h>
 #include <sys/socket.h>
 
 #include <system_error>

@@ -183,6 +183,19 @@ class PsLaunchTest : public ::testing::Test {
     }
   }
 
+  // Runs ps_datagen with `args` (after --model=lr) to the end.
+  void GenerateData(std::vector<std::string> args) {
+    ProcessSpec gen;
+    gen.argv = {PS_DATAGEN_BIN, "--model=lr"};
+    gen.argv.insert(gen.argv.end(), args.begin(), args.end());
+    gen.log_path = dir_->path() + "/datagen.log";
+    gen.name = "ps_datagen";
+    auto datagen = Process::Spawn(gen);
+    ASSERT_TRUE(datagen.ok()) << datagen.status().ToString();
+    ASSERT_EQ((*datagen)->WaitExit(120000 * SlowdownFactor()), 0)
+        << ps::launch::FileTail(gen.log_path, 2000);
+  }
+
   std::unique_ptr<ScratchDir> dir_;
   std::string run_dir_;
 };
@@ -190,16 +203,9 @@ class PsLaunchTest : public ::testing::Test {
 TEST_F(PsLaunchTest, SmallClusterTrainsAndLeavesNothingBehind) {
   const std::string train = dir_->path() + "/train.tsv";
   const std::string eval = dir_->path() + "/eval.tsv";
-  ProcessSpec gen;
-  gen.argv = {PS_DATAGEN_BIN,         "--model=lr", "--rows=4000",
-              "--eval_rows=1000",     "--seed=3",   "--output=" + train,
-              "--eval_output=" + eval};
-  gen.log_path = dir_->path() + "/datagen.log";
-  gen.name = "ps_datagen";
-  auto datagen = Process::Spawn(gen);
-  ASSERT_TRUE(datagen.ok()) << datagen.status().ToString();
-  ASSERT_EQ((*datagen)->WaitExit(120000 * SlowdownFactor()), 0)
-      << ps::launch::FileTail(gen.log_path, 2000);
+  ASSERT_NO_FATAL_FAILURE(
+      GenerateData({"--rows=4000", "--eval_rows=1000", "--seed=3",
+                    "--output=" + train, "--eval_output=" + eval}));
 
   int code = Run({"--servers=2", "--workers=2", "--consistency=bsp",
                   "--tables=configs/lr.tables", "--run_dir=" + run_dir_,
@@ -331,17 +337,11 @@ TEST_F(PsLaunchTest, DetachLeavesTheClusterForStop) {
 // too (it trains to the end).
 TEST_F(PsLaunchTest, TheSecretIsInNoProcessEnvironment) {
   const std::string train = dir_->path() + "/train.tsv";
-  ProcessSpec gen;
   // Enough rows for the worker to train a few tenths of a second.
   const int rows = static_cast<int>(20000 * ps::testing::TestScale());
-  gen.argv = {PS_DATAGEN_BIN,  "--model=lr", "--rows=" + std::to_string(rows),
-              "--eval_rows=0", "--seed=5",   "--output=" + train};
-  gen.log_path = dir_->path() + "/datagen.log";
-  gen.name = "ps_datagen";
-  auto datagen = Process::Spawn(gen);
-  ASSERT_TRUE(datagen.ok()) << datagen.status().ToString();
-  ASSERT_EQ((*datagen)->WaitExit(120000 * SlowdownFactor()), 0)
-      << ps::launch::FileTail(gen.log_path, 2000);
+  ASSERT_NO_FATAL_FAILURE(
+      GenerateData({"--rows=" + std::to_string(rows), "--eval_rows=0",
+                    "--seed=5", "--output=" + train}));
 
   // 32 bytes, unlike anything else in an environment.
   std::string secret = "launch-secret-" + std::to_string(getpid()) + "-";

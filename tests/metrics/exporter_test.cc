@@ -61,6 +61,14 @@ std::unique_ptr<Served> Serve(ExporterOptions options) {
   return s;
 }
 
+sockaddr_in Loopback(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
 net::UniqueFd Connect(int port) {
   auto fd = net::ConnectTcp("127.0.0.1:" + std::to_string(port), 2000);
   EXPECT_TRUE(fd.ok()) << fd.status();
@@ -183,8 +191,9 @@ TEST(Exporter, PeersThatDoNotReadGiveUpTheirSlots) {
   o.response_deadline = std::chrono::seconds(60);
   auto s = Serve(o);
   ASSERT_NE(s->exporter, nullptr);
-  // An answer of several MB: more than the socket buffers of a peer that
-  // does not read hold, so its connection stays in the middle of it.
+  // An answer of about 1 MB: more than the socket buffers of a peer that
+  // does not read (with a small receive window) hold, so its connection
+  // stays in the middle of it.
   const std::string help(200, 'h');
   for (int i = 0; i < 5000; ++i) {
     std::string name = "g";  // (GCC 12 warns wrongly about "g" + string)
@@ -197,10 +206,7 @@ TEST(Exporter, PeersThatDoNotReadGiveUpTheirSlots) {
     net::UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     const int small = 4096;
     setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(s->exporter->port()));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const sockaddr_in a = Loopback(s->exporter->port());
     ASSERT_EQ(
         connect(fd.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
     stalled.push_back(std::move(fd));
@@ -262,10 +268,7 @@ TEST(Exporter, OutOfDescriptorsPausesThenClosesAnIdleConnection) {
   net::UniqueFd scraper(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   net::UniqueFd second(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   ASSERT_TRUE(scraper.valid() && second.valid());
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const sockaddr_in a = Loopback(port);
   const auto* sa = reinterpret_cast<const sockaddr*>(&a);
   {
     NoMoreDescriptors limit(scraper.get());

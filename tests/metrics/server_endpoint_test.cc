@@ -38,19 +38,35 @@ table { id: 1 name: "emb" kind: HASHED dim: 4 capacity: 4096
         push_value_type: FP32 optimizer { name: "sum" } }
 )";
 
-TEST(ServerMetrics, ScrapeShowsAppliedRows) {
+// One ps_server (1 apply thread) with --metrics_port=0 and `extra` flags,
+// and the metrics address its log names.
+struct MetricsServer {
+  std::unique_ptr<TestCluster> cluster;
+  std::string address;
+};
+MetricsServer StartMetricsServer(const std::string& tag, uint32_t workers,
+                                 std::vector<std::string> extra = {}) {
   ClusterOptions o;
   o.num_servers = 1;
-  o.num_workers = 2;
+  o.num_workers = workers;
   o.apply_threads = 1;
   o.tables = kTables;
   o.extra_flags = {"--metrics_port=0"};
-  auto cluster = TestCluster::Start(o, "metrics").value();
-  auto address = MetricsAddressFromLog(cluster->server(0).log_path(),
+  o.extra_flags.insert(o.extra_flags.end(), extra.begin(), extra.end());
+  MetricsServer m;
+  m.cluster = TestCluster::Start(o, tag).value();
+  auto address = MetricsAddressFromLog(m.cluster->server(0).log_path(),
                                        10000 * SlowdownFactor());
-  ASSERT_TRUE(address.ok()) << address.status();
+  EXPECT_TRUE(address.ok()) << address.status();
+  if (address.ok()) m.address = *address;
+  return m;
+}
+
+TEST(ServerMetrics, ScrapeShowsAppliedRows) {
+  MetricsServer m = StartMetricsServer("metrics", 2);
+  ASSERT_FALSE(m.address.empty());
   {
-    auto client = ConnectWorker(*cluster, 0);
+    auto client = ConnectWorker(*m.cluster, 0);
     ASSERT_TRUE(client.ok()) << client.status();
     std::vector<uint64_t> keys;
     for (uint64_t k = 0; k < 1000; ++k) keys.push_back(k * 7919 + 1);
@@ -58,7 +74,7 @@ TEST(ServerMetrics, ScrapeShowsAppliedRows) {
     ASSERT_TRUE((*client)->Push(1, keys, grads).ok());
     ASSERT_TRUE((*client)->WaitApplied().ok());
   }
-  auto text = HttpGet(*address, "/metrics");
+  auto text = HttpGet(m.address, "/metrics");
   ASSERT_TRUE(text.ok()) << text.status();
   const std::string& t = *text;
   EXPECT_NE(t.find("# HELP ps_server_rows_applied_total "), std::string::npos);
@@ -107,9 +123,9 @@ TEST(ServerMetrics, ScrapeShowsAppliedRows) {
   for (size_t at = 0; (at = t.find("# TYPE ", at)) != std::string::npos; ++at)
     ++types;
   EXPECT_EQ(helps, types);
-  auto missing = HttpGet(*address, "/nothing");
+  auto missing = HttpGet(m.address, "/nothing");
   EXPECT_FALSE(missing.ok());
-  EXPECT_TRUE(cluster->Stop().ok());
+  EXPECT_TRUE(m.cluster->Stop().ok());
 }
 
 using Clock = std::chrono::steady_clock;
@@ -131,19 +147,12 @@ int64_t MillisSince(Clock::time_point start) {
 // threads sat in the first 2 dripping connections and every scrape waited
 // in its unbounded queue until the client gave up.
 TEST(ServerMetrics, ScrapesAnswerWhileSlowlorisHoldsThePort) {
-  ClusterOptions o;
-  o.num_servers = 1;
-  o.num_workers = 1;
-  o.apply_threads = 1;
-  o.tables = kTables;
-  o.extra_flags = {"--metrics_port=0"};
-  auto cluster = TestCluster::Start(o, "slowloris").value();
-  auto address = MetricsAddressFromLog(cluster->server(0).log_path(),
-                                       10000 * SlowdownFactor());
-  ASSERT_TRUE(address.ok()) << address.status();
-  auto client = ConnectWorker(*cluster, 0);
+  MetricsServer m = StartMetricsServer("slowloris", 1);
+  ASSERT_FALSE(m.address.empty());
+  auto client = ConnectWorker(*m.cluster, 0);
   ASSERT_TRUE(client.ok()) << client.status();
-  auto attack = Slowloris::Start(*address, 200, std::chrono::milliseconds(300));
+  auto attack =
+      Slowloris::Start(m.address, 200, std::chrono::milliseconds(300));
   ASSERT_TRUE(attack.ok()) << attack.status();
   // Every connection opened and dripping before the first scrape.
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
@@ -159,7 +168,7 @@ TEST(ServerMetrics, ScrapesAnswerWhileSlowlorisHoldsThePort) {
     ASSERT_TRUE((*client)->Push(1, keys, grads).ok());
     ASSERT_TRUE((*client)->WaitApplied().ok());
     const Clock::time_point start = Clock::now();
-    auto text = HttpGet(*address, "/metrics", 3 * limit_ms);
+    auto text = HttpGet(m.address, "/metrics", 3 * limit_ms);
     const int64_t took_ms = MillisSince(start);
     ASSERT_TRUE(text.ok()) << "scrape " << scrape << " after " << took_ms
                            << " ms: " << text.status() << " (attackers opened "
@@ -184,7 +193,7 @@ TEST(ServerMetrics, ScrapesAnswerWhileSlowlorisHoldsThePort) {
   EXPECT_GT((*attack)->closed_by_server(), 0u);
   attack->reset();
   client->reset();
-  EXPECT_TRUE(cluster->Stop().ok());
+  EXPECT_TRUE(m.cluster->Stop().ok());
 }
 
 // 300 connections that send nothing: the server holds at most its cap of
@@ -192,21 +201,13 @@ TEST(ServerMetrics, ScrapesAnswerWhileSlowlorisHoldsThePort) {
 // descriptor each), within the first 1.5 s, before any request deadline
 // could close one; and a scrape still answers.
 TEST(ServerMetrics, IdleConnectionsStayWithinTheCap) {
-  ClusterOptions o;
-  o.num_servers = 1;
-  o.num_workers = 1;
-  o.apply_threads = 1;
-  o.tables = kTables;
-  o.extra_flags = {"--metrics_port=0"};
-  auto cluster = TestCluster::Start(o, "idle").value();
-  auto address = MetricsAddressFromLog(cluster->server(0).log_path(),
-                                       10000 * SlowdownFactor());
-  ASSERT_TRUE(address.ok()) << address.status();
-  ASSERT_TRUE(HttpGet(*address, "/metrics").ok());  // settles what it opens
-  const pid_t pid = cluster->server(0).pid();
+  MetricsServer m = StartMetricsServer("idle", 1);
+  ASSERT_FALSE(m.address.empty());
+  ASSERT_TRUE(HttpGet(m.address, "/metrics").ok());  // settles what it opens
+  const pid_t pid = m.cluster->server(0).pid();
   const int before = OpenDescriptors(pid);
   ASSERT_GT(before, 0);
-  auto idle = OpenIdleConnections(*address, 300);
+  auto idle = OpenIdleConnections(m.address, 300);
   ASSERT_TRUE(idle.ok()) << idle.status();
   int most = before;
   for (int i = 0; i < 15; ++i) {
@@ -214,7 +215,7 @@ TEST(ServerMetrics, IdleConnectionsStayWithinTheCap) {
     most = std::max(most, OpenDescriptors(pid));
     if (i == 7) {
       const Clock::time_point start = Clock::now();
-      auto text = HttpGet(*address, "/metrics", 3000 * SlowdownFactor());
+      auto text = HttpGet(m.address, "/metrics", 3000 * SlowdownFactor());
       EXPECT_TRUE(text.ok()) << text.status();
       EXPECT_LT(MillisSince(start), 1000 * SlowdownFactor());
     }
@@ -223,26 +224,20 @@ TEST(ServerMetrics, IdleConnectionsStayWithinTheCap) {
   EXPECT_LE(most, before + kConnectionCap + 4)
       << "descriptors: " << before << " before 300 idle connections";
   idle->clear();
-  EXPECT_TRUE(cluster->Stop().ok());
+  EXPECT_TRUE(m.cluster->Stop().ok());
 }
 
 // --metrics_host is where the endpoint listens: 127.0.0.2 serves there and
 // not on 127.0.0.1.
 TEST(ServerMetrics, MetricsHostIsWhereItListens) {
-  ClusterOptions o;
-  o.num_servers = 1;
-  o.num_workers = 1;
-  o.tables = kTables;
-  o.extra_flags = {"--metrics_port=0", "--metrics_host=127.0.0.2"};
-  auto cluster = TestCluster::Start(o, "metrics-host").value();
-  auto address = MetricsAddressFromLog(cluster->server(0).log_path(),
-                                       10000 * SlowdownFactor());
-  ASSERT_TRUE(address.ok()) << address.status();
-  ASSERT_EQ(address->rfind("127.0.0.2:", 0), 0u) << *address;
-  EXPECT_TRUE(HttpGet(*address, "/metrics").ok());
-  const std::string port = address->substr(address->find(':') + 1);
+  MetricsServer m =
+      StartMetricsServer("metrics-host", 1, {"--metrics_host=127.0.0.2"});
+  ASSERT_FALSE(m.address.empty());
+  ASSERT_EQ(m.address.rfind("127.0.0.2:", 0), 0u) << m.address;
+  EXPECT_TRUE(HttpGet(m.address, "/metrics").ok());
+  const std::string port = m.address.substr(m.address.find(':') + 1);
   EXPECT_FALSE(HttpGet("127.0.0.1:" + port, "/metrics", 2000).ok());
-  EXPECT_TRUE(cluster->Stop().ok());
+  EXPECT_TRUE(m.cluster->Stop().ok());
 }
 
 // Runs `argv` and returns its exit code (it must exit by itself within

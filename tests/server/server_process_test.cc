@@ -479,8 +479,7 @@ TEST(ServerProcessTest, OnlyMembersOfTheClusterAreServed) {
   EXPECT_NE(log.find(": refused the connection from 127.0.0.1:"),
             std::string::npos)
       << log;
-  EXPECT_NE(log.find("(claims to be \"intruder\")"), std::string::npos)
-      << log;
+  EXPECT_NE(log.find("(claims to be \"intruder\")"), std::string::npos) << log;
   EXPECT_EQ(log.find("worker-1 (worker-1) joined"), std::string::npos) << log;
 }
 
