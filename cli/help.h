@@ -5,8 +5,9 @@
 // file name; ours prints the usage message (gflags::SetUsageMessage), then
 // the program's own flags (defined in files named after it: ps_worker ->
 // worker/ps_worker_*.cc), then the other ps flags linked in, and points to
-// --helpfull for the rest (glog's logging flags, gflags' own). --helpfull is
-// gflags' full list; --version prints cli/version.h's text. All three exit 0.
+// --helpfull for the rest (glog's logging flags where glog is linked in,
+// gflags' own, a library's such as RocksDB's). --helpfull is gflags' full
+// list; --version prints cli/version.h's text. All three exit 0.
 //
 // Thread-safety: call from main() before any other thread starts.
 #pragma once
