@@ -31,6 +31,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "kernels/optimizers.h"
 #include "kernels/sparse_accumulate.h"
 #include "protocol/sparse_packet.h"
@@ -272,4 +273,11 @@ BENCHMARK(BM_OptimizerFtrl)->ArgName("dim")->Arg(1)->Arg(16)->Arg(64);
 }  // namespace
 }  // namespace ps::kernels
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return ps::bench::BenchmarkMain(
+      argc, argv,
+      "server-side apply speed: decoding sparse packets and adding them into "
+      "a table on N threads (BM_DecodeAccumulate), decoding or accumulation "
+      "alone, and optimizer steps (BM_Optimizer*); "
+      "scripts/bench_kernels.sh");
+}

@@ -34,6 +34,7 @@
 #include "checkpoint/layout.h"
 #include "checkpoint/restorer.h"
 #include "checkpoint/shard_writer.h"
+#include "cli/flags.h"
 #include "protocol/shard_map.h"
 
 DEFINE_string(dir, "/tmp/ckpt_bench", "Scratch directory (emptied first).");
@@ -198,7 +199,15 @@ bool Restore(const std::string& ckpt, const ps::proto::TableSpec& spec,
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gflags::SetUsageMessage(
+      "write and restore throughput of one checkpoint shard (the rows of one "
+      "HASHED table, --bytes of them); prints one JSON object of MB/s. The "
+      "phases apart: --phase=write, then --phase=restore (scripts/"
+      "bench_ckpt.sh)");
+  if (ps::Status s = ps::cli::ParseFlags(&argc, &argv); !s.ok()) {
+    std::fprintf(stderr, "ckpt_bench: %s\n", s.message().c_str());
+    return 2;
+  }
   Phase phase;
   Cache cache;
   if (!ParsePhase(FLAGS_phase, &phase)) {

@@ -11,6 +11,7 @@
 #include <set>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "protocol/sparse_packet.h"
 
 namespace ps::kernels {
@@ -103,4 +104,11 @@ BENCHMARK(BM_Decode)->DenseRange(0, 3);
 }  // namespace
 }  // namespace ps::kernels
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return ps::bench::BenchmarkMain(
+      argc, argv,
+      "speed and wire size of the sparse packet codec: BM_Encode/<type> "
+      "encodes 1% of a 4M-row dim-1 table into 64 KiB packets, "
+      "BM_Decode/<type> validates and decodes them (<type>: 0 fp32, 1 fp16, "
+      "2 bf16, 3 int8)");
+}

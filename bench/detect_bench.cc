@@ -23,6 +23,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "kernels/cpu_features.h"
 #include "kernels/sparse_detect.h"
 
@@ -182,4 +183,11 @@ BENCHMARK(BM_TopK)->Arg(1000000)->Arg(10000000)->Unit(benchmark::kMillisecond);
 }  // namespace
 }  // namespace ps::kernels
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return ps::bench::BenchmarkMain(
+      argc, argv,
+      "sparse detection speed over a 64 MiB gradient (threshold detection at "
+      "1-10% kept, with and without values, on 1 and 2 threads; exact top-k) "
+      "next to the bandwidth of one core reading that buffer; "
+      "scripts/bench_kernels.sh");
+}

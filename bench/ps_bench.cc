@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "bench/peak_rss.h"
+#include "cli/flags.h"
 #include "core/transport_name.h"
 #include "metrics/exporter.h"
 #include "metrics/process_collector.h"
@@ -315,7 +316,10 @@ std::vector<std::string> SplitCommas(const std::string& text) {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("push/pull throughput against ps_server processes");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (ps::Status s = ps::cli::ParseFlags(&argc, &argv); !s.ok()) {
+    std::fprintf(stderr, "ps_bench: %s\n", s.message().c_str());
+    return 2;
+  }
   ps::worker::PsClient::Options o;
   o.worker_id = FLAGS_worker_id;
   o.num_workers = FLAGS_num_workers;

@@ -46,6 +46,7 @@
 #include <x86intrin.h>
 #endif
 
+#include "cli/flags.h"
 #include "core/context.h"
 #include "core/endpoint.h"
 #include "core/transport_name.h"
@@ -514,6 +515,9 @@ int Main() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "bandwidth and latency of the xfer core between two processes");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (ps::Status s = ps::cli::ParseFlags(&argc, &argv); !s.ok()) {
+    std::fprintf(stderr, "xfer_perf: %s\n", s.message().c_str());
+    return 2;
+  }
   return ps::xfer::Main();
 }

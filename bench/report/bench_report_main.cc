@@ -19,6 +19,7 @@
 
 #include "bench/report/json_input.h"
 #include "bench/report/report.h"
+#include "cli/flags.h"
 
 DEFINE_string(json, "", "Also write the report's JSON to this file.");
 DEFINE_string(gbench, "",
@@ -54,6 +55,11 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "writes the benchmark report (table and JSON) from sample and row "
       "lines on stdin or in the files named; see bench/report/report.h.");
+  // PrecheckFlags, not ParseFlags: the arguments after the flags are the
+  // input files.
+  if (ps::Status s = ps::cli::PrecheckFlags(argc, argv); !s.ok()) {
+    return Fail(2, s.message());
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
 
   if (!FLAGS_gbench.empty()) {
