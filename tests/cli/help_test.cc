@@ -1,10 +1,10 @@
 // --help of every program we build (issue 36): the executable targets
 // outside tests/ and fuzz/, listed by CMake (cmake/Programs.cmake), each run
-// with --help and --helpfull. --help prints a usage line and explains only
-// flags defined in our sources (DEFINE_<type>(name in a source file), all of
-// the program's own among them; glog's, gflags' and the libraries' flags
-// (RocksDB's, Google Benchmark's) are behind --helpfull, which must then
-// list them.
+// with --help and --helpfull. --help prints a usage line and explains
+// flags defined in our sources only (a DEFINE_<type>(name in a source file),
+// every one of the program's own among them. glog's, gflags' and the
+// libraries' flags (RocksDB's, Google Benchmark's) are behind --helpfull,
+// which must then list them.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
