@@ -9,6 +9,8 @@
   the AUC / logloss metrics.
 - ``ps.torch``: an embedding module whose rows live on the servers
   (``import ps.torch``; it needs torch).
+- ``ps.programs``: the programs the package carries (ps_server,
+  ps_datagen).
 - ``ps.allreduce``: the workers' all-reduce of dense tensors through
   ``ps.xfer`` (a DDP comm hook; ``import ps.allreduce``; it needs torch).
 
@@ -16,10 +18,24 @@ Every failure is a ``ps.errors.Error`` subclass carrying the C++ status
 message.
 """
 
-from ps import data, errors, xfer
-from ps.client import Checkpoints, Client, Handle, Table
-from ps.cluster import LocalServers
-from ps.errors import Error
+import importlib as _importlib
+
+try:
+    _importlib.import_module("ps._native")  # the C++ extension under it all
+except ImportError as _e:
+    # Without this, the first module that needs it fails with a circular
+    # import message that points the user the wrong way.
+    raise ImportError(
+        f"ps: the native module ps._native cannot be loaded from "
+        f"{__path__[0]} ({_e}). Install the package with the README's "
+        "command (pip install --no-build-isolation --no-index ./python "
+        "builds it), or build it: scripts/build.sh "
+        "--target=ps_python_native") from _e
+
+from ps import data, errors, programs, xfer  # noqa: E402
+from ps.client import Checkpoints, Client, Handle, Table  # noqa: E402
+from ps.cluster import LocalServers  # noqa: E402
+from ps.errors import Error  # noqa: E402
 
 __all__ = ["Checkpoints", "Client", "Error", "Handle", "LocalServers",
-           "Table", "data", "errors", "xfer"]
+           "Table", "data", "errors", "programs", "xfer"]

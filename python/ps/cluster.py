@@ -4,8 +4,8 @@
                          num_workers=2) as servers:
         client = ps.Client(servers.addresses, worker_id=0, num_workers=2)
 
-Each shard is a ``ps_server`` process (the binary next to this package in
-the build tree, else $PS_SERVER_BIN, else ``ps_server`` on PATH) listening
+Each shard is a ``ps_server`` process ($PS_SERVER_BIN, else the one the
+installed package carries or the build tree's, else ``ps_server`` on PATH) listening
 on a free loopback port; its log is ``<run_dir>/server-<k>.log``. Leaving
 the ``with`` block (or ``stop()``) stops them (SIGTERM, then SIGKILL after
 ``stop_timeout`` seconds). For a cluster across machines use ps_launch,
@@ -21,18 +21,21 @@ import time
 from pathlib import Path
 
 from ps.errors import DeadlineError, NotFoundError, PeerLostError
+from ps.programs import program_path
 
 
 def find_server_binary():
-    """ps_server: $PS_SERVER_BIN, the build tree's, or the one on PATH."""
+    """ps_server: $PS_SERVER_BIN, the package's (ps/bin/) or the build
+    tree's, or the one on PATH."""
     candidates = [os.environ.get("PS_SERVER_BIN"),
-                  Path(__file__).resolve().parents[2] / "server" / "ps_server",
+                  program_path("ps_server"),
                   shutil.which("ps_server")]
     for c in candidates:
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return str(c)
     raise NotFoundError(
-        "no ps_server binary: set PS_SERVER_BIN or put it on PATH")
+        "no ps_server binary: install the package with the README's pip "
+        "command (it carries one), set PS_SERVER_BIN or put it on PATH")
 
 
 def process_cpu_seconds(pids):

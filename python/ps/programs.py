@@ -1,0 +1,47 @@
+"""The programs an installed package carries (``ps/bin/``): ps_server,
+which ps.LocalServers starts, and ps_datagen, which writes Criteo-shaped
+click logs. pip makes a command of each in the environment's ``bin/``
+(setup.py's entry points): ``ps_datagen --rows=10000 --output=train.tsv``.
+
+In the build tree (the package imported from <build>/python) the programs
+are the build's own.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from ps.errors import NotFoundError
+
+_PACKAGE = Path(__file__).resolve().parent
+# Where the build tree has each program, relative to <build>.
+_BUILD_TREE = {"ps_server": "server/ps_server",
+               "ps_datagen": "worker/datagen/ps_datagen"}
+
+
+def program_path(name):
+    """The path of program ``name`` ("ps_server" or "ps_datagen"): the
+    package's own copy, else the build tree's; None when neither exists."""
+    for path in (_PACKAGE / "bin" / name,
+                 _PACKAGE.parent.parent / _BUILD_TREE[name]):
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _run(name):
+    path = program_path(name)
+    if path is None:
+        raise NotFoundError(f"no {name} in {_PACKAGE / 'bin'}: reinstall the "
+                            "package with the README's pip command")
+    os.execv(path, [str(path), *sys.argv[1:]])
+
+
+def ps_server():
+    """The ``ps_server`` command."""
+    _run("ps_server")
+
+
+def ps_datagen():
+    """The ``ps_datagen`` command."""
+    _run("ps_datagen")
