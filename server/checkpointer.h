@@ -154,8 +154,10 @@ class Checkpointer {
   Progress progress() const;
 
   // This shard's parts written so far (for metrics; relaxed atomics, any
-  // thread reads): how many, and the last one's step, bytes, cut pause and
-  // write time.
+  // thread reads): how many, and the last one's step, bytes, cut pause,
+  // write time and when it was written (Unix seconds, 0: none yet). Shard
+  // 0 also records when it last committed a checkpoint, the one time that
+  // says a complete checkpoint exists (a part alone may be abandoned).
   struct PartStats {
     std::atomic<uint64_t> written{0};
     std::atomic<uint64_t> failed{0};
@@ -163,6 +165,8 @@ class Checkpointer {
     std::atomic<uint64_t> last_bytes{0};
     std::atomic<double> last_pause_seconds{0};
     std::atomic<double> last_write_seconds{0};
+    std::atomic<double> last_time_seconds{0};
+    std::atomic<double> last_complete_time_seconds{0};
   };
   const PartStats& part_stats() const { return part_stats_; }
 

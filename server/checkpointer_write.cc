@@ -5,6 +5,7 @@
 // then retention.
 #include <glog/logging.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -29,6 +30,14 @@ bool OutOfSpace(const Status& s) {
   const std::string& m = s.message();
   return m.find("No space left") != std::string::npos ||
          m.find("Disk quota exceeded") != std::string::npos;
+}
+
+// Wall-clock time, Unix seconds: what a checkpoint's age is measured from
+// (`time() - ps_server_checkpoint_last_time_seconds` in PromQL).
+double UnixSeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 // Rows of `now` whose values or optimizer state differ from `before` (same
@@ -182,6 +191,7 @@ void Checkpointer::Write(Job job) {
   part_stats_.last_bytes.store(entry->bytes(), kRelaxed);
   part_stats_.last_pause_seconds.store(job.pause_ms / 1e3, kRelaxed);
   part_stats_.last_write_seconds.store(entry->write_ms() / 1e3, kRelaxed);
+  part_stats_.last_time_seconds.store(UnixSeconds(), kRelaxed);
   part_stats_.written.fetch_add(1, kRelaxed);
   LOG(INFO) << "checkpoint step " << step << " shard " << k << ": "
             << (full ? "full" : "incremental of " + wo.parent) << ", "
@@ -213,6 +223,7 @@ void Checkpointer::Write(Job job) {
     MarkBestIfComplete(/*abandoned=*/step);
     return;
   }
+  part_stats_.last_complete_time_seconds.store(UnixSeconds(), kRelaxed);
   LOG(INFO) << "checkpoint " << dir << " complete (" << total_bytes / 1e6
             << " MB)";
   Settle(step, Status::OK());

@@ -124,6 +124,20 @@ void Server::AddMetrics(metrics::Registry* registry) const {
     sink.Gauge("ps_server_checkpoint_last_write_seconds",
                "Write time of the last checkpoint part, in seconds.", l,
                ck.last_write_seconds.load(kRelaxed));
+    // The times only once there is one: a 0 would read as a checkpoint
+    // 55 years old, where "no data" says what is true.
+    if (const double t = ck.last_time_seconds.load(kRelaxed); t > 0) {
+      sink.Gauge("ps_server_checkpoint_last_time_seconds",
+                 "When this shard wrote its last checkpoint part, in Unix "
+                 "seconds.",
+                 l, t);
+    }
+    if (const double t = ck.last_complete_time_seconds.load(kRelaxed); t > 0) {
+      sink.Gauge("ps_server_checkpoint_last_complete_time_seconds",
+                 "When the last complete checkpoint was committed, in Unix "
+                 "seconds (shard 0 commits).",
+                 l, t);
+    }
   });
 }
 
