@@ -8,7 +8,13 @@
 //     is written into one of its inboxes (as worker 2, whose inbox no
 //     trainer uses, through the xfer core);
 //   - the training AUC series exists for both workers, and so does the
-//     quantization error of their (fp16) pushes.
+//     quantization error of their (fp16) pushes;
+//   - every query of every panel of the Grafana dashboard
+//     (deploy/grafana/ps_dashboard.json) answers at least one series with
+//     a number, so the dashboard cannot drift from the metrics. The servers
+//     checkpoint every 200 steps for its checkpoint panels (worker 2 sets
+//     its clock word past every step first, so that the trainers' cuts do
+//     not wait for it).
 // Prometheus, the workers and the servers are stopped afterwards (their
 // Process objects stop them whatever happens); every socket is 127.0.0.1.
 // Without the prometheus binary the test fails (CI installs it).
@@ -17,13 +23,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -34,6 +43,7 @@
 #include "launch/text_file.h"
 #include "protocol/control_channel.h"
 #include "protocol/inbox_ring.h"
+#include "protocol/status_words.h"
 #include "tests/metrics/metrics_test_util.h"
 #include "tests/ps/ps_cluster.h"
 
@@ -149,15 +159,127 @@ std::map<std::string, double> WaitFor(
   }
 }
 
+// One query of a dashboard panel, Grafana's variables substituted.
+struct PanelQuery {
+  std::string panel;  // "<title> (<refId>)", for the failure message
+  std::string promql;
+};
+
+// Replaces every `$name`, `${name}` and `${name:format}` in `expr` by
+// `value`; a `$name` followed by more of a name (`$jobs` for `$job`) is
+// left alone.
+std::string Substitute(std::string expr, const std::string& name,
+                       const std::string& value) {
+  for (size_t at = expr.find('$'); at != std::string::npos;
+       at = expr.find('$', at)) {
+    size_t end = std::string::npos;
+    if (expr.compare(at + 1, name.size() + 1, "{" + name) == 0) {
+      const size_t after = at + 2 + name.size();
+      if (after < expr.size() && (expr[after] == '}' || expr[after] == ':')) {
+        end = expr.find('}', after);
+        if (end != std::string::npos) ++end;
+      }
+    } else if (expr.compare(at + 1, name.size(), name) == 0) {
+      end = at + 1 + name.size();
+      if (end < expr.size() &&
+          (std::isalnum(static_cast<unsigned char>(expr[end])) ||
+           expr[end] == '_')) {
+        end = std::string::npos;
+      }
+    }
+    if (end == std::string::npos) {
+      ++at;
+      continue;
+    }
+    expr.replace(at, end - at, value);
+    at += value.size();
+  }
+  return expr;
+}
+
+// The dashboard's panels' queries, rows' nested panels included, with
+// Grafana's interval variables as 1m (the test's scrapes, 500 ms apart,
+// put plenty of samples in it) and the dashboard's own variables as their
+// "All" value (a regex matching every value). A panel without a query, or
+// a query with a variable left over, is an error: the test could not run
+// what Grafana would.
+StatusOr<std::vector<PanelQuery>> DashboardQueries(const std::string& path) {
+  const std::optional<std::string> text = launch::ReadWholeFile(path);
+  if (!text) return NotFound("cannot read " + path);
+  pb::Struct dash;
+  if (!pb::util::JsonStringToMessage(*text, &dash).ok()) {
+    return Corruption(path + ": not JSON");
+  }
+  std::vector<std::pair<std::string, std::string>> vars = {
+      {"__rate_interval", "1m"}, {"__interval", "1m"}, {"__range", "1m"}};
+  const auto& top = dash.fields();
+  if (top.contains("templating")) {
+    const auto& t = top.at("templating").struct_value().fields();
+    if (t.contains("list")) {
+      for (const pb::Value& v : t.at("list").list_value().values()) {
+        const auto& f = v.struct_value().fields();
+        if (!f.contains("name")) continue;
+        const bool custom_all =
+            f.contains("allValue") && !f.at("allValue").string_value().empty();
+        vars.emplace_back(f.at("name").string_value(),
+                          custom_all ? f.at("allValue").string_value() : ".*");
+      }
+    }
+  }
+  std::vector<PanelQuery> out;
+  std::function<Status(const pb::Value&)> add_panels =
+      [&](const pb::Value& list) -> Status {
+    for (const pb::Value& p : list.list_value().values()) {
+      const auto& f = p.struct_value().fields();
+      const std::string title =
+          f.contains("title") ? f.at("title").string_value() : "(untitled)";
+      if (f.contains("type") && f.at("type").string_value() == "row") {
+        if (f.contains("panels"))
+          PS_RETURN_IF_ERROR(add_panels(f.at("panels")));
+        continue;
+      }
+      size_t queries = 0;
+      if (f.contains("targets")) {
+        for (const pb::Value& t : f.at("targets").list_value().values()) {
+          const auto& tf = t.struct_value().fields();
+          if (!tf.contains("expr")) continue;
+          std::string expr = tf.at("expr").string_value();
+          for (const auto& [name, value] : vars) {
+            expr = Substitute(expr, name, value);
+          }
+          const std::string ref =
+              tf.contains("refId") ? tf.at("refId").string_value() : "?";
+          const std::string panel = "panel \"" + title + "\" (" + ref + ")";
+          if (expr.find('$') != std::string::npos) {
+            return InvalidArgument(panel + ": a variable the test does not " +
+                                   "know is left in " + expr);
+          }
+          out.push_back({panel, expr});
+          ++queries;
+        }
+      }
+      if (queries == 0) {
+        return InvalidArgument("panel \"" + title + "\" has no query");
+      }
+    }
+    return Status::OK();
+  };
+  if (!top.contains("panels")) return InvalidArgument(path + ": no panels");
+  PS_RETURN_IF_ERROR(add_panels(top.at("panels")));
+  return out;
+}
+
 std::string Show(const std::map<std::string, double>& m) {
   std::string s = "{";
   for (const auto& [k, v] : m) s += k + ": " + std::to_string(v) + "; ";
   return s + "}";
 }
 
-// Says hello as worker kIntruder to shard `shard` and writes random bytes
-// into its inbox's first slot with a valid sequence word.
-Status WriteGarbage(const TestCluster& cluster, uint32_t shard) {
+// Says hello as worker kIntruder to shard `shard`, connects to its xfer
+// address and runs `act` on that endpoint.
+Status AsIntruder(const TestCluster& cluster, uint32_t shard,
+                  const std::function<Status(xfer::Endpoint&,
+                                             const proto::ClusterInfo&)>& act) {
   xfer::ContextOptions options;
   options.name = "intruder";
   options.transport = cluster.options().transport;
@@ -173,19 +295,47 @@ Status WriteGarbage(const TestCluster& cluster, uint32_t shard) {
   if (!reply.has_cluster()) return Internal("hello without cluster info");
   const proto::ClusterInfo& info = reply.cluster();
   PS_ASSIGN_OR_RETURN(auto ep, ctx->Connect(info.xfer_address()));
-  PS_ASSIGN_OR_RETURN(xfer::RemoteRegion inbox,
-                      ep->Import(info.inbox_region()));
-  std::mt19937_64 rng(4242);
-  std::vector<uint8_t> junk(8 + 200);
-  for (auto& b : junk) b = static_cast<uint8_t>(rng());
-  const uint32_t length = 200;
-  std::memcpy(junk.data(), &length, 4);
-  std::memset(junk.data() + 4, 0, 4);
-  const uint64_t slot =
-      protocol::SlotOffset(1, info.inbox_slots(), info.slot_bytes());
-  PS_RETURN_IF_ERROR(ep->PutWithNotify(junk.data(), junk.size(), inbox,
-                                       slot + 8, inbox, slot, 1));
-  return ep->Flush();
+  return act(*ep, info);
+}
+
+// Sets worker kIntruder's clock word on shard 0 past any step, so the
+// trainers' checkpoint barriers, which wait for every worker's clock, do
+// not wait for a worker that never trains. (The servers only read clock
+// words, and keep them when a worker disconnects.)
+Status ReleaseIntruderClock(const TestCluster& cluster) {
+  return AsIntruder(
+      cluster, 0,
+      [](xfer::Endpoint& ep, const proto::ClusterInfo& info) -> Status {
+        PS_ASSIGN_OR_RETURN(xfer::RemoteRegion status,
+                            ep.Import(info.status_region()));
+        const uint64_t clock = uint64_t{1} << 62;
+        PS_RETURN_IF_ERROR(
+            ep.Put(&clock, sizeof(clock), status,
+                   protocol::StatusWords{kWorkers}.ClockOffset(kIntruder)));
+        return ep.Flush();
+      });
+}
+
+// Writes, as worker kIntruder, random bytes into its inbox's first slot on
+// shard `shard` with a valid sequence word.
+Status WriteGarbage(const TestCluster& cluster, uint32_t shard) {
+  return AsIntruder(
+      cluster, shard,
+      [](xfer::Endpoint& ep, const proto::ClusterInfo& info) -> Status {
+        PS_ASSIGN_OR_RETURN(xfer::RemoteRegion inbox,
+                            ep.Import(info.inbox_region()));
+        std::mt19937_64 rng(4242);
+        std::vector<uint8_t> junk(8 + 200);
+        for (auto& b : junk) b = static_cast<uint8_t>(rng());
+        const uint32_t length = 200;
+        std::memcpy(junk.data(), &length, 4);
+        std::memset(junk.data() + 4, 0, 4);
+        const uint64_t slot =
+            protocol::SlotOffset(1, info.inbox_slots(), info.slot_bytes());
+        PS_RETURN_IF_ERROR(ep.PutWithNotify(junk.data(), junk.size(), inbox,
+                                            slot + 8, inbox, slot, 1));
+        return ep.Flush();
+      });
 }
 
 TEST(PrometheusCluster, ScrapesAppliedRejectedAndAuc) {
@@ -193,12 +343,19 @@ TEST(PrometheusCluster, ScrapesAppliedRejectedAndAuc) {
   ASSERT_FALSE(prometheus_bin.empty())
       << "the prometheus binary is missing: scripts/setup.sh installs "
          "Debian's prometheus";
+  // Checkpoints for the dashboard's checkpoint panels: every 200 steps of
+  // the workers (the first within about a second; each pauses training a
+  // little); none on exit, which would only slow the stop down.
+  auto checkpoints = ScratchDir::Create("prometheus-checkpoints");
+  ASSERT_TRUE(checkpoints.ok()) << checkpoints.status();
   ClusterOptions o;
   o.num_servers = kServers;
   o.num_workers = kWorkers;
   o.apply_threads = 1;
   o.tables = kTables;
-  o.extra_flags = {"--metrics_port=0"};
+  o.extra_flags = {
+      "--metrics_port=0", "--checkpoint_dir=" + (*checkpoints)->path(),
+      "--checkpoint_every_steps=200", "--checkpoint_on_exit=false"};
   auto cluster_or = TestCluster::Start(o, "prometheus");
   ASSERT_TRUE(cluster_or.ok()) << cluster_or.status();
   auto& cluster = *cluster_or;
@@ -208,6 +365,10 @@ TEST(PrometheusCluster, ScrapesAppliedRejectedAndAuc) {
     auto a = MetricsAddressFromLog(cluster->server(s).log_path(), 10000);
     ASSERT_TRUE(a.ok()) << a.status();
     targets_server.push_back(*a);
+  }
+  {
+    const Status released = ReleaseIntruderClock(*cluster);
+    ASSERT_TRUE(released.ok()) << released;
   }
   {
     std::ofstream data(dir + "/train.tsv");
@@ -385,6 +546,33 @@ TEST(PrometheusCluster, ScrapesAppliedRejectedAndAuc) {
     EXPECT_NE(k.find("table=emb"), std::string::npos) << k;
     EXPECT_GT(v, 0) << k;
     EXPECT_LT(v, 1e-2) << k;
+  }
+
+  // Every query of every panel of the dashboard: a series with a number.
+  // (Most answer at once; the checkpoint panels wait for the first commit.)
+  auto dashboard = DashboardQueries(PS_GRAFANA_DASHBOARD);
+  ASSERT_TRUE(dashboard.ok()) << dashboard.status();
+  EXPECT_FALSE(dashboard->empty());
+  const auto dashboard_deadline = Clock::now() + std::chrono::seconds(20);
+  for (const PanelQuery& q : *dashboard) {
+    const int left_ms = static_cast<int>(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(
+               dashboard_deadline - Clock::now())
+               .count()));
+    auto r = WaitFor(
+        prometheus, q.promql,
+        [](const auto& series) {
+          for (const auto& [k, v] : series) {
+            if (std::isfinite(v)) return true;
+          }
+          return false;
+        },
+        left_ms, &error);
+    EXPECT_TRUE(
+        std::any_of(r.begin(), r.end(),
+                    [](const auto& kv) { return std::isfinite(kv.second); }))
+        << q.panel << ": no series with a number for " << q.promql << " "
+        << Show(r) << " " << error;
   }
 
   // Stop everything: Prometheus, the workers (still training), the servers.
