@@ -77,7 +77,8 @@ run_suite() {  # $1: sanitizer list or empty
   # model on 2 cores: they run only when asked for (--acceptance).
   # The deployment checks (labels deploy, multihost, slurm) and the metrics
   # scraped by a real Prometheus (label prometheus) test manifests, scrapers,
-  # namespaces and schedulers around the programs, not the programs' memory:
+  # namespaces and schedulers around the programs, and the README's code
+  # blocks (label readme) the README, not the programs' memory:
   # the release suite runs them once. So does the Python package's pytest
   # suite (label python): sanitizer builds leave the extension out, since an
   # instrumented module needs the sanitizer runtime preloaded into the
@@ -85,7 +86,7 @@ run_suite() {  # $1: sanitizer list or empty
   case "$san" in
     thread) label_args=(-L concurrency -LE 'acceptance|deploy|multihost|slurm|prometheus') ;;
     "") fuzz=1 label_args=(-LE acceptance) ;;
-    *) label_args=(-LE 'acceptance|deploy|multihost|slurm|prometheus') ;;
+    *) label_args=(-LE 'acceptance|deploy|multihost|slurm|prometheus|readme') ;;
   esac
   if [ $acceptance = 1 ]; then label_args=(-L acceptance) fuzz=0; fi
   # Sanitizer suites build only the test binaries they run (and the programs
