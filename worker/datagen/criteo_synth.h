@@ -19,49 +19,28 @@
 #include <vector>
 
 #include "worker/data/example_batch.h"
+#include "worker/datagen/categorical_fields.h"
 #include "worker/datagen/planted_model.h"
+#include "worker/datagen/row_synth.h"
 #include "worker/datagen/vocabulary.h"
-#include "worker/datagen/zipf_sampler.h"
 
 namespace ps::datagen {
 
-struct SynthOptions {
-  uint64_t seed = 1;
-  // kSmall: the largest categorical vocabulary (field c gets about
-  // max_vocab / 3^(c % 7)) and the fields' Zipf exponent.
-  uint32_t max_vocab = 100;
-  double zipf_exponent = 1.1;
-  // Planted FM factors of the category of frequency rank r (0: the most
-  // frequent of its field) are scaled by min(1, (factor_rank / (r + 1))^2):
-  // full strength for the factor_rank most frequent values, then quickly
-  // fading (see planted_model.h for why). 0: no scaling.
-  double factor_rank = 0;
-  // Last, so that SynthOptions{seed, max_vocab, zipf_exponent, factor_rank}
-  // keeps its meaning.
-  VocabShape vocab = VocabShape::kSmall;
-  // kCriteo: each field's Kaggle cardinality is scaled by this (at least 2
-  // values a field); the per-field exponents stay.
-  double vocab_scale = 1;
-};
-
-class CriteoSynth {
+class CriteoSynth : public RowSynth {
  public:
   CriteoSynth(const SynthOptions& options, const PlantedModel* model);
 
   // Writes one labelled TSV line (no newline) into *line; *probability is
-  // the planted click probability of the row.
-  void NextRow(std::string* line, double* probability);
+  // the planted click probability of the row. Returns the label.
+  int NextRow(std::string* line, double* probability) override;
 
  private:
-  // A frequency rank (0: the most frequent value) of categorical field c.
-  uint64_t SampleRank(int c);
-
   const PlantedModel* model_;
   std::mt19937_64 rng_;
-  // Per categorical field: kSmall a CDF table (its draws are what the fast
-  // tests and the demo were tuned on, so they stay), kCriteo a sampler.
-  std::vector<std::vector<double>> zipf_cdf_;
-  std::vector<ZipfSampler> samplers_;
+  // The 26 categorical fields: kSmall samples from CDF tables (its draws are
+  // what the fast tests and the demo were tuned on, so they stay), kCriteo
+  // with ZipfSampler.
+  CategoricalFields categorical_;
   std::vector<double> missing_;  // per field, 39
   double factor_rank_;
   std::vector<float> field_scale_;  // this row's factor scale per field

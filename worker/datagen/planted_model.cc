@@ -1,5 +1,6 @@
 #include "worker/datagen/planted_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -21,6 +22,12 @@ double Unit(uint64_t bits) {
 }
 
 }  // namespace
+
+float RankFactorScale(double factor_rank, uint64_t rank) {
+  if (factor_rank <= 0) return 1.0f;
+  double shrink = std::min(1.0, factor_rank / (rank + 1.0));
+  return static_cast<float>(shrink * shrink);
+}
 
 double PlantedModel::Gaussian(uint64_t id, uint64_t salt) const {
   uint64_t h = Mix(id ^ Mix(o_.seed * 0x9e3779b97f4a7c15ULL + salt));

@@ -14,7 +14,8 @@
 // model that leans on such factors has an optimum nothing can approach. In
 // real click logs, too, the strong interactions are among frequent values.
 // The scale depends only on the feature (its frequency rank in its field),
-// so the planted model stays a fixed function of the features.
+// so the planted model stays a fixed function of the features:
+// RankFactorScale is that scale, the same for every layout.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,12 @@ struct PlantedOptions {
   int fm_dim = 8;
   float factor_stddev = 0.12f;
 };
+
+// The factor scale of the value of frequency rank `rank` in its field (0: the
+// most frequent): min(1, (factor_rank / (rank + 1))^2), full strength for the
+// factor_rank most frequent values, then quickly fading; 1 when factor_rank
+// is 0 (no scaling).
+float RankFactorScale(double factor_rank, uint64_t rank);
 
 class PlantedModel {
  public:
