@@ -27,6 +27,7 @@
 #include "worker/client/ps_client.h"
 #include "worker/ps_worker_admission.h"
 #include "worker/ps_worker_checkpoints.h"
+#include "worker/ps_worker_data.h"
 #include "worker/ps_worker_early_stop.h"
 #include "worker/ps_worker_metrics.h"
 #include "worker/train/local_param_store.h"
@@ -45,10 +46,6 @@ DEFINE_string(train_data, "",
 DEFINE_string(eval_data, "",
               "Evaluation file. Empty: every --holdout_every-th line of "
               "--train_data (chosen by --seed) is held out instead.");
-DEFINE_string(data_format, "criteo",
-              "Format of both files: 'criteo' (label, I1..I13, C1..C26, "
-              "tab-separated; empty fields are missing values), 'libsvm' "
-              "(label id:value ...) or 'libffm' (label field:id:value ...).");
 DEFINE_bool(strict_data, false,
             "Stop at the first malformed line instead of skipping and "
             "counting it.");
@@ -143,8 +140,9 @@ DEFINE_uint32(fm_dim, 8,
               "Factor length k of fm and deepfm (rows are 1+k), in [1, 256].");
 DEFINE_uint32(num_fields, 39,
               "deepfm: fields of the MLP input (39 for criteo; libsvm "
-              "features are all field 0), in [1, 1024]; num_fields x fm_dim "
-              "(the MLP's input) at most 65536.");
+              "features are all field 0; a csv log's feature columns by "
+              "default), in [1, 1024]; num_fields x fm_dim (the MLP's input) "
+              "at most 65536.");
 DEFINE_string(hidden, "64,32",
               "deepfm: MLP hidden layer widths, each in [1, 4096], at most 16 "
               "layers and 64M weights; this worker's batch x (input + hidden "
@@ -317,10 +315,30 @@ int Main(int argc, char** argv) {
     metrics = std::move(*m);
   }
 
+  if (FLAGS_train_data.empty()) return Fail(2, "--train_data is required");
+  auto data_flags = ps::worker::ResolveDataFlags(FLAGS_train_data);
+  if (!data_flags.ok()) {
+    const bool usage =
+        data_flags.status().code() == ps::StatusCode::kInvalidArgument;
+    return Fail(usage ? kExitUsage : 1, data_flags.status().ToString());
+  }
+
   ps::train::ModelOptions mo;
   mo.name = FLAGS_model;
   mo.fm_dim = FLAGS_fm_dim;
   mo.num_fields = FLAGS_num_fields;
+  if (data_flags->csv_fields) {
+    const uint32_t fields = *data_flags->csv_fields;
+    if (!gflags::GetCommandLineFlagInfoOrDie("num_fields").is_default &&
+        FLAGS_num_fields != fields) {
+      return Fail(kExitUsage,
+                  "--num_fields=" + std::to_string(FLAGS_num_fields) +
+                      ", but " + FLAGS_train_data + " has " +
+                      std::to_string(fields) +
+                      " feature columns (--csv_columns)");
+    }
+    mo.num_fields = fields;
+  }
   mo.l2.w = static_cast<float>(FLAGS_l2_w);
   mo.l2.v = static_cast<float>(FLAGS_l2_v);
   auto hidden = HiddenWidths();
@@ -330,11 +348,10 @@ int Main(int argc, char** argv) {
   if (!model.ok()) return Fail(2, model.status().message());
 
   ps::train::TrainerOptions to;
-  if (FLAGS_train_data.empty()) return Fail(2, "--train_data is required");
   to.train_data = FLAGS_train_data;
   to.eval_data = FLAGS_eval_data;
-  ps::Status fs = ps::data::ParseDataFormat(FLAGS_data_format, &to.format);
-  if (!fs.ok()) return Fail(2, "--data_format: " + fs.message());
+  to.format = data_flags->format;
+  to.csv_spec = data_flags->csv_spec;
   to.strict_data = FLAGS_strict_data;
   to.epochs = FLAGS_epochs;
   to.batch_size = FLAGS_batch_size;

@@ -49,8 +49,16 @@ class Batch:
 
 
 class Reader:
-    """Streams examples from a file ("criteo", "libsvm" or "libffm"; plain
-    or gzip). NotFoundError / FileError when it cannot be opened.
+    """Streams examples from a file ("criteo", "libsvm", "libffm" or "csv";
+    plain or gzip). NotFoundError / FileError when it cannot be opened.
+
+    A "csv" file starts with a header line; ``csv_columns`` names its
+    columns by role, as ps_worker's --csv_columns: "label=click ignore=id"
+    (label=NAME required; numeric=A,B log-bucketed numbers; ignore=A,B read
+    past; categorical=A,B, default every column not named; sep=C, default
+    comma). The feature columns are the fields (``fields``), in header
+    order. A spec that does not fit the header raises
+    InvalidArgumentError.
 
     With ``num_workers`` > 1 it yields this worker's share only, as
     ``split`` says:
@@ -67,9 +75,10 @@ class Reader:
     """
 
     def __init__(self, path, format="criteo", strict=False, worker_id=0,
-                 num_workers=1, split="lines"):
+                 num_workers=1, split="lines", csv_columns=""):
         self._r = _native.data.ExampleSource(str(path), format, strict,
-                                             worker_id, num_workers, split)
+                                             worker_id, num_workers, split,
+                                             csv_columns)
 
     def read(self, max_examples):
         """Up to ``max_examples`` examples; an empty Batch at the end."""
@@ -98,6 +107,12 @@ class Reader:
     def split(self):
         """How the file is shared between workers: "lines" or "bytes"."""
         return self._r.split
+
+    @property
+    def fields(self):
+        """A csv file's feature columns, in field order; None for other
+        formats."""
+        return self._r.fields
 
     @property
     def consumed(self):

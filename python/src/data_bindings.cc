@@ -31,9 +31,11 @@ using train::ExampleSource;
 std::unique_ptr<ExampleSource> Open(const std::string& path,
                                     const std::string& format, bool strict,
                                     uint32_t worker_id, uint32_t num_workers,
-                                    const std::string& split) {
+                                    const std::string& split,
+                                    const std::string& csv_columns) {
   train::SourceOptions options;
   ThrowIfError(data::ParseDataFormat(format, &options.format));
+  options.csv_spec = csv_columns;
   options.split = ValueOrThrow(train::DataSplitFromName(split));
   options.strict = strict;
   if (num_workers == 0 || worker_id >= num_workers) {
@@ -87,7 +89,7 @@ void BindData(py::module_ m) {
   py::class_<ExampleSource>(m, "ExampleSource")
       .def(py::init(&Open), py::arg("path"), py::arg("format"),
            py::arg("strict"), py::arg("worker_id"), py::arg("num_workers"),
-           py::arg("split"))
+           py::arg("split"), py::arg("csv_columns"))
       .def("read", &Read, py::arg("max"))
       .def(
           "skip",
@@ -98,6 +100,12 @@ void BindData(py::module_ m) {
       .def("rewind",
            [](ExampleSource& s) { Released([&] { return s.Rewind(); }); })
       .def_property_readonly("consumed", &ExampleSource::consumed)
+      .def_property_readonly("fields",
+                             [](const ExampleSource& s) -> py::object {
+                               if (s.format().csv() == nullptr)
+                                 return py::none();
+                               return py::cast(s.format().csv()->field_names());
+                             })
       .def_property_readonly("fraction_read", &ExampleSource::fraction_read)
       .def_property_readonly("stats", &StatsOf)
       .def_property_readonly("path", &ExampleSource::path)

@@ -68,9 +68,10 @@ TEST_F(ExampleReaderTest, StreamsInBatchesAndSkipsMalformedLines) {
 }
 
 TEST_F(ExampleReaderTest, StrictModeFailsOnTheFirstMalformedLine) {
+  ReaderOptions strict;
+  strict.strict = true;
   auto reader = ExampleReader::Open(
-      Write("d.tsv", Line(1, 1) + "\nbroken\n" + Line(0, 2) + "\n"),
-      {.format = DataFormat::kCriteo, .strict = true});
+      Write("d.tsv", Line(1, 1) + "\nbroken\n" + Line(0, 2) + "\n"), strict);
   ASSERT_TRUE(reader.ok());
   ExampleBatch b;
   auto n = (*reader)->Read(10, &b);
@@ -139,6 +140,29 @@ TEST_F(ExampleReaderTest, MissingOrUnreadableFilesAreClearErrors) {
     n = (*reader)->Read(1000, &b);
   } while (n.ok() && *n > 0);
   EXPECT_TRUE(n.status().Is(StatusCode::kIOError)) << n.status();
+}
+
+TEST_F(ExampleReaderTest, ACsvFileIsReadByItsHeader) {
+  ReaderOptions csv;
+  csv.format = DataFormat::kCsv;
+  csv.csv_spec = "label=y sep=;";
+  auto reader = ExampleReader::Open(
+      Write("d.csv", "y;colour\n1;red\n0;blue\n2;red\n"), csv);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->format().csv()->field_names(),
+            std::vector<std::string>{"colour"});
+  ExampleBatch b;
+  auto n = (*reader)->Read(10, &b);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 2u);
+  EXPECT_EQ(b.labels, (std::vector<float>{1, 0}));
+  const ReaderStats& st = (*reader)->stats();
+  EXPECT_EQ(st.malformed, 1u);
+  ASSERT_EQ(st.first_malformed.size(), 1u);
+  EXPECT_NE(st.first_malformed[0].find(
+                "d.csv line 4: label y '2' is not 0/1 or -1/+1"),
+            std::string::npos)
+      << st.first_malformed[0];
 }
 
 }  // namespace

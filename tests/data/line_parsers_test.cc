@@ -99,7 +99,11 @@ TEST(DataFormatTest, Names) {
   DataFormat f;
   EXPECT_TRUE(ParseDataFormat("libffm", &f).ok());
   EXPECT_EQ(f, DataFormat::kLibffm);
-  EXPECT_TRUE(ParseDataFormat("csv", &f).Is(StatusCode::kInvalidArgument));
+  EXPECT_TRUE(ParseDataFormat("csv", &f).ok());
+  EXPECT_EQ(f, DataFormat::kCsv);
+  EXPECT_TRUE(ParseDataFormat("tsv", &f).Is(StatusCode::kInvalidArgument));
+  EXPECT_TRUE(ParseLine(DataFormat::kCsv, "1,a", nullptr)
+                  .Is(StatusCode::kInvalidArgument));
 }
 
 }  // namespace

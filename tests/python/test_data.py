@@ -151,6 +151,38 @@ def test_libsvm_compressed_rows(tmp_path):
     assert b.ids[0, 0] == f[0]
 
 
+def test_csv_with_a_header(tmp_path):
+    path = tmp_path / "log.csv"
+    path.write_text("id,click,hour,site\n"
+                    "a1,1,14102100,s1\n"
+                    "a2,0,14102101,\"s,2\"\n"
+                    "a3,maybe,14102101,s1\n"
+                    "a4,0,14102102,s1\n")
+    r = ps.data.Reader(path, format="csv",
+                       csv_columns="label=click ignore=id numeric=hour")
+    assert r.fields == ["hour", "site"]
+    batch = r.read(10)
+    assert batch.labels.tolist() == [1, 0, 0]
+    assert batch.fields.tolist() == [0, 1] * 3
+    assert batch.ids.shape == (3, 2)
+    assert batch.ids[0, 1] == batch.ids[2, 1]   # site s1
+    assert batch.ids[0, 1] != batch.ids[1, 1]   # "s,2"
+    assert r.stats["malformed"] == 1
+    assert "line 4: label click 'maybe' is not 0/1" in \
+        r.stats["first_malformed"][0]
+    assert ps.data.Reader(path).fields is None  # criteo: no header
+
+    with pytest.raises(ps.errors.InvalidArgumentError,
+                       match="label column 'clicked' is not in the header"):
+        ps.data.Reader(path, format="csv", csv_columns="label=clicked")
+    with pytest.raises(ps.errors.InvalidArgumentError, match="column spec"):
+        ps.data.Reader(path, format="csv")
+    with pytest.raises(ps.errors.InvalidArgumentError,
+                       match="line 4: label click 'maybe'"):
+        ps.data.Reader(path, format="csv", strict=True,
+                       csv_columns="label=click ignore=id").read(10)
+
+
 def test_auc_known_values():
     y = np.array([0, 0, 1, 1], np.float32)
     assert ps.data.auc(np.array([0.1, 0.2, 0.8, 0.9], np.float32), y) == 1.0

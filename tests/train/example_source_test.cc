@@ -3,7 +3,8 @@
 // consumed and rewind count within a part; auto picks byte ranges for a
 // plain file and lines for gzip or a pipe; gzip, a pipe or a holdout with
 // byte ranges, and an unknown split name, are errors; a malformed line is
-// named with its part.
+// named with its part; a CSV file's header is read once and never taken for
+// an example, in every split, after a rewind and from gzip.
 #include "worker/train/example_source.h"
 
 #include <gtest/gtest.h>
@@ -11,12 +12,16 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "worker/data/feature_hash.h"
 
 namespace ps::train {
 namespace {
@@ -236,6 +241,117 @@ TEST_F(ExampleSourceTest, AMalformedLineIsNamedWithItsPart) {
   EXPECT_NE(got.status().message().find("line 1 of the part from byte 15"),
             std::string::npos)
       << got.status().ToString();
+}
+
+// A CSV log "id,click,row" of n rows (row = "r<i>"), CRLF line ends on
+// some and an empty line in between.
+std::string CsvText(int n) {
+  std::string text = "id,click,row\r\n";
+  for (int i = 0; i < n; ++i) {
+    text.append(std::to_string(1000 + i)).append(i % 3 ? ",1,r" : ",0,r");
+    text.append(std::to_string(i)).append(i % 5 == 2 ? "\r\n" : "\n");
+    if (i == 7) text += "\n";
+  }
+  return text;
+}
+
+// The rows (i of "r<i>") of every example `source` yields.
+std::vector<int> CsvRows(ExampleSource& source, int n) {
+  std::map<uint64_t, int> row_of;
+  for (int i = 0; i < n; ++i) {
+    std::string row = "r";
+    row_of[data::HashFeature(0, row.append(std::to_string(i)))] = i;
+  }
+  std::vector<int> rows;
+  ExampleSource::Scratch scratch;
+  for (;;) {
+    data::ExampleBatch batch;
+    auto got = source.Next(4, &batch, &scratch);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    if (!got.ok() || *got == 0) break;
+    for (uint64_t id : batch.ids) {
+      auto it = row_of.find(id);
+      rows.push_back(it == row_of.end() ? -1 : it->second);
+    }
+  }
+  EXPECT_EQ(source.stats().malformed, 0u) << "the header was parsed";
+  return rows;
+}
+
+TEST_F(ExampleSourceTest, ACsvHeaderIsReadOnceAndNeverAnExample) {
+  constexpr int kRows = 40;
+  const std::string text = CsvText(kRows);
+  const std::string path = dir_ + "/log.csv";
+  std::ofstream(path, std::ios::binary) << text;
+  const std::string gz_path = dir_ + "/log.csv.gz";
+  gzFile gz = gzopen(gz_path.c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  ASSERT_EQ(gzwrite(gz, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  ASSERT_EQ(gzclose(gz), Z_OK);
+
+  struct Case {
+    std::string path;
+    DataSplit split;
+  };
+  for (const Case& c :
+       {Case{path, DataSplit::kByteRanges}, Case{path, DataSplit::kLines},
+        Case{gz_path, DataSplit::kLines}}) {
+    for (uint32_t workers : {1u, 2u, 3u}) {
+      std::vector<int> all;
+      for (uint32_t w = 0; w < workers; ++w) {
+        SourceOptions o = Options(w, workers, c.split);
+        o.format = data::DataFormat::kCsv;
+        o.csv_spec = "label=click ignore=id";
+        o.strict = true;
+        auto source = ExampleSource::Open(c.path, o);
+        ASSERT_TRUE(source.ok()) << source.status().ToString();
+        ASSERT_NE((*source)->format().csv(), nullptr);
+        EXPECT_EQ((*source)->format().csv()->field_names(),
+                  std::vector<std::string>{"row"});
+        std::vector<int> rows = CsvRows(**source, kRows);
+        ASSERT_TRUE((*source)->Rewind().ok());
+        EXPECT_EQ(CsvRows(**source, kRows), rows) << "after a rewind";
+        all.insert(all.end(), rows.begin(), rows.end());
+      }
+      std::sort(all.begin(), all.end());
+      std::vector<int> every(kRows);
+      for (int i = 0; i < kRows; ++i) every[i] = i;
+      EXPECT_EQ(all, every) << c.path << ", " << workers << " workers, "
+                            << DataSplitName(c.split);
+    }
+  }
+}
+
+TEST_F(ExampleSourceTest, ACsvSpecThatDoesNotFitTheHeaderIsRefused) {
+  const std::string path = dir_ + "/log.csv";
+  std::ofstream(path, std::ios::binary) << CsvText(3);
+  SourceOptions o = Options(0, 1);
+  o.format = data::DataFormat::kCsv;
+  o.csv_spec = "label=clicked";
+  auto source = ExampleSource::Open(path, o);
+  ASSERT_FALSE(source.ok());
+  EXPECT_EQ(source.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(source.status().message().find(
+                path + " line 1: csv spec label column 'clicked' is not in "
+                       "the header (id, click, row)"),
+            std::string::npos)
+      << source.status().ToString();
+
+  o.csv_spec = "";
+  EXPECT_EQ(ExampleSource::Open(path, o).status().code(),
+            StatusCode::kInvalidArgument);
+  const std::string empty = dir_ + "/empty.csv";
+  std::ofstream(empty, std::ios::binary) << "";
+  o.csv_spec = "label=click";
+  auto none = ExampleSource::Open(empty, o);
+  EXPECT_NE(none.status().message().find("a csv file starts with a header"),
+            std::string::npos)
+      << none.status().ToString();
+  o.format = data::DataFormat::kLibsvm;
+  EXPECT_NE(ExampleSource::Open(path, o).status().message().find(
+                "the data format is not csv"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -133,6 +133,61 @@ TEST_F(ProgramExitCodesTest, WorkerEarlyStopWithoutEvalsOrPatienceExitsTwo) {
          2, {"--early_stop with servers needs --eval_worker=0"});
 }
 
+// The planted rows as a CSV log with a header: "label,I1..I13,C1..C26".
+std::string CsvOf(const std::string& tsv) {
+  std::string csv = "label";
+  for (int i = 1; i <= 13; ++i) csv.append(",I").append(std::to_string(i));
+  for (int i = 1; i <= 26; ++i) csv.append(",C").append(std::to_string(i));
+  csv += "\n";
+  std::ifstream in(tsv);
+  for (std::string line; std::getline(in, line);) {
+    for (char& c : line) c = c == '\t' ? ',' : c;
+    csv.append(line).append("\n");
+  }
+  return csv;
+}
+
+TEST_F(ProgramExitCodesTest, WorkerCsvColumnsAreCheckedAgainstTheHeader) {
+  const std::string csv =
+      dir_->WriteFile("train.csv", CsvOf(TrainData())).value();
+  std::string numeric = "--csv_columns=label=label numeric=I1";
+  for (int i = 2; i <= 13; ++i) numeric.append(",I").append(std::to_string(i));
+  auto worker = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {
+        PS_WORKER_BIN, "--local", "--train_data=" + csv, "--progress_secs=0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    // The last --tables wins: a test case may name its own.
+    argv.insert(argv.begin() + 2, "--tables=" + tables_);
+    return argv;
+  };
+  Expect(worker({"--data_format=csv"}), 2,
+         {"--data_format=csv needs --csv_columns"});
+  Expect(worker({"--csv_columns=label=label"}), 2,
+         {"--csv_columns is for --data_format=csv"});
+  Expect(worker({"--data_format=csv", "--csv_columns=label=click"}), 2,
+         {"--csv_columns: " + csv +
+          " line 1: csv spec label column 'click' is not in the header "
+          "(label, I1, I2,"});
+  Expect(worker({"--data_format=csv", "--csv_columns=label=label sep=ab"}), 2,
+         {"sep='ab'"});
+  Expect(worker({"--data_format=csv", numeric, "--model=deepfm",
+                 "--num_fields=10"}),
+         2, {"--num_fields=10, but " + csv + " has 39 feature columns"});
+  // The header's 39 feature columns are deepfm's fields without a flag.
+  // (The MLP of 39 x 8 inputs, 64 and 32 hidden units: 22145 weights.)
+  const std::string deepfm_tables = dir_->WriteFile("deepfm.tables", R"(
+          table { id: 1 name: "emb" kind: HASHED dim: 9 capacity: 65536
+                  optimizer { name: "adagrad" learning_rate: 0.05 }
+                  initializer { name: "normal" scale: 0.01 seed: 7 } }
+          table { id: 2 name: "mlp" kind: DENSE dim: 1 capacity: 22145
+                  optimizer { name: "adam" learning_rate: 0.0003 }
+                  initializer { name: "uniform" scale: 0.05 seed: 11 } })")
+                                        .value();
+  Expect(worker({"--data_format=csv", numeric, "--model=deepfm",
+                 "--tables=" + deepfm_tables, "--strict_data"}),
+         0, {"eval AUC"}, 60);
+}
+
 TEST_F(ProgramExitCodesTest, DatagenBadValuesExitTwoNamingTheFlag) {
   const std::string out = "--output=" + Path("gen.tsv");
   const std::vector<std::vector<std::string>> cases = {

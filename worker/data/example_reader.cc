@@ -5,8 +5,11 @@ namespace ps::data {
 StatusOr<std::unique_ptr<ExampleReader>> ExampleReader::Open(
     const std::string& path, const ReaderOptions& options) {
   PS_ASSIGN_OR_RETURN(auto lines, LineReader::Open(path));
+  PS_ASSIGN_OR_RETURN(
+      LineFormat format,
+      LineFormat::Open(options.format, options.csv_spec, lines.get()));
   return std::unique_ptr<ExampleReader>(
-      new ExampleReader(std::move(lines), options));
+      new ExampleReader(std::move(lines), std::move(format), options));
 }
 
 StatusOr<size_t> ExampleReader::Read(size_t max, ExampleBatch* batch) {
@@ -14,7 +17,7 @@ StatusOr<size_t> ExampleReader::Read(size_t max, ExampleBatch* batch) {
   while (added < max && lines_->Next(&line_)) {
     ++stats_.lines;
     if (line_.empty()) continue;
-    Status s = ParseLine(options_.format, line_, batch);
+    Status s = format_.Parse(line_, batch);
     if (s.ok()) {
       ++added;
       continue;

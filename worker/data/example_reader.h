@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "base/status_or.h"
 #include "worker/data/example_batch.h"
+#include "worker/data/line_format.h"
 #include "worker/data/line_parsers.h"
 #include "worker/data/line_reader.h"
 
@@ -21,6 +22,7 @@ struct ReaderOptions {
   DataFormat format = DataFormat::kCriteo;
   bool strict = false;     // a malformed line fails the read
   int keep_malformed = 5;  // how many malformed lines to remember
+  std::string csv_spec;    // kCsv: the columns (csv_layout.h)
 };
 
 struct ReaderStats {
@@ -33,6 +35,8 @@ struct ReaderStats {
 
 class ExampleReader {
  public:
+  // kNotFound / kIOError for the file; kInvalidArgument for a csv spec
+  // that does not fit the file's header (or a spec with another format).
   static StatusOr<std::unique_ptr<ExampleReader>> Open(
       const std::string& path, const ReaderOptions& options);
 
@@ -44,11 +48,16 @@ class ExampleReader {
 
   const ReaderStats& stats() const { return stats_; }
   const std::string& path() const { return lines_->path(); }
+  const LineFormat& format() const { return format_; }
 
  private:
-  ExampleReader(std::unique_ptr<LineReader> lines, ReaderOptions options)
-      : lines_(std::move(lines)), options_(options) {}
+  ExampleReader(std::unique_ptr<LineReader> lines, LineFormat format,
+                ReaderOptions options)
+      : lines_(std::move(lines)),
+        format_(std::move(format)),
+        options_(std::move(options)) {}
   std::unique_ptr<LineReader> lines_;
+  LineFormat format_;
   ReaderOptions options_;
   ReaderStats stats_;
   std::string line_;

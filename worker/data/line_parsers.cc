@@ -104,9 +104,11 @@ Status ParseDataFormat(std::string_view name, DataFormat* format) {
     *format = DataFormat::kLibsvm;
   } else if (name == "libffm") {
     *format = DataFormat::kLibffm;
+  } else if (name == "csv") {
+    *format = DataFormat::kCsv;
   } else {
     return InvalidArgument("unknown data format '" + std::string(name) +
-                           "' (criteo, libsvm, libffm)");
+                           "' (criteo, libsvm, libffm, csv)");
   }
   return Status::OK();
 }
@@ -165,6 +167,8 @@ Status ParseLine(DataFormat format, std::string_view line,
       return ParseLibsvmLine(line, batch);
     case DataFormat::kLibffm:
       return ParseLibffmLine(line, batch);
+    case DataFormat::kCsv:
+      return InvalidArgument("a csv line needs its file's header (LineFormat)");
   }
   return InvalidArgument("unknown data format");
 }

@@ -11,6 +11,10 @@
 // libsvm: "label index:value index:value ...", label 0/1 or -1/+1 (taken as
 // 0/1); the index is hashed as the token of field 0.
 // libffm: "label field:index:value ...": like libsvm with explicit fields.
+//
+// CSV (a header line, then delimited columns the user names by role) needs
+// the layout its header gives: csv_layout.h, and line_format.h, which parses
+// a line of any of these formats.
 #pragma once
 
 #include <string_view>
@@ -25,14 +29,15 @@ inline constexpr int kCriteoCategoricalColumns = 26;
 inline constexpr int kCriteoFields =
     kCriteoIntegerColumns + kCriteoCategoricalColumns;
 
-enum class DataFormat { kCriteo, kLibsvm, kLibffm };
+enum class DataFormat { kCriteo, kLibsvm, kLibffm, kCsv };
 
-// "criteo", "libsvm", "libffm" -> format; kInvalidArgument otherwise.
+// "criteo", "libsvm", "libffm", "csv" -> format; kInvalidArgument otherwise.
 Status ParseDataFormat(std::string_view name, DataFormat* format);
 
 Status ParseCriteoLine(std::string_view line, ExampleBatch* batch);
 Status ParseLibsvmLine(std::string_view line, ExampleBatch* batch);
 Status ParseLibffmLine(std::string_view line, ExampleBatch* batch);
+// kCriteo, kLibsvm, kLibffm (kCsv: kInvalidArgument; use LineFormat).
 Status ParseLine(DataFormat format, std::string_view line, ExampleBatch* batch);
 
 }  // namespace ps::data

@@ -37,6 +37,9 @@ StatusOr<std::unique_ptr<ExampleSource>> ExampleSource::Open(
   }
   std::unique_ptr<ExampleSource> source(new ExampleSource(path, options));
   PS_ASSIGN_OR_RETURN(auto lines, data::LineReader::Open(path));
+  PS_ASSIGN_OR_RETURN(
+      source->format_,
+      data::LineFormat::Open(options.format, options.csv_spec, lines.get()));
   source->compressed_ = lines->compressed();
   // A gzip file or a pipe (a shell's <(zcat ...)) has no byte to cut at.
   const std::optional<uint64_t> plain_bytes = lines->plain_bytes();
@@ -79,6 +82,12 @@ Status ExampleSource::Rewind() {
 Status ExampleSource::Start(std::unique_ptr<data::LineReader> lines) {
   if (split_ == DataSplit::kByteRanges) {
     PS_RETURN_IF_ERROR(lines->StartAt(part_begin_));
+  }
+  // A reader at byte 0 of a CSV file has its header next (Open read it
+  // from its own reader already).
+  std::string header;
+  if (format_.has_header() && lines->offset() == 0 && !lines->Next(&header)) {
+    PS_RETURN_IF_ERROR(lines->status());
   }
   std::lock_guard<std::mutex> lock(read_mu_);
   lines_ = std::move(lines);
@@ -168,8 +177,7 @@ StatusOr<ExampleSource::TakeResult> ExampleSource::Take(
   std::vector<std::string> notes;
   Status first_error;
   for (size_t i = 0; i < taken; ++i) {
-    Status s =
-        data::ParseLine(options_.format, scratch->lines[i].second, batch);
+    Status s = format_.Parse(scratch->lines[i].second, batch);
     if (s.ok()) {
       ++added;
       continue;

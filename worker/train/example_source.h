@@ -16,6 +16,9 @@
 //     no size (both kInvalidArgument).
 //   kAuto: kByteRanges for a plain file, kLines for gzip or a pipe.
 //
+// A CSV file's header (its first line) is read once, at Open, for the
+// column layout, and passed by every reader that starts at byte 0.
+//
 // Threads call Next concurrently: the raw lines are taken under a lock (a
 // cheap copy) and parsed outside it, so parsing runs in parallel. Malformed
 // lines are skipped and counted, the first few remembered with their line
@@ -33,6 +36,7 @@
 #include "base/status_or.h"
 #include "worker/data/example_batch.h"
 #include "worker/data/example_reader.h"
+#include "worker/data/line_format.h"
 #include "worker/data/line_reader.h"
 
 namespace ps::train {
@@ -45,6 +49,7 @@ std::string_view DataSplitName(DataSplit split);
 
 struct SourceOptions {
   data::DataFormat format = data::DataFormat::kCriteo;
+  std::string csv_spec;  // kCsv: the columns (worker/data/csv_layout.h)
   bool strict = false;
   uint32_t worker_id = 0;
   uint32_t num_workers = 1;
@@ -57,7 +62,8 @@ struct SourceOptions {
 class ExampleSource {
  public:
   // kNotFound / kIOError for the file; kInvalidArgument for kByteRanges
-  // with a gzip file, a pipe or a holdout.
+  // with a gzip file, a pipe or a holdout, and for a csv spec that does not
+  // fit the file's header.
   static StatusOr<std::unique_ptr<ExampleSource>> Open(
       const std::string& path, const SourceOptions& options);
 
@@ -85,6 +91,7 @@ class ExampleSource {
   DataSplit split() const { return split_; }
   data::ReaderStats stats() const;
   const std::string& path() const { return path_; }
+  const data::LineFormat& format() const { return format_; }
 
  private:
   ExampleSource(std::string path, SourceOptions options)
@@ -107,6 +114,7 @@ class ExampleSource {
 
   const std::string path_;
   const SourceOptions options_;
+  data::LineFormat format_;
   DataSplit split_ = DataSplit::kLines;
   uint64_t file_bytes_ = 0;
   // This worker's part: the lines that start in [part_begin_, part_end_).

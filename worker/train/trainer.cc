@@ -105,6 +105,7 @@ std::string Trainer::DivergenceHint() const {
 SourceOptions Trainer::TrainSourceOptions() const {
   SourceOptions so;
   so.format = options_.format;
+  so.csv_spec = options_.csv_spec;
   so.strict = options_.strict_data;
   so.worker_id = options_.worker_id;
   so.num_workers = options_.num_workers;

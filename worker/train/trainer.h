@@ -64,6 +64,7 @@ struct TrainerOptions {
   std::string train_data;
   std::string eval_data;  // empty: a held-out split of train_data
   data::DataFormat format = data::DataFormat::kCriteo;
+  std::string csv_spec;  // kCsv: the columns (worker/data/csv_layout.h)
   bool strict_data = false;
   uint32_t epochs = 1;
   uint32_t batch_size = 1000;

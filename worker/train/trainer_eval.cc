@@ -18,6 +18,7 @@ namespace ps::train {
 StatusOr<EvalPoint> Trainer::Evaluate(uint32_t threads) {
   SourceOptions so;
   so.format = options_.format;
+  so.csv_spec = options_.csv_spec;
   so.strict = options_.strict_data;
   so.seed = options_.seed;
   std::string path = options_.eval_data;
