@@ -1,5 +1,6 @@
 // Vocabulary shapes of ps_datagen: how many values each of the 26
-// categorical fields has and how skewed their frequencies are.
+// categorical fields has and how skewed their frequencies are (and, last,
+// the 10 fields of the one-hot layout).
 //
 //   kSmall   field c gets max_vocab / 3^(c % 7) values (at least 3), all with
 //            one Zipf exponent: small enough that every value is seen often
@@ -43,5 +44,11 @@ std::vector<FieldVocabulary> SmallVocabularies(uint32_t max_vocab,
 // The Criteo Kaggle shape, each field's cardinality times scale (rounded,
 // at least 2 values); the exponents do not change with the scale.
 std::vector<FieldVocabulary> CriteoVocabularies(double scale);
+
+// The one-hot layout's 10 fields (layout.h), shaped like the Frappe
+// app-usage log (user, item, then 8 context fields; 5,382 values in all),
+// each field's value count times scale (rounded, at least 2 values).
+inline constexpr int kOnehotFields = 10;
+std::vector<FieldVocabulary> OnehotVocabularies(double scale);
 
 }  // namespace ps::datagen
