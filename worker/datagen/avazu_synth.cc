@@ -91,6 +91,11 @@ constexpr int kCategorical =
     sizeof(kCategoricalColumns) / sizeof(kCategoricalColumns[0]);
 constexpr int kFirstCategorical = 3;  // file column of C1
 constexpr int kHourColumn = 2;
+// Field numbers as ps_worker --data_format=csv --csv_columns="label=click
+// ignore=id" reads the file (csv_layout.h: the feature columns in header
+// order), so the planted model's ids of the categorical columns are the
+// reader's: hour is field 0, C1 field 1, ...
+constexpr uint32_t kHourField = 0, kFirstCategoricalField = 1;
 static_assert(kFirstCategorical + kCategorical == AvazuSynth::kColumns);
 
 // The real log's share of app traffic (its rows with site_id "85f751fd").
@@ -162,7 +167,7 @@ int AvazuSynth::NextRow(std::string* line, double* probability) {
   rest += buf;
   // The planted model sees the hour of the day, as a feature of its own.
   std::snprintf(buf, sizeof(buf), "%02d", hour % 24);
-  ids_.push_back(data::HashFeature(kHourColumn, buf));
+  ids_.push_back(data::HashFeature(kHourField, buf));
   feature_scale_.push_back(1.0f);  // 24 values, all frequent
 
   bool app = unit(rng_) < kAppShare;
@@ -191,7 +196,7 @@ int AvazuSynth::NextRow(std::string* line, double* probability) {
     }
     rest += ',';
     rest += buf;
-    ids_.push_back(data::HashFeature(kFirstCategorical + c, buf));
+    ids_.push_back(data::HashFeature(kFirstCategoricalField + c, buf));
     feature_scale_.push_back(RankFactorScale(factor_rank_, rank));
   }
   *probability = model_->Probability(ids_, feature_scale_);

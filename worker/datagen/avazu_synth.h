@@ -11,9 +11,11 @@
 // small integers (see avazu_synth.cc for each column's value count, taken
 // from the real log, and skew). As in the real log, a row is either site or
 // app traffic: the other side's three columns hold their one "none" value.
-// The planted model sees the 21 categorical columns (each value's id is
-// HashFeature(column, text)) and the hour of the day (not the day: an hour
-// effect that recurs daily, as in click logs), not id.
+// The planted model sees the 21 categorical columns, each value's id the
+// one the CSV reader gives it (HashFeature(field, text), C1 field 1, ...),
+// and the hour of the day (not the day: an hour effect that recurs daily, as
+// in click logs; the reader sees the YYMMDDHH token, of which it is a
+// function), not id.
 //
 // For ps_worker --data_format=csv --csv_columns="label=click ignore=id"
 // (every other column categorical). Columns of 100 values or more scale with

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 namespace ps::datagen {
 
@@ -20,6 +22,14 @@ double CalibrateBias(std::span<const double> p, double rate, double lo,
     (mean_at(mid) < rate ? lo : hi) = mid;
   }
   return (lo + hi) / 2;
+}
+
+double CalibrateBias(RowSynth* zero_bias_synth, int rows, double rate,
+                     double lo, double hi) {
+  std::vector<double> p(rows);
+  std::string line;
+  for (double& pi : p) zero_bias_synth->NextRow(&line, &pi);
+  return CalibrateBias(p, rate, lo, hi);
 }
 
 }  // namespace ps::datagen

@@ -14,6 +14,8 @@
 
 #include <span>
 
+#include "worker/datagen/row_synth.h"
+
 namespace ps::datagen {
 
 // The bias b in [lo, hi] with mean_i sigmoid(b + logit(p_i)) closest to
@@ -21,5 +23,10 @@ namespace ps::datagen {
 // the bias of a model without features, logit(rate), clamped.
 double CalibrateBias(std::span<const double> zero_bias_probabilities,
                      double rate, double lo, double hi);
+
+// The same on `rows` rows drawn from *zero_bias_synth, a synth labelled by a
+// planted model of bias 0 (and otherwise the one to be calibrated).
+double CalibrateBias(RowSynth* zero_bias_synth, int rows, double rate,
+                     double lo, double hi);
 
 }  // namespace ps::datagen

@@ -263,10 +263,8 @@ double CalibratedBias(ps::datagen::Layout layout,
   ps::datagen::PlantedModel model(planted);
   std::unique_ptr<ps::datagen::RowSynth> synth =
       MakeSynth(layout, options, &model);
-  std::vector<double> p(kCalibrationRows);
-  std::string line;
-  for (double& pi : p) synth->NextRow(&line, &pi);
-  return ps::datagen::CalibrateBias(p, rate, kMinBias, kMaxBias);
+  return ps::datagen::CalibrateBias(synth.get(), kCalibrationRows, rate,
+                                    kMinBias, kMaxBias);
 }
 
 // Writes `rows` rows to `path`; returns what the planted model scores on them.
