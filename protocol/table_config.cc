@@ -146,11 +146,28 @@ Status ValidateTableSpec(const proto::TableSpec& t) {
                            "] (0: off), not " +
                            std::to_string(t.admit_after_examples()));
   }
-  if (t.kind() == proto::DENSE && t.admit_after_examples() != 0) {
+  if (t.kind() == proto::DENSE &&
+      (t.admit_after_examples() != 0 || t.has_adaptive_admission())) {
     return InvalidArgument(
         where +
-        ": admit_after_examples is for HASHED and EXACT tables (a DENSE "
-        "table's rows are not feature values)");
+        ": admit_after_examples and adaptive_admission are for HASHED and "
+        "EXACT tables (a DENSE table's rows are not feature values)");
+  }
+  if (t.has_adaptive_admission()) {
+    if (t.admit_after_examples() != 0) {
+      return InvalidArgument(where +
+                             ": admit_after_examples and adaptive_admission "
+                             "exclude each other (a fixed threshold or one "
+                             "set from the data)");
+    }
+    const double r = t.adaptive_admission().reliability();
+    if (!(r >= 0 && r < 1)) {
+      return InvalidArgument(
+          where +
+          ": adaptive_admission reliability must be in [0, 1) (0: "
+          "0.5), not " +
+          std::to_string(r));
+    }
   }
   return Status::OK();
 }

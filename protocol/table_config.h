@@ -28,7 +28,8 @@ inline constexpr uint32_t kMaxAdmitAfterExamples = 65535;
 // Checks one table: dim >= 1, capacity >= 1, known optimizer with valid
 // hyper-parameters, known sparsify method and initializer (by string or
 // enum, and the two agreeing), EXACT settings, admit_after_examples (in
-// [0, kMaxAdmitAfterExamples], not on DENSE tables).
+// [0, kMaxAdmitAfterExamples]) or adaptive_admission (reliability in
+// [0, 1)), neither on DENSE tables.
 Status ValidateTableSpec(const proto::TableSpec& spec);
 
 // The kernels' optimizer for a spec (OPTIMIZER_SUM has none: returns

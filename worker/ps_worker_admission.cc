@@ -3,6 +3,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/flags.h"
@@ -42,6 +43,15 @@ Status StartAdmission(train::Trainer* trainer, bool eval_only) {
 void PrintAdmissionSummary(const train::Trainer& trainer) {
   const train::FeatureAdmission* a = trainer.admission();
   if (a == nullptr) return;
+  if (a->adaptive()) {
+    const auto& t = a->field_thresholds();
+    const uint32_t top = t.empty() ? 0 : *std::max_element(t.begin(), t.end());
+    std::printf(
+        "admission (adaptive, own row from occurrence %u to %u by "
+        "field): %s\n",
+        a->threshold(), top, train::AdmissionSummary(*a).c_str());
+    return;
+  }
   std::printf("admission (own row from occurrence %u): %s\n", a->threshold(),
               train::AdmissionSummary(*a).c_str());
 }

@@ -1,6 +1,8 @@
 // TableSpec.admit_after_examples: off by default, accepted on HASHED and
 // EXACT tables up to kMaxAdmitAfterExamples, refused on DENSE tables and
-// above the bound with a message that names the table and the field.
+// above the bound with a message that names the table and the field; and
+// adaptive_admission: its reliability in [0, 1), not with
+// admit_after_examples, not on DENSE tables.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -49,12 +51,40 @@ TEST(AdmissionSpecTest, RefusedOnDenseTables) {
   ASSERT_FALSE(config.ok());
   EXPECT_TRUE(config.status().Is(StatusCode::kInvalidArgument));
   EXPECT_NE(config.status().message().find(
-                "table 'emb' (id 3): admit_after_examples is for HASHED and "
-                "EXACT tables"),
+                "table 'emb' (id 3): admit_after_examples and "
+                "adaptive_admission are for HASHED and EXACT tables"),
             std::string::npos)
       << config.status().message();
   // Off is fine on a DENSE table.
   EXPECT_TRUE(ParseTableConfig(Table("DENSE", "")).ok());
+}
+
+TEST(AdmissionSpecTest, AdaptiveAdmission) {
+  for (const char* spec :
+       {"adaptive_admission { }", "adaptive_admission { reliability: 0.8 }"}) {
+    auto config = ParseTableConfig(Table("HASHED", spec));
+    ASSERT_TRUE(config.ok()) << spec << ": " << config.status().ToString();
+    EXPECT_TRUE(config->table(0).has_adaptive_admission());
+  }
+  auto both = ParseTableConfig(
+      Table("HASHED", "admit_after_examples: 5 adaptive_admission { }"));
+  EXPECT_NE(both.status().message().find("exclude each other"),
+            std::string::npos)
+      << both.status().message();
+  for (const char* r : {"1", "-0.5", "nan"}) {
+    auto bad = ParseTableConfig(Table(
+        "EXACT", std::string("adaptive_admission { reliability: ") + r + " }"));
+    EXPECT_TRUE(bad.status().Is(StatusCode::kInvalidArgument)) << r;
+    EXPECT_NE(bad.status().message().find(
+                  "table 'emb' (id 3): adaptive_admission reliability must be "
+                  "in [0, 1)"),
+              std::string::npos)
+        << bad.status().message();
+  }
+  auto dense = ParseTableConfig(Table("DENSE", "adaptive_admission { }"));
+  EXPECT_NE(dense.status().message().find("are for HASHED and EXACT tables"),
+            std::string::npos)
+      << dense.status().message();
 }
 
 }  // namespace

@@ -178,6 +178,28 @@ TEST_F(AdmissionClusterTest, LocalRunTrainsWithAdmission) {
   EXPECT_GT(mapped, 0) << out.output;
 }
 
+TEST_F(AdmissionClusterTest, AdaptiveAdmissionSetsFieldThresholdsFirst) {
+  std::string spec = Tables("HASHED", 0);
+  spec.replace(spec.find("admit_after_examples: 0"), 23,
+               "adaptive_admission { }");
+  const std::string tables = dir_->WriteFile("adaptive.tables", spec).value();
+  Outcome out =
+      RunProgram(Worker({"--local", "--tables=" + tables, "--threads=2"}),
+                 Path("adaptive.log"));
+  ASSERT_EQ(out.code, 0) << out.output;
+  EXPECT_GT(LastNumberAfter(out.output, "eval AUC"), 0.6) << out.output;
+  // The counting pass logs each field's threshold before training.
+  const size_t thresholds = out.output.find("admission thresholds by field");
+  const size_t trained = out.output.find("eval AUC");
+  ASSERT_NE(thresholds, std::string::npos) << out.output;
+  EXPECT_LT(thresholds, trained);
+  EXPECT_NE(out.output.find(" 13:", thresholds), std::string::npos)
+      << out.output;  // C1, a categorical field of the Criteo lines
+  EXPECT_NE(out.output.find("admission (adaptive, own row from occurrence "),
+            std::string::npos)
+      << out.output;
+}
+
 TEST_F(AdmissionClusterTest, AdmissionOnADenseTableIsRefused) {
   const std::string tables =
       dir_->WriteFile("dense.tables",
@@ -187,7 +209,7 @@ TEST_F(AdmissionClusterTest, AdmissionOnADenseTableIsRefused) {
   Outcome out =
       RunProgram(Worker({"--local", "--tables=" + tables}), Path("d.log"));
   EXPECT_EQ(out.code, 2) << out.output;
-  EXPECT_NE(out.output.find("admit_after_examples is for HASHED and EXACT"),
+  EXPECT_NE(out.output.find("are for HASHED and EXACT tables"),
             std::string::npos)
       << out.output;
 }

@@ -202,5 +202,55 @@ TEST(FeatureAdmissionTest, ConcurrentTrainingAndEvaluation) {
   EXPECT_EQ(c.distinct_admitted, ids.size());
 }
 
+TEST(FeatureAdmissionTest, AdaptiveThresholdsFollowEachFieldsSignal) {
+  auto admission = FeatureAdmission::Adaptive(0.5, 1, 1 << 20);
+  ASSERT_TRUE(admission->adaptive());
+  // Field 0: values 0..999 seen 30 times each, half clicking at 0.1, half
+  // at 0.5 (n* about 5); field 1: values seen 30 times, each as often
+  // beside an odd value of field 0 as beside an even one, so all alike (no
+  // signal); value 5000 of field 0 seen twice.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(0, 1);
+  data::ExampleBatch batch;
+  for (int round = 0; round < 30; ++round) {
+    for (uint64_t v = 0; v < 1000; ++v) {
+      batch.AddFeature(v, 1.0f, 0);
+      batch.AddFeature((uint64_t{1} << 32) | ((v + 37 * round) % 1000), 1.0f,
+                       1);
+      batch.EndExample(u(rng) < (v % 2 ? 0.5 : 0.1) ? 1.0f : 0.0f);
+    }
+  }
+  for (int k = 0; k < 2; ++k) {
+    batch.AddFeature(5000, 1.0f, 0);
+    batch.EndExample(0);
+  }
+  admission->CountOnly(batch);
+  admission->Freeze();
+  const std::vector<uint32_t>& t = admission->field_thresholds();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_GE(t[0], 3u);
+  EXPECT_LE(t[0], 10u);
+  EXPECT_GT(t[1], 30u);  // more than any value of field 1 has
+  EXPECT_EQ(admission->threshold(), t[0]);
+  EXPECT_NE(admission->DescribeThresholds().find(" 0:" + std::to_string(t[0])),
+            std::string::npos)
+      << admission->DescribeThresholds();
+
+  // Field 0's values have their own rows, from the first occurrence on;
+  // field 1's and the rare one map to their OOV rows.
+  data::ExampleBatch eval;
+  eval.AddFeature(7, 1.0f, 0);
+  eval.AddFeature((uint64_t{1} << 32) | 7, 1.0f, 1);
+  eval.AddFeature(5000, 1.0f, 0);
+  eval.AddFeature(424242, 1.0f, 2);  // a field never counted
+  eval.EndExample(1);
+  admission->MapForEval(&eval);
+  EXPECT_EQ(eval.ids,
+            (std::vector<uint64_t>{7, data::OovFeature(1), data::OovFeature(0),
+                                   data::OovFeature(2)}));
+  const AdmissionCounts c = admission->counts();
+  EXPECT_NEAR(static_cast<double>(c.distinct_admitted), 1000, 1);
+}
+
 }  // namespace
 }  // namespace ps::train

@@ -1,5 +1,7 @@
 #include "worker/train/feature_admission.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -16,6 +18,34 @@ FeatureAdmission::FeatureAdmission(uint32_t admit_after_examples,
   for (uint32_t f = 0; f < kCachedOovFields; ++f) {
     oov_ids_[f] = data::OovFeature(f);
   }
+}
+
+std::unique_ptr<FeatureAdmission> FeatureAdmission::Adaptive(
+    double reliability, uint32_t num_workers, uint64_t sketch_bytes) {
+  // admit_after_examples 1 keeps the fixed rule's members valid; the
+  // fields' thresholds replace it at Freeze.
+  std::unique_ptr<FeatureAdmission> a(
+      new FeatureAdmission(1, num_workers, sketch_bytes));
+  a->reliability_ = reliability;
+  return a;
+}
+
+uint32_t FeatureAdmission::threshold() const {
+  if (!adaptive()) return threshold_;
+  if (field_thresholds_.empty()) return kMaxThreshold;
+  return *std::min_element(field_thresholds_.begin(), field_thresholds_.end());
+}
+
+void FeatureAdmission::Freeze() {
+  if (adaptive() && !frozen()) {
+    field_estimates_ = signal_.Estimates();
+    field_thresholds_ = FieldSignal::Thresholds(field_estimates_, reliability_,
+                                                num_workers_, kMaxThreshold);
+    admitted_.store(
+        static_cast<uint64_t>(signal_.AdmittedValues(field_thresholds_)),
+        std::memory_order_relaxed);
+  }
+  frozen_.store(true, std::memory_order_relaxed);
 }
 
 namespace {
@@ -55,13 +85,19 @@ void FeatureAdmission::CountOnly(const data::ExampleBatch& batch) {
   ForEachPrefetched(sketch_, batch.ids,
                     [&](size_t j) { Count(batch.ids[j], &seen, &admitted); });
   seen_.fetch_add(seen, std::memory_order_relaxed);
-  admitted_.fetch_add(admitted, std::memory_order_relaxed);
+  // Adaptive: the thresholds are not known yet; Freeze estimates the
+  // admitted values from the fields' samples.
+  if (adaptive()) {
+    signal_.Add(batch);
+  } else {
+    admitted_.fetch_add(admitted, std::memory_order_relaxed);
+  }
 }
 
 uint64_t FeatureAdmission::MapFrozen(data::ExampleBatch* batch) const {
   uint64_t oov = 0;
   ForEachPrefetched(sketch_, batch->ids, [&](size_t j) {
-    if (sketch_.Estimate(batch->ids[j]) < threshold_) {
+    if (sketch_.Estimate(batch->ids[j]) < FieldThreshold(batch->fields[j])) {
       batch->ids[j] = OovId(batch->fields[j]);
       ++oov;
     }
@@ -102,7 +138,21 @@ AdmissionCounts FeatureAdmission::counts() const {
 }
 
 std::string FeatureAdmission::Describe() const {
-  char buf[320];
+  char buf[400];
+  if (adaptive()) {
+    std::snprintf(buf, sizeof(buf),
+                  "adaptive: a value gets its own row once its count in this "
+                  "worker's share of the training data reaches its field's "
+                  "threshold, the count at which its own estimate carries "
+                  "weight %.2f against the field's prior (set from a counting "
+                  "pass before training; over %u workers); below it, its "
+                  "field's OOV row; sketch of %u x %llu counters (%.1f MiB); "
+                  "counts are not checkpointed",
+                  reliability_, num_workers_, CountMinSketch::kDepth,
+                  static_cast<unsigned long long>(sketch_.width()),
+                  sketch_.bytes() / 1048576.0);
+    return buf;
+  }
   std::snprintf(buf, sizeof(buf),
                 "a value gets its own row from its occurrence %u in this "
                 "worker's share of the training data (admit_after_examples "
@@ -114,6 +164,27 @@ std::string FeatureAdmission::Describe() const {
                 static_cast<unsigned long long>(sketch_.width()),
                 sketch_.bytes() / 1048576.0);
   return buf;
+}
+
+std::string FeatureAdmission::DescribeThresholds() const {
+  std::string out =
+      "admission thresholds by field (occurrences in this "
+      "worker's share; the count n* at which a value's own "
+      "estimate equals the field's prior):";
+  for (size_t f = 0; f < field_thresholds_.size(); ++f) {
+    const FieldEstimate& e = field_estimates_[f];
+    if (e.occurrences == 0) continue;
+    char buf[96];
+    if (std::isfinite(e.prior_count)) {
+      std::snprintf(buf, sizeof(buf), " %zu:%u (n* %.3g)", f,
+                    field_thresholds_[f], e.prior_count);
+    } else {
+      std::snprintf(buf, sizeof(buf), " %zu:%u (no signal)", f,
+                    field_thresholds_[f]);
+    }
+    out += buf;
+  }
+  return out;
 }
 
 std::string AdmissionSummary(const FeatureAdmission& admission) {

@@ -12,6 +12,13 @@
 // threshold is ceil(N / num_workers): with evenly spread values that
 // approximates N occurrences in the whole job's data.
 //
+// Or adaptive (TableSpec.adaptive_admission): each field's threshold
+// follows from the data (field_signal.h: a value is admitted once its count
+// is large enough to estimate its weight). The counts and the fields'
+// signal are then measured in a counting pass before training (Trainer::
+// CountAdmissionPass), so a value that reaches its threshold anywhere in
+// the data has its own row from its first occurrence on.
+//
 // Counting: occurrences are counted in a CountMinSketch (never under-counts;
 // may over-count when its counters are crowded), once per training example
 // read, during the first pass over the data only (Freeze after it): a value
@@ -32,10 +39,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "worker/data/example_batch.h"
 #include "worker/train/count_min_sketch.h"
+#include "worker/train/field_signal.h"
 
 namespace ps::train {
 
@@ -54,6 +64,11 @@ class FeatureAdmission {
   // takes about `sketch_bytes`.
   FeatureAdmission(uint32_t admit_after_examples, uint32_t num_workers,
                    uint64_t sketch_bytes);
+  // Adaptive admission; `reliability` in (0, 1) (field_signal.h). Counts
+  // only with CountOnly; Freeze sets the fields' thresholds.
+  static std::unique_ptr<FeatureAdmission> Adaptive(double reliability,
+                                                    uint32_t num_workers,
+                                                    uint64_t sketch_bytes);
 
   // Training: counts each feature of the batch (until Freeze) and replaces
   // the ids whose estimate, including this occurrence, is below the
@@ -62,19 +77,33 @@ class FeatureAdmission {
   // Evaluation: replaces the ids whose estimate is below the threshold;
   // counts nothing.
   void MapForEval(data::ExampleBatch* batch) const;
-  // Counts the batch without mapping it (a counting pass).
+  // Counts the batch without mapping it (a counting pass; one thread).
   void CountOnly(const data::ExampleBatch& batch);
-  // Stops counting: from now on training maps as evaluation does.
-  void Freeze() { frozen_.store(true, std::memory_order_relaxed); }
+  // Stops counting: from now on training maps as evaluation does. Adaptive:
+  // sets every field's threshold from what CountOnly measured. Call once
+  // no thread maps or counts.
+  void Freeze();
   bool frozen() const { return frozen_.load(std::memory_order_relaxed); }
+  bool adaptive() const { return reliability_ > 0; }
 
-  uint32_t threshold() const { return threshold_; }
+  // The threshold of a fixed rule; adaptive: the smallest field's.
+  uint32_t threshold() const;
   uint32_t admit_after_examples() const { return admit_after_examples_; }
+  // Adaptive, once frozen: the threshold of each field (index = field;
+  // fields beyond have the largest) and what it was set from.
+  const std::vector<uint32_t>& field_thresholds() const {
+    return field_thresholds_;
+  }
+  const std::vector<FieldEstimate>& field_estimates() const {
+    return field_estimates_;
+  }
   AdmissionCounts counts() const;
   // For the start log: "a value gets its own row from its 5th occurrence
   // in this worker's share (admit_after_examples 10 over 2 workers);
   // sketch 4 x 4194304 counters (32 MiB); counts not checkpointed".
   std::string Describe() const;
+  // Adaptive, once frozen: every field's threshold and signal, for the log.
+  std::string DescribeThresholds() const;
 
  private:
   // The OOV ids of the first fields (every Criteo field), so that mapping
@@ -86,10 +115,20 @@ class FeatureAdmission {
   uint32_t Count(uint64_t id, uint64_t* seen, uint64_t* admitted);
   // Maps by the counts as they are; returns how many ids went to OOV.
   uint64_t MapFrozen(data::ExampleBatch* batch) const;
+  uint32_t FieldThreshold(uint32_t field) const {
+    if (!adaptive()) return threshold_;
+    return field < field_thresholds_.size() ? field_thresholds_[field]
+                                            : kMaxThreshold;
+  }
 
+  static constexpr uint32_t kMaxThreshold = 65535;
   const uint32_t admit_after_examples_;
   const uint32_t num_workers_;
   const uint32_t threshold_;
+  double reliability_ = 0;  // > 0: adaptive
+  FieldSignal signal_;      // adaptive: what CountOnly measured
+  std::vector<FieldEstimate> field_estimates_;
+  std::vector<uint32_t> field_thresholds_;
   CountMinSketch sketch_;
   uint64_t oov_ids_[kCachedOovFields];
   std::atomic<bool> frozen_{false};

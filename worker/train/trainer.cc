@@ -70,7 +70,11 @@ StatusOr<Trainer> Trainer::Create(const TrainerOptions& options,
     }
     t.dense_id_ = dense->id();
   }
-  if (sparse->admit_after_examples() > 0) {
+  if (sparse->has_adaptive_admission()) {
+    const double r = sparse->adaptive_admission().reliability();
+    t.admission_ = FeatureAdmission::Adaptive(
+        r > 0 ? r : 0.5, options.num_workers, options.admission_sketch_bytes);
+  } else if (sparse->admit_after_examples() > 0) {
     t.admission_ = std::make_shared<FeatureAdmission>(
         sparse->admit_after_examples(), options.num_workers,
         options.admission_sketch_bytes);
@@ -122,8 +126,11 @@ StatusOr<TrainResult> Trainer::Run() {
     PS_RETURN_IF_ERROR(data::LineReader::Open(options_.eval_data).status());
   }
 
-  if (options_.start_epoch > 0 || options_.start_consumed > 0) {
-    PS_RETURN_IF_ERROR(CountAdmissionPass());  // the counts are not restored
+  // Adaptive admission sets its thresholds from a counting pass before
+  // training; a resumed run counts again (the counts are not restored).
+  if ((admission_ != nullptr && admission_->adaptive()) ||
+      options_.start_epoch > 0 || options_.start_consumed > 0) {
+    PS_RETURN_IF_ERROR(CountAdmissionPass());
   }
 
   TrainResult result;

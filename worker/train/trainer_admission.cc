@@ -1,6 +1,9 @@
-// Trainer::CountAdmissionPass: the counting pass of frequency admission for
-// a run whose counts are not there (resumed from a checkpoint, which does
-// not hold them, or --eval_only).
+// Trainer::CountAdmissionPass: the counting pass of frequency admission
+// before training with adaptive admission (whose thresholds it sets), and
+// for a run whose counts are not there (resumed from a checkpoint, which
+// does not hold them, or --eval_only).
+#include <glog/logging.h>
+
 #include "worker/train/example_source.h"
 #include "worker/train/trainer.h"  // Trainer::CountAdmissionPass is there
 
@@ -21,6 +24,7 @@ Status Trainer::CountAdmissionPass() {
     admission_->CountOnly(batch);
   }
   admission_->Freeze();
+  if (admission_->adaptive()) LOG(INFO) << admission_->DescribeThresholds();
   return Status::OK();
 }
 
