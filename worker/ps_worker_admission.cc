@@ -14,7 +14,9 @@ DEFINE_uint32(admission_sketch_mb, 32,
               "admission: a value gets its own row from its Nth occurrence, "
               "before that its field's shared OOV row; each worker counts "
               "its share against ceil(N / --num_workers), in the first pass "
-              "over the data). In [1, 8192] MiB: more memory, fewer "
+              "over the data), or adaptive_admission (each field's threshold "
+              "set from a counting pass before training). In [1, 8192] MiB: "
+              "more memory, fewer "
               "over-counted values. The counts are not checkpointed: a "
               "resumed run or --eval_only first counts this worker's share "
               "of --train_data again (parsing only).");
@@ -44,12 +46,22 @@ void PrintAdmissionSummary(const train::Trainer& trainer) {
   const train::FeatureAdmission* a = trainer.admission();
   if (a == nullptr) return;
   if (a->adaptive()) {
-    const auto& t = a->field_thresholds();
-    const uint32_t top = t.empty() ? 0 : *std::max_element(t.begin(), t.end());
-    std::printf(
-        "admission (adaptive, own row from occurrence %u to %u by "
-        "field): %s\n",
-        a->threshold(), top, train::AdmissionSummary(*a).c_str());
+    // The range over the fields that admit anything.
+    uint32_t low = UINT32_MAX, high = 0;
+    for (uint32_t t : a->field_thresholds()) {
+      if (t == train::FieldSignal::kNever) continue;
+      low = std::min(low, t);
+      high = std::max(high, t);
+    }
+    if (high == 0) {
+      std::printf("admission (adaptive, no field admits a value): %s\n",
+                  train::AdmissionSummary(*a).c_str());
+    } else {
+      std::printf(
+          "admission (adaptive, own row from occurrence %u to %u by "
+          "field): %s\n",
+          low, high, train::AdmissionSummary(*a).c_str());
+    }
     return;
   }
   std::printf("admission (own row from occurrence %u): %s\n", a->threshold(),

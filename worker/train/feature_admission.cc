@@ -32,7 +32,7 @@ std::unique_ptr<FeatureAdmission> FeatureAdmission::Adaptive(
 
 uint32_t FeatureAdmission::threshold() const {
   if (!adaptive()) return threshold_;
-  if (field_thresholds_.empty()) return kMaxThreshold;
+  if (field_thresholds_.empty()) return FieldSignal::kNever;
   return *std::min_element(field_thresholds_.begin(), field_thresholds_.end());
 }
 
@@ -179,8 +179,7 @@ std::string FeatureAdmission::DescribeThresholds() const {
       std::snprintf(buf, sizeof(buf), " %zu:%u (n* %.3g)", f,
                     field_thresholds_[f], e.prior_count);
     } else {
-      std::snprintf(buf, sizeof(buf), " %zu:%u (no signal)", f,
-                    field_thresholds_[f]);
+      std::snprintf(buf, sizeof(buf), " %zu:none (no signal)", f);
     }
     out += buf;
   }

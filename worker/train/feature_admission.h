@@ -86,7 +86,8 @@ class FeatureAdmission {
   bool frozen() const { return frozen_.load(std::memory_order_relaxed); }
   bool adaptive() const { return reliability_ > 0; }
 
-  // The threshold of a fixed rule; adaptive: the smallest field's.
+  // The threshold of a fixed rule; adaptive: the smallest field's
+  // (FieldSignal::kNever: no field admits anything).
   uint32_t threshold() const;
   uint32_t admit_after_examples() const { return admit_after_examples_; }
   // Adaptive, once frozen: the threshold of each field (index = field;
@@ -118,7 +119,7 @@ class FeatureAdmission {
   uint32_t FieldThreshold(uint32_t field) const {
     if (!adaptive()) return threshold_;
     return field < field_thresholds_.size() ? field_thresholds_[field]
-                                            : kMaxThreshold;
+                                            : FieldSignal::kNever;
   }
 
   static constexpr uint32_t kMaxThreshold = 65535;

@@ -67,7 +67,11 @@ std::vector<FieldEstimate> FieldSignal::Estimates() const {
       s += static_cast<double>(c.seen) * (rate - p) * (rate - p);
     }
     e.signal_variance = (s - (d - 1) * noise) / denominator;
-    if (e.signal_variance > 0) e.prior_count = noise / e.signal_variance;
+    // The shrinkage constant: noise within a value over the signal.
+    if (e.signal_variance > 0) {
+      e.prior_count =
+          std::max(noise - e.signal_variance, 0.0) / e.signal_variance;
+    }
   }
   return out;
 }
@@ -83,7 +87,7 @@ std::vector<uint32_t> FieldSignal::Thresholds(
     out.push_back(std::isfinite(t)
                       ? static_cast<uint32_t>(std::clamp(
                             t, 1.0, static_cast<double>(max_threshold)))
-                      : max_threshold);
+                      : kNever);
   }
   return out;
 }

@@ -3,12 +3,13 @@
 // (feature_admission.h): a value gets its own row once its count is large
 // enough to estimate its weight.
 //
-// The rule. A value v of field f seen n_v times has an empirical click rate
-// whose noise variance is p(1 - p) / n_v (p: the field's click rate); the
-// values' true click rates spread around p with variance tau2_f (the
-// field's signal). The best estimate of v's rate shrinks its own rate
-// toward p with weight n_v / (n_v + n*_f), n*_f = p(1 - p) / tau2_f: the
-// count from which a value's own data outweigh the field's prior. A value
+// The rule. The values' true click rates spread around the field's rate p
+// with variance tau2_f (the field's signal); a value v seen n_v times has an
+// empirical rate whose noise variance is s2 / n_v, s2 = p (1 - p) - tau2_f
+// (a Bernoulli's variance, on average over the values). The best estimate
+// of v's rate shrinks its own rate toward p with weight n_v / (n_v + n*_f),
+// n*_f = s2 / tau2_f: the count from which a value's own data outweigh the
+// field's prior. A value
 // whose own estimate would carry weight at least r (the spec's
 // reliability, 0.5 by default) gets its own row: n_v >= n*_f r / (1 - r).
 // This depends on what the data say, not on the log's size: a field of a
@@ -51,7 +52,7 @@ struct FieldEstimate {
   double sample_fraction = 1;   // of the field's values in the sample
   double click_rate = 0;        // p over the sample's occurrences
   double signal_variance = 0;   // tau2 (<= 0: none measurable)
-  double prior_count = 0;       // n* = p (1 - p) / tau2; inf without signal
+  double prior_count = 0;       // n* = (p (1 - p) - tau2) / tau2; inf: none
 };
 
 class FieldSignal {
@@ -64,9 +65,11 @@ class FieldSignal {
   // The estimate of every field seen (index = field).
   std::vector<FieldEstimate> Estimates() const;
 
+  // A field without measurable signal: no value of it is admitted.
+  static constexpr uint32_t kNever = UINT32_MAX;
   // Each field's admission threshold in a worker's own counts: ceil(n*_f r
-  // / (1 - r) / num_workers), in [1, max_threshold]; max_threshold for a
-  // field without signal. `reliability` in (0, 1).
+  // / (1 - r) / num_workers), in [1, max_threshold]; kNever for a field
+  // without signal. `reliability` in (0, 1).
   static std::vector<uint32_t> Thresholds(
       const std::vector<FieldEstimate>& estimates, double reliability,
       uint32_t num_workers, uint32_t max_threshold);
