@@ -1,7 +1,6 @@
 #include "worker/ps_worker_data.h"
 
 #include <gflags/gflags.h>
-#include <sys/stat.h>
 
 #include "worker/data/line_format.h"
 #include "worker/data/line_reader.h"
@@ -45,10 +44,7 @@ StatusOr<DataFlags> ResolveDataFlags(const std::string& train_data) {
         "ignore=id\")");
   }
   // A pipe cannot be read twice: its header is the trainer's to read.
-  struct stat st;
-  if (stat(train_data.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return flags;
-  }
+  if (!data::IsRegularFile(train_data)) return flags;
   PS_ASSIGN_OR_RETURN(auto lines, data::LineReader::Open(train_data));
   auto format =
       data::LineFormat::Open(flags.format, flags.csv_spec, lines.get());

@@ -141,7 +141,8 @@ DEFINE_uint32(fm_dim, 8,
 DEFINE_uint32(num_fields, 39,
               "deepfm: fields of the MLP input (39 for criteo; libsvm "
               "features are all field 0; a csv log's feature columns by "
-              "default), in [1, 1024]; num_fields x fm_dim (the MLP's input) "
+              "default, unless --train_data is a pipe), in [1, 1024]; "
+              "num_fields x fm_dim (the MLP's input) "
               "at most 65536.");
 DEFINE_string(hidden, "64,32",
               "deepfm: MLP hidden layer widths, each in [1, 4096], at most 16 "
@@ -327,7 +328,7 @@ int Main(int argc, char** argv) {
   mo.name = FLAGS_model;
   mo.fm_dim = FLAGS_fm_dim;
   mo.num_fields = FLAGS_num_fields;
-  if (data_flags->csv_fields) {
+  if (data_flags->csv_fields && FLAGS_model == "deepfm") {
     const uint32_t fields = *data_flags->csv_fields;
     if (!gflags::GetCommandLineFlagInfoOrDie("num_fields").is_default &&
         FLAGS_num_fields != fields) {

@@ -85,6 +85,14 @@ TEST(CsvLayoutTest, FeatureColumnsAreFieldsInHeaderOrder) {
   EXPECT_EQ(b.ids[3], HashBucket(0, LogBucket(3)));
   EXPECT_EQ(b.ids[4], HashFeature(1, "s1"));
   EXPECT_EQ(b.ids[5], HashFeature(2, "a"));
+
+  // Negative numbers are bucketed apart from positive ones, by magnitude.
+  ExampleBatch negative;
+  ASSERT_TRUE(l.ParseLine("x,+1,-1000,s1,a", &negative).ok());
+  ASSERT_TRUE(l.ParseLine("x,1,-1010,s1,a", &negative).ok());
+  EXPECT_EQ(negative.ids[0], negative.ids[3]);
+  EXPECT_EQ(negative.ids[0], HashBucket(0, -1 - LogBucket(1000)));
+  EXPECT_NE(negative.ids[0], HashBucket(0, LogBucket(1000)));
 }
 
 TEST(CsvLayoutTest, AnExplicitCategoricalListReadsPastTheRest) {
@@ -147,6 +155,8 @@ TEST(CsvLayoutTest, MalformedLinesSayWhatAndAddNothing) {
   EXPECT_EQ(error("2,5,x"), "label click '2' is not 0/1 or -1/+1");
   EXPECT_EQ(error("1,five,x"), "numeric column n 'five' is not a number");
   EXPECT_EQ(error("1,nan,x"), "numeric column n 'nan' is not a number");
+  EXPECT_EQ(error("+-1,5,x"), "label click '+-1' is not 0/1 or -1/+1");
+  EXPECT_EQ(error("1,+-5,x"), "numeric column n '+-5' is not a number");
   EXPECT_EQ(error("1,5,\"x"),
             "a quoted field is not closed on its line (a field across lines "
             "is not supported)");

@@ -173,19 +173,31 @@ TEST_F(ProgramExitCodesTest, WorkerCsvColumnsAreCheckedAgainstTheHeader) {
   Expect(worker({"--data_format=csv", numeric, "--model=deepfm",
                  "--num_fields=10"}),
          2, {"--num_fields=10, but " + csv + " has 39 feature columns"});
-  // The header's 39 feature columns are deepfm's fields without a flag.
-  // (The MLP of 39 x 8 inputs, 64 and 32 hidden units: 22145 weights.)
+  // The header's feature columns are deepfm's fields without a flag: 38
+  // here (C26 read past), not the flag's default 39.
+  // (The MLP of 38 x 8 inputs, 64 and 32 hidden units: 21633 weights.)
   const std::string deepfm_tables = dir_->WriteFile("deepfm.tables", R"(
           table { id: 1 name: "emb" kind: HASHED dim: 9 capacity: 65536
                   optimizer { name: "adagrad" learning_rate: 0.05 }
                   initializer { name: "normal" scale: 0.01 seed: 7 } }
-          table { id: 2 name: "mlp" kind: DENSE dim: 1 capacity: 22145
+          table { id: 2 name: "mlp" kind: DENSE dim: 1 capacity: 21633
                   optimizer { name: "adam" learning_rate: 0.0003 }
                   initializer { name: "uniform" scale: 0.05 seed: 11 } })")
                                         .value();
-  Expect(worker({"--data_format=csv", numeric, "--model=deepfm",
+  Expect(worker({"--data_format=csv", numeric + " ignore=C26", "--model=deepfm",
                  "--tables=" + deepfm_tables, "--strict_data"}),
          0, {"eval AUC"}, 60);
+  // An eval file must have the training file's feature columns: said
+  // before training.
+  std::string other_text = CsvOf(TrainData());
+  other_text.replace(other_text.find(",C25,"), 5, ",C25b,");
+  const std::string other = dir_->WriteFile("other.csv", other_text).value();
+  Expect(worker({"--data_format=csv", numeric, "--eval_data=" + other}), 1,
+         {"other.csv's header gives the feature columns (", ", C25b, C26)",
+          "the model needs the same columns in the same order"});
+  // lr and fm have no fields to agree on.
+  Expect(worker({"--data_format=csv", numeric, "--num_fields=10"}), 0,
+         {"eval AUC"}, 60);
 }
 
 TEST_F(ProgramExitCodesTest, DatagenBadValuesExitTwoNamingTheFlag) {

@@ -94,7 +94,8 @@ Status SplitFields(std::string_view line, char sep,
 
 // Accepts 0/1 and -1/+1 (also written 1.0 and the like).
 bool ParseLabel(std::string_view s, float* label) {
-  if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+  // from_chars takes no '+'; "+-1" stays refused.
+  if (s.size() > 1 && s[0] == '+' && s[1] != '-') s.remove_prefix(1);
   double v;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size()) return false;
@@ -110,7 +111,8 @@ bool ParseLabel(std::string_view s, float* label) {
 }
 
 bool ParseNumber(std::string_view s, int64_t* rounded) {
-  if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+  // from_chars takes no '+'; "+-1" stays refused.
+  if (s.size() > 1 && s[0] == '+' && s[1] != '-') s.remove_prefix(1);
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *rounded);
   if (ec == std::errc() && end == s.data() + s.size()) return true;
   double v;
@@ -147,14 +149,11 @@ StatusOr<CsvSpec> CsvSpec::Parse(std::string_view text) {
         return InvalidArgument("csv spec names label= twice");
       }
       spec.label = std::string(value);
-    } else if (role == "numeric") {
-      for (auto& n : SplitNames(value)) spec.numeric.push_back(std::move(n));
-    } else if (role == "ignore") {
-      for (auto& n : SplitNames(value)) spec.ignore.push_back(std::move(n));
-    } else if (role == "categorical") {
-      for (auto& n : SplitNames(value)) {
-        spec.categorical.push_back(std::move(n));
-      }
+    } else if (role == "numeric" || role == "ignore" || role == "categorical") {
+      std::vector<std::string>& names = role == "numeric"  ? spec.numeric
+                                        : role == "ignore" ? spec.ignore
+                                                           : spec.categorical;
+      for (auto& n : SplitNames(value)) names.push_back(std::move(n));
     } else if (role == "sep") {
       if (has_sep) return InvalidArgument("csv spec names sep= twice");
       PS_ASSIGN_OR_RETURN(spec.separator, ParseSeparator(value));
@@ -265,8 +264,10 @@ Status CsvLayout::ParseValue(const Column& column, std::string_view value,
         return InvalidArgument("numeric column " + column.name + " '" +
                                Clip(value) + "' is not a number");
       }
-      batch->AddFeature(HashBucket(column.field, LogBucket(v)), 1.0f,
-                        column.field);
+      // Negative numbers are bucketed by magnitude too (LogBucket keeps
+      // every one below 3 apart), on their own side.
+      const int64_t bucket = v >= 0 ? LogBucket(v) : -1 - LogBucket(-v);
+      batch->AddFeature(HashBucket(column.field, bucket), 1.0f, column.field);
       return Status::OK();
     }
   }

@@ -12,6 +12,11 @@
 
 namespace ps::data {
 
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 namespace {
 constexpr size_t kBlockBytes = size_t{1} << 20;
 }  // namespace

@@ -23,6 +23,10 @@
 
 namespace ps::data {
 
+// Whether `path` is a regular file (after symlinks): one that can be read
+// twice, unlike a pipe.
+bool IsRegularFile(const std::string& path);
+
 class LineReader {
  public:
   // kNotFound if the file does not exist, kIOError if it cannot be read.

@@ -118,12 +118,36 @@ SourceOptions Trainer::TrainSourceOptions() const {
   return so;
 }
 
+Status Trainer::CheckSameCsvFields(const data::CsvLayout& train,
+                                   data::LineReader* eval) const {
+  PS_ASSIGN_OR_RETURN(
+      data::LineFormat format,
+      data::LineFormat::Open(data::DataFormat::kCsv, options_.csv_spec, eval));
+  if (format.csv()->field_names() == train.field_names()) return Status::OK();
+  auto list = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  return InvalidArgument(
+      options_.eval_data + "'s header gives the feature columns (" +
+      list(format.csv()->field_names()) + "), " + options_.train_data + "'s (" +
+      list(train.field_names()) +
+      "): the model needs the same columns in the same order");
+}
+
 StatusOr<TrainResult> Trainer::Run() {
   PS_ASSIGN_OR_RETURN(auto source, ExampleSource::Open(options_.train_data,
                                                        TrainSourceOptions()));
   if (!options_.eval_data.empty()) {
     // Fail now, not after hours of training.
-    PS_RETURN_IF_ERROR(data::LineReader::Open(options_.eval_data).status());
+    PS_ASSIGN_OR_RETURN(auto eval_lines,
+                        data::LineReader::Open(options_.eval_data));
+    if (source->format().csv() != nullptr &&
+        data::IsRegularFile(options_.eval_data)) {
+      PS_RETURN_IF_ERROR(
+          CheckSameCsvFields(*source->format().csv(), eval_lines.get()));
+    }
   }
 
   // Adaptive admission sets its thresholds from a counting pass before

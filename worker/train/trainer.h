@@ -43,7 +43,9 @@
 #include <vector>
 
 #include "base/status_or.h"
+#include "worker/data/csv_layout.h"
 #include "worker/data/line_parsers.h"
+#include "worker/data/line_reader.h"
 #include "worker/train/eval_point.h"
 #include "worker/train/feature_admission.h"
 #include "worker/train/model.h"
@@ -177,6 +179,10 @@ class Trainer {
   // How Run reads the training data: this worker's lines, without the
   // held-out ones (CountAdmissionPass reads the same).
   SourceOptions TrainSourceOptions() const;
+  // kInvalidArgument unless the CSV file `eval` (at its first line) has the
+  // feature columns of `train`, in its order.
+  Status CheckSameCsvFields(const data::CsvLayout& train,
+                            data::LineReader* eval) const;
   // Early stopping: `run` (the options the StepLoop gets) with the eval
   // points in its CheckpointGate calls (trainer_early_stop.cc); *loop is
   // the loop they stop, set once it exists.
