@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 from setuptools import setup
@@ -41,16 +42,20 @@ def refuse(why):
     sys.exit(f"ps: cannot build the Python package: {why}")
 
 
+def refuse_if_not_built(build):
+    not_built = build / "python" / "NOT_BUILT"
+    if not_built.is_file():
+        refuse(f"{build} does not build the native module ps._native: "
+               f"{not_built.read_text().strip()}")
+
+
 def build_native(build):
     """Builds the extension and the programs in ``build``; returns the
     extension's path."""
     targets = [NATIVE_TARGET, *PROGRAMS]
     if (build / "CMakeCache.txt").is_file():
         # Reuse the folder as configured (its generator, compiler, type).
-        not_built = build / "python" / "NOT_BUILT"
-        if not_built.is_file():
-            refuse(f"{build} does not build the native module ps._native: "
-                   f"{not_built.read_text().strip()}")
+        refuse_if_not_built(build)
         command = ["cmake", "--build", str(build), "-j", str(os.cpu_count())]
         for t in targets:
             command += ["--target", t]
@@ -69,15 +74,17 @@ def build_native(build):
         refuse(f"the build in {build} failed (exit {e.returncode}; its "
                "output is above). On a fresh machine run scripts/setup.sh "
                "(as root) first")
-    not_built = build / "python" / "NOT_BUILT"
-    if not_built.is_file():
-        refuse(f"{build} does not build the native module ps._native: "
-               f"{not_built.read_text().strip()}")
-    natives = sorted((build / "python" / "ps").glob("_native*.so"))
-    if not natives:
-        refuse(f"no native module ps._native in {build / 'python' / 'ps'} "
-               f"after building {NATIVE_TARGET}")
-    return natives[-1]
+    refuse_if_not_built(build)
+    # The extension this interpreter imports (a folder configured for
+    # another Python builds one it cannot).
+    native = build / "python" / "ps" / ("_native" +
+                                        sysconfig.get_config_var("EXT_SUFFIX"))
+    if not native.is_file():
+        refuse(f"no {native.name} in {native.parent} after building "
+               f"{NATIVE_TARGET}: {build} builds for another Python "
+               f"(its CMakeCache.txt names Python_EXECUTABLE); install with "
+               f"that interpreter's pip, or set PS_BUILD_DIR to a new folder")
+    return native
 
 
 class BuildWithNative(build_py):

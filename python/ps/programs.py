@@ -1,6 +1,6 @@
 """The programs an installed package carries (``ps/bin/``): ps_server,
-which ps.LocalServers starts, and ps_datagen, which writes Criteo-shaped
-click logs. pip makes a command of each in the environment's ``bin/``
+which ps.LocalServers starts, and ps_datagen, which writes click logs
+from a planted model (Criteo TSV, one-hot libsvm or Avazu-shaped CSV). pip makes a command of each in the environment's ``bin/``
 (setup.py's entry points): ``ps_datagen --rows=10000 --output=train.tsv``.
 
 In the build tree (the package imported from <build>/python) the programs

@@ -20,6 +20,7 @@ Nothing runs from the caller's Python path: the blocks see the package only
 as the install block installed it.
 """
 
+import fnmatch
 import os
 import re
 import shutil
@@ -43,11 +44,17 @@ def clone(tmp_path_factory):
     """A folder that looks like the clone: links to the source tree's
     top-level entries, ``build`` to the build folder."""
     root = tmp_path_factory.mktemp("clone")
+    # Not what git ignores at the top (what the blocks write: .venv,
+    # train.tsv, cluster.key, run/; other build folders), so that no block
+    # writes through a link into the source tree.
+    ignored = [line.strip().strip("/") for line in
+               (REPO / ".gitignore").read_text().splitlines()
+               if line.startswith("/")]
     for entry in REPO.iterdir():
-        # Not what the blocks write (.venv, run/) nor other build folders.
-        if not entry.name.startswith((".", "build")) and \
-                entry.name not in ("run", "fuzz-corpus"):
-            (root / entry.name).symlink_to(entry)
+        if entry.name.startswith(".") or any(
+                fnmatch.fnmatch(entry.name, pattern) for pattern in ignored):
+            continue
+        (root / entry.name).symlink_to(entry)
     (root / "build").symlink_to(BUILD)
     return root
 
