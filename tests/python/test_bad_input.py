@@ -220,7 +220,10 @@ def test_malformed_and_missing_data(tmp_path):
     with pytest.raises(errors.NotFoundError, match="does not exist"):
         ps.data.Reader(tmp_path / "missing.tsv")
     with pytest.raises(errors.InvalidArgumentError, match="unknown data "
-                       "format"):
+                       "format 'parquet'"):
+        ps.data.Reader(path, format="parquet")
+    with pytest.raises(errors.InvalidArgumentError, match="needs a column "
+                       "spec"):
         ps.data.Reader(path, format="csv")
     with pytest.raises(errors.InvalidArgumentError, match="3 scores for 2"):
         ps.data.auc(np.zeros(3, np.float32), np.zeros(2, np.float32))
