@@ -137,8 +137,22 @@ class MiniSlurm:
             f.write(self._conf())
         self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", self.conf])
         self._spawn("slurmd", ["slurmd", "-D", "-N", "localhost", "-f", self.conf])
-        wait_for(lambda: self.call("sinfo", "-h", "-o", "%t", check=False)
-                 .strip() == "idle", 30, "the node to be idle (sinfo)")
+        # slurmd registers within seconds on an idle machine; the release
+        # suite runs this beside the multihost tests on 2 cores, hence the
+        # margin, and the daemons' last words if it is not enough.
+        state = [""]
+
+        def idle():
+            state[0] = self.call("sinfo", "-h", "-o", "%t",
+                                 check=False).strip()
+            return state[0] == "idle"
+        try:
+            wait_for(idle, 90, "the node to be idle (sinfo)")
+        except AssertionError as e:
+            raise AssertionError(
+                "%s; sinfo says %r\n--- slurmctld.log\n%s\n--- slurmd.log\n%s"
+                % (e, state[0], read(self.path("slurmctld.log"))[-2000:],
+                   read(self.path("slurmd.log"))[-2000:])) from None
 
     def _conf(self):
         # cred_expire: a requeued job may start again this many seconds
