@@ -8,10 +8,12 @@ Each shard is a ``ps_server`` process ($PS_SERVER_BIN, else the one the
 installed package carries or the build tree's, else ``ps_server`` on PATH) listening
 on a free loopback port; its log is ``<run_dir>/server-<k>.log``. Leaving
 the ``with`` block (or ``stop()``) stops them (SIGTERM, then SIGKILL after
-``stop_timeout`` seconds). For a cluster across machines use ps_launch,
+``stop_timeout`` seconds); so does the interpreter's exit, also after an
+uncaught exception, when nothing stopped them before. For a cluster across machines use ps_launch,
 Slurm or Kubernetes (deploy/).
 """
 
+import atexit
 import os
 import shutil
 import signal
@@ -114,6 +116,9 @@ class LocalServers:
         """Starts every shard; returns once all wrote their port file
         (DeadlineError after ready_timeout, PeerLostError with the log's
         tail if a server exits first)."""
+        # A script that fails before stop() (the README's snippet has no
+        # ``with``) must not leave its servers running.
+        atexit.register(self.stop)
         for shard in range(self.num_shards):
             (self.run_dir / f"server-{shard}.port").unlink(missing_ok=True)
             with open(self.run_dir / f"server-{shard}.log", "wb") as log:
@@ -165,6 +170,7 @@ class LocalServers:
 
     def stop(self):
         """Stops every server; returns their exit codes."""
+        atexit.unregister(self.stop)
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

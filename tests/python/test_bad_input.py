@@ -7,6 +7,7 @@ so a segfault or abort fails them."""
 
 import ctypes
 import os
+import signal
 import socket
 import time
 
@@ -192,6 +193,23 @@ def test_secret_from_the_environment_stays_there(servers, tmp_path,
     libc = ctypes.CDLL(None)
     libc.getenv.restype = ctypes.c_char_p
     assert libc.getenv(b"PS_CLUSTER_SECRET") == b"e" * 32
+
+
+def test_servers_stop_when_the_script_fails(run_python, tmp_path):
+    # No with-block and no stop(): an uncaught exception ends the script.
+    (tmp_path / "t.tables").write_text(table_text(1, "emb"))
+    out = run_python("""
+        import ps
+        servers = ps.LocalServers("t.tables", num_shards=2).start()
+        print("pids", *servers.pids, flush=True)
+        raise RuntimeError("the script fails")
+        """)
+    assert out.returncode != 0 and "the script fails" in out.stderr
+    pids = [int(p) for p in out.stdout.split("pids", 1)[1].split()]
+    running = [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
+    for pid in running:  # leave nothing behind, also when this fails
+        os.kill(pid, signal.SIGKILL)
+    assert not running, f"servers {running} outlived the script"
 
 
 def test_malformed_and_missing_data(tmp_path):
