@@ -95,6 +95,17 @@ TEST(LibffmParserTest, ParsesFields) {
   EXPECT_FALSE(ParseLibffmLine("1 10:1", &b).ok());
 }
 
+TEST(LabelTest, EveryParserTakesTheSameLabels) {
+  ExampleBatch b;
+  for (const char* good : {"1 3:1", "+1 3:1", "-1 3:1", "0 3:1", "1.0 3:1"}) {
+    EXPECT_TRUE(ParseLibsvmLine(good, &b).ok()) << good;
+  }
+  for (const char* bad : {"+-1 3:1", "2 3:1", "inf 3:1", "yes 3:1"}) {
+    EXPECT_TRUE(ParseLibsvmLine(bad, &b).Is(StatusCode::kInvalidArgument))
+        << bad;
+  }
+}
+
 TEST(DataFormatTest, Names) {
   DataFormat f;
   EXPECT_TRUE(ParseDataFormat("libffm", &f).ok());

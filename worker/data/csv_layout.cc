@@ -6,19 +6,13 @@
 #include <limits>
 #include <map>
 
+#include "worker/data/column_text.h"
 #include "worker/data/feature_hash.h"
 
 namespace ps::data {
 namespace {
 
 constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
-
-// The offending text, shortened for a message.
-std::string Clip(std::string_view s) {
-  std::string out(s.substr(0, 32));
-  if (s.size() > 32) out.append("...");
-  return out;
-}
 
 std::vector<std::string> SplitNames(std::string_view list) {
   std::vector<std::string> names;
@@ -90,24 +84,6 @@ Status SplitFields(std::string_view line, char sep,
     if (end == std::string_view::npos) return Status::OK();
     at = end + 1;
   }
-}
-
-// Accepts 0/1 and -1/+1 (also written 1.0 and the like).
-bool ParseLabel(std::string_view s, float* label) {
-  // from_chars takes no '+'; "+-1" stays refused.
-  if (s.size() > 1 && s[0] == '+' && s[1] != '-') s.remove_prefix(1);
-  double v;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size()) return false;
-  if (v == 1.0) {
-    *label = 1.0f;
-    return true;
-  }
-  if (v == 0.0 || v == -1.0) {
-    *label = 0.0f;
-    return true;
-  }
-  return false;
 }
 
 bool ParseNumber(std::string_view s, int64_t* rounded) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "worker/data/column_text.h"
 #include "worker/data/feature_hash.h"
 
 namespace ps::data {
@@ -28,31 +29,9 @@ bool ParseFloat(std::string_view s, float* v) {
   return ec == std::errc() && end == s.data() + s.size() && std::isfinite(*v);
 }
 
-// Accepts 0/1 and -1/+1; anything else is malformed.
-bool ParseLabel(std::string_view s, float* label) {
-  if (!s.empty() && s[0] == '+') s.remove_prefix(1);
-  float v;
-  if (!ParseFloat(s, &v)) return false;
-  if (v == 1.0f) {
-    *label = 1.0f;
-  } else if (v == 0.0f || v == -1.0f) {
-    *label = 0.0f;
-  } else {
-    return false;
-  }
-  return true;
-}
-
 Status Malformed(ExampleBatch* batch, std::string message) {
   batch->AbandonExample();
   return InvalidArgument(std::move(message));
-}
-
-// The offending text, shortened for a log line.
-std::string Clip(std::string_view s) {
-  std::string out(s.substr(0, 32));
-  if (s.size() > 32) out.append("...");
-  return out;
 }
 
 // "index:value" pairs after the label, with an optional leading field.
