@@ -15,6 +15,7 @@ package without its native module cannot be imported.
 """
 
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -29,8 +30,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 # What the package carries beside its Python files: CMake target -> path
 # of its output under the build folder.
-PROGRAMS = {"ps_server": "server/ps_server",
-            "ps_datagen": "worker/datagen/ps_datagen"}
+PROGRAMS = runpy.run_path(str(HERE / "ps" / "_program_paths.py"))[
+    "BUILD_TREE"]
 NATIVE_TARGET = "ps_python_native"
 
 

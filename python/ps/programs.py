@@ -11,19 +11,17 @@ import os
 import sys
 from pathlib import Path
 
+from ps._program_paths import BUILD_TREE
 from ps.errors import NotFoundError
 
 _PACKAGE = Path(__file__).resolve().parent
-# Where the build tree has each program, relative to <build>.
-_BUILD_TREE = {"ps_server": "server/ps_server",
-               "ps_datagen": "worker/datagen/ps_datagen"}
 
 
 def program_path(name):
     """The path of program ``name`` ("ps_server" or "ps_datagen"): the
     package's own copy, else the build tree's; None when neither exists."""
     for path in (_PACKAGE / "bin" / name,
-                 _PACKAGE.parent.parent / _BUILD_TREE[name]):
+                 _PACKAGE.parent.parent / BUILD_TREE[name]):
         if path.is_file() and os.access(path, os.X_OK):
             return path
     return None
