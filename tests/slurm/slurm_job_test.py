@@ -24,6 +24,7 @@ import argparse
 import ctypes
 import json
 import os
+import random
 import re
 import secrets
 import shutil
@@ -56,9 +57,23 @@ DONE_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range. Port 0's answer is in
+    that range, where the other tests' outgoing connections (the release
+    suite runs two at once, some with hundreds of connections) take their
+    source ports: one could take it in the seconds before slurmctld or
+    slurmd binds it, and the node would never register."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        ephemeral_low = int(f.read().split()[0])
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(10000, max(10001, ephemeral_low))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port below %d" % ephemeral_low)
 
 
 def read(path):
