@@ -73,6 +73,24 @@ TEST(FieldSignalTest, AFieldWithoutSignalGetsTheLargestThreshold) {
             (std::vector<uint32_t>{FieldSignal::kNever, 1}));
 }
 
+TEST(FieldSignalTest, AFrequentValueIsAdmittedWhateverTheSignal) {
+  // A value that makes up 1% of its field's occurrences gets its own row
+  // even in a field without marginal signal (its FM factors may carry
+  // interactions that tau2 cannot see), and n* beyond that share is capped.
+  FieldEstimate none;
+  none.prior_count = std::numeric_limits<double>::infinity();
+  none.occurrences = 10000;
+  FieldEstimate weak;
+  weak.prior_count = 5000;
+  weak.occurrences = 30000;
+  FieldEstimate strong;
+  strong.prior_count = 2;
+  strong.occurrences = 30000;
+  // 2 workers: each counts half of the occurrences.
+  EXPECT_EQ(FieldSignal::Thresholds({none, weak, strong}, 0.5, 2, 65535),
+            (std::vector<uint32_t>{50, 150, 1}));
+}
+
 TEST(FieldSignalTest, ManyValuesAreSampledAndTheEstimateHolds) {
   FieldSignal signal;
   const uint32_t values = 4 * FieldSignal::kMaxValuesPerField;

@@ -83,7 +83,10 @@ std::vector<uint32_t> FieldSignal::Thresholds(
   out.reserve(estimates.size());
   const double odds = reliability / (1 - reliability);
   for (const FieldEstimate& e : estimates) {
-    const double t = std::ceil(e.prior_count * odds / num_workers);
+    const double frequent = std::ceil(
+        kAlwaysAdmitShare * static_cast<double>(e.occurrences) / num_workers);
+    double t = std::ceil(e.prior_count * odds / num_workers);
+    if (e.occurrences > 0) t = std::min(t, frequent);
     out.push_back(std::isfinite(t)
                       ? static_cast<uint32_t>(std::clamp(
                             t, 1.0, static_cast<double>(max_threshold)))

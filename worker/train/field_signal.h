@@ -27,6 +27,14 @@
 // A field with no measurable signal (tau2 <= 0) gets the largest threshold:
 // its values share the OOV row.
 //
+// One bound on top: a value that makes up kAlwaysAdmitShare of its field's
+// occurrences gets its own row whatever n* says. tau2 is the spread of the
+// values' own click rates, so it sees what an LR weight can learn, not what
+// an FM factor can: a value frequent enough for its factors to be estimated
+// may carry interactions with no marginal effect at all. On generated FM
+// logs the bound made the difference: 10k Criteo-like rows AUC 0.5583 ->
+// 0.5681 (the fixed threshold 200: 0.5801).
+//
 // Counting is exact for a sample of each field's values, chosen by a hash
 // of the value (so a sampled value is counted at every occurrence): every
 // value while a field has at most kMaxValuesPerField, then half of them,
@@ -65,11 +73,14 @@ class FieldSignal {
   // The estimate of every field seen (index = field).
   std::vector<FieldEstimate> Estimates() const;
 
-  // A field without measurable signal: no value of it is admitted.
+  // A field without measurable signal: no value of it is admitted (unless
+  // it is frequent: kAlwaysAdmitShare).
   static constexpr uint32_t kNever = UINT32_MAX;
+  static constexpr double kAlwaysAdmitShare = 0.01;
   // Each field's admission threshold in a worker's own counts: ceil(n*_f r
-  // / (1 - r) / num_workers), in [1, max_threshold]; kNever for a field
-  // without signal. `reliability` in (0, 1).
+  // / (1 - r) / num_workers), at most ceil(kAlwaysAdmitShare times the
+  // field's occurrences / num_workers), in [1, max_threshold]; kNever for a
+  // field without signal or occurrences. `reliability` in (0, 1).
   static std::vector<uint32_t> Thresholds(
       const std::vector<FieldEstimate>& estimates, double reliability,
       uint32_t num_workers, uint32_t max_threshold);
