@@ -83,6 +83,7 @@ class EarlyStopProcessTest : public ::testing::Test {
          {"EVAL NO BETTER THAN THE BASE RATE",
           "the model is no better than predicting the base rate",
           "lower the learning rate of table emb (adagrad, learning_rate 5)",
+          "every value has its own row", "adaptive_admission { }",
           "early stop after step ", "early stop; best eval at step "}) {
       EXPECT_NE(out.output.find(said), std::string::npos)
           << "no '" << said << "' in\n"

@@ -95,6 +95,12 @@ bool Trainer::WarnIfNoBetterThanBaseRate(const EvalPoint& p) const {
                << DivergenceHint()
                << (model_->sparse_dim() > 1
                        ? " (or raise --l2_v, the L2 on the factors)"
+                       : "")
+               << (admission_ == nullptr
+                       ? "; every value has its own row: values seen too "
+                         "rarely to estimate overfit, so give the table "
+                         "adaptive_admission { } (they share their field's "
+                         "row until their counts say enough)"
                        : "");
   return true;
 }
