@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include "protocol/spec_choices.h"
 
@@ -101,6 +102,19 @@ StatusOr<kernels::OptimizerConfig> OptimizerFromSpec(
   }
   PS_RETURN_IF_ERROR(kernels::ValidateOptimizerConfig(config));
   return config;
+}
+
+proto::TableSpec SpecPerPush(const proto::TableSpec& spec,
+                             uint32_t pushes_per_step) {
+  proto::TableSpec out = spec;
+  auto config = OptimizerFromSpec(spec.optimizer());
+  if (pushes_per_step > 1 && config.ok()) {
+    if (auto* adam = std::get_if<kernels::AdamConfig>(&*config)) {
+      out.mutable_optimizer()->set_learning_rate(adam->learning_rate /
+                                                 pushes_per_step);
+    }
+  }
+  return out;
 }
 
 Status ValidateTableSpec(const proto::TableSpec& t) {

@@ -68,11 +68,9 @@ std::string TableShard::Describe() const {
   return s;
 }
 
-StatusOr<std::unique_ptr<Shard>> Shard::Create(xfer::Context* context,
-                                               const proto::TableConfig& config,
-                                               uint32_t shard_id,
-                                               uint32_t num_shards,
-                                               std::optional<int> device) {
+StatusOr<std::unique_ptr<Shard>> Shard::Create(
+    xfer::Context* context, const proto::TableConfig& config, uint32_t shard_id,
+    uint32_t num_shards, std::optional<int> device, uint32_t pushes_per_step) {
   if (num_shards == 0 || shard_id >= num_shards) {
     return InvalidArgument("shard " + std::to_string(shard_id) + " of " +
                            std::to_string(num_shards) + " shards");
@@ -93,8 +91,10 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(xfer::Context* context,
     }
     std::unique_ptr<TableShard> t(new TableShard);
     t->spec_ = spec;
+    const proto::TableSpec applied =
+        protocol::SpecPerPush(spec, pushes_per_step);
     if (spec.kind() == proto::EXACT) {
-      PS_ASSIGN_OR_RETURN(t->exact_, ExactTable::Create(spec));
+      PS_ASSIGN_OR_RETURN(t->exact_, ExactTable::Create(applied));
       shard->tables_.push_back(std::move(t));
       continue;
     }
@@ -132,7 +132,7 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(xfer::Context* context,
                                  ": " + region.status().ToString());
       }
       auto table = table::DeviceParamTable::CreateWithRows(
-          spec, first_row, rows, *device,
+          applied, first_row, rows, *device,
           std::span<float>(static_cast<float*>((*region)->data()),
                            rows * spec.dim()));
       if (!table.ok()) {
@@ -158,7 +158,7 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(xfer::Context* context,
     volatile uint8_t* page = static_cast<uint8_t*>(t->rows_region_->data());
     for (uint64_t off = 0; off < bytes; off += 4096) page[off] = 0;
     auto params = table::ParamTable::Create(
-        spec, first_row, rows,
+        applied, first_row, rows,
         std::span<float>(static_cast<float*>(t->rows_region_->data()),
                          rows * spec.dim()));
     if (!params.ok()) return params.status().WithContext(where);

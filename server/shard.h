@@ -128,11 +128,14 @@ class Shard {
   // of `num_shards`, the HASHED and DENSE ones on CUDA device `device` when
   // given. kInvalidArgument for a bad spec or layout (e.g. a shard with more
   // than 2^32 rows of a table), kResourceExhausted when memory cannot be
-  // had, kNotSupported when the device cannot be used (saying why).
+  // had, kNotSupported when the device cannot be used (saying why). Pushes
+  // are applied as protocol::SpecPerPush says for `pushes_per_step` (the
+  // workers, each pushing its share of every step); config() and each
+  // table's spec() stay as given.
   static StatusOr<std::unique_ptr<Shard>> Create(
       xfer::Context* context, const proto::TableConfig& config,
       uint32_t shard_id, uint32_t num_shards,
-      std::optional<int> device = std::nullopt);
+      std::optional<int> device = std::nullopt, uint32_t pushes_per_step = 1);
 
   uint32_t shard_id() const { return shard_id_; }
   uint32_t num_shards() const { return num_shards_; }

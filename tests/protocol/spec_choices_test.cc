@@ -182,5 +182,28 @@ TEST(TableConfigFilesTest, EveryShippedConfigLoads) {
   EXPECT_GE(files, 5);
 }
 
+TEST(SpecChoicesTest, AdamsRateIsSharedAmongTheWorkersPushes) {
+  // Each push is an Adam step of full size, whatever its gradient: N
+  // workers' pushes share the step's rate. The other optimizers add the
+  // pushes' gradients, so their specs stay as they are.
+  proto::TableSpec adam;
+  adam.set_name("mlp");
+  adam.mutable_optimizer()->set_name("adam");
+  adam.mutable_optimizer()->set_learning_rate(0.003f);
+  EXPECT_FLOAT_EQ(SpecPerPush(adam, 1).optimizer().learning_rate(), 0.003f);
+  EXPECT_FLOAT_EQ(SpecPerPush(adam, 3).optimizer().learning_rate(), 0.001f);
+  EXPECT_EQ(SpecPerPush(adam, 3).name(), "mlp");
+  // An unset rate is Adam's default, 0.001.
+  adam.mutable_optimizer()->clear_learning_rate();
+  EXPECT_FLOAT_EQ(SpecPerPush(adam, 2).optimizer().learning_rate(), 0.0005f);
+  for (const char* other : {"sgd", "adagrad", "ftrl", "sum"}) {
+    proto::TableSpec t;
+    t.mutable_optimizer()->set_name(other);
+    t.mutable_optimizer()->set_learning_rate(0.05f);
+    EXPECT_FLOAT_EQ(SpecPerPush(t, 4).optimizer().learning_rate(), 0.05f)
+        << other;
+  }
+}
+
 }  // namespace
 }  // namespace ps::protocol
