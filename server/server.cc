@@ -11,7 +11,6 @@
 #include "protocol/control_channel.h"
 #include "protocol/shard_map.h"
 #include "protocol/spec_choices.h"
-#include "protocol/table_config.h"
 
 namespace ps::server {
 namespace {
@@ -101,17 +100,6 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   PS_ASSIGN_OR_RETURN(s->shard_,
                       Shard::Create(s->context_.get(), o.tables, o.shard_id,
                                     o.num_shards, o.device, o.num_workers));
-  for (const proto::TableSpec& spec : o.tables.table()) {
-    const proto::TableSpec applied = protocol::SpecPerPush(spec, o.num_workers);
-    if (applied.optimizer().learning_rate() !=
-        spec.optimizer().learning_rate()) {
-      LOG(INFO) << "table " << spec.name() << ": Adam's learning rate "
-                << applied.optimizer().learning_rate() * o.num_workers
-                << " is per step of the job; each of the " << o.num_workers
-                << " workers' pushes applies "
-                << applied.optimizer().learning_rate();
-    }
-  }
   const std::string registry_dir =
       !o.checkpoint.dir.empty() ? o.checkpoint.dir
       : o.checkpoint.restore_from.empty()

@@ -55,9 +55,14 @@ std::string TableShard::Describe() const {
        std::to_string(first_row() + rows()) + ") of " +
        std::to_string(spec_.capacity()) + ", " + opt;
   if (!sum) {
-    char lr[32];
+    char lr[48];
     std::snprintf(lr, sizeof(lr), " lr %g", spec_.optimizer().learning_rate());
     if (spec_.optimizer().learning_rate() != 0.0f) s += lr;
+    if (push_learning_rate_ != spec_.optimizer().learning_rate()) {
+      std::snprintf(lr, sizeof(lr), " per step, %g per push",
+                    push_learning_rate_);
+      s += lr;
+    }
   }
   if (device_params_ != nullptr) {
     s += ", " + Megabytes(device_params_->bytes()) +
@@ -93,6 +98,7 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(
     t->spec_ = spec;
     const proto::TableSpec applied =
         protocol::SpecPerPush(spec, pushes_per_step);
+    t->push_learning_rate_ = applied.optimizer().learning_rate();
     if (spec.kind() == proto::EXACT) {
       PS_ASSIGN_OR_RETURN(t->exact_, ExactTable::Create(applied));
       shard->tables_.push_back(std::move(t));

@@ -104,7 +104,8 @@ class TableShard {
   }
 
   // "table emb (id 1, hashed, dim 16): rows [0, 500000) of 1000000, sgd lr
-  // 0.1, 32 MB".
+  // 0.1, 32 MB"; Adam with several workers adds the rate each push applies
+  // ("adam lr 0.0015 per step, 0.00075 per push").
   std::string Describe() const;
 
  private:
@@ -112,6 +113,8 @@ class TableShard {
   TableShard() = default;
 
   proto::TableSpec spec_;
+  // The learning rate pushes are applied with (protocol::SpecPerPush).
+  float push_learning_rate_ = 0;
   // params_'s rows, or device_params_'s: declared before the tables, so
   // that it outlives them (a device table writes the region's memory).
   std::shared_ptr<xfer::MemoryRegion> rows_region_;

@@ -4,9 +4,13 @@
 
 namespace ps::data {
 
-bool ParseLabel(std::string_view s, float* label) {
-  // from_chars takes no '+'; a sign after it ("+-1") stays refused.
+std::string_view WithoutPlusSign(std::string_view s) {
   if (s.size() > 1 && s[0] == '+' && s[1] != '-') s.remove_prefix(1);
+  return s;
+}
+
+bool ParseLabel(std::string_view s, float* label) {
+  s = WithoutPlusSign(s);
   double v;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size()) return false;

@@ -87,8 +87,7 @@ Status SplitFields(std::string_view line, char sep,
 }
 
 bool ParseNumber(std::string_view s, int64_t* rounded) {
-  // from_chars takes no '+'; "+-1" stays refused.
-  if (s.size() > 1 && s[0] == '+' && s[1] != '-') s.remove_prefix(1);
+  s = WithoutPlusSign(s);
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *rounded);
   if (ec == std::errc() && end == s.data() + s.size()) return true;
   double v;
