@@ -37,12 +37,14 @@ Status ValidateTableSpec(const proto::TableSpec& spec);
 StatusOr<kernels::OptimizerConfig> OptimizerFromSpec(
     const proto::OptimizerSpec& spec);
 
-// The spec a server applies pushes with when `pushes_per_step` workers
-// each push their share of every step. SGD, Adagrad and FTRL add the
-// pushes' gradients, which sums to the step's; Adam's step size does not
-// depend on the gradient's, so each push would move a row as far as a whole
-// step, and N workers would train at N times the rate of --local. Its
-// learning rate is divided among the pushes. pushes_per_step >= 1.
+// The spec a server applies pushes with, one by one, when `pushes_per_step`
+// workers each push their share of every step (async and ssp jobs; a bsp
+// job's host tables fold a step's pushes instead: server/shard.h). SGD,
+// Adagrad and FTRL add the pushes' gradients, which sums to about the
+// step's; Adam's step size does not depend on the gradient's, so each push
+// would move a row as far as a whole step, and N workers would train at N
+// times the rate of --local. Its learning rate is divided among the pushes.
+// pushes_per_step >= 1.
 proto::TableSpec SpecPerPush(const proto::TableSpec& spec,
                              uint32_t pushes_per_step);
 

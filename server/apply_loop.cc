@@ -227,7 +227,7 @@ Status ApplyLoop::ApplyPacket(const uint8_t* slot,
   const size_t n = header->row_count;
   *reason = RejectReason::kApply;
   Status s = table->ApplyRows(
-      std::span<const uint32_t>(scratch->rows.data(), n),
+      header->meta.step, std::span<const uint32_t>(scratch->rows.data(), n),
       std::span<float>(scratch->values.data(), n * table->dim()), mode_);
   if (!s.ok()) return s.WithContext("table " + table->spec().name());
   table->CountApplied(n);

@@ -99,7 +99,10 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
 
   PS_ASSIGN_OR_RETURN(s->shard_,
                       Shard::Create(s->context_.get(), o.tables, o.shard_id,
-                                    o.num_shards, o.device, o.num_workers));
+                                    o.num_shards, o.device,
+                                    StepPushes{o.num_workers,
+                                               o.consistency ==
+                                                   proto::CONSISTENCY_BSP}));
   const std::string registry_dir =
       !o.checkpoint.dir.empty() ? o.checkpoint.dir
       : o.checkpoint.restore_from.empty()

@@ -58,7 +58,9 @@ std::string TableShard::Describe() const {
     char lr[48];
     std::snprintf(lr, sizeof(lr), " lr %g", spec_.optimizer().learning_rate());
     if (spec_.optimizer().learning_rate() != 0.0f) s += lr;
-    if (push_learning_rate_ != spec_.optimizer().learning_rate()) {
+    if (folds_steps_) {
+      s += ", each step's pushes folded into one update";
+    } else if (push_learning_rate_ != spec_.optimizer().learning_rate()) {
       std::snprintf(lr, sizeof(lr), " per step, %g per push",
                     push_learning_rate_);
       s += lr;
@@ -75,7 +77,7 @@ std::string TableShard::Describe() const {
 
 StatusOr<std::unique_ptr<Shard>> Shard::Create(
     xfer::Context* context, const proto::TableConfig& config, uint32_t shard_id,
-    uint32_t num_shards, std::optional<int> device, uint32_t pushes_per_step) {
+    uint32_t num_shards, std::optional<int> device, StepPushes pushes) {
   if (num_shards == 0 || shard_id >= num_shards) {
     return InvalidArgument("shard " + std::to_string(shard_id) + " of " +
                            std::to_string(num_shards) + " shards");
@@ -96,8 +98,12 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(
     }
     std::unique_ptr<TableShard> t(new TableShard);
     t->spec_ = spec;
+    // Host rows of a bsp job fold each step's pushes (below); the rest
+    // apply them one by one.
+    const bool fold = pushes.bsp && pushes.workers > 1 &&
+                      spec.kind() != proto::EXACT && !device.has_value();
     const proto::TableSpec applied =
-        protocol::SpecPerPush(spec, pushes_per_step);
+        fold ? spec : protocol::SpecPerPush(spec, pushes.workers);
     t->push_learning_rate_ = applied.optimizer().learning_rate();
     if (spec.kind() == proto::EXACT) {
       PS_ASSIGN_OR_RETURN(t->exact_, ExactTable::Create(applied));
@@ -169,6 +175,7 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(
                          rows * spec.dim()));
     if (!params.ok()) return params.status().WithContext(where);
     t->params_ = std::move(*params);
+    if (fold) t->folds_steps_ = t->params_->FoldPushesOfEachStep();
     shard->tables_.push_back(std::move(t));
   }
   return shard;

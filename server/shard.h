@@ -84,10 +84,11 @@ class TableShard {
   // (rows.size() * dim floats). `grads` is scratch: it may be scaled in
   // place. `mode` kAtomic when other threads may apply to this table at the
   // same time. kOutOfRange for a bad row (nothing applied then).
-  Status ApplyRows(std::span<const uint32_t> rows, std::span<float> grads,
-                   kernels::AccumulateMode mode) {
+  // `step` is the push's training step (its packet's).
+  Status ApplyRows(uint64_t step, std::span<const uint32_t> rows,
+                   std::span<float> grads, kernels::AccumulateMode mode) {
     if (device_params_ != nullptr) return device_params_->Apply(rows, grads);
-    return params_->Apply(rows, grads, mode);
+    return params_->ApplyPush(step, rows, grads, mode);
   }
 
   // Rows and packets applied from the inboxes (any apply thread counts,
@@ -104,8 +105,9 @@ class TableShard {
   }
 
   // "table emb (id 1, hashed, dim 16): rows [0, 500000) of 1000000, sgd lr
-  // 0.1, 32 MB"; Adam with several workers adds the rate each push applies
-  // ("adam lr 0.0015 per step, 0.00075 per push").
+  // 0.1, 32 MB"; with several workers, how their pushes make a step ("adam
+  // lr 0.0015, each step's pushes folded into one update", or "adam lr
+  // 0.0015 per step, 0.00075 per push").
   std::string Describe() const;
 
  private:
@@ -115,6 +117,8 @@ class TableShard {
   proto::TableSpec spec_;
   // The learning rate pushes are applied with (protocol::SpecPerPush).
   float push_learning_rate_ = 0;
+  // The rows fold each step's pushes (table::ParamTable).
+  bool folds_steps_ = false;
   // params_'s rows, or device_params_'s: declared before the tables, so
   // that it outlives them (a device table writes the region's memory).
   std::shared_ptr<xfer::MemoryRegion> rows_region_;
@@ -125,20 +129,32 @@ class TableShard {
   mutable std::atomic<uint64_t> packets_applied_{0};
 };
 
+// How the job's workers push: each pushes its share of every step.
+struct StepPushes {
+  uint32_t workers = 1;
+  // bsp: every push of a step is applied before any of the next is sent.
+  bool bsp = false;
+};
+
 class Shard {
  public:
   // Allocates and initializes every table of `config` for shard `shard_id`
   // of `num_shards`, the HASHED and DENSE ones on CUDA device `device` when
   // given. kInvalidArgument for a bad spec or layout (e.g. a shard with more
   // than 2^32 rows of a table), kResourceExhausted when memory cannot be
-  // had, kNotSupported when the device cannot be used (saying why). Pushes
-  // are applied as protocol::SpecPerPush says for `pushes_per_step` (the
-  // workers, each pushing its share of every step); config() and each
-  // table's spec() stay as given.
+  // had, kNotSupported when the device cannot be used (saying why).
+  //
+  // With several workers, a step's pushes make the update --local makes of
+  // the step where that can be had: host HASHED and DENSE tables of a bsp
+  // job fold each step's pushes into one optimizer step on their sum
+  // (table::ParamTable::FoldPushesOfEachStep). Elsewhere (async and ssp,
+  // device and EXACT tables) pushes apply one by one, as
+  // protocol::SpecPerPush says. config() and each table's spec() stay as
+  // given.
   static StatusOr<std::unique_ptr<Shard>> Create(
       xfer::Context* context, const proto::TableConfig& config,
       uint32_t shard_id, uint32_t num_shards,
-      std::optional<int> device = std::nullopt, uint32_t pushes_per_step = 1);
+      std::optional<int> device = std::nullopt, StepPushes pushes = {});
 
   uint32_t shard_id() const { return shard_id_; }
   uint32_t num_shards() const { return num_shards_; }

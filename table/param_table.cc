@@ -84,6 +84,34 @@ Status ParamTable::Apply(std::span<const uint32_t> rows, std::span<float> grads,
     }
     return kernels::AccumulateRows(rows, grads, {data_, num_rows_, dim_}, mode);
   }
+  std::lock_guard<std::mutex> lock(optimizer_mu_);
+  return kernels::ApplyOptimizerToRows(*optimizer_, ++optimizer_steps_,
+                                       optimizer_table(), rows, grads);
+}
+
+bool ParamTable::FoldPushesOfEachStep() {
+  if (!optimizer_) return false;
+  std::lock_guard<std::mutex> lock(optimizer_mu_);
+  fold_ = std::make_unique<StepFold>(dim_, state_arrays_);
+  return true;
+}
+
+Status ParamTable::ApplyPush(uint64_t step, std::span<const uint32_t> rows,
+                             std::span<float> grads,
+                             kernels::AccumulateMode mode) {
+  if (!optimizer_) return Apply(rows, grads, mode);
+  const kernels::OptimizerTable t = optimizer_table();
+  std::lock_guard<std::mutex> lock(optimizer_mu_);
+  bool new_step = true;
+  if (fold_ != nullptr) {
+    PS_RETURN_IF_ERROR(fold_->Fold(step, t, rows, grads, &new_step));
+  }
+  if (new_step) ++optimizer_steps_;
+  return kernels::ApplyOptimizerToRows(*optimizer_, optimizer_steps_, t, rows,
+                                       grads);
+}
+
+kernels::OptimizerTable ParamTable::optimizer_table() {
   kernels::OptimizerTable t;
   t.params = data_;
   for (int k = 0; k < kernels::kMaxOptimizerStates; ++k) {
@@ -91,9 +119,7 @@ Status ParamTable::Apply(std::span<const uint32_t> rows, std::span<float> grads,
   }
   t.num_rows = num_rows_;
   t.dim = dim_;
-  std::lock_guard<std::mutex> lock(optimizer_mu_);
-  return kernels::ApplyOptimizerToRows(*optimizer_, ++optimizer_steps_, t, rows,
-                                       grads);
+  return t;
 }
 
 void ParamTable::CopyTo(std::vector<float>* values, std::vector<float>* state,
@@ -115,6 +141,7 @@ uint64_t ParamTable::optimizer_steps() const {
 void ParamTable::set_optimizer_steps(uint64_t steps) {
   std::lock_guard<std::mutex> lock(optimizer_mu_);
   optimizer_steps_ = steps;
+  if (fold_ != nullptr) fold_->Forget();
 }
 
 }  // namespace ps::table

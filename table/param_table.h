@@ -15,6 +15,10 @@
 //   others (momentum, adagrad, adam, ftrl): the kernels' optimizer under the
 //          table's mutex, since state and parameters change together; the
 //          step count grows by one per Apply.
+// A table that folds the pushes of each step (FoldPushesOfEachStep: a
+// server of a bsp job with several workers) makes the pushes of one step,
+// from every worker, one optimizer step on their summed gradient
+// (table/step_fold.h); its step count grows by one per step.
 //
 // Thread-safety: Apply may run on any number of threads at once when every
 // caller passes kAtomic (kExclusive: the caller guarantees it is alone).
@@ -36,6 +40,7 @@
 #include "kernels/optimizers.h"
 #include "kernels/sparse_accumulate.h"
 #include "protocol/ps.pb.h"
+#include "table/step_fold.h"
 
 namespace ps::table {
 
@@ -81,15 +86,28 @@ class ParamTable {
   Status Apply(std::span<const uint32_t> rows, std::span<float> grads,
                kernels::AccumulateMode mode);
 
+  // From now on, pushes of the same training step (ApplyPush's `step`) are
+  // folded into one optimizer step on their sum; not while applies run.
+  // Returns false, and changes nothing, for sum and sgd: their adds sum the
+  // pushes already.
+  bool FoldPushesOfEachStep();
+  // Apply for one worker's push of training step `step` (its clock): folded
+  // with the step's other pushes when the table folds them, else as Apply.
+  Status ApplyPush(uint64_t step, std::span<const uint32_t> rows,
+                   std::span<float> grads, kernels::AccumulateMode mode);
+
   // A copy of the rows, the state arrays (state[0 .. state_arrays())) and
   // the step count, for a checkpoint.
   void CopyTo(std::vector<float>* values, std::vector<float>* state,
               uint64_t* optimizer_steps) const;
   uint64_t optimizer_steps() const;
+  // A restore: also forgets the step being folded.
   void set_optimizer_steps(uint64_t steps);
 
  private:
   ParamTable() = default;
+  // The rows and state arrays, for the kernels.
+  kernels::OptimizerTable optimizer_table();
 
   uint32_t dim_ = 0;
   uint64_t first_row_ = 0;
@@ -102,6 +120,7 @@ class ParamTable {
   std::vector<float> state_[kernels::kMaxOptimizerStates];
   mutable std::mutex optimizer_mu_;  // stateful optimizers' apply; copies
   uint64_t optimizer_steps_ = 0;     // guarded by optimizer_mu_
+  std::unique_ptr<StepFold> fold_;   // null: no folding; guarded likewise
 };
 
 }  // namespace ps::table

@@ -150,11 +150,12 @@ DEFINE_string(hidden, "64,32",
               "widths) at most 256M activations per thread.");
 DEFINE_double(l2_w, 0,
               "L2 strength on the linear weight of each sparse row a batch "
-              "uses (added once per batch: lambda * w), in [0, 1e6].");
+              "uses (added once per step: lambda * w; N workers each add "
+              "lambda / N for the rows of their share), in [0, 1e6].");
 DEFINE_double(l2_v, 0,
               "L2 strength on the FM factors of each sparse row a batch uses "
-              "(fm, deepfm): keeps rare features' factors from fitting "
-              "noise. In [0, 1e6].");
+              "(fm, deepfm), per step as --l2_w: keeps rare features' "
+              "factors from fitting noise. In [0, 1e6].");
 DEFINE_string(sparse_table, "emb", "Name of the model's hashed table.");
 DEFINE_string(dense_table, "mlp", "Name of deepfm's dense MLP table.");
 DEFINE_double(progress_secs, -1,
@@ -342,6 +343,15 @@ int Main(int argc, char** argv) {
   }
   mo.l2.w = static_cast<float>(FLAGS_l2_w);
   mo.l2.v = static_cast<float>(FLAGS_l2_v);
+  if (!FLAGS_local && FLAGS_num_workers > 1) {
+    // The L2 of a step, like its batch, is shared among the workers.
+    mo.l2 = ps::train::L2ShareOfStep(mo.l2, FLAGS_num_workers);
+    if (mo.l2.w > 0 || mo.l2.v > 0) {
+      LOG(INFO) << "L2 per push: w " << mo.l2.w << ", v " << mo.l2.v << " ("
+                << FLAGS_l2_w << " and " << FLAGS_l2_v << " per step over "
+                << FLAGS_num_workers << " workers)";
+    }
+  }
   auto hidden = HiddenWidths();
   if (!hidden.ok()) return Fail(kExitUsage, hidden.status().message());
   mo.hidden = *hidden;

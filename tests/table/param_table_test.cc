@@ -1,11 +1,14 @@
 // ParamTable: rows start as the initializer makes them (in the caller's
 // memory or its own), "sum" and "sgd" add, stateful optimizers keep state
 // and count steps, bad rows change nothing, atomic applies from several
-// threads lose no update, and a copy carries rows, state and steps.
+// threads lose no update, a copy carries rows, state and steps, and a table
+// that folds each step's pushes ends every step where one apply of the
+// step's summed gradient ends.
 #include "table/param_table.h"
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -127,6 +130,102 @@ TEST(ParamTableTest, AtomicAppliesFromThreadsLoseNothing) {
       EXPECT_EQ(t->optimizer_steps(), uint64_t{kThreads * kApplies}) << opt;
     }
   }
+}
+
+// The rows, state and step count of `t`, to compare two tables.
+struct Snapshot {
+  std::vector<float> values, state[kernels::kMaxOptimizerStates];
+  uint64_t steps = 0;
+  explicit Snapshot(const ParamTable& t) { t.CopyTo(&values, state, &steps); }
+};
+
+std::unique_ptr<ParamTable> OptimizerTable(const std::string& optimizer) {
+  return ParamTable::Create(
+             Spec(R"(table { id: 1 name: "f" dim: 2 capacity: 5 optimizer )" +
+                  optimizer +
+                  R"( initializer { name: "normal" scale: 0.1 seed: 3 } })"),
+             0, 5)
+      .value();
+}
+
+TEST(ParamTableTest, FoldedPushesOfAStepEndWhereOneApplyOfTheirSumDoes) {
+  for (const char* optimizer :
+       {R"({ name: "adam" learning_rate: 0.01 })",
+        R"({ name: "adagrad" learning_rate: 0.1 })",
+        R"({ name: "ftrl" ftrl_alpha: 0.1 ftrl_l1: 0.01 })",
+        R"({ name: "momentum" learning_rate: 0.1 })"}) {
+    SCOPED_TRACE(optimizer);
+    auto folded = OptimizerTable(optimizer);
+    auto local = OptimizerTable(optimizer);
+    ASSERT_TRUE(folded->FoldPushesOfEachStep());
+    const auto m = AccumulateMode::kExclusive;
+    // Step 7: two workers' pushes share row 1; step 8: one push.
+    std::vector<float> g1 = {1.0f, -2.0f, 0.5f, 0.25f};  // rows 1, 3
+    std::vector<float> g2 = {3.0f, 1.0f, -1.0f, 2.0f};   // rows 1, 2
+    std::vector<float> g3 = {-0.5f, 4.0f};               // row 1
+    ASSERT_TRUE(folded->ApplyPush(7, std::vector<uint32_t>{1, 3}, g1, m).ok());
+    ASSERT_TRUE(folded->ApplyPush(7, std::vector<uint32_t>{1, 2}, g2, m).ok());
+    ASSERT_TRUE(folded->ApplyPush(8, std::vector<uint32_t>{1}, g3, m).ok());
+
+    std::vector<float> step7 = {1.0f + 3.0f, -2.0f + 1.0f, -1.0f, 2.0f,
+                                0.5f,        0.25f};  // rows 1, 2, 3
+    std::vector<float> step8 = {-0.5f, 4.0f};
+    ASSERT_TRUE(local->Apply(std::vector<uint32_t>{1, 2, 3}, step7, m).ok());
+    ASSERT_TRUE(local->Apply(std::vector<uint32_t>{1}, step8, m).ok());
+
+    const Snapshot a(*folded), b(*local);
+    EXPECT_EQ(a.values, b.values);
+    for (int k = 0; k < kernels::kMaxOptimizerStates; ++k) {
+      EXPECT_EQ(a.state[k], b.state[k]) << "state " << k;
+    }
+    EXPECT_EQ(a.steps, 2u);
+    EXPECT_EQ(b.steps, 2u);
+  }
+}
+
+TEST(ParamTableTest, SumAndSgdDoNotFold) {
+  EXPECT_FALSE(ParamTable::Create(Spec(R"(table { id: 1 name: "s" dim: 1
+      capacity: 4 })"),
+                                  0, 4)
+                   .value()
+                   ->FoldPushesOfEachStep());
+  EXPECT_FALSE(OptimizerTable(R"({ name: "sgd" learning_rate: 0.1 })")
+                   ->FoldPushesOfEachStep());
+}
+
+TEST(ParamTableTest, AFoldedPushWithABadRowChangesNothing) {
+  auto t = OptimizerTable(R"({ name: "adam" learning_rate: 0.01 })");
+  ASSERT_TRUE(t->FoldPushesOfEachStep());
+  std::vector<float> g = {1.0f, 1.0f};
+  ASSERT_TRUE(t->ApplyPush(1, std::vector<uint32_t>{0}, g,
+                           AccumulateMode::kExclusive)
+                  .ok());
+  const Snapshot before(*t);
+  g = {1.0f, 1.0f, 1.0f, 1.0f};
+  EXPECT_TRUE(t->ApplyPush(1, std::vector<uint32_t>{0, 5}, g,
+                           AccumulateMode::kExclusive)
+                  .Is(StatusCode::kOutOfRange));
+  const Snapshot after(*t);
+  EXPECT_EQ(after.values, before.values);
+  EXPECT_EQ(after.state[0], before.state[0]);
+  EXPECT_EQ(after.steps, before.steps);
+}
+
+TEST(ParamTableTest, ARestoreForgetsTheStepBeingFolded) {
+  // After set_optimizer_steps (a restore) a push of the step that was
+  // being folded starts a step of its own: nothing saved before the
+  // restore is put back.
+  auto t = OptimizerTable(R"({ name: "adagrad" learning_rate: 0.1 })");
+  ASSERT_TRUE(t->FoldPushesOfEachStep());
+  std::vector<float> g = {1.0f, 1.0f};
+  const auto m = AccumulateMode::kExclusive;
+  ASSERT_TRUE(t->ApplyPush(4, std::vector<uint32_t>{0}, g, m).ok());
+  t->set_optimizer_steps(10);
+  const float restored = t->data()[0];
+  g = {1.0f, 1.0f};
+  ASSERT_TRUE(t->ApplyPush(4, std::vector<uint32_t>{0}, g, m).ok());
+  EXPECT_EQ(t->optimizer_steps(), 11u);
+  EXPECT_LT(t->data()[0], restored);
 }
 
 }  // namespace

@@ -103,6 +103,17 @@ TEST(ModelGradientTest, DeepFm) {
   CheckGradients(o);
 }
 
+// A step's L2 is shared among the workers that push it; one worker (or
+// --local) adds all of it.
+TEST(ModelGradientTest, TheL2OfAStepIsSharedAmongItsWorkers) {
+  const L2Options step{.w = 0.25f, .v = 0.5f};
+  EXPECT_EQ(L2ShareOfStep(step, 1).w, 0.25f);
+  EXPECT_EQ(L2ShareOfStep(step, 1).v, 0.5f);
+  EXPECT_EQ(L2ShareOfStep(step, 0).v, 0.5f);
+  EXPECT_EQ(L2ShareOfStep(step, 2).w, 0.125f);
+  EXPECT_EQ(L2ShareOfStep(step, 4).v, 0.125f);
+}
+
 // L2 adds lambda * row to the gradient of every row the batch uses, once,
 // w and v with their own lambda, and leaves the bias and the loss alone.
 TEST(ModelGradientTest, RowL2AddsLambdaTimesTheRowOnce) {

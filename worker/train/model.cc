@@ -20,6 +20,12 @@ void GatherBatchKeys(const data::ExampleBatch& batch, BatchKeys* out,
   }
 }
 
+L2Options L2ShareOfStep(const L2Options& per_step, uint32_t workers) {
+  if (workers <= 1) return per_step;
+  return {per_step.w / static_cast<float>(workers),
+          per_step.v / static_cast<float>(workers)};
+}
+
 void AddRowL2(const BatchKeys& keys, const float* rows, uint32_t dim,
               const L2Options& l2, float* grad_rows) {
   if (l2.w == 0.0f && l2.v == 0.0f) return;
