@@ -31,7 +31,8 @@ class ApplyLoopTest : public ::testing::Test {
  protected:
   void SetUp() override { Build(/*shard_id=*/0, /*num_shards=*/1, 2); }
 
-  void Build(uint32_t shard_id, uint32_t num_shards, uint32_t workers) {
+  void Build(uint32_t shard_id, uint32_t num_shards, uint32_t workers,
+             StepPushes pushes = {}) {
     context_ = xfer::Context::Create(Named("apply-test")).value();
     auto config = protocol::ParseTableConfig(R"(
       table { id: 1 name: "w" kind: HASHED dim: 1 capacity: 1000
@@ -44,8 +45,10 @@ class ApplyLoopTest : public ::testing::Test {
               optimizer { name: "adagrad" learning_rate: 0.1 } }
     )");
     ASSERT_TRUE(config.ok()) << config.status();
-    shard_ =
-        Shard::Create(context_.get(), *config, shard_id, num_shards).value();
+    config_ = *config;
+    shard_ = Shard::Create(context_.get(), *config, shard_id, num_shards,
+                           std::nullopt, pushes)
+                 .value();
     inboxes_ =
         Inboxes::Create(context_.get(), workers, kSlots, kSlotBytes).value();
     stats_ = std::make_unique<ServerStats>(workers);
@@ -61,8 +64,10 @@ class ApplyLoopTest : public ::testing::Test {
   static std::vector<uint8_t> Encode(uint32_t table, uint32_t dim,
                                      std::vector<uint32_t> rows,
                                      std::vector<float> values,
-                                     uint32_t sender = 0, uint32_t shard = 0) {
+                                     uint32_t sender = 0, uint32_t shard = 0,
+                                     uint64_t step = 0) {
     protocol::SparsePacketMeta meta;
+    meta.step = step;
     meta.table_id = table;
     meta.shard_id = shard;
     meta.sender_id = sender;
@@ -96,6 +101,7 @@ class ApplyLoopTest : public ::testing::Test {
   }
 
   std::unique_ptr<xfer::Context> context_;
+  proto::TableConfig config_;
   std::unique_ptr<Shard> shard_;
   std::unique_ptr<Inboxes> inboxes_;
   std::unique_ptr<ServerStats> stats_;
@@ -261,6 +267,40 @@ TEST_F(ApplyLoopTest, StatefulOptimizerIsSerializedAcrossApplyThreads) {
   }
   EXPECT_NEAR(Row(4, 3, 0), w, 1e-3 * std::abs(w));
   EXPECT_FLOAT_EQ(Row(4, 3, 0), Row(4, 3, 1));
+}
+
+// A bsp job's two workers push their shares of two steps, applied by two
+// threads: the adagrad table ends where one apply of each step's summed
+// gradient ends (the update --local makes), and its step count is 2.
+TEST_F(ApplyLoopTest, ABspStepsPushesFoldIntoOneUpdate) {
+  Build(0, 1, 2, StepPushes{.workers = 2, .bsp = true});
+  auto loop = MakeLoop(2);
+  loop->Start();
+  Write(0, 1, Encode(4, 2, {3, 5}, {1.0f, -1.0f, 0.5f, 0.5f}, 0, 0, 1));
+  Write(1, 1, Encode(4, 2, {3}, {2.0f, 4.0f}, 1, 0, 1));
+  // Step 2 only once step 1 is applied, as a bsp barrier orders them.
+  while (inboxes_->Head(0) < 1 || inboxes_->Head(1) < 1) {
+    std::this_thread::yield();
+  }
+  Write(1, 2, Encode(4, 2, {3}, {-1.0f, 1.0f}, 1, 0, 2));
+  loop->StopAndDrain();
+
+  auto local =
+      table::ParamTable::Create(config_.table(3), 0, shard_->Find(4)->rows())
+          .value();
+  std::vector<float> step1 = {3.0f, 3.0f, 0.5f, 0.5f}, step2 = {-1.0f, 1.0f};
+  const auto m = kernels::AccumulateMode::kExclusive;
+  ASSERT_TRUE(local->Apply(std::vector<uint32_t>{3, 5}, step1, m).ok());
+  ASSERT_TRUE(local->Apply(std::vector<uint32_t>{3}, step2, m).ok());
+  for (uint32_t row : {3u, 5u}) {
+    for (uint32_t j = 0; j < 2; ++j) {
+      EXPECT_EQ(Row(4, row, j), local->data()[row * 2 + j]) << row << "," << j;
+    }
+  }
+  EXPECT_EQ(shard_->Find(4)->params()->optimizer_steps(), 2u);
+  EXPECT_NE(shard_->Find(4)->Describe().find("folded"), std::string::npos);
+  // sgd and sum tables add, which sums already: nothing to fold.
+  EXPECT_EQ(shard_->Find(1)->Describe().find("folded"), std::string::npos);
 }
 
 }  // namespace
