@@ -12,15 +12,20 @@ pytest.importorskip("torch")
 # Each scenario: spawns `world` ranks that run `body(rank, world, red)`
 # (red: an AllReduce, or None for bodies that make their own) and print
 # "ok <rank>" at the end (the ranks' lines may interleave: count them).
+#
+# The rendezvous is a file, not a port: a port picked free and then closed
+# could be taken (as the local port of another test's connection) before
+# rank 0 binds it again, and init_process_group then fails with "Address
+# already in use" (seen in CI under a loaded suite).
 HARNESS = """
-import socket, sys, torch, torch.distributed as dist
+import os, sys, tempfile, torch, torch.distributed as dist
 import torch.multiprocessing as mp
 import ps.allreduce
 from ps import errors
 
-def main(rank, world, port, transport, make):
+def main(rank, world, store, transport, make):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+    dist.init_process_group("gloo", init_method=f"file://{store}",
                             rank=rank, world_size=world)
     red = (ps.allreduce.AllReduce(1 << 20, timeout=5, transport=transport)
            if make else None)
@@ -29,10 +34,9 @@ def main(rank, world, port, transport, make):
 
 if __name__ == "__main__":
     world, transport, make = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(main, args=(world, port, transport, make), nprocs=world)
+    with tempfile.TemporaryDirectory() as folder:
+        store = os.path.join(folder, "rendezvous")
+        mp.spawn(main, args=(world, store, transport, make), nprocs=world)
 """
 
 EXACT = """
