@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "kernels/cuda/device_optimizers.h"
@@ -70,6 +71,45 @@ __global__ void AddKernel(DeviceTable t, const uint32_t* rows,
       atomicAdd(w + j, scale * g[j]);
     }
   }
+}
+
+// AddKernel four columns at a time, for rows of a multiple of 4 floats at
+// 16-byte aligned addresses: Hopper (sm_90) adds a float4 in one atomic
+// instruction (each of its four floats atomically, as four atomicAdds
+// would), a quarter of the atomics of AddKernel; at dim 16 that is what
+// keeps the kernel near the card's copy bandwidth. lane_shift counts lanes
+// of float4 columns.
+__global__ void AddKernel4(DeviceTable t, const uint32_t* rows,
+                           const float* grads, size_t count, float scale,
+                           int lane_shift, const uint64_t* guard) {
+  if (Held(guard)) return;
+  const uint32_t lanes = 1u << lane_shift;
+  const uint32_t lane = threadIdx.x & (lanes - 1);
+  const uint32_t quads = t.dim / 4;
+  const size_t per_block = blockDim.x >> lane_shift;
+  for (size_t i = blockIdx.x * per_block + (threadIdx.x >> lane_shift);
+       i < count; i += size_t{gridDim.x} * per_block) {
+    const uint32_t row = rows[i];
+    if (row >= t.num_rows) continue;  // CheckRows refused it already
+    auto* w = reinterpret_cast<float4*>(t.params + size_t{row} * t.dim);
+    const auto* g = reinterpret_cast<const float4*>(grads + i * t.dim);
+    for (uint32_t j = lane; j < quads; j += lanes) {
+      const float4 v = g[j];
+      const float4 add{scale * v.x, scale * v.y, scale * v.z, scale * v.w};
+#if __CUDA_ARCH__ >= 900
+      atomicAdd(w + j, add);
+#else
+      atomicAdd(&w[j].x, add.x);
+      atomicAdd(&w[j].y, add.y);
+      atomicAdd(&w[j].z, add.z);
+      atomicAdd(&w[j].w, add.w);
+#endif
+    }
+  }
+}
+
+bool Aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 // The stateful updates: Load the parameter and its state into registers,
@@ -254,8 +294,15 @@ Status LaunchAddRows(DeviceTable table, const uint32_t* rows,
   if (table.dim == 0 || table.params == nullptr) {
     return InvalidArgument("device add: table has no parameter storage");
   }
-  const int shift = LaneShift(table.dim);
   ClearStaleError();
+  if (table.dim % 4 == 0 && Aligned16(table.params) && Aligned16(grads)) {
+    const int shift = LaneShift(table.dim / 4);
+    AddKernel4<<<GridFor(count, shift), kThreads, 0,
+                 static_cast<cudaStream_t>(stream)>>>(table, rows, grads, count,
+                                                      scale, shift, guard);
+    return LaunchError("device add");
+  }
+  const int shift = LaneShift(table.dim);
   AddKernel<<<GridFor(count, shift), kThreads, 0,
               static_cast<cudaStream_t>(stream)>>>(table, rows, grads, count,
                                                    scale, shift, guard);
