@@ -112,120 +112,129 @@ bool Aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// The stateful updates: Load the parameter and its state into registers,
-// Step once per gradient (in packet order), Store back.
+// The stateful updates. Each rule steps one parameter with its state,
+// x = {w, state 0, state 1 (Adam and FTRL)}, once per gradient (in packet
+// order); GroupedKernel loads and stores x.
 struct MomentumRule {
+  static constexpr int kStates = 1;
   float learning_rate, momentum;
-  struct Value {
-    float w, v;
-  };
-  __device__ Value Load(const DeviceTable& t, size_t at) const {
-    return {t.params[at], t.state[0][at]};
-  }
-  __device__ void Step(Value& x, float g) const {
-    x.v = momentum * x.v + g;
-    x.w -= learning_rate * x.v;
-  }
-  __device__ void Store(const DeviceTable& t, size_t at, const Value& x) const {
-    t.params[at] = x.w;
-    t.state[0][at] = x.v;
+  __device__ void Step(float* x, float g) const {
+    float &w = x[0], &v = x[1];
+    v = momentum * v + g;
+    w -= learning_rate * v;
   }
 };
 
 struct AdagradRule {
+  static constexpr int kStates = 1;
   float learning_rate, epsilon;
-  struct Value {
-    float w, acc;
-  };
-  __device__ Value Load(const DeviceTable& t, size_t at) const {
-    return {t.params[at], t.state[0][at]};
-  }
-  __device__ void Step(Value& x, float g) const {
-    x.acc += g * g;
-    x.w -= learning_rate * g / (sqrtf(x.acc) + epsilon);
-  }
-  __device__ void Store(const DeviceTable& t, size_t at, const Value& x) const {
-    t.params[at] = x.w;
-    t.state[0][at] = x.acc;
+  __device__ void Step(float* x, float g) const {
+    float &w = x[0], &acc = x[1];
+    acc += g * g;
+    w -= learning_rate * g / (sqrtf(acc) + epsilon);
   }
 };
 
 struct AdamRule {
+  static constexpr int kStates = 2;
   float learning_rate, beta1, beta2, epsilon, inv_bias1, inv_bias2;
-  struct Value {
-    float w, m, v;
-  };
-  __device__ Value Load(const DeviceTable& t, size_t at) const {
-    return {t.params[at], t.state[0][at], t.state[1][at]};
-  }
-  __device__ void Step(Value& x, float g) const {
-    x.m = beta1 * x.m + (1.0f - beta1) * g;
-    x.v = beta2 * x.v + (1.0f - beta2) * g * g;
-    const float m_hat = x.m * inv_bias1;
-    const float v_hat = x.v * inv_bias2;
-    x.w -= learning_rate * m_hat / (sqrtf(v_hat) + epsilon);
-  }
-  __device__ void Store(const DeviceTable& t, size_t at, const Value& x) const {
-    t.params[at] = x.w;
-    t.state[0][at] = x.m;
-    t.state[1][at] = x.v;
+  __device__ void Step(float* x, float g) const {
+    float &w = x[0], &m = x[1], &v = x[2];
+    m = beta1 * m + (1.0f - beta1) * g;
+    v = beta2 * v + (1.0f - beta2) * g * g;
+    const float m_hat = m * inv_bias1;
+    const float v_hat = v * inv_bias2;
+    w -= learning_rate * m_hat / (sqrtf(v_hat) + epsilon);
   }
 };
 
 struct FtrlRule {
+  static constexpr int kStates = 2;
   float alpha, beta, l1, l2;
-  struct Value {
-    float w, z, n;
-  };
-  __device__ Value Load(const DeviceTable& t, size_t at) const {
-    return {t.params[at], t.state[0][at], t.state[1][at]};
-  }
-  __device__ void Step(Value& x, float g) const {
-    const float n_new = x.n + g * g;
+  __device__ void Step(float* x, float g) const {
+    float &w = x[0], &z = x[1], &n = x[2];
+    const float n_new = n + g * g;
     const float sqrt_n_new = sqrtf(n_new);
-    const float sigma = (sqrt_n_new - sqrtf(x.n)) / alpha;
-    x.z += g - sigma * x.w;
-    x.n = n_new;
-    if (fabsf(x.z) <= l1) {
-      x.w = 0.0f;
+    const float sigma = (sqrt_n_new - sqrtf(n)) / alpha;
+    z += g - sigma * w;
+    n = n_new;
+    if (fabsf(z) <= l1) {
+      w = 0.0f;
     } else {
-      x.w = -(x.z - copysignf(l1, x.z)) / ((beta + sqrt_n_new) / alpha + l2);
+      w = -(z - copysignf(l1, z)) / ((beta + sqrt_n_new) / alpha + l2);
     }
   }
-  __device__ void Store(const DeviceTable& t, size_t at, const Value& x) const {
-    t.params[at] = x.w;
-    t.state[0][at] = x.z;
-    t.state[1][at] = x.n;
+};
+
+// kWidth columns as one load or store: a float, or a float4 (one 16-byte
+// access) where rows are a multiple of 4 floats at 16-byte aligned
+// addresses.
+template <int kWidth>
+struct Columns;
+template <>
+struct Columns<1> {
+  using Vec = float;
+  __device__ static void Split(float v, float* out) { out[0] = v; }
+  __device__ static float Join(const float* in) { return in[0]; }
+};
+template <>
+struct Columns<4> {
+  using Vec = float4;
+  __device__ static void Split(float4 v, float* out) {
+    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+  }
+  __device__ static float4 Join(const float* in) {
+    return {in[0], in[1], in[2], in[3]};
   }
 };
 
 // One set of `lanes` threads per group of entries with the same row; each
-// thread owns some columns of that row and applies the group's gradients in
-// order. order/starts null: entry g is group g.
-template <typename Rule>
+// thread owns some kWidth-column slices of that row, loads them and their
+// state, applies the group's gradients in order and stores them back.
+// order/starts null: entry g is group g. With kWidth 4 a warp has more rows
+// in flight, which is what random rows of 16 or 32 floats need.
+template <typename Rule, int kWidth>
 __global__ void GroupedKernel(Rule rule, DeviceTable t, const uint32_t* rows,
                               const float* grads, const uint32_t* order,
                               const uint32_t* starts, size_t groups,
                               int lane_shift, const uint64_t* guard) {
+  using C = Columns<kWidth>;
+  using Vec = typename C::Vec;
+  constexpr int kArrays = 1 + Rule::kStates;
   if (Held(guard)) return;
   const uint32_t lanes = 1u << lane_shift;
   const uint32_t lane = threadIdx.x & (lanes - 1);
+  const uint32_t slices = t.dim / kWidth;
   const size_t per_block = blockDim.x >> lane_shift;
+  float* arrays[kArrays] = {t.params};
+  for (int a = 1; a < kArrays; ++a) arrays[a] = t.state[a - 1];
   for (size_t grp = blockIdx.x * per_block + (threadIdx.x >> lane_shift);
        grp < groups; grp += size_t{gridDim.x} * per_block) {
     const size_t begin = starts != nullptr ? starts[grp] : grp;
     const size_t end = starts != nullptr ? starts[grp + 1] : grp + 1;
     const size_t first = order != nullptr ? order[begin] : begin;
     const uint32_t row = rows[first];
-    if (row >= t.num_rows) continue;  // CheckRows refused it already
-    const size_t at = size_t{row} * t.dim;
-    for (uint32_t j = lane; j < t.dim; j += lanes) {
-      typename Rule::Value x = rule.Load(t, at + j);
+    if (row >= t.num_rows) continue;         // CheckRows refused it already
+    const size_t at = size_t{row} * slices;  // in Vecs
+    for (uint32_t j = lane; j < slices; j += lanes) {
+      float loaded[kArrays][kWidth];
+      for (int a = 0; a < kArrays; ++a) {
+        C::Split(reinterpret_cast<const Vec*>(arrays[a])[at + j], loaded[a]);
+      }
+      float x[kWidth][kArrays];
+      for (int c = 0; c < kWidth; ++c) {
+        for (int a = 0; a < kArrays; ++a) x[c][a] = loaded[a][c];
+      }
       for (size_t k = begin; k < end; ++k) {
         const size_t i = order != nullptr ? order[k] : k;
-        rule.Step(x, grads[i * t.dim + j]);
+        float g[kWidth];
+        C::Split(reinterpret_cast<const Vec*>(grads + i * t.dim)[j], g);
+        for (int c = 0; c < kWidth; ++c) rule.Step(x[c], g[c]);
       }
-      rule.Store(t, at + j, x);
+      for (int a = 0; a < kArrays; ++a) {
+        for (int c = 0; c < kWidth; ++c) loaded[a][c] = x[c][a];
+        reinterpret_cast<Vec*>(arrays[a])[at + j] = C::Join(loaded[a]);
+      }
     }
   }
 }
@@ -236,11 +245,20 @@ Status LaunchGrouped(const Rule& rule, const DeviceTable& t,
                      const uint32_t* order, const uint32_t* starts,
                      size_t groups, void* stream, const uint64_t* guard,
                      const char* what) {
-  const int shift = LaneShift(t.dim);
+  bool quads = t.dim % 4 == 0 && Aligned16(t.params) && Aligned16(grads);
+  for (int s = 0; s < Rule::kStates; ++s) quads &= Aligned16(t.state[s]);
+  const int shift = LaneShift(quads ? t.dim / 4 : t.dim);
+  const auto cuda_stream = static_cast<cudaStream_t>(stream);
   ClearStaleError();
-  GroupedKernel<<<GridFor(groups, shift), kThreads, 0,
-                  static_cast<cudaStream_t>(stream)>>>(
-      rule, t, rows, grads, order, starts, groups, shift, guard);
+  if (quads) {
+    GroupedKernel<Rule, 4>
+        <<<GridFor(groups, shift), kThreads, 0, cuda_stream>>>(
+            rule, t, rows, grads, order, starts, groups, shift, guard);
+  } else {
+    GroupedKernel<Rule, 1>
+        <<<GridFor(groups, shift), kThreads, 0, cuda_stream>>>(
+            rule, t, rows, grads, order, starts, groups, shift, guard);
+  }
   return LaunchError(what);
 }
 
