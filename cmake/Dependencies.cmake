@@ -42,6 +42,15 @@ if(NOT PS_WITH_CUDA STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "ps: CUDA kernels ${PS_HAVE_CUDA}")
+if(PS_HAVE_CUDA)
+  # C++20 like the rest of the project. CMake 3.25 has no C++20 flag for
+  # nvcc (nvcc 12+ accepts -std=c++20), so it is named here.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  include(cmake/CudaLibrary.cmake)
+endif()
 
 # cpp-httplib (libcpp-httplib-dev): the HTTP client of the metrics tests
 # (tests/metrics), a real client for the exporter's own server

@@ -11,10 +11,9 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/cuda/device_decoder.h"
 #include "kernels/cuda/device_optimizers.h"
 #include "kernels/cuda/gpu_kernels.h"
-#include "protocol/internal/sparse_packet_layout.h"
+#include "protocol/cuda/device_decoder.h"
 #include "protocol/table_config.h"
 #include "table/initializer.h"
 #include "table/param_table.h"
@@ -436,14 +435,14 @@ Status DeviceParamTable::StagePacket(
   protocol::SparsePacketExpectations mine = expect;
   mine.row_dim = dim_;
   mine.table_rows = num_rows_;
-  PS_ASSIGN_OR_RETURN(*header, protocol::ParseSparsePacketHeader(copy, mine));
-  return protocol::internal::CheckChecksumAndPadding(copy, *header);
+  PS_ASSIGN_OR_RETURN(*header, protocol::gpu::CheckPacketOnHost(copy, mine));
+  return Status::OK();
 }
 
 Status DeviceParamTable::ApplyPacketOnLane(
     Lane& lane, const protocol::SparsePacketHeader& header) {
   size_t scratch_bytes = 0;
-  PS_RETURN_IF_ERROR(kernels::gpu::DecodeScratchBytes(header, &scratch_bytes));
+  PS_RETURN_IF_ERROR(protocol::gpu::DecodeScratchBytes(header, &scratch_bytes));
   const size_t scratch_at = Aligned(header.payload_bytes);
   PS_RETURN_IF_ERROR(lane.Reserve(scratch_at + scratch_bytes));
   PS_CUDA_RETURN(
@@ -451,8 +450,8 @@ Status DeviceParamTable::ApplyPacketOnLane(
       cudaMemcpyAsync(
           lane.device, lane.pinned + protocol::kSparsePacketHeaderBytes,
           header.payload_bytes, cudaMemcpyHostToDevice, lane.stream));
-  kernels::gpu::DecodedPacket decoded;
-  PS_RETURN_IF_ERROR(kernels::gpu::LaunchDecodePacket(
+  protocol::gpu::DecodedPacket decoded;
+  PS_RETURN_IF_ERROR(protocol::gpu::LaunchDecodePacket(
       header, reinterpret_cast<const uint8_t*>(lane.device), num_rows_,
       lane.device + scratch_at, scratch_bytes, &decoded, lane.stream));
 
@@ -489,7 +488,7 @@ Status DeviceParamTable::ApplyPacketOnLane(
   if (synced != cudaSuccess) return CudaError("device packet apply", synced);
   uint64_t guard = 0;
   std::memcpy(&guard, guard_host, sizeof guard);
-  return kernels::gpu::DecodeStatus(guard, header, num_rows_);
+  return protocol::gpu::DecodeStatus(guard, header, num_rows_);
 }
 
 Status DeviceParamTable::CopyTo(std::vector<float>* values,

@@ -10,7 +10,7 @@
 //     table from device, then shard 1 alone from device against a host Push
 //     of that shard's keys; rows bit-identical and exact;
 //   - DENSE, fp16 push values, non-integer gradients: host and device
-//     quantize alike (kernels/cuda/device_packer.h), so the rows are
+//     quantize alike (protocol/cuda/device_packer.h), so the rows are
 //     bit-identical.
 // Built only where ps_kernels_cuda exists; skips with the reason when no
 // CUDA device is usable. The client lives in the test process (nothing is

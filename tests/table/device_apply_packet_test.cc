@@ -1,7 +1,7 @@
 // DeviceParamTable::ApplyPacket (packets decoded on the device) against the
 // host decode (protocol::DecodeSparsePacket) followed by Apply: exactly the
 // same tables with integer gradients for every value type and both index
-// encodings, and every malformed packet (tests/kernels/bad_packets.h, plus a
+// encodings, and every malformed packet (tests/protocol/bad_packets.h, plus a
 // checksum mismatch and a wrong row_dim) refused with the host decoder's
 // status code and the table, its optimizer state and step count untouched.
 // Every test that needs a GPU skips, saying why, when none is usable; the
@@ -16,7 +16,7 @@
 #include "protocol/sparse_packet.h"
 #include "protocol/table_config.h"
 #include "table/device_param_table.h"
-#include "tests/kernels/bad_packets.h"
+#include "tests/protocol/bad_packets.h"
 #include "tests/table/skip_without_gpu.h"
 
 namespace ps::table {

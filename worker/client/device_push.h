@@ -1,6 +1,6 @@
 // DevicePush: the push path of one HASHED or DENSE table for a gradient that
 // lives in GPU memory (PsClient::PushFromDevice). Per shard, the device
-// packer (kernels/cuda/device_packer.h) selects the rows, quantizes them to
+// packer (protocol/cuda/device_packer.h) selects the rows, quantizes them to
 // the table's push value type and writes the packet bytes on the device;
 // the finished packets are copied to the host once and written to that
 // shard's inbox through the same InboxWriter as host-built packets, stamped

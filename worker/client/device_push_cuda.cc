@@ -9,14 +9,14 @@
 #include <limits>
 #include <string>
 
-#include "kernels/cuda/device_packer.h"
 #include "kernels/cuda/gpu_kernels.h"
+#include "protocol/cuda/device_packer.h"
 #include "worker/client/device_push.h"
 
 namespace ps::worker {
 namespace {
 
-namespace gpu = kernels::gpu;
+namespace gpu = protocol::gpu;
 
 // InvalidArgument unless `p` is device (or managed) memory of the calling
 // thread's current device, the one the packer's kernels run on; that
@@ -70,14 +70,14 @@ struct DevicePush::Device {
 void DevicePush::DeviceDeleter::operator()(Device* d) const { delete d; }
 
 Status DevicePushAvailable() {
-  return gpu::DeviceAvailable().WithContext("push from device memory");
+  return kernels::gpu::DeviceAvailable().WithContext("push from device memory");
 }
 
 Status DevicePush::PackAndSend(std::span<const float> grad, uint32_t first,
                                uint32_t last,
                                std::vector<uint64_t>* sent_rows) {
   const std::string what = "push from device to table " + spec_.name();
-  PS_RETURN_IF_ERROR(gpu::DeviceAvailable().WithContext(what));
+  PS_RETURN_IF_ERROR(kernels::gpu::DeviceAvailable().WithContext(what));
   int device = 0;
   PS_RETURN_IF_ERROR(
       CheckOnCurrentDevice(grad.data(), &device).WithContext(what));

@@ -46,14 +46,21 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/status_or.h"
 #include "kernels/cuda/device_optimizers.h"
 #include "protocol/sparse_packet.h"
 
-namespace ps::kernels::gpu {
+namespace ps::protocol::gpu {
 
 // The guard word's value while a packet is valid: the value that lets the
 // apply kernels run.
-inline constexpr uint64_t kDecodeClear = kApplyGuardClear;
+inline constexpr uint64_t kDecodeClear = kernels::gpu::kApplyGuardClear;
+
+// What the host checks of a packet before its payload goes to the device:
+// the header against `expect` (protocol::ParseSparsePacketHeader), the
+// checksum and the zero padding. The device decode checks the rest.
+StatusOr<SparsePacketHeader> CheckPacketOnHost(
+    std::span<const uint8_t> packet, const SparsePacketExpectations& expect);
 
 // Where LaunchDecodePacket leaves its results (device memory in the
 // caller's scratch; valid after the stream has run the decode).
@@ -101,4 +108,4 @@ Status DecodePacketToHost(std::span<const uint8_t> packet,
                           std::vector<float>* values,
                           protocol::SparsePacketHeader* header_out = nullptr);
 
-}  // namespace ps::kernels::gpu
+}  // namespace ps::protocol::gpu

@@ -1,4 +1,4 @@
-// CUDA implementation of kernels/cuda/device_decoder.h: the varint index
+// CUDA implementation of protocol/cuda/device_decoder.h: the varint index
 // section through two CUB scans, raw indices and values one thread per
 // element, every rule the CPU decoder checks reported into one guard word.
 #include <cuda_runtime.h>
@@ -7,16 +7,16 @@
 #include <cub/device/device_scan.cuh>
 #include <string>
 
-#include "kernels/cuda/device_decoder.h"
 #include "kernels/cuda/gpu_kernels.h"
 #include "kernels/quantize.h"
+#include "protocol/cuda/device_decoder.h"
 #include "protocol/internal/sparse_packet_layout.h"
 
-namespace ps::kernels::gpu {
+namespace ps::protocol::gpu {
 namespace {
 
-using protocol::IndexEncoding;
-using protocol::SparsePacketHeader;
+using kernels::gpu::DeviceAvailable;
+using kernels::gpu::DeviceBuffer;
 
 constexpr int kThreads = 256;
 // Scratch sections start on cudaMalloc's alignment, so every section is
@@ -412,6 +412,14 @@ Status DecodeStatus(uint64_t error, const SparsePacketHeader& header,
   }
 }
 
+StatusOr<SparsePacketHeader> CheckPacketOnHost(
+    std::span<const uint8_t> packet, const SparsePacketExpectations& expect) {
+  PS_ASSIGN_OR_RETURN(SparsePacketHeader header,
+                      ParseSparsePacketHeader(packet, expect));
+  PS_RETURN_IF_ERROR(internal::CheckChecksumAndPadding(packet, header));
+  return header;
+}
+
 Status DecodePacketToHost(std::span<const uint8_t> packet,
                           const protocol::SparsePacketExpectations& expect,
                           std::vector<uint32_t>* rows,
@@ -419,9 +427,7 @@ Status DecodePacketToHost(std::span<const uint8_t> packet,
                           SparsePacketHeader* header_out) {
   PS_RETURN_IF_ERROR(DeviceAvailable());
   PS_ASSIGN_OR_RETURN(SparsePacketHeader header,
-                      protocol::ParseSparsePacketHeader(packet, expect));
-  PS_RETURN_IF_ERROR(
-      protocol::internal::CheckChecksumAndPadding(packet, header));
+                      CheckPacketOnHost(packet, expect));
   size_t scratch_bytes = 0;
   PS_RETURN_IF_ERROR(DecodeScratchBytes(header, &scratch_bytes));
   PS_ASSIGN_OR_RETURN(DeviceBuffer payload,
@@ -455,4 +461,4 @@ Status DecodePacketToHost(std::span<const uint8_t> packet,
   return Status::OK();
 }
 
-}  // namespace ps::kernels::gpu
+}  // namespace ps::protocol::gpu

@@ -1,8 +1,10 @@
-// The device packer (kernels/cuda/device_packer.h) against the CPU path the
+// The device packer (protocol/cuda/device_packer.h) against the CPU path the
 // worker takes: the rows selected as error feedback selects them
 // (kernels/sparse_detect.h), encoded by protocol::EncodeSparsePackets. The
 // device must give the same rows and the same bytes, and the decoder must
 // accept them. Every test skips, saying why, when no CUDA device is present.
+#include "protocol/cuda/device_packer.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/device_packer.h"
 #include "kernels/cuda/gpu_kernels.h"
 #include "kernels/sparse_detect.h"
 #include "protocol/sparse_packet.h"
@@ -21,12 +22,12 @@
 namespace ps::kernels {
 namespace {
 
-using gpu::DevicePacker;
-using gpu::DevicePackOptions;
-using gpu::DevicePackResult;
-using gpu::RowSelection;
 using protocol::EncodedPacket;
 using protocol::IndexEncoding;
+using protocol::gpu::DevicePacker;
+using protocol::gpu::DevicePackOptions;
+using protocol::gpu::DevicePackResult;
+using protocol::gpu::RowSelection;
 
 using gpu::testing::Upload;
 

@@ -1,4 +1,4 @@
-// CUDA implementation of kernels/cuda/device_packer.h: row measures,
+// CUDA implementation of protocol/cuda/device_packer.h: row measures,
 // selection, index/value/header bytes on the device; packet cuts and
 // checksums on the host (see the header for why).
 //
@@ -13,18 +13,20 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/device_packer.h"
 #include "kernels/varint_index.h"
+#include "protocol/cuda/device_packer.h"
 #include "protocol/internal/sparse_packet_layout.h"
 
-namespace ps::kernels::gpu {
+namespace ps::protocol::gpu {
 namespace {
 
-namespace layout = protocol::internal;
-using protocol::EncodedPacket;
-using protocol::IndexEncoding;
-using protocol::kSparsePacketHeaderBytes;
-using protocol::SparsePacketMeta;
+namespace layout = internal;
+using kernels::Int8BlockCount;
+using kernels::kMaxDetectEntries;
+using kernels::RowNorm;
+using kernels::VarintBytes;
+using kernels::gpu::DeviceAvailable;
+using kernels::gpu::DeviceBuffer;
 
 constexpr int kThreads = 256;
 
@@ -348,9 +350,9 @@ Status DevicePacker::Select(const float* gradient, uint64_t num_rows,
     // The existing threshold kernel keeps the rows in increasing order; the
     // measures it also writes out are not needed (sort_a_ is scratch).
     PS_RETURN_IF_ERROR(Reserve(&sort_a_, num_rows * sizeof(float)));
-    return gpu::DetectThreshold(measure, num_rows, options.epsilon,
-                                rows_.as<uint32_t>(), sort_a_.as<float>(),
-                                num_rows, count);
+    return kernels::gpu::DetectThreshold(measure, num_rows, options.epsilon,
+                                         rows_.as<uint32_t>(),
+                                         sort_a_.as<float>(), num_rows, count);
   }
 
   // Top-k: a stable descending radix sort of (key, row) keeps equal keys in
@@ -480,19 +482,19 @@ Status DevicePacker::Build(const float* gradient, uint64_t num_rows,
                                             cudaMemcpyDeviceToDevice)));
         break;
       case ValueType::kFp16:
-        PS_RETURN_IF_ERROR(
-            gpu::QuantizeFp16(in, n, reinterpret_cast<uint16_t*>(section)));
+        PS_RETURN_IF_ERROR(kernels::gpu::QuantizeFp16(
+            in, n, reinterpret_cast<uint16_t*>(section)));
         break;
       case ValueType::kBf16:
-        PS_RETURN_IF_ERROR(
-            gpu::QuantizeBf16(in, n, reinterpret_cast<uint16_t*>(section)));
+        PS_RETURN_IF_ERROR(kernels::gpu::QuantizeBf16(
+            in, n, reinterpret_cast<uint16_t*>(section)));
         break;
       case ValueType::kInt8: {
         const uint64_t scales = Int8BlockCount(n, meta.int8_block);
-        PS_RETURN_IF_ERROR(
-            gpu::QuantizeInt8(in, n, meta.int8_block,
-                              reinterpret_cast<int8_t*>(section + 4 * scales),
-                              reinterpret_cast<float*>(section)));
+        PS_RETURN_IF_ERROR(kernels::gpu::QuantizeInt8(
+            in, n, meta.int8_block,
+            reinterpret_cast<int8_t*>(section + 4 * scales),
+            reinterpret_cast<float*>(section)));
         break;
       }
     }
@@ -549,4 +551,4 @@ Status DevicePacker::Pack(const float* gradient, uint64_t num_rows,
   return status;
 }
 
-}  // namespace ps::kernels::gpu
+}  // namespace ps::protocol::gpu

@@ -1,11 +1,11 @@
-// The device packet decoder (kernels/cuda/device_decoder.h) against
+// The device packet decoder (protocol/cuda/device_decoder.h) against
 // protocol::DecodeSparsePacket: the same rows and the same value bits for
 // every value type and both index encodings on random packets made by
 // protocol::EncodeSparsePackets, and the same status code for every
-// malformed packet (tests/kernels/bad_packets.h). Every test that needs a
+// malformed packet (tests/protocol/bad_packets.h). Every test that needs a
 // GPU skips, saying why, when none is usable; the test that runs here checks
 // that the decoder then says kNotSupported with the reason.
-#include "kernels/cuda/device_decoder.h"
+#include "protocol/cuda/device_decoder.h"
 
 #include <gtest/gtest.h>
 
@@ -16,8 +16,8 @@
 
 #include "protocol/internal/sparse_packet_layout.h"
 #include "protocol/sparse_packet.h"
-#include "tests/kernels/bad_packets.h"
 #include "tests/kernels/gpu_test_support.h"
+#include "tests/protocol/bad_packets.h"
 
 namespace ps::kernels {
 namespace {
@@ -76,7 +76,8 @@ TEST(DeviceDecoderTest, WithoutADeviceDecodeIsNotSupportedWithTheReason) {
   expect.table_rows = 10;
   std::vector<uint32_t> rows;
   std::vector<float> values;
-  const Status s = gpu::DecodePacketToHost(bytes, expect, &rows, &values);
+  const Status s =
+      protocol::gpu::DecodePacketToHost(bytes, expect, &rows, &values);
   EXPECT_EQ(s.code(), StatusCode::kNotSupported) << s.ToString();
   EXPECT_EQ(s.message(), available.message());
 }
@@ -121,8 +122,8 @@ TEST(DeviceDecoderTest, BitIdenticalToTheHostDecoderForEveryTypeAndEncoding) {
               << what;
           std::vector<uint32_t> got_rows;
           std::vector<float> got_values;
-          const Status s =
-              gpu::DecodePacketToHost(packet, expect, &got_rows, &got_values);
+          const Status s = protocol::gpu::DecodePacketToHost(
+              packet, expect, &got_rows, &got_values);
           ASSERT_TRUE(s.ok()) << what << ": " << s.ToString();
           EXPECT_EQ(got_rows, host_rows) << what;
           EXPECT_EQ(FloatBits(got_values), FloatBits(host_values)) << what;
@@ -150,15 +151,16 @@ TEST(DeviceDecoderTest, RowsAtTheTopOfTheTableDecode) {
     expect.table_rows = uint64_t{1} << 32;
     std::vector<uint32_t> got_rows;
     std::vector<float> got_values;
-    const Status s =
-        gpu::DecodePacketToHost(bytes, expect, &got_rows, &got_values);
+    const Status s = protocol::gpu::DecodePacketToHost(bytes, expect, &got_rows,
+                                                       &got_values);
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(got_rows, rows);
     EXPECT_EQ(got_values, values);
     // One row fewer in the table: the last is out of range.
     expect.table_rows = 0xffffffffu;
     EXPECT_EQ(
-        gpu::DecodePacketToHost(bytes, expect, &got_rows, &got_values).code(),
+        protocol::gpu::DecodePacketToHost(bytes, expect, &got_rows, &got_values)
+            .code(),
         StatusCode::kOutOfRange);
   }
 }
@@ -176,7 +178,7 @@ TEST(DeviceDecoderTest, MalformedPacketsGetTheHostDecodersStatus) {
                                                        values, nullptr);
       ASSERT_EQ(host.code(), bad.code) << what << ": " << host.ToString();
       const Status device =
-          gpu::DecodePacketToHost(bad.bytes, expect, &rows, &values);
+          protocol::gpu::DecodePacketToHost(bad.bytes, expect, &rows, &values);
       EXPECT_EQ(device.code(), host.code())
           << what << ": device " << device.ToString() << ", host "
           << host.ToString();
@@ -207,11 +209,11 @@ TEST(DeviceDecoderTest, AnUnknownEncodingIsInvalidArgument) {
   h.index_bytes = 10;
   h.meta.index_encoding = static_cast<IndexEncoding>(7);
   size_t bytes = 0;
-  EXPECT_EQ(gpu::DecodeScratchBytes(h, &bytes).code(),
+  EXPECT_EQ(protocol::gpu::DecodeScratchBytes(h, &bytes).code(),
             StatusCode::kInvalidArgument);
   h.meta.index_encoding = IndexEncoding::kRawU32;
   h.meta.value_type = static_cast<ValueType>(9);
-  EXPECT_EQ(gpu::DecodeScratchBytes(h, &bytes).code(),
+  EXPECT_EQ(protocol::gpu::DecodeScratchBytes(h, &bytes).code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -223,11 +225,11 @@ TEST(DeviceDecoderTest, ScratchIsSizedForEveryEncoding) {
   h.index_bytes = 4000;
   h.meta.index_encoding = IndexEncoding::kRawU32;
   size_t raw = 0, varint = 0;
-  ASSERT_TRUE(gpu::DecodeScratchBytes(h, &raw).ok());
+  ASSERT_TRUE(protocol::gpu::DecodeScratchBytes(h, &raw).ok());
   EXPECT_GE(raw, 1000 * 4 + 16000 * 4 + 8);
   h.meta.index_encoding = IndexEncoding::kDeltaVarint;
   h.index_bytes = 1500;
-  ASSERT_TRUE(gpu::DecodeScratchBytes(h, &varint).ok());
+  ASSERT_TRUE(protocol::gpu::DecodeScratchBytes(h, &varint).ok());
   EXPECT_GT(varint, raw);  // the scan arrays and CUB's storage
 }
 

@@ -45,7 +45,7 @@
 #include "kernels/sparse_detect.h"
 #include "protocol/sparse_packet.h"
 
-namespace ps::kernels::gpu {
+namespace ps::protocol::gpu {
 
 // How the rows to send are chosen.
 enum class RowSelection : uint8_t {
@@ -57,9 +57,9 @@ struct DevicePackOptions {
   // Written into every packet; row_dim is the gradient's row width.
   protocol::SparsePacketMeta meta;
   RowSelection selection = RowSelection::kThreshold;
-  float epsilon = 0.0f;         // kThreshold; >= 0 and not NaN
-  size_t k = 0;                 // kTopK
-  RowNorm norm = RowNorm::kL2;  // row_dim > 1 only
+  float epsilon = 0.0f;  // kThreshold; >= 0 and not NaN
+  size_t k = 0;          // kTopK
+  kernels::RowNorm norm = kernels::RowNorm::kL2;  // row_dim > 1 only
   // Each packet's size limit, as for EncodeSparsePackets (an inbox slot).
   size_t max_packet_bytes = 0;
 };
@@ -105,15 +105,17 @@ class DevicePacker {
   Status Finish(const DevicePackResult& result, uint8_t* out);
 
   // Scratch, grown as needed and kept for the next call.
-  DeviceBuffer norms_;     // row measures (float) or radix keys (uint32)
-  DeviceBuffer rows_;      // selected rows (uint32)
-  DeviceBuffer sort_a_;    // top-k: sorted keys, then row ids
-  DeviceBuffer sort_b_;    // top-k: row ids
-  DeviceBuffer cub_temp_;  // CUB temporary storage
-  DeviceBuffer values_;    // gathered row values (float)
-  DeviceBuffer offsets_;   // varint lengths, then their prefix sums (u64)
-  DeviceBuffer slots_;     // per-packet descriptors
-  DeviceBuffer packets_;   // the packet bytes
+  kernels::gpu::DeviceBuffer
+      norms_;  // row measures (float) or radix keys (uint32)
+  kernels::gpu::DeviceBuffer rows_;      // selected rows (uint32)
+  kernels::gpu::DeviceBuffer sort_a_;    // top-k: sorted keys, then row ids
+  kernels::gpu::DeviceBuffer sort_b_;    // top-k: row ids
+  kernels::gpu::DeviceBuffer cub_temp_;  // CUB temporary storage
+  kernels::gpu::DeviceBuffer values_;    // gathered row values (float)
+  kernels::gpu::DeviceBuffer
+      offsets_;  // varint lengths, then their prefix sums (u64)
+  kernels::gpu::DeviceBuffer slots_;    // per-packet descriptors
+  kernels::gpu::DeviceBuffer packets_;  // the packet bytes
 };
 
-}  // namespace ps::kernels::gpu
+}  // namespace ps::protocol::gpu
