@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "core/transport_name.h"
 #include "launch/server_command.h"
 #include "launch/server_ready.h"
 #include "launch/text_file.h"
@@ -101,14 +102,11 @@ Status ValidateSpec(const ClusterSpec& s) {
         "--expected_workers (" + std::to_string(s.server_num_workers) +
         ") is below --workers (" + std::to_string(s.workers) + ")");
   }
-  if (s.consistency != "async" && s.consistency != "bsp" &&
-      s.consistency != "ssp") {
-    return InvalidArgument("--consistency is async, bsp or ssp, not '" +
-                           s.consistency + "'");
+  if (s.consistency == proto::CONSISTENCY_UNSET) {
+    return InvalidArgument("--consistency is async, bsp or ssp, not unset");
   }
-  if (s.transport != "auto" && s.transport != "shm" && s.transport != "tcp") {
-    return InvalidArgument("--transport is auto, shm or tcp, not '" +
-                           s.transport + "'");
+  if (s.transport == xfer::TransportChoice::kVerbs) {
+    return InvalidArgument("--transport is auto, shm or tcp, not 'verbs'");
   }
   PS_RETURN_IF_ERROR(
       CheckPerServer("--server_listen_host", s.listen_hosts, s.servers));
@@ -148,9 +146,11 @@ StatusOr<std::unique_ptr<Process>> Cluster::SpawnMember(
   ProcessSpec p;
   for (const auto& word : prefix) p.argv.push_back(WithIndex(word, index));
   for (auto& a : argv) p.argv.push_back(std::move(a));
-  p.env = {"GLOG_logtostderr=1", spec_.transport == "auto"
-                                     ? std::string("XFER_TRANSPORT")
-                                     : "XFER_TRANSPORT=" + spec_.transport};
+  const std::string_view transport = xfer::TransportChoiceName(spec_.transport);
+  p.env = {"GLOG_logtostderr=1",
+           spec_.transport == xfer::TransportChoice::kAuto
+               ? std::string("XFER_TRANSPORT")
+               : "XFER_TRANSPORT=" + std::string(transport)};
   // The secret by path only (see ClusterSpec::secret_file).
   p.env.push_back("PS_CLUSTER_SECRET");
   p.env.push_back(spec_.secret_file.empty()
@@ -223,8 +223,10 @@ Status Cluster::StartWorkers() {
                                               ? spec_.server_num_workers
                                               : spec_.workers),
         "--servers=" + server_list_};
-    if (spec_.transport != "auto")
-      argv.push_back("--transport=" + spec_.transport);
+    if (spec_.transport != xfer::TransportChoice::kAuto) {
+      argv.push_back("--transport=" +
+                     std::string(xfer::TransportChoiceName(spec_.transport)));
+    }
     for (const auto& a : spec_.worker_args) argv.push_back(WithIndex(a, j));
     const std::string name = "worker-" + std::to_string(j);
     PS_ASSIGN_OR_RETURN(auto process, SpawnMember(name, std::move(argv),

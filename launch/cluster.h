@@ -31,7 +31,9 @@
 
 #include "base/status.h"
 #include "base/status_or.h"
+#include "core/context.h"
 #include "launch/process.h"
+#include "protocol/ps.pb.h"
 
 namespace ps::launch {
 
@@ -44,9 +46,10 @@ struct ClusterSpec {
   // servers-only cluster serves a worker started by hand).
   uint32_t server_num_workers = 0;
   std::string tables_path;
-  std::string consistency = "async";
+  proto::Consistency consistency = proto::CONSISTENCY_ASYNC;
   uint32_t staleness = 2;
-  std::string transport = "auto";
+  // kAuto, kShm or kTcp (ValidateSpec refuses kVerbs).
+  xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
   uint32_t apply_threads = 1;
   // More flags per process; "{i}" in each is replaced by the process's
   // index (shard id, worker id).

@@ -25,9 +25,11 @@
 #include "cli/flags.h"
 #include "cli/guarded_main.h"
 #include "core/auth.h"
+#include "core/transport_name.h"
 #include "launch/cluster.h"
 #include "launch/secret_memfd.h"
 #include "launch/stop_run.h"
+#include "protocol/spec_choices.h"
 
 #ifndef PS_SERVER_BIN
 #error "PS_SERVER_BIN must name the ps_server binary (set by CMake)"
@@ -199,7 +201,10 @@ ps::Status PrepareRunDir(const std::string& dir) {
   return ps::Status::OK();
 }
 
-ps::launch::ClusterSpec SpecFromFlags(const std::string& run_dir) {
+// The spec the flags describe; kInvalidArgument naming the flag whose value
+// names no choice.
+ps::StatusOr<ps::launch::ClusterSpec> SpecFromFlags(
+    const std::string& run_dir) {
   ps::launch::ClusterSpec s;
   const std::string build = FLAGS_build_dir;
   s.server_bin = !FLAGS_server_bin.empty() ? FLAGS_server_bin
@@ -212,9 +217,14 @@ ps::launch::ClusterSpec SpecFromFlags(const std::string& run_dir) {
   s.workers = FLAGS_workers;
   s.server_num_workers = FLAGS_expected_workers;
   s.tables_path = TablesPath();
-  s.consistency = FLAGS_consistency;
+  auto consistency = ps::protocol::ConsistencyFromName(FLAGS_consistency);
+  if (!consistency.ok())
+    return consistency.status().WithContext("--consistency");
+  s.consistency = *consistency;
   s.staleness = FLAGS_staleness;
-  s.transport = FLAGS_transport;
+  auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);
+  if (!transport.ok()) return transport.status().WithContext("--transport");
+  s.transport = *transport;
   s.apply_threads = FLAGS_apply_threads;
   s.server_args = ps::launch::SplitWords(FLAGS_server_args);
   if (!FLAGS_restore.empty())
@@ -267,7 +277,9 @@ int Main(int argc, char** argv) {
   if (!secret.ok()) return Fail(kExitUsage, secret.status().message());
   const std::string run_dir =
       Absolute(FLAGS_run_dir.empty() ? DefaultRunDir() : FLAGS_run_dir);
-  ps::launch::ClusterSpec spec = SpecFromFlags(run_dir);
+  ps::StatusOr<ps::launch::ClusterSpec> parsed = SpecFromFlags(run_dir);
+  if (!parsed.ok()) return Fail(kExitUsage, parsed.status().message());
+  ps::launch::ClusterSpec spec = std::move(*parsed);
   if (ps::Status s = ps::launch::ValidateSpec(spec); !s.ok()) {
     return Fail(kExitUsage, s.message());
   }
@@ -309,7 +321,9 @@ int Main(int argc, char** argv) {
       "transport %s\nlogs and pid files: %s\n",
       spec.servers, (*cluster)->server_list().c_str(), spec.workers,
       std::filesystem::path(spec.worker_bin).filename().c_str(),
-      spec.consistency.c_str(), spec.transport.c_str(), run_dir.c_str());
+      std::string(ps::protocol::ConsistencyName(spec.consistency)).c_str(),
+      std::string(ps::xfer::TransportChoiceName(spec.transport)).c_str(),
+      run_dir.c_str());
   std::fflush(stdout);
   if (FLAGS_detach) {
     (*cluster)->Release();

@@ -1,5 +1,8 @@
 #include "launch/server_command.h"
 
+#include "core/transport_name.h"
+#include "protocol/spec_choices.h"
+
 namespace ps::launch {
 
 std::vector<std::string> ServerArgv(const ServerCommand& c) {
@@ -14,9 +17,11 @@ std::vector<std::string> ServerArgv(const ServerCommand& c) {
   if (!c.listen_host.empty()) args.push_back("--listen_host=" + c.listen_host);
   args.push_back("--tables=" + c.tables_path);
   args.push_back("--apply_threads=" + std::to_string(c.apply_threads));
-  args.push_back("--consistency=" + c.consistency);
+  args.push_back("--consistency=" +
+                 std::string(protocol::ConsistencyName(c.consistency)));
   args.push_back("--staleness=" + std::to_string(c.staleness));
-  args.push_back("--transport=" + c.transport);
+  args.push_back("--transport=" +
+                 std::string(xfer::TransportChoiceName(c.transport)));
   if (c.inbox_slots != 0)
     args.push_back("--inbox_slots=" + std::to_string(c.inbox_slots));
   if (c.slot_bytes != 0)

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "core/context.h"
+#include "protocol/ps.pb.h"
+
 namespace ps::launch {
 
 struct ServerCommand {
@@ -21,9 +24,10 @@ struct ServerCommand {
   std::string listen_host;  // empty: the server's default (127.0.0.1)
   std::string tables_path;  // text-format TableConfig
   uint32_t apply_threads = 1;
-  std::string consistency = "async";  // async | bsp | ssp
+  proto::Consistency consistency = proto::CONSISTENCY_ASYNC;
   uint32_t staleness = 2;
-  std::string transport = "auto";        // auto | shm | tcp
+  // kAuto, kShm or kTcp: the choices of ps_server's --transport.
+  xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
   uint32_t inbox_slots = 0;              // 0: the server's default
   uint32_t slot_bytes = 0;               // 0: the server's default
   std::vector<std::string> extra_flags;  // last: they win over the above

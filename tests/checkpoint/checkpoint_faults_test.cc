@@ -92,7 +92,7 @@ class CheckpointFaultsTest : public ::testing::Test {
       o.num_shards = n;
       o.num_workers = 1;
       o.tables_path = tables_;
-      o.consistency = "bsp";
+      o.consistency = proto::CONSISTENCY_BSP;
       o.extra_flags = {
           "--checkpoint_dir=" + ckpt_, "--checkpoint_keep=3",
           "--timeout_ms=" + std::to_string(kTimeoutMs * SlowdownFactor()),

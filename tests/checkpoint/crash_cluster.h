@@ -189,7 +189,7 @@ class CheckpointCrashTest : public ::testing::Test {
       o.num_shards = kServers;
       o.num_workers = kWorkers;
       o.tables_path = tables_;
-      o.consistency = "bsp";
+      o.consistency = proto::CONSISTENCY_BSP;
       o.extra_flags = {"--checkpoint_dir=" + ckpt,
                        "--checkpoint_every_steps=" + std::to_string(Every()),
                        "--checkpoint_keep=3", "--checkpoint_full_every=3",

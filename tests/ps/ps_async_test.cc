@@ -145,7 +145,7 @@ TEST_P(AsyncTest, ConcurrentPushesAndPullsLoseNoUpdate) {
   ClusterOptions o;
   o.num_servers = 2;
   o.num_workers = kWorkers;
-  o.consistency = "async";
+  o.consistency = proto::CONSISTENCY_ASYNC;
   o.apply_threads = 2;
   o.transport = GetParam();
   o.tables = kTables;

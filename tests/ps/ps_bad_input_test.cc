@@ -344,7 +344,7 @@ class BadInputTest : public ::testing::TestWithParam<xfer::TransportChoice> {
     ClusterOptions o;
     o.num_servers = 2;
     o.num_workers = kWorkers;
-    o.consistency = "async";
+    o.consistency = proto::CONSISTENCY_ASYNC;
     o.transport = GetParam();
     o.tables = kTables;
     return TestCluster::Start(o, tag);

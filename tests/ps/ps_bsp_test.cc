@@ -161,7 +161,7 @@ class BspTest : public ::testing::TestWithParam<xfer::TransportChoice> {
     o.extra_flags = std::move(server_flags);
     o.num_servers = 2;
     o.num_workers = kWorkers;
-    o.consistency = "bsp";
+    o.consistency = proto::CONSISTENCY_BSP;
     o.transport = GetParam();
     o.tables = kTables;
     auto cluster = TestCluster::Start(o, "bsp");

@@ -54,7 +54,7 @@ struct TransportParamName {
 struct ClusterOptions {
   uint32_t num_servers = 2;
   uint32_t num_workers = 3;
-  std::string consistency = "async";
+  proto::Consistency consistency = proto::CONSISTENCY_ASYNC;
   uint32_t staleness = 2;
   xfer::TransportChoice transport = xfer::TransportChoice::kShm;
   uint32_t apply_threads = 2;

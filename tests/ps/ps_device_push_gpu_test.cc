@@ -98,7 +98,7 @@ TEST_P(DevicePushGpuTest, DeviceRowsEqualHostRows) {
   ClusterOptions o;
   o.num_servers = 2;
   o.num_workers = 1;
-  o.consistency = "bsp";
+  o.consistency = proto::CONSISTENCY_BSP;
   o.transport = GetParam();
   o.tables = kTables;
   auto cluster = TestCluster::Start(o, "devpush_gpu");

@@ -164,7 +164,7 @@ TEST_P(ExactTableTest, AdmissionByPushCountAndEvictionByAge) {
   ClusterOptions o;
   o.num_servers = 2;
   o.num_workers = kWorkers;
-  o.consistency = "async";
+  o.consistency = proto::CONSISTENCY_ASYNC;
   o.transport = GetParam();
   o.tables = kTables;
   // Precondition of the counts below: every group has keys on both shards,

@@ -81,7 +81,7 @@ TEST_P(SspTest, NoWorkerIsEverMoreThanStalenessClocksAhead) {
   ClusterOptions o;
   o.num_servers = 2;
   o.num_workers = kWorkers;
-  o.consistency = "ssp";
+  o.consistency = proto::CONSISTENCY_SSP;
   o.staleness = kStaleness;
   o.transport = GetParam();
   o.tables = kTables;

@@ -101,7 +101,10 @@ StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Launch(
   command.apply_threads = o.apply_threads;
   command.consistency = o.consistency;
   command.staleness = o.staleness;
-  command.transport = TransportFlag(o.transport);
+  // Processes take auto, shm or tcp; verbs comes with auto between hosts.
+  command.transport = o.transport == xfer::TransportChoice::kVerbs
+                          ? xfer::TransportChoice::kAuto
+                          : o.transport;
   command.inbox_slots = o.inbox_slots;
   command.slot_bytes = o.slot_bytes;
   command.extra_flags = o.extra_flags;

@@ -28,6 +28,7 @@
 #include "core/context.h"
 #include "launch/process.h"
 #include "launch/text_file.h"
+#include "protocol/ps.pb.h"
 
 namespace ps::testing {
 
@@ -62,8 +63,8 @@ struct ServerOptions {
   uint32_t shard_id = 0;
   uint32_t num_shards = 1;
   uint32_t num_workers = 1;
-  std::string tables_path;            // text-format TableConfig
-  std::string consistency = "async";  // async | bsp | ssp
+  std::string tables_path;  // text-format TableConfig
+  proto::Consistency consistency = proto::CONSISTENCY_ASYNC;
   uint32_t staleness = 2;
   xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
   uint32_t apply_threads = 1;

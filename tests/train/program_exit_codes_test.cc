@@ -242,7 +242,7 @@ TEST_F(ProgramExitCodesTest, DivergingRunWithAServerExitsOne) {
   // bsp: the second step's pull sees the first step's push, so the
   // divergence is caught while training. In async the second pull may run
   // before the server applied that push, and only the evaluation would see it.
-  so.consistency = "bsp";
+  so.consistency = ps::proto::CONSISTENCY_BSP;
   auto server = ServerProcess::Start(PS_SERVER_BIN, so, dir_->path());
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   Expect({PS_WORKER_BIN, "--servers=" + (*server)->address(),
