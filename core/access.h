@@ -2,6 +2,8 @@
 // access; these flags only grant remote operations. kNotifyEvents grants
 // nothing: it asks for a notification (core/notification.h) at the owner
 // whenever a put-with-notify stores a notify word in the region.
+//
+// Thread-safety: constants and pure functions.
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,10 @@
 // Endpoint::Post(batch), e.g. the rows of one pull spread over two regions.
 // The RemoteRegions and local buffers named must stay valid until the posted
 // request completes.
+//
+// Thread-safety: a plain value type, used by one thread at a time. Like the
+// regions and buffers it names, leave it unchanged until the request that
+// posted it completes.
 #pragma once
 
 #include <cstddef>

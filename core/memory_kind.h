@@ -9,6 +9,8 @@
 // and otherwise through the target's CPU as well, via a registered staging
 // buffer (core/verbs/verbs_target.h): slower, each operation complete on
 // return.
+//
+// Thread-safety: an enum and pure functions.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,10 @@
 // Regions are handed out as shared_ptr: Context::Deregister makes a region
 // unreachable for peers at once, while an operation already copying into it
 // keeps the memory alive until it ends.
+//
+// Thread-safety: immutable once registered; every accessor may be called
+// from any thread. The bytes at data() are the application's to guard: a
+// peer may read or write them at any time the access flags allow.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,9 @@
 // RemoteRegion: a peer's memory region as seen from this process, made by
 // Endpoint::Import from the peer's descriptor. It is tied to the endpoint that
 // imported it. Copying a RemoteRegion is cheap and shares its state.
+//
+// Thread-safety: immutable after Import; a RemoteRegion (and its copies)
+// may be named by operations on any number of threads at once.
 #pragma once
 
 #include <cstdint>

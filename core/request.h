@@ -3,6 +3,11 @@
 // local memory for a Get) or failed. A default Request is complete and OK;
 // operations that finish at once (same-host copies) return such a request
 // without allocating.
+//
+// Thread-safety: a Request is a handle; copies share one completion state,
+// which the progress thread completes. One Request object is used by one
+// thread at a time; separate copies may be tested or waited on from
+// different threads at once.
 #pragma once
 
 #include <memory>

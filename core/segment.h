@@ -1,6 +1,9 @@
 // Segment: one piece of a scatter-gather list (Endpoint::WriteV/ReadV), in
 // its own header so the internal operation type (core/internal/op.h) needs
 // no Endpoint. A plain value; no ownership of `local`.
+//
+// Thread-safety: a plain value; the bytes at `local` must not change (for
+// WriteV) or be read (for ReadV) until the operation completes.
 #pragma once
 
 #include <cstddef>

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "base/status_or.h"
-#include "core/context.h"
+#include "core/context_options.h"
 
 namespace ps::xfer {
 

@@ -31,7 +31,7 @@
 
 #include "base/status.h"
 #include "base/status_or.h"
-#include "core/context.h"
+#include "core/context_options.h"
 #include "launch/process.h"
 #include "protocol/ps.pb.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/context.h"
+#include "core/context_options.h"
 #include "protocol/ps.pb.h"
 
 namespace ps::launch {
