@@ -42,7 +42,7 @@
 #include "core/context.h"
 #include "protocol/ps.pb.h"
 #include "server/apply_loop.h"
-#include "server/checkpointer.h"
+#include "server/checkpoint/checkpointer.h"
 #include "server/control_service.h"
 #include "server/inboxes.h"
 #include "server/peer_registry.h"
@@ -86,7 +86,7 @@ struct ServerOptions {
   // The CUDA device the HASHED and DENSE tables live on (server/shard.h);
   // none: host memory.
   std::optional<int> device;
-  CheckpointOptions checkpoint;  // server/checkpointer.h
+  CheckpointOptions checkpoint;  // server/checkpoint/checkpointer.h
   std::string version;           // reported by the status request
 };
 

@@ -89,7 +89,7 @@ proto::ServerStatusReply Server::StatusReport() const {
                                            : proto::WorkerStatus::NEVER);
     ws->set_address(rec.address);
     ws->set_last_seen_unix_ms(rec.last_seen_unix_ms);
-    // The clocks live in shard 0's status words (worker/client/
+    // The clocks live in shard 0's status words (client/
     // worker_clock.h); the other shards' words stay 0.
     if (o.shard_id == 0) ws->set_clock(inboxes_->Clock(w));
     ws->set_inbox_applied(inboxes_->Head(w));

@@ -31,8 +31,8 @@
 #include "checkpoint/layout.h"
 #include "protocol/control_channel.h"
 #include "tests/ps/server_process.h"
-#include "worker/client/checkpoint_sync.h"
-#include "worker/client/ps_client.h"
+#include "client/checkpoint_sync.h"
+#include "client/ps_client.h"
 
 namespace ps::testing {
 namespace {
@@ -45,7 +45,7 @@ constexpr int kTimeoutMs = 1000;  // the servers' --timeout_ms
 // One HASHED table of `capacity` rows x `dim` floats. Adagrad, not SGD:
 // SGD applies without a lock, and the order of a cut with the apply threads
 // (through the worker and shared memory) is one TSan cannot see
-// (server/checkpointer.cc, Copy).
+// (server/checkpoint/checkpointer.cc, Copy).
 std::string Tables(uint32_t dim, uint64_t capacity) {
   return "table { id: 1 name: \"emb\" kind: HASHED dim: " +
          std::to_string(dim) + " capacity: " + std::to_string(capacity) +

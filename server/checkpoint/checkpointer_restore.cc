@@ -14,8 +14,8 @@
 #include "checkpoint/layout.h"
 #include "checkpoint/restorer.h"
 #include "checkpoint/shard_writer.h"
-#include "server/checkpointer.h"
-#include "server/checkpointer_internal.h"
+#include "server/checkpoint/checkpointer.h"
+#include "server/checkpoint/checkpointer_internal.h"
 
 namespace ps::server {
 

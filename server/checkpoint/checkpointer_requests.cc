@@ -3,8 +3,8 @@
 // STOP_QUERY), from workers and the other shards.
 #include <mutex>
 
-#include "server/checkpointer.h"
-#include "server/checkpointer_internal.h"
+#include "server/checkpoint/checkpointer.h"
+#include "server/checkpoint/checkpointer_internal.h"
 
 namespace ps::server {
 

@@ -1,4 +1,4 @@
-// What the files of the Checkpointer (server/checkpointer.h) share: its
+// What the files of the Checkpointer (server/checkpoint/checkpointer.h) share: its
 // limits and how it measures and prints time. Internal to server/.
 //
 // Thread-safety: constants and pure functions.

@@ -1,4 +1,4 @@
-// Checkpointer's part in early stopping (server/checkpointer.h): worker 0's
+// Checkpointer's part in early stopping (server/checkpoint/checkpointer.h): worker 0's
 // verdict at an eval point, and the best checkpoint's mark.
 #include <glog/logging.h>
 
@@ -7,8 +7,8 @@
 
 #include "checkpoint/best_marker.h"
 #include "checkpoint/layout.h"
-#include "server/checkpointer.h"
-#include "server/checkpointer_internal.h"
+#include "server/checkpoint/checkpointer.h"
+#include "server/checkpoint/checkpointer_internal.h"
 
 namespace ps::server {
 

@@ -12,8 +12,8 @@
 #include "checkpoint/committer.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/shard_writer.h"
-#include "server/checkpointer.h"
-#include "server/checkpointer_internal.h"
+#include "server/checkpoint/checkpointer.h"
+#include "server/checkpoint/checkpointer_internal.h"
 
 namespace ps::server {
 

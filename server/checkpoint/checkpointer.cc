@@ -1,15 +1,15 @@
-// Checkpointer (server/checkpointer.h): options, life and stop, and the
+// Checkpointer (server/checkpoint/checkpointer.h): options, life and stop, and the
 // cut: the copy of the shard's tables that a background writer thread
 // takes to disk (checkpointer_write.cc), and how shard 0 records each
 // checkpoint's end. Restore, the wait for the other shards' parts and the
 // control requests have their own files (checkpointer_*.cc).
-#include "server/checkpointer.h"
+#include "server/checkpoint/checkpointer.h"
 
 #include <glog/logging.h>
 
 #include <mutex>
 
-#include "server/checkpointer_internal.h"
+#include "server/checkpoint/checkpointer_internal.h"
 
 namespace ps::server {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "checkpoint/layout.h"
-#include "server/checkpointer.h"
-#include "server/checkpointer_internal.h"
+#include "server/checkpoint/checkpointer.h"
+#include "server/checkpoint/checkpointer_internal.h"
 
 namespace ps::server {
 

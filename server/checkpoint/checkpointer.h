@@ -2,7 +2,7 @@
 // storage).
 //
 // The cut: workers coordinate it at a step boundary through the control
-// protocol (proto::CheckpointRequest; worker/client/checkpoint_sync.h drives
+// protocol (proto::CheckpointRequest; client/checkpoint_sync.h drives
 // it): every worker waits until its pushes are applied, reports its data
 // position to shard 0 and enters a barrier; worker 0 sends CUT to every
 // server; a second barrier releases the workers. While they wait nothing is
