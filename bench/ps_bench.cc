@@ -52,7 +52,7 @@
 #include "core/transport_name.h"
 #include "metrics/exporter.h"
 #include "metrics/process_collector.h"
-#include "worker/client/ps_client.h"
+#include "client/ps_client.h"
 
 DEFINE_string(servers, "127.0.0.1:7000",
               "Comma-separated control addresses of the servers, in shard "

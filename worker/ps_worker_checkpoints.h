@@ -12,7 +12,7 @@
 #include <functional>
 
 #include "base/status.h"
-#include "worker/client/checkpoint_sync.h"
+#include "client/checkpoint_sync.h"
 #include "worker/train/trainer.h"
 
 namespace ps::worker_main {

@@ -14,7 +14,7 @@
 #pragma once
 
 #include "base/status.h"
-#include "worker/client/checkpoint_sync.h"
+#include "client/checkpoint_sync.h"
 #include "worker/train/local_param_store.h"
 #include "worker/train/trainer.h"
 

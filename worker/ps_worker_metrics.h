@@ -23,7 +23,7 @@
 #include "base/status_or.h"
 #include "metrics/exporter.h"
 #include "metrics/registry.h"
-#include "worker/client/client_counters.h"
+#include "client/client_counters.h"
 #include "worker/train/param_store.h"
 #include "worker/train/train_stats.h"
 

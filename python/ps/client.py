@@ -12,7 +12,7 @@ Keys are int64 or uint64 arrays (or tensors); rows and gradients float32,
 (keys, dim) or flat. Where an argument is a torch tensor, results are
 tensors too, and ``out=`` pulls straight into the caller's buffer (no copy).
 
-When calls complete (the C++ PsClient, worker/client/ps_client.h): a push of
+When calls complete (the C++ PsClient, client/ps_client.h): a push of
 a HASHED or DENSE table returns once its packets are in the servers'
 inboxes, not once they are applied; ``wait_applied()``, a bsp ``clock()`` or
 ``barrier()`` waits for that. A push of an EXACT table returns once applied.

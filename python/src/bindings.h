@@ -6,7 +6,7 @@
 
 namespace ps::python {
 
-void BindClient(pybind11::module_ m);  // worker/client
+void BindClient(pybind11::module_ m);  // client
 void BindData(pybind11::module_ m);    // worker/data, worker/eval
 void BindXfer(pybind11::module_ m);    // core
 

@@ -1,5 +1,5 @@
-// ps._native.client: PsClient (worker/client/ps_client.h) and CheckpointSync
-// (worker/client/checkpoint_sync.h) for Python. Tables are named by id here;
+// ps._native.client: PsClient (client/ps_client.h) and CheckpointSync
+// (client/checkpoint_sync.h) for Python. Tables are named by id here;
 // ps/client.py resolves names, allocates outputs and accepts torch tensors.
 //
 // Every call that waits (connect, push, pull, clock, barrier, checkpoint)
@@ -25,9 +25,9 @@
 #include "python/src/array_args.h"
 #include "python/src/bindings.h"
 #include "python/src/status_error.h"
-#include "worker/client/checkpoint_sync.h"
-#include "worker/client/distinct_keys.h"
-#include "worker/client/ps_client.h"
+#include "client/checkpoint_sync.h"
+#include "client/distinct_keys.h"
+#include "client/ps_client.h"
 
 namespace ps::python {
 namespace {

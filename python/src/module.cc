@@ -17,7 +17,7 @@ PYBIND11_MODULE(_native, m) {
     google::InitGoogleLogging("ps-python");
   }
   ps::python::RegisterStatusErrors();
-  ps::python::BindClient(m.def_submodule("client", "worker/client: PsClient"));
+  ps::python::BindClient(m.def_submodule("client", "client: PsClient"));
   ps::python::BindData(
       m.def_submodule("data", "worker/data readers, worker/eval metrics"));
   ps::python::BindXfer(

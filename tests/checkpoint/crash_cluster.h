@@ -36,7 +36,7 @@
 #include "protocol/shard_map.h"
 #include "protocol/table_config.h"
 #include "tests/ps/server_process.h"
-#include "worker/client/ps_client.h"
+#include "client/ps_client.h"
 
 namespace ps::testing::crash {
 

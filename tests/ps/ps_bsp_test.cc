@@ -115,7 +115,7 @@ int BspWorker(LineChannel& ch, const TestCluster& cluster, uint32_t w,
     } else {
       PS_CHILD_OK(client->Push(table, keys, g));
     }
-    // Barrier() counts as a clock step too (worker/client/worker_clock.h).
+    // Barrier() counts as a clock step too (client/worker_clock.h).
     const uint64_t before = client->clock();
     PS_CHILD_ASSIGN(uint64_t clock, client->Clock());
     PS_CHILD_CHECK(clock == before + 1, "clock " + std::to_string(clock));

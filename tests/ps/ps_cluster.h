@@ -32,7 +32,7 @@
 #include "protocol/shard_map.h"
 #include "tests/core/process_harness.h"
 #include "tests/ps/server_process.h"
-#include "worker/client/ps_client.h"
+#include "client/ps_client.h"
 
 namespace ps::testing {
 

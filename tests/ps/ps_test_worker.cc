@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "core/transport_name.h"
-#include "worker/client/ps_client.h"
+#include "client/ps_client.h"
 
 DEFINE_uint32(worker_id, 0, "This worker's id, in [0, --num_workers).");
 DEFINE_uint32(num_workers, 1, "Number of workers in the cluster.");

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "worker/client/distinct_keys.h"
+#include "client/distinct_keys.h"
 #include "worker/train/deepfm_model.h"
 #include "worker/train/fm_model.h"
 #include "worker/train/lr_model.h"

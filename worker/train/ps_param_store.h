@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "worker/client/ps_client.h"
+#include "client/ps_client.h"
 #include "worker/train/param_store.h"
 
 namespace ps::train {

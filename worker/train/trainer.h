@@ -20,7 +20,7 @@
 // the parameters of that step. Locally the trainer evaluates there itself and
 // keeps a copy of the best parameters (keep_best / restore_best); with
 // servers eval_cut pauses every worker at that step (see
-// worker/client/checkpoint_sync.h: a checkpoint of the servers the best one
+// client/checkpoint_sync.h: a checkpoint of the servers the best one
 // is kept of) and says whether training stops. Training stops after
 // early_stop_patience eval points without a new best eval logloss; the
 // result's `best` is the best point.
