@@ -30,6 +30,7 @@
 #include "checkpoint/checkpoint.pb.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/shard_snapshot.h"
+#include "kernels/optimizers.h"
 #include "protocol/ps.pb.h"
 
 namespace ps::checkpoint {
@@ -43,7 +44,7 @@ struct TableTarget {
   uint64_t first_row = 0;
   uint64_t rows = 0;
   float* values = nullptr;
-  float* state[kMaxStateArrays] = {nullptr, nullptr};
+  float* state[kernels::kMaxOptimizerStates] = {nullptr, nullptr};
   // EXACT: filled with the new shard's rows, keys ascending (ids, values,
   // state, last_update).
   TableSnapshot exact;

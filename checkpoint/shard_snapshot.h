@@ -8,11 +8,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/optimizers.h"
 #include "protocol/ps.pb.h"
 
 namespace ps::checkpoint {
-
-inline constexpr int kMaxStateArrays = 2;
 
 struct TableSnapshot {
   ps::proto::TableSpec spec;
@@ -31,7 +30,7 @@ struct TableSnapshot {
   // rows first_row, first_row + 1, ... in order (no id vector to copy).
   std::vector<uint64_t> ids;
   std::vector<float> values;
-  std::vector<float> state[kMaxStateArrays];
+  std::vector<float> state[kernels::kMaxOptimizerStates];
   std::vector<uint64_t> last_update;  // EXACT: per entry
   std::vector<uint64_t> deleted;      // EXACT, not full: keys without a row now
 

@@ -49,7 +49,7 @@ Status CheckTable(const TableSnapshot& t) {
     return InvalidArgument(where + ": values are not whole rows");
   }
   const uint64_t n = t.size();
-  if (t.state_arrays < 0 || t.state_arrays > kMaxStateArrays) {
+  if (t.state_arrays < 0 || t.state_arrays > kernels::kMaxOptimizerStates) {
     return InvalidArgument(where + ": bad state array count");
   }
   for (int k = 0; k < t.state_arrays; ++k) {

@@ -14,6 +14,7 @@
 #include "checkpoint/layout.h"
 #include "checkpoint/restorer.h"
 #include "checkpoint/shard_writer.h"
+#include "kernels/optimizers.h"
 #include "server/checkpoint/checkpointer.h"
 #include "server/checkpoint/checkpointer_internal.h"
 
@@ -55,7 +56,7 @@ StatusOr<ck::RestoreResult> Checkpointer::RestoreFrom(const std::string& path) {
   // Tables on a device are read into host memory first, then uploaded.
   struct HostCopy {
     std::vector<float> values;
-    std::vector<float> state[ck::kMaxStateArrays];
+    std::vector<float> state[kernels::kMaxOptimizerStates];
   };
   std::vector<HostCopy> host(shard_->tables().size());
   for (size_t i = 0; i < shard_->tables().size(); ++i) {
