@@ -3,10 +3,13 @@
 // verified, its string-only specs normalise to the enums and match the
 // config it was written with, and its rows come back: the DENSE table (never
 // pushed) holds exactly its initializer's values, the Adagrad table's
-// untouched rows too, and its pushed rows carry accumulated state.
+// untouched rows too, and its pushed rows carry accumulated state. And a
+// checkpoint of an EXACT table made by main at b7db8c8 (data/main_b7db8c8),
+// before the table interface, restores its keys, rows and Adagrad state.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -23,22 +26,27 @@ namespace ps::checkpoint {
 namespace {
 
 const std::string kData = PS_SOURCE_DIR "/tests/checkpoint/data/main_84238ed";
+const std::string kExactData =
+    PS_SOURCE_DIR "/tests/checkpoint/data/main_b7db8c8";
 
 class CheckpointCompatTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Copy(kData); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // A copy of `data`'s checkpoint in a folder of this test: RocksDB may
+  // touch files in the directory it opens.
+  void Copy(const std::string& data) {
     const char* base = std::getenv("TEST_TMPDIR");
     dir_ = std::filesystem::path(base ? base : "/tmp") /
            ("ckpt_compat_" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    // A copy: RocksDB may touch files in the directory it opens.
-    std::filesystem::copy(kData + "/ckpt-000000000001",
+    std::filesystem::copy(data + "/ckpt-000000000001",
                           dir_ / "ckpt-000000000001",
                           std::filesystem::copy_options::recursive);
     path_ = (dir_ / "ckpt-000000000001").string();
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::filesystem::path dir_;
   std::string path_;
@@ -125,6 +133,41 @@ TEST_F(CheckpointCompatTest, RowsAndStateRestore) {
   }
   EXPECT_GT(pushed, 0);
   EXPECT_GT(untouched, 0);
+}
+
+TEST_F(CheckpointCompatTest, ExactTableKeysRowsAndStateRestore) {
+  std::filesystem::remove_all(dir_);
+  Copy(kExactData);
+  auto manifest = VerifyCheckpoint(path_);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  auto config = protocol::LoadTableConfig(kExactData + "/compat.tables");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(manifest->tables_size(), 1);
+  const ps::proto::TableSpec& ids = config->table(0);
+  ASSERT_EQ(ids.kind(), ps::proto::EXACT);
+
+  RestoreTarget target;
+  TableTarget t;
+  t.spec = ids;
+  t.state_arrays = 1;  // Adagrad's accumulators
+  target.tables.push_back(std::move(t));
+  auto result = RestoreShard(path_, &target);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const TableTarget& got = target.tables[0];
+  EXPECT_EQ(got.optimizer_steps, 3u);  // three pushes
+  const TableSnapshot& rows = got.exact;
+  ASSERT_EQ(rows.ids.size(), 53u);  // the README's count
+  EXPECT_EQ(got.rows_restored, 53u);
+  ASSERT_EQ(rows.values.size(), 53u * ids.dim());
+  ASSERT_EQ(rows.state[0].size(), 53u * ids.dim());
+  EXPECT_TRUE(std::is_sorted(rows.ids.begin(), rows.ids.end()));
+  for (uint64_t key : rows.ids) EXPECT_LT(key, 200u);  // --key_space
+  // Every key was pushed (admitted at its first push), so each carries
+  // Adagrad state above the initial accumulator, and finite values.
+  for (size_t i = 0; i < rows.values.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(rows.values[i])) << i;
+    EXPECT_GT(rows.state[0][i], 0.1f) << i;
+  }
 }
 
 }  // namespace
