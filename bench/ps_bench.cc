@@ -49,10 +49,10 @@
 
 #include "bench/peak_rss.h"
 #include "cli/flags.h"
+#include "client/ps_client.h"
 #include "core/transport_name.h"
 #include "metrics/exporter.h"
 #include "metrics/process_collector.h"
-#include "client/ps_client.h"
 
 DEFINE_string(servers, "127.0.0.1:7000",
               "Comma-separated control addresses of the servers, in shard "
@@ -330,7 +330,7 @@ int main(int argc, char** argv) {
                  transport.status().message().c_str());
     return 2;
   }
-  o.transport = *transport;
+  o.xfer.transport = *transport;
   Mode mode = Mode::kBoth;
   if (!ParseMode(FLAGS_mode, &mode)) {
     std::fprintf(stderr,

@@ -4,8 +4,6 @@
 #include <map>
 #include <thread>
 
-#include "protocol/spec_choices.h"
-#include "protocol/table_runtime_config.h"
 #include "client/device_push.h"
 #include "client/exact_path.h"
 #include "client/pull_planner.h"
@@ -14,6 +12,8 @@
 #include "client/shard_router.h"
 #include "client/shared_pool.h"
 #include "client/worker_clock.h"
+#include "protocol/spec_choices.h"
+#include "protocol/table_runtime_config.h"
 
 namespace ps::worker {
 namespace {
@@ -105,14 +105,8 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const Options& options) {
   auto impl = std::make_unique<Impl>();
   impl->worker_id = options.worker_id;
   impl->num_workers = options.num_workers;
-  xfer::ContextOptions xo;
+  xfer::ContextOptions xo = options.xfer;
   xo.name = "worker-" + std::to_string(options.worker_id);
-  xo.transport = options.transport;
-  xo.listen_host = options.listen_host;
-  xo.advertise_host = options.advertise_host;
-  xo.peer_timeout_ms = options.timeout_ms;
-  xo.cpu_wakeup_latency_us = options.cpu_wakeup_latency_us;
-  xo.secret = options.secret;
   if (options.counters != nullptr) xo.link_counters = options.counters->link();
   PS_ASSIGN_OR_RETURN(impl->xfer, xfer::Context::Create(xo));
   std::vector<std::unique_ptr<ServerLink>> links;
@@ -123,8 +117,8 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const Options& options) {
     lo.num_shards = static_cast<uint32_t>(options.servers.size());
     lo.worker_id = options.worker_id;
     lo.num_workers = options.num_workers;
-    lo.timeout_ms = options.timeout_ms;
-    lo.secret = options.secret;
+    lo.timeout_ms = options.xfer.peer_timeout_ms;
+    lo.secret = options.xfer.secret;
     if (options.counters != nullptr) lo.counters = options.counters->shard(s);
     PS_ASSIGN_OR_RETURN(auto link, ServerLink::Connect(*impl->xfer, lo));
     links.push_back(std::move(link));
@@ -135,7 +129,7 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const Options& options) {
   WorkerClock::Options co;
   co.worker_id = options.worker_id;
   co.num_workers = options.num_workers;
-  co.timeout_ms = options.timeout_ms;
+  co.timeout_ms = options.xfer.peer_timeout_ms;
   PS_ASSIGN_OR_RETURN(co.consistency, protocol::ConsistencyOf(info0));
   co.staleness = info0.staleness();
   impl->clock = std::make_unique<WorkerClock>(co, servers);

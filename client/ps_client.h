@@ -39,32 +39,34 @@
 
 #include "base/status.h"
 #include "base/status_or.h"
-#include "core/context.h"
-#include "protocol/ps.pb.h"
 #include "client/client_counters.h"
 #include "client/pending_op.h"
+#include "core/context.h"
+#include "protocol/ps.pb.h"
 
 namespace ps::worker {
 
 class PsClient {
  public:
+  // ContextOptions with the client's default peer timeout, 30 s.
+  static xfer::ContextOptions DefaultXferOptions() {
+    xfer::ContextOptions options;
+    options.peer_timeout_ms = 30000;
+    return options;
+  }
+
   struct Options {
     uint32_t worker_id = 0;
     uint32_t num_workers = 1;
     // Control addresses of the servers, in shard order.
     std::vector<std::string> servers;
-    xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
-    // xfer::ContextOptions::cpu_wakeup_latency_us (-1: not asked for).
-    int cpu_wakeup_latency_us = -1;
-    // This worker's own xfer listener (servers never dial it today; it
-    // serves tools): the bound address and the one it names.
-    std::string listen_host = "127.0.0.1";
-    std::string advertise_host;
-    // A server silent for this long is lost: operations fail with kPeerLost
-    // (or kTimeout for a control call without reply or keepalive).
-    int timeout_ms = 30000;
-    // The cluster secret (core/auth.h); empty: the servers must have none.
-    xfer::ClusterSecret secret;
+    // This worker's xfer Context (core/context_options.h): the transport,
+    // its own listener (servers never dial it today; it serves tools), the
+    // cluster secret (empty: the servers must have none). A server silent
+    // for xfer.peer_timeout_ms is lost: operations fail with kPeerLost (or
+    // kTimeout for a control call without reply or keepalive). Connect
+    // names the context; link_counters come from `counters` when given.
+    xfer::ContextOptions xfer = DefaultXferOptions();
     // Monitoring (null: none): credit waits per shard and the quantization
     // error of pushes go there (client_counters.h); it has at least one
     // shard per server and outlives the client.

@@ -196,16 +196,16 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
     return static_cast<uint16_t>(v);
   };
   PS_ASSIGN_OR_RETURN(o.port, port("port", FLAGS_port));
-  PS_ASSIGN_OR_RETURN(o.xfer_port, port("xfer_port", FLAGS_xfer_port));
+  PS_ASSIGN_OR_RETURN(o.xfer.listen_port, port("xfer_port", FLAGS_xfer_port));
   o.shard_id = FLAGS_shard_id;
   o.num_shards = FLAGS_num_shards;
   o.num_workers = FLAGS_num_workers;
-  o.listen_host = FLAGS_listen_host;
-  o.advertise_host = FLAGS_advertise_host;
+  o.xfer.listen_host = FLAGS_listen_host;
+  o.xfer.advertise_host = FLAGS_advertise_host;
   // Runs before main() starts any thread (it writes to the environment).
-  PS_ASSIGN_OR_RETURN(o.secret, ps::xfer::ClusterSecret::ResolveForProgram(
-                                    FLAGS_cluster_secret_file));
-  o.timeout_ms = FLAGS_timeout_ms;
+  PS_ASSIGN_OR_RETURN(o.xfer.secret, ps::xfer::ClusterSecret::ResolveForProgram(
+                                         FLAGS_cluster_secret_file));
+  o.xfer.peer_timeout_ms = FLAGS_timeout_ms;
   o.max_control_connections = FLAGS_max_control_connections;
   o.apply.threads = FLAGS_apply_threads;
   o.apply.idle.spin_us = FLAGS_idle_spin_us;
@@ -221,10 +221,10 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   o.staleness = FLAGS_staleness;
   auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);
   if (!transport.ok()) return transport.status().WithContext("--transport");
-  o.transport = *transport;
+  o.xfer.transport = *transport;
   PS_RETURN_IF_ERROR(ps::cli::CheckIntFlag(
       "cpu_wakeup_latency_us", FLAGS_cpu_wakeup_latency_us, -1, 1000000));
-  o.cpu_wakeup_latency_us = FLAGS_cpu_wakeup_latency_us;
+  o.xfer.cpu_wakeup_latency_us = FLAGS_cpu_wakeup_latency_us;
   PS_ASSIGN_OR_RETURN(o.device, ps::server::ParseDeviceOption(FLAGS_device));
   o.inbox_slots = FLAGS_inbox_slots;
   o.slot_bytes = FLAGS_slot_bytes;

@@ -51,14 +51,15 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (o.tables.table_size() == 0) {
     return InvalidArgument("no tables: give --tables a TableConfig file");
   }
-  if (o.timeout_ms < 1000 || o.timeout_ms > 24 * 3600 * 1000) {
+  if (o.xfer.peer_timeout_ms < 1000 ||
+      o.xfer.peer_timeout_ms > 24 * 3600 * 1000) {
     return InvalidArgument(
         "--timeout_ms must be in [1000, 86400000] (keepalives come every "
         "250 ms), not " +
-        std::to_string(o.timeout_ms));
+        std::to_string(o.xfer.peer_timeout_ms));
   }
-  PS_RETURN_IF_ERROR(
-      xfer::RequireSecretFor(o.listen_host, o.secret, "--listen_host"));
+  PS_RETURN_IF_ERROR(xfer::RequireSecretFor(o.xfer.listen_host, o.xfer.secret,
+                                            "--listen_host"));
   return ValidateCheckpointOptions(o.checkpoint);
 }
 
@@ -79,15 +80,8 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   std::unique_ptr<Server> s(new Server(std::move(options)));
   const ServerOptions& o = s->options_;
 
-  xfer::ContextOptions co;
+  xfer::ContextOptions co = o.xfer;
   co.name = "server-" + std::to_string(o.shard_id);
-  co.listen_host = o.listen_host;
-  co.advertise_host = o.advertise_host;
-  co.listen_port = o.xfer_port;
-  co.transport = o.transport;
-  co.secret = o.secret;
-  co.peer_timeout_ms = o.timeout_ms;
-  co.cpu_wakeup_latency_us = o.cpu_wakeup_latency_us;
   // Room for a doorbell ring per packet in flight, twice over (the apply
   // threads drop the rings before each poll; server/inboxes.h).
   co.notification_capacity = std::bit_ceil(
@@ -97,12 +91,11 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   if (!context.ok()) return context.status().WithContext("xfer context");
   s->context_ = std::move(*context);
 
-  PS_ASSIGN_OR_RETURN(s->shard_,
-                      Shard::Create(s->context_.get(), o.tables, o.shard_id,
-                                    o.num_shards, o.device,
-                                    StepPushes{o.num_workers,
-                                               o.consistency ==
-                                                   proto::CONSISTENCY_BSP}));
+  PS_ASSIGN_OR_RETURN(
+      s->shard_,
+      Shard::Create(
+          s->context_.get(), o.tables, o.shard_id, o.num_shards, o.device,
+          StepPushes{o.num_workers, o.consistency == proto::CONSISTENCY_BSP}));
   const std::string registry_dir =
       !o.checkpoint.dir.empty() ? o.checkpoint.dir
       : o.checkpoint.restore_from.empty()
@@ -116,8 +109,8 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
     s->peers_ = std::make_unique<PeerRegistry>(
         registry_dir, o.shard_id, o.num_shards,
         protocol::ControlClient::Options{
-            .timeout_ms = std::min(o.timeout_ms, kPeerQuestionMs),
-            .secret = o.secret});
+            .timeout_ms = std::min(o.xfer.peer_timeout_ms, kPeerQuestionMs),
+            .secret = o.xfer.secret});
   }
   s->checkpointer_ = std::make_unique<Checkpointer>(
       o.checkpoint, s->shard_.get(), s->peers_.get(), s->context_->instance());
@@ -130,11 +123,11 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
                                           s->stats_.get(), o.apply);
   Server* raw = s.get();
   ControlService::Options cs;
-  cs.host = o.listen_host;
-  cs.advertise_host = o.advertise_host;
+  cs.host = o.xfer.listen_host;
+  cs.advertise_host = o.xfer.advertise_host;
   cs.port = o.port;
-  cs.secret = o.secret;
-  cs.timeout_ms = o.timeout_ms;
+  cs.secret = o.xfer.secret;
+  cs.timeout_ms = o.xfer.peer_timeout_ms;
   cs.on_close = [raw](const ControlPeer& peer) { raw->NoteClose(peer); };
   cs.max_connections = o.max_control_connections != 0
                            ? o.max_control_connections
@@ -161,8 +154,9 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
                     : std::string())
             << "; control " << s->control_->address() << ", xfer "
             << s->context_->address() << " (max " << cs.max_connections
-            << " control connections, timeout " << o.timeout_ms << " ms, "
-            << (o.secret.empty() ? "no cluster secret" : "cluster secret")
+            << " control connections, timeout " << o.xfer.peer_timeout_ms
+            << " ms, "
+            << (o.xfer.secret.empty() ? "no cluster secret" : "cluster secret")
             << ")";
   return s;
 }

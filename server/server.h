@@ -55,29 +55,31 @@ class Registry;
 
 namespace ps::server {
 
+// ContextOptions with the server's default peer timeout, 30 s.
+inline xfer::ContextOptions DefaultServerXferOptions() {
+  xfer::ContextOptions options;
+  options.peer_timeout_ms = 30000;
+  return options;
+}
+
 struct ServerOptions {
   uint32_t shard_id = 0;
   uint32_t num_shards = 1;
   uint32_t num_workers = 1;
-  // Both listeners bind listen_host (one address, or 0.0.0.0 / ::) and tell
-  // peers advertise_host (empty: derived, net/advertise.h).
-  std::string listen_host = "127.0.0.1";
-  std::string advertise_host;
-  uint16_t port = 0;       // control listener; 0: any free port
-  uint16_t xfer_port = 0;  // xfer Context listener; 0: any free port
+  // The xfer Context's options (core/context_options.h), which the control
+  // listener shares: both listeners bind xfer.listen_host (one address, or
+  // 0.0.0.0 / ::) and tell peers xfer.advertise_host (empty: derived,
+  // net/advertise.h); both require xfer.secret when listen_host is not a
+  // loopback address (core/auth.h), and a peer (worker or shard) silent
+  // for xfer.peer_timeout_ms is lost (control calls and hellos have that
+  // deadline too). xfer.listen_port is the xfer listener's port (0: any
+  // free port). Create names the context and sizes its notification queue.
+  xfer::ContextOptions xfer = DefaultServerXferOptions();
+  uint16_t port = 0;  // control listener; 0: any free port
   proto::TableConfig tables;
   ApplyOptions apply;
   proto::Consistency consistency = proto::CONSISTENCY_ASYNC;
   uint32_t staleness = 2;  // ssp only
-  xfer::TransportChoice transport = xfer::TransportChoice::kAuto;
-  // xfer::ContextOptions::cpu_wakeup_latency_us (-1: not asked for).
-  int cpu_wakeup_latency_us = -1;
-  // Shared by every process of the cluster (core/auth.h); required when
-  // listen_host is not a loopback address.
-  xfer::ClusterSecret secret;
-  // A peer (worker or shard) silent this long is lost; control calls and
-  // hellos have this deadline.
-  int timeout_ms = 30000;
   // Control connections at once; 0: 2 per worker, 1 per other shard, and 8
   // for tools.
   uint32_t max_control_connections = 0;

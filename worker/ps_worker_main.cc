@@ -20,11 +20,11 @@
 
 #include "cli/flags.h"
 #include "cli/guarded_main.h"
+#include "client/checkpoint_sync.h"
+#include "client/ps_client.h"
 #include "core/transport_name.h"
 #include "metrics/exporter.h"
 #include "protocol/table_config.h"
-#include "client/checkpoint_sync.h"
-#include "client/ps_client.h"
 #include "worker/ps_worker_admission.h"
 #include "worker/ps_worker_checkpoints.h"
 #include "worker/ps_worker_data.h"
@@ -443,17 +443,17 @@ int Main(int argc, char** argv) {
     }
     co.worker_id = to.worker_id;
     co.num_workers = to.num_workers;
-    co.timeout_ms = FLAGS_timeout_ms;
-    co.listen_host = FLAGS_listen_host;
-    co.advertise_host = FLAGS_advertise_host;
+    co.xfer.peer_timeout_ms = FLAGS_timeout_ms;
+    co.xfer.listen_host = FLAGS_listen_host;
+    co.xfer.advertise_host = FLAGS_advertise_host;
     if (!secret.ok()) return Fail(kExitUsage, secret.status().ToString());
-    co.secret = std::move(*secret);
+    co.xfer.secret = std::move(*secret);
     auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);
     if (!transport.ok()) {
       return Fail(2, "--transport " + transport.status().message());
     }
-    co.transport = *transport;
-    co.cpu_wakeup_latency_us = FLAGS_cpu_wakeup_latency_us;
+    co.xfer.transport = *transport;
+    co.xfer.cpu_wakeup_latency_us = FLAGS_cpu_wakeup_latency_us;
     if (metrics != nullptr) {
       co.counters =
           metrics->MakeClientCounters(static_cast<uint32_t>(co.servers.size()));

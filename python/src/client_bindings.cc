@@ -19,15 +19,15 @@
 #include <utility>
 #include <vector>
 
+#include "client/checkpoint_sync.h"
+#include "client/distinct_keys.h"
+#include "client/ps_client.h"
 #include "core/auth.h"
 #include "core/transport_name.h"
 #include "kernels/sparse_accumulate.h"
 #include "python/src/array_args.h"
 #include "python/src/bindings.h"
 #include "python/src/status_error.h"
-#include "client/checkpoint_sync.h"
-#include "client/distinct_keys.h"
-#include "client/ps_client.h"
 
 namespace ps::python {
 namespace {
@@ -109,11 +109,11 @@ std::unique_ptr<PsClient> Connect(std::vector<std::string> servers,
   o.servers = std::move(servers);
   o.worker_id = worker_id;
   o.num_workers = num_workers;
-  o.transport = ValueOrThrow(xfer::TransportChoiceFromName(transport));
-  o.timeout_ms = timeout_ms;
-  o.secret = ValueOrThrow(SecretOf(secret, secret_file));
-  o.listen_host = std::move(listen_host);
-  o.advertise_host = std::move(advertise_host);
+  o.xfer.transport = ValueOrThrow(xfer::TransportChoiceFromName(transport));
+  o.xfer.peer_timeout_ms = timeout_ms;
+  o.xfer.secret = ValueOrThrow(SecretOf(secret, secret_file));
+  o.xfer.listen_host = std::move(listen_host);
+  o.xfer.advertise_host = std::move(advertise_host);
   py::gil_scoped_release release;
   return ValueOrThrow(PsClient::Connect(o));
 }

@@ -29,10 +29,10 @@
 #include <vector>
 
 #include "checkpoint/layout.h"
-#include "protocol/control_channel.h"
-#include "tests/ps/server_process.h"
 #include "client/checkpoint_sync.h"
 #include "client/ps_client.h"
+#include "protocol/control_channel.h"
+#include "tests/ps/server_process.h"
 
 namespace ps::testing {
 namespace {
@@ -121,7 +121,7 @@ class CheckpointFaultsTest : public ::testing::Test {
       std::vector<std::unique_ptr<ServerProcess>>& servers) {
     worker::PsClient::Options o;
     for (auto& s : servers) o.servers.push_back(s->address());
-    o.timeout_ms = 5000 * SlowdownFactor();
+    o.xfer.peer_timeout_ms = 5000 * SlowdownFactor();
     auto c = worker::PsClient::Connect(o);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;

@@ -80,9 +80,9 @@ TEST_P(PsClientThreadsTest, ConcurrentPushAndPullLoseNothing) {
   PsClient::Options o;
   o.servers = {server.Address()};
   ASSERT_FALSE(o.servers[0].empty()) << "ps_server did not start";
-  o.transport = GetParam() == "tcp" ? xfer::TransportChoice::kTcp
-                                    : xfer::TransportChoice::kShm;
-  o.timeout_ms = 20000;
+  o.xfer.transport = GetParam() == "tcp" ? xfer::TransportChoice::kTcp
+                                         : xfer::TransportChoice::kShm;
+  o.xfer.peer_timeout_ms = 20000;
   auto client_or = PsClient::Connect(o);
   ASSERT_TRUE(client_or.ok()) << client_or.status();
   auto client = std::move(client_or).value();

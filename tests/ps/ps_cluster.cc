@@ -80,8 +80,8 @@ StatusOr<std::unique_ptr<worker::PsClient>> ConnectWorker(
   o.worker_id = worker_id;
   o.num_workers = cluster.options().num_workers;
   o.servers = cluster.addresses();
-  o.transport = cluster.options().transport;
-  o.timeout_ms = 30000 * SlowdownFactor();
+  o.xfer.transport = cluster.options().transport;
+  o.xfer.peer_timeout_ms = 30000 * SlowdownFactor();
   return worker::PsClient::Connect(o);
 }
 

@@ -253,9 +253,9 @@ class HostilePeersTest : public ::testing::TestWithParam<bool> {
     o.worker_id = id;
     o.num_workers = cluster_->options().num_workers;
     o.servers = cluster_->addresses();
-    o.transport = xfer::TransportChoice::kTcp;
-    o.timeout_ms = 10000 * SlowdownFactor();
-    o.secret = secret_;
+    o.xfer.transport = xfer::TransportChoice::kTcp;
+    o.xfer.peer_timeout_ms = 10000 * SlowdownFactor();
+    o.xfer.secret = secret_;
     return worker::PsClient::Connect(o);
   }
 

@@ -25,8 +25,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/transport_name.h"
 #include "client/ps_client.h"
+#include "core/transport_name.h"
 
 DEFINE_uint32(worker_id, 0, "This worker's id, in [0, --num_workers).");
 DEFINE_uint32(num_workers, 1, "Number of workers in the cluster.");
@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
   options.worker_id = FLAGS_worker_id;
   options.num_workers = FLAGS_num_workers;
   options.servers = SplitCommas(FLAGS_servers);
-  options.timeout_ms = FLAGS_timeout_ms;
+  options.xfer.peer_timeout_ms = FLAGS_timeout_ms;
   // No thread runs yet (this writes to the environment).
   auto secret =
       ps::xfer::ClusterSecret::ResolveForProgram(FLAGS_cluster_secret_file);
@@ -151,14 +151,14 @@ int main(int argc, char** argv) {
                  secret.status().ToString().c_str());
     return 2;
   }
-  options.secret = std::move(*secret);
+  options.xfer.secret = std::move(*secret);
   auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);
   if (!transport.ok()) {
     std::fprintf(stderr, "ps_test_worker: --transport %s\n",
                  transport.status().message().c_str());
     return 2;
   }
-  options.transport = *transport;
+  options.xfer.transport = *transport;
   if (options.servers.empty() || FLAGS_worker_id >= FLAGS_num_workers ||
       FLAGS_batch_keys == 0 || FLAGS_key_space == 0) {
     std::fprintf(stderr,
