@@ -36,8 +36,8 @@
 #include <string>
 
 #include "base/status_or.h"
-#include "protocol/ps.pb.h"
 #include "client/ps_client.h"
+#include "protocol/ps.pb.h"
 
 namespace ps::worker {
 

@@ -40,11 +40,11 @@
 #include <vector>
 
 #include "base/status.h"
-#include "protocol/ps.pb.h"
-#include "protocol/table_runtime_config.h"
 #include "client/server_group.h"
 #include "client/shard_router.h"
 #include "client/worker_clock.h"
+#include "protocol/ps.pb.h"
+#include "protocol/table_runtime_config.h"
 
 namespace ps::worker {
 

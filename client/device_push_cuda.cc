@@ -9,9 +9,9 @@
 #include <limits>
 #include <string>
 
+#include "client/device_push.h"
 #include "kernels/cuda/gpu_kernels.h"
 #include "protocol/cuda/device_packer.h"
-#include "client/device_push.h"
 
 namespace ps::worker {
 namespace {

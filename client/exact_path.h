@@ -12,10 +12,10 @@
 #include <span>
 
 #include "base/status.h"
-#include "protocol/ps.pb.h"
 #include "client/server_group.h"
 #include "client/shard_router.h"
 #include "client/worker_clock.h"
+#include "protocol/ps.pb.h"
 
 namespace ps::worker {
 

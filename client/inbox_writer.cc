@@ -3,9 +3,9 @@
 #include <chrono>
 #include <cstring>
 
+#include "client/backoff.h"
 #include "protocol/inbox_ring.h"
 #include "protocol/inbox_slot.h"
-#include "client/backoff.h"
 
 namespace ps::worker {
 

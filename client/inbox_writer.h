@@ -23,10 +23,10 @@
 
 #include "base/status.h"
 #include "base/status_or.h"
+#include "client/client_counters.h"
 #include "core/endpoint.h"
 #include "protocol/sparse_packet.h"
 #include "protocol/status_words.h"
-#include "client/client_counters.h"
 
 namespace ps::worker {
 

@@ -25,14 +25,14 @@
 #include <span>
 #include <vector>
 
-#include "core/endpoint.h"
-#include "protocol/ps.pb.h"
 #include "client/huge_array.h"
 #include "client/pending_op.h"
 #include "client/row_plan.h"
 #include "client/server_group.h"
 #include "client/shard_router.h"
 #include "client/shared_pool.h"
+#include "core/endpoint.h"
+#include "protocol/ps.pb.h"
 
 namespace ps::worker {
 

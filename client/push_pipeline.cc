@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "client/push_shape.h"
 #include "protocol/inbox_slot.h"
 #include "protocol/table_config.h"
-#include "client/push_shape.h"
 
 namespace ps::worker {
 

@@ -35,16 +35,16 @@
 #include <vector>
 
 #include "base/status.h"
-#include "kernels/error_feedback.h"
-#include "protocol/ps.pb.h"
-#include "protocol/sparse_packet.h"
-#include "protocol/table_runtime_config.h"
 #include "client/dense_accumulator.h"
 #include "client/partitioned_sums.h"
 #include "client/server_group.h"
 #include "client/shard_router.h"
 #include "client/shared_pool.h"
 #include "client/worker_clock.h"
+#include "kernels/error_feedback.h"
+#include "protocol/ps.pb.h"
+#include "protocol/sparse_packet.h"
+#include "protocol/table_runtime_config.h"
 
 namespace ps::worker {
 

@@ -16,11 +16,11 @@
 
 #include "base/status.h"
 #include "base/status_or.h"
+#include "client/inbox_writer.h"
+#include "client/shard_router.h"
 #include "core/context.h"
 #include "protocol/control_channel.h"
 #include "protocol/ps.pb.h"
-#include "client/inbox_writer.h"
-#include "client/shard_router.h"
 
 namespace ps::worker {
 

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "base/status.h"
-#include "protocol/ps.pb.h"
-#include "protocol/shard_map.h"
 #include "client/row_hash.h"
 #include "client/row_plan.h"
+#include "protocol/ps.pb.h"
+#include "protocol/shard_map.h"
 
 namespace ps::worker {
 

@@ -19,9 +19,9 @@
 
 #include "base/status.h"
 #include "base/status_or.h"
+#include "client/server_group.h"
 #include "protocol/ps.pb.h"
 #include "protocol/status_words.h"
-#include "client/server_group.h"
 
 namespace ps::worker {
 

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "base/status_or.h"
+#include "client/client_counters.h"
 #include "metrics/exporter.h"
 #include "metrics/registry.h"
-#include "client/client_counters.h"
 #include "worker/train/param_store.h"
 #include "worker/train/train_stats.h"
 

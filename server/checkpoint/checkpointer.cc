@@ -1,8 +1,8 @@
-// Checkpointer (server/checkpoint/checkpointer.h): options, life and stop, and the
-// cut: the copy of the shard's tables that a background writer thread
-// takes to disk (checkpointer_write.cc), and how shard 0 records each
-// checkpoint's end. Restore, the wait for the other shards' parts and the
-// control requests have their own files (checkpointer_*.cc).
+// Checkpointer (server/checkpoint/checkpointer.h): options, life and stop, and
+// the cut: the copy of the shard's tables that a background writer thread takes
+// to disk (checkpointer_write.cc), and how shard 0 records each checkpoint's
+// end. Restore, the wait for the other shards' parts and the control requests
+// have their own files (checkpointer_*.cc).
 #include "server/checkpoint/checkpointer.h"
 
 #include <glog/logging.h>

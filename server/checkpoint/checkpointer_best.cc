@@ -1,5 +1,5 @@
-// Checkpointer's part in early stopping (server/checkpoint/checkpointer.h): worker 0's
-// verdict at an eval point, and the best checkpoint's mark.
+// Checkpointer's part in early stopping (server/checkpoint/checkpointer.h):
+// worker 0's verdict at an eval point, and the best checkpoint's mark.
 #include <glog/logging.h>
 
 #include <chrono>

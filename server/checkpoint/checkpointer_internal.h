@@ -1,5 +1,5 @@
-// What the files of the Checkpointer (server/checkpoint/checkpointer.h) share: its
-// limits and how it measures and prints time. Internal to server/.
+// What the files of the Checkpointer (server/checkpoint/checkpointer.h) share:
+// its limits and how it measures and prints time. Internal to server/.
 //
 // Thread-safety: constants and pure functions.
 #pragma once

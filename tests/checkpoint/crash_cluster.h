@@ -33,10 +33,10 @@
 
 #include "checkpoint/layout.h"
 #include "checkpoint/restorer.h"
+#include "client/ps_client.h"
 #include "protocol/shard_map.h"
 #include "protocol/table_config.h"
 #include "tests/ps/server_process.h"
-#include "client/ps_client.h"
 
 namespace ps::testing::crash {
 

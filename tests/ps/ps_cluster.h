@@ -29,10 +29,10 @@
 
 #include "base/status.h"
 #include "base/status_or.h"
+#include "client/ps_client.h"
 #include "protocol/shard_map.h"
 #include "tests/core/process_harness.h"
 #include "tests/ps/server_process.h"
-#include "client/ps_client.h"
 
 namespace ps::testing {
 
