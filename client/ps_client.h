@@ -48,13 +48,6 @@ namespace ps::worker {
 
 class PsClient {
  public:
-  // ContextOptions with the client's default peer timeout, 30 s.
-  static xfer::ContextOptions DefaultXferOptions() {
-    xfer::ContextOptions options;
-    options.peer_timeout_ms = 30000;
-    return options;
-  }
-
   struct Options {
     uint32_t worker_id = 0;
     uint32_t num_workers = 1;
@@ -66,7 +59,7 @@ class PsClient {
     // for xfer.peer_timeout_ms is lost: operations fail with kPeerLost (or
     // kTimeout for a control call without reply or keepalive). Connect
     // names the context; link_counters come from `counters` when given.
-    xfer::ContextOptions xfer = DefaultXferOptions();
+    xfer::ContextOptions xfer = xfer::ContextOptions::WithPeerTimeout(30000);
     // Monitoring (null: none): credit waits per shard and the quantization
     // error of pushes go there (client_counters.h); it has at least one
     // shard per server and outlives the client.

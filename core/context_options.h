@@ -94,6 +94,13 @@ struct ContextOptions {
   // kNotSupported saying why otherwise. -1: leave the machine as it is.
   int cpu_wakeup_latency_us = -1;
   static constexpr uint32_t kMaxNotificationCapacity = 1u << 20;
+  // The defaults with another peer timeout (the parameter server's
+  // processes default to 30 s).
+  static ContextOptions WithPeerTimeout(int peer_timeout_ms) {
+    ContextOptions options;
+    options.peer_timeout_ms = peer_timeout_ms;
+    return options;
+  }
   static constexpr int kMaxCopyThreads = 64;
 };
 

@@ -55,13 +55,6 @@ class Registry;
 
 namespace ps::server {
 
-// ContextOptions with the server's default peer timeout, 30 s.
-inline xfer::ContextOptions DefaultServerXferOptions() {
-  xfer::ContextOptions options;
-  options.peer_timeout_ms = 30000;
-  return options;
-}
-
 struct ServerOptions {
   uint32_t shard_id = 0;
   uint32_t num_shards = 1;
@@ -74,7 +67,7 @@ struct ServerOptions {
   // for xfer.peer_timeout_ms is lost (control calls and hellos have that
   // deadline too). xfer.listen_port is the xfer listener's port (0: any
   // free port). Create names the context and sizes its notification queue.
-  xfer::ContextOptions xfer = DefaultServerXferOptions();
+  xfer::ContextOptions xfer = xfer::ContextOptions::WithPeerTimeout(30000);
   uint16_t port = 0;  // control listener; 0: any free port
   proto::TableConfig tables;
   ApplyOptions apply;

@@ -99,13 +99,12 @@ bool ParamTable::FoldPushesOfEachStep() {
 Status ParamTable::ApplyPush(uint64_t step, std::span<const uint32_t> rows,
                              std::span<float> grads,
                              kernels::AccumulateMode mode) {
-  if (!optimizer_) return Apply(rows, grads, mode);
+  // fold_ is set before applies start (FoldPushesOfEachStep).
+  if (fold_ == nullptr) return Apply(rows, grads, mode);
   const kernels::OptimizerTable t = optimizer_table();
   std::lock_guard<std::mutex> lock(optimizer_mu_);
   bool new_step = true;
-  if (fold_ != nullptr) {
-    PS_RETURN_IF_ERROR(fold_->Fold(step, t, rows, grads, &new_step));
-  }
+  PS_RETURN_IF_ERROR(fold_->Fold(step, t, rows, grads, &new_step));
   if (new_step) ++optimizer_steps_;
   return kernels::ApplyOptimizerToRows(*optimizer_, optimizer_steps_, t, rows,
                                        grads);

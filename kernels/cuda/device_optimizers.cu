@@ -54,64 +54,6 @@ __device__ bool Held(const uint64_t* guard) {
   return guard != nullptr && *guard != kApplyGuardClear;
 }
 
-__global__ void AddKernel(DeviceTable t, const uint32_t* rows,
-                          const float* grads, size_t count, float scale,
-                          int lane_shift, const uint64_t* guard) {
-  if (Held(guard)) return;
-  const uint32_t lanes = 1u << lane_shift;
-  const uint32_t lane = threadIdx.x & (lanes - 1);
-  const size_t per_block = blockDim.x >> lane_shift;
-  for (size_t i = blockIdx.x * per_block + (threadIdx.x >> lane_shift);
-       i < count; i += size_t{gridDim.x} * per_block) {
-    const uint32_t row = rows[i];
-    if (row >= t.num_rows) continue;  // CheckRows refused it already
-    float* w = t.params + size_t{row} * t.dim;
-    const float* g = grads + i * t.dim;
-    for (uint32_t j = lane; j < t.dim; j += lanes) {
-      atomicAdd(w + j, scale * g[j]);
-    }
-  }
-}
-
-// AddKernel four columns at a time, for rows of a multiple of 4 floats at
-// 16-byte aligned addresses: Hopper (sm_90) adds a float4 in one atomic
-// instruction (each of its four floats atomically, as four atomicAdds
-// would), a quarter of the atomics of AddKernel; at dim 16 that is what
-// keeps the kernel near the card's copy bandwidth. lane_shift counts lanes
-// of float4 columns.
-__global__ void AddKernel4(DeviceTable t, const uint32_t* rows,
-                           const float* grads, size_t count, float scale,
-                           int lane_shift, const uint64_t* guard) {
-  if (Held(guard)) return;
-  const uint32_t lanes = 1u << lane_shift;
-  const uint32_t lane = threadIdx.x & (lanes - 1);
-  const uint32_t quads = t.dim / 4;
-  const size_t per_block = blockDim.x >> lane_shift;
-  for (size_t i = blockIdx.x * per_block + (threadIdx.x >> lane_shift);
-       i < count; i += size_t{gridDim.x} * per_block) {
-    const uint32_t row = rows[i];
-    if (row >= t.num_rows) continue;  // CheckRows refused it already
-    auto* w = reinterpret_cast<float4*>(t.params + size_t{row} * t.dim);
-    const auto* g = reinterpret_cast<const float4*>(grads + i * t.dim);
-    for (uint32_t j = lane; j < quads; j += lanes) {
-      const float4 v = g[j];
-      const float4 add{scale * v.x, scale * v.y, scale * v.z, scale * v.w};
-#if __CUDA_ARCH__ >= 900
-      atomicAdd(w + j, add);
-#else
-      atomicAdd(&w[j].x, add.x);
-      atomicAdd(&w[j].y, add.y);
-      atomicAdd(&w[j].z, add.z);
-      atomicAdd(&w[j].w, add.w);
-#endif
-    }
-  }
-}
-
-bool Aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 // The stateful updates. Each rule steps one parameter with its state,
 // x = {w, state 0, state 1 (Adam and FTRL)}, once per gradient (in packet
 // order); GroupedKernel loads and stores x.
@@ -176,6 +118,9 @@ struct Columns<1> {
   using Vec = float;
   __device__ static void Split(float v, float* out) { out[0] = v; }
   __device__ static float Join(const float* in) { return in[0]; }
+  __device__ static void AtomicAdd(float* w, float v, float scale) {
+    atomicAdd(w, scale * v);
+  }
 };
 template <>
 struct Columns<4> {
@@ -186,7 +131,59 @@ struct Columns<4> {
   __device__ static float4 Join(const float* in) {
     return {in[0], in[1], in[2], in[3]};
   }
+  // Hopper (sm_90) adds a float4 in one atomic instruction, each of its
+  // four floats atomically, as four atomicAdds would: a quarter of the
+  // atomics, which at dim 16 is what keeps the sum kernel near the card's
+  // copy bandwidth.
+  __device__ static void AtomicAdd(float4* w, float4 v, float scale) {
+    const float4 add{scale * v.x, scale * v.y, scale * v.z, scale * v.w};
+#if __CUDA_ARCH__ >= 900
+    atomicAdd(w, add);
+#else
+    atomicAdd(&w->x, add.x);
+    atomicAdd(&w->y, add.y);
+    atomicAdd(&w->z, add.z);
+    atomicAdd(&w->w, add.w);
+#endif
+  }
 };
+
+bool Aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// Whether the kernels may take `t`'s rows (and `states` state arrays) and
+// `grads` four columns at a time.
+bool QuadsFit(const DeviceTable& t, const float* grads, int states) {
+  bool fit = t.dim % 4 == 0 && Aligned16(t.params) && Aligned16(grads);
+  for (int s = 0; s < states; ++s) fit &= Aligned16(t.state[s]);
+  return fit;
+}
+
+// sum and sgd: `lanes` threads per packet entry add scale x its gradient
+// to its row, kWidth columns per atomic.
+template <int kWidth>
+__global__ void AddKernel(DeviceTable t, const uint32_t* rows,
+                          const float* grads, size_t count, float scale,
+                          int lane_shift, const uint64_t* guard) {
+  using C = Columns<kWidth>;
+  using Vec = typename C::Vec;
+  if (Held(guard)) return;
+  const uint32_t lanes = 1u << lane_shift;
+  const uint32_t lane = threadIdx.x & (lanes - 1);
+  const uint32_t slices = t.dim / kWidth;
+  const size_t per_block = blockDim.x >> lane_shift;
+  for (size_t i = blockIdx.x * per_block + (threadIdx.x >> lane_shift);
+       i < count; i += size_t{gridDim.x} * per_block) {
+    const uint32_t row = rows[i];
+    if (row >= t.num_rows) continue;  // CheckRows refused it already
+    auto* w = reinterpret_cast<Vec*>(t.params + size_t{row} * t.dim);
+    const auto* g = reinterpret_cast<const Vec*>(grads + i * t.dim);
+    for (uint32_t j = lane; j < slices; j += lanes) {
+      C::AtomicAdd(w + j, g[j], scale);
+    }
+  }
+}
 
 // One set of `lanes` threads per group of entries with the same row; each
 // thread owns some kWidth-column slices of that row, loads them and their
@@ -245,8 +242,7 @@ Status LaunchGrouped(const Rule& rule, const DeviceTable& t,
                      const uint32_t* order, const uint32_t* starts,
                      size_t groups, void* stream, const uint64_t* guard,
                      const char* what) {
-  bool quads = t.dim % 4 == 0 && Aligned16(t.params) && Aligned16(grads);
-  for (int s = 0; s < Rule::kStates; ++s) quads &= Aligned16(t.state[s]);
+  const bool quads = QuadsFit(t, grads, Rule::kStates);
   const int shift = LaneShift(quads ? t.dim / 4 : t.dim);
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
   ClearStaleError();
@@ -312,18 +308,17 @@ Status LaunchAddRows(DeviceTable table, const uint32_t* rows,
   if (table.dim == 0 || table.params == nullptr) {
     return InvalidArgument("device add: table has no parameter storage");
   }
+  const bool quads = QuadsFit(table, grads, 0);
+  const int shift = LaneShift(quads ? table.dim / 4 : table.dim);
+  const auto cuda_stream = static_cast<cudaStream_t>(stream);
   ClearStaleError();
-  if (table.dim % 4 == 0 && Aligned16(table.params) && Aligned16(grads)) {
-    const int shift = LaneShift(table.dim / 4);
-    AddKernel4<<<GridFor(count, shift), kThreads, 0,
-                 static_cast<cudaStream_t>(stream)>>>(table, rows, grads, count,
-                                                      scale, shift, guard);
-    return LaunchError("device add");
+  if (quads) {
+    AddKernel<4><<<GridFor(count, shift), kThreads, 0, cuda_stream>>>(
+        table, rows, grads, count, scale, shift, guard);
+  } else {
+    AddKernel<1><<<GridFor(count, shift), kThreads, 0, cuda_stream>>>(
+        table, rows, grads, count, scale, shift, guard);
   }
-  const int shift = LaneShift(table.dim);
-  AddKernel<<<GridFor(count, shift), kThreads, 0,
-              static_cast<cudaStream_t>(stream)>>>(table, rows, grads, count,
-                                                   scale, shift, guard);
   return LaunchError("device add");
 }
 
