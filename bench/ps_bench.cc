@@ -50,6 +50,7 @@
 #include "bench/peak_rss.h"
 #include "cli/flags.h"
 #include "client/ps_client.h"
+#include "core/context_environment.h"
 #include "core/transport_name.h"
 #include "metrics/exporter.h"
 #include "metrics/process_collector.h"
@@ -331,6 +332,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.xfer.transport = *transport;
+  if (auto env = ps::xfer::ApplyEnvironment(std::move(o.xfer), environ);
+      env.ok()) {
+    o.xfer = std::move(*env);
+  } else {
+    std::fprintf(stderr, "ps_bench: %s\n", env.status().ToString().c_str());
+    return 2;
+  }
   Mode mode = Mode::kBoth;
   if (!ParseMode(FLAGS_mode, &mode)) {
     std::fprintf(stderr,

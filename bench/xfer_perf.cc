@@ -48,6 +48,7 @@
 
 #include "cli/flags.h"
 #include "core/context.h"
+#include "core/context_environment.h"
 #include "core/endpoint.h"
 #include "core/transport_name.h"
 
@@ -212,7 +213,10 @@ ContextOptions Options(const std::string& name, TransportChoice t) {
   o.transport = t;
   o.peer_timeout_ms = 30000;
   o.cpu_wakeup_latency_us = FLAGS_cpu_wakeup_latency_us;
-  return o;
+  // XFER_IB_DEV and the like pick the RDMA device (scripts/verbs_vm.sh).
+  auto with_environment = ApplyEnvironment(std::move(o), environ);
+  if (!with_environment.ok()) Die(with_environment.status().ToString());
+  return std::move(*with_environment);
 }
 
 // One side of a ping-pong over `ep`: Send puts `v` into the other side's

@@ -11,9 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/context_environment.h"
 #include "net/unique_fd.h"
-
-extern char** environ;
 
 namespace ps::xfer {
 namespace {
@@ -22,13 +21,13 @@ namespace {
 // libsodium call (it seeds the random generator).
 void EnsureSodium() { [[maybe_unused]] static const int once = sodium_init(); }
 
-// Overwrites the value of every PS_CLUSTER_SECRET entry environ holds with
-// NUL bytes (there may be more than one: execve takes duplicates). The
-// entries a process starts with point into the block the kernel shows in
-// /proc/PID/environ, so this wipes them there too.
-void WipeSecretFromEnvironment() {
+// Overwrites the value of every PS_CLUSTER_SECRET entry of `envp` with NUL
+// bytes (there may be more than one: execve takes duplicates). The entries
+// a process starts with point into the block the kernel shows under
+// /proc/PID, so this wipes them there too.
+void WipeSecretFromEnvironment(char** envp) {
   static constexpr std::string_view kEntry = "PS_CLUSTER_SECRET=";
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+  for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
     if (std::strncmp(*e, kEntry.data(), kEntry.size()) != 0) continue;
     char* value = *e + kEntry.size();
     sodium_memzero(value, std::strlen(value));
@@ -109,19 +108,20 @@ StatusOr<ClusterSecret> ClusterSecret::FromFile(const std::string& path) {
   return secret;
 }
 
-StatusOr<ClusterSecret> ClusterSecret::Resolve(const std::string& file) {
+StatusOr<ClusterSecret> ClusterSecret::Resolve(const std::string& file,
+                                               const char* const* envp) {
   if (!file.empty()) return FromFile(file);
-  if (const char* env = std::getenv("PS_CLUSTER_SECRET_FILE");
-      env != nullptr && env[0] != '\0') {
-    auto secret = FromFile(env);
+  if (auto env = EnvValue(envp, "PS_CLUSTER_SECRET_FILE");
+      env.has_value() && !env->empty()) {
+    auto secret = FromFile(std::string(*env));
     if (!secret.ok()) {
       return secret.status().WithContext("$PS_CLUSTER_SECRET_FILE");
     }
     return secret;
   }
-  if (const char* env = std::getenv("PS_CLUSTER_SECRET");
-      env != nullptr && env[0] != '\0') {
-    auto secret = FromBytes(env);
+  if (auto env = EnvValue(envp, "PS_CLUSTER_SECRET");
+      env.has_value() && !env->empty()) {
+    auto secret = FromBytes(std::string(*env));
     if (!secret.ok()) return secret.status().WithContext("$PS_CLUSTER_SECRET");
     return secret;
   }
@@ -129,9 +129,9 @@ StatusOr<ClusterSecret> ClusterSecret::Resolve(const std::string& file) {
 }
 
 StatusOr<ClusterSecret> ClusterSecret::ResolveForProgram(
-    const std::string& file) {
-  auto secret = Resolve(file);
-  WipeSecretFromEnvironment();
+    const std::string& file, char** envp) {
+  auto secret = Resolve(file, envp);
+  WipeSecretFromEnvironment(envp);
   // A secret handed down in an inherited descriptor (ps_launch's memfd) is
   // read now: whatever this program execs does not inherit it further.
   constexpr std::string_view kInherited = "/proc/self/fd/";

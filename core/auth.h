@@ -15,11 +15,13 @@
 //
 // Where the secret comes from (Resolve): a key file (--cluster_secret_file),
 // else the file named by $PS_CLUSTER_SECRET_FILE, else $PS_CLUSTER_SECRET
-// itself. No secret: connections are not authenticated, which is allowed
-// only for listeners on loopback addresses (RequireSecretFor). A program's
+// itself, read from the environment block the caller passes (a program's
+// main() passes its own; library code never reads the environment). No
+// secret: connections are not authenticated, which is allowed only for
+// listeners on loopback addresses (RequireSecretFor). A program's
 // main() resolves with ResolveForProgram, which also wipes the value of
-// $PS_CLUSTER_SECRET from the process's environment: /proc/PID/environ
-// would show it to anyone who can read that file, for as long as the
+// $PS_CLUSTER_SECRET from the process's environment: /proc/PID shows the
+// environment to anyone who can read that file, for as long as the
 // process runs.
 //
 // Thread-safe: immutable after construction; copies share the key.
@@ -70,13 +72,16 @@ class ClusterSecret {
   // defaultMode 0440 (or 0640), owned by root and the pod's fsGroup.
   static StatusOr<ClusterSecret> FromFile(const std::string& path);
   // `file` when non-empty, else $PS_CLUSTER_SECRET_FILE, else
-  // $PS_CLUSTER_SECRET, else no secret. No side effects: a library (the
-  // Python package) calls it and leaves its user's environment as it was.
-  static StatusOr<ClusterSecret> Resolve(const std::string& file);
-  // For a program's main(): Resolve(file), then overwrites the value of
-  // every PS_CLUSTER_SECRET entry of this process's environment with NUL
+  // $PS_CLUSTER_SECRET, else no secret; the variables as `envp` holds them
+  // ("NAME=value" entries up to a null pointer; null: none). No side
+  // effects: an entry point of a library (the Python package) calls it and
+  // leaves its user's environment as it was.
+  static StatusOr<ClusterSecret> Resolve(const std::string& file,
+                                         const char* const* envp);
+  // For a program's main(), with its environment block: Resolve(file, envp),
+  // then overwrites the value of every PS_CLUSTER_SECRET entry of envp with NUL
   // bytes, in place, whichever source the secret came from and also when
-  // resolving failed. In place because /proc/PID/environ shows the block
+  // resolving failed. In place because /proc/PID shows the environment block
   // the kernel wrote at exec, which is where those entries point:
   // unsetenv() would only drop the pointer and leave the bytes there.
   // A secret read from an inherited descriptor (/proc/self/fd/N, as
@@ -84,9 +89,9 @@ class ClusterSecret {
   // Afterwards $PS_CLUSTER_SECRET reads as empty (no secret), so a program
   // that needs the secret twice passes this result on instead of resolving
   // again. Call it before the program starts any thread: it writes to the
-  // environment, which no other thread may read (getenv) or change
-  // meanwhile.
-  static StatusOr<ClusterSecret> ResolveForProgram(const std::string& file);
+  // environment, which no other thread may read or change meanwhile.
+  static StatusOr<ClusterSecret> ResolveForProgram(const std::string& file,
+                                                   char** envp);
 
   bool empty() const { return key_ == nullptr; }
   // The secret itself ("" when none), for a launcher that hands it on to

@@ -20,10 +20,10 @@
 //
 // The transport to each peer is chosen at Connect: shm when the peer runs on
 // the same host (memory is mapped and copied directly), verbs (RDMA) when
-// both have an RDMA device, tcp otherwise. Options::transport or the
-// environment variable XFER_TRANSPORT=tcp|shm|verbs|auto overrides the
-// choice. Forcing verbs where a side has no device fails Connect with
-// kNotSupported.
+// both have an RDMA device, tcp otherwise. Options::transport overrides the
+// choice (a program's main() may take it from XFER_TRANSPORT:
+// core/context_environment.h). Forcing verbs where a side has no device fails
+// Connect with kNotSupported.
 //
 // Peers: with ContextOptions::secret, every connection starts with a
 // challenge-response (core/auth.h) in both directions, and a peer that

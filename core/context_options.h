@@ -21,6 +21,8 @@
 
 namespace ps::xfer {
 
+// kAuto, or the transport to force (one enumerator per transport, as in
+// TransportKind: core/internal/transport_registry.h pairs them).
 enum class TransportChoice { kAuto, kShm, kTcp, kVerbs };
 
 struct ContextOptions {
@@ -48,9 +50,10 @@ struct ContextOptions {
   // The cluster's shared secret; empty: peers are not authenticated (only
   // allowed when listen_host is a loopback address).
   ClusterSecret secret;
-  // RDMA device for the verbs transport (empty / 0 / -1: the environment's
-  // XFER_IB_DEV, XFER_IB_PORT, XFER_IB_GID_INDEX, else the first active
-  // device and port, and on RoCE a RoCE v2 GID with an IPv4 address).
+  // RDMA device for the verbs transport (empty / 0 / -1: the first active
+  // device and port, and on RoCE a RoCE v2 GID with an IPv4 address;
+  // ApplyEnvironment fills them from XFER_IB_DEV, XFER_IB_PORT and
+  // XFER_IB_GID_INDEX).
   std::string ib_device;
   int ib_port = 0;
   int ib_gid_index = -1;

@@ -7,8 +7,8 @@
 
 namespace ps::xfer {
 
-// One enumerator per transport provider (core/internal/transport_registry.cc
-// lists the providers).
+// One enumerator per transport; core/internal/transport_registry.h lists
+// them with their names and providers.
 enum class TransportKind { kShm, kTcp, kVerbs };
 
 // "shm", "tcp", "verbs".

@@ -4,19 +4,8 @@
 
 namespace ps::xfer {
 
-std::string_view TransportChoiceName(TransportChoice choice) {
-  switch (choice) {
-    case TransportChoice::kAuto:
-      return "auto";
-    case TransportChoice::kShm:
-      return "shm";
-    case TransportChoice::kTcp:
-      return "tcp";
-    case TransportChoice::kVerbs:
-      return "verbs";
-  }
-  return "?";
-}
+// TransportChoiceName is defined with the registry
+// (core/internal/transport_registry.cc).
 
 StatusOr<TransportChoice> TransportChoiceFromName(
     std::string_view name, std::initializer_list<TransportChoice> accepted) {

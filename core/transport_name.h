@@ -1,7 +1,7 @@
-// The names of the xfer transport choices on command lines and in the
-// XFER_TRANSPORT environment variable ("auto", "shm", "tcp", "verbs"): the one
-// parser of them, used by the Context, ps_server, ps_worker, the test worker
-// and the benchmarks.
+// The names of the xfer transport choices on command lines and in
+// XFER_TRANSPORT (core/context_environment.h) ("auto", "shm", "tcp", "verbs"):
+// the one parser of them, used by the Context, ps_server, ps_worker, the test
+// worker and the benchmarks.
 //
 // Pure functions: thread-safe.
 #pragma once

@@ -1,7 +1,6 @@
 #include "kernels/cpu_features.h"
 
-#include <cstdlib>
-#include <cstring>
+#include <atomic>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -29,15 +28,20 @@ CpuFeatures DetectCpuFeatures() {
   return f;
 }
 
+namespace {
+// Set once by ForceScalarKernels (a test's main), read by every dispatch.
+std::atomic<bool> force_scalar{false};
+}  // namespace
+
+void ForceScalarKernels() {
+  force_scalar.store(true, std::memory_order_relaxed);
+}
+
 const CpuFeatures& ActiveCpuFeatures() {
-  // A function-local constant, computed once: the CPU does not change.
-  static const CpuFeatures active = [] {
-    const char* scalar = std::getenv("PS_KERNELS_SCALAR");
-    if (scalar != nullptr && std::strcmp(scalar, "1") == 0)
-      return CpuFeatures{};
-    return DetectCpuFeatures();
-  }();
-  return active;
+  // Function-local constants, computed once: the CPU does not change.
+  static const CpuFeatures detected = DetectCpuFeatures();
+  static const CpuFeatures scalar{};
+  return force_scalar.load(std::memory_order_relaxed) ? scalar : detected;
 }
 
 }  // namespace ps::kernels

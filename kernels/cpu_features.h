@@ -20,9 +20,13 @@ struct CpuFeatures {
 // What the CPU supports (cpuid via the compiler's builtins).
 CpuFeatures DetectCpuFeatures();
 
-// The features kernels should use: DetectCpuFeatures(), unless the
-// environment variable PS_KERNELS_SCALAR=1 asks for the scalar fallback.
-// Read once; cheap to call.
+// The features kernels should use: DetectCpuFeatures() (detected once),
+// or none after ForceScalarKernels(). Cheap to call.
 const CpuFeatures& ActiveCpuFeatures();
+
+// From now on every kernel of this process takes its scalar path: for tests
+// that compare both paths (their main calls it, before any kernel runs:
+// tests/support/scalar_kernels.cc reads PS_KERNELS_SCALAR=1 for them).
+void ForceScalarKernels();
 
 }  // namespace ps::kernels

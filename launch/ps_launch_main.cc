@@ -272,8 +272,8 @@ int Main(int argc, char** argv) {
 
   // Before anything else runs: this wipes $PS_CLUSTER_SECRET from our
   // environment (it must not show in /proc/PID/environ).
-  auto secret =
-      ps::xfer::ClusterSecret::ResolveForProgram(FLAGS_cluster_secret_file);
+  auto secret = ps::xfer::ClusterSecret::ResolveForProgram(
+      FLAGS_cluster_secret_file, environ);
   if (!secret.ok()) return Fail(kExitUsage, secret.status().message());
   const std::string run_dir =
       Absolute(FLAGS_run_dir.empty() ? DefaultRunDir() : FLAGS_run_dir);

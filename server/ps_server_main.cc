@@ -23,6 +23,7 @@
 
 #include "cli/flags.h"
 #include "cli/version.h"
+#include "core/context_environment.h"
 #include "core/transport_name.h"
 #include "metrics/exporter.h"
 #include "metrics/process_collector.h"
@@ -204,7 +205,7 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   o.xfer.advertise_host = FLAGS_advertise_host;
   // Runs before main() starts any thread (it writes to the environment).
   PS_ASSIGN_OR_RETURN(o.xfer.secret, ps::xfer::ClusterSecret::ResolveForProgram(
-                                         FLAGS_cluster_secret_file));
+                                         FLAGS_cluster_secret_file, environ));
   o.xfer.peer_timeout_ms = FLAGS_timeout_ms;
   o.max_control_connections = FLAGS_max_control_connections;
   o.apply.threads = FLAGS_apply_threads;
@@ -222,6 +223,8 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   auto transport = ps::xfer::TransportChoiceFromName(FLAGS_transport);
   if (!transport.ok()) return transport.status().WithContext("--transport");
   o.xfer.transport = *transport;
+  PS_ASSIGN_OR_RETURN(o.xfer,
+                      ps::xfer::ApplyEnvironment(std::move(o.xfer), environ));
   PS_RETURN_IF_ERROR(ps::cli::CheckIntFlag(
       "cpu_wakeup_latency_us", FLAGS_cpu_wakeup_latency_us, -1, 1000000));
   o.xfer.cpu_wakeup_latency_us = FLAGS_cpu_wakeup_latency_us;

@@ -124,8 +124,8 @@ int Main(int argc, char** argv) {
     }
   }
   // Before QueryCluster starts its threads (this writes to the environment).
-  auto secret =
-      ps::xfer::ClusterSecret::ResolveForProgram(FLAGS_cluster_secret_file);
+  auto secret = ps::xfer::ClusterSecret::ResolveForProgram(
+      FLAGS_cluster_secret_file, environ);
   if (!secret.ok()) return Fail(kExitFailed, secret.status().message());
 
   const ps::tools::ClusterStatus status =

@@ -22,6 +22,7 @@
 #include "cli/guarded_main.h"
 #include "client/checkpoint_sync.h"
 #include "client/ps_client.h"
+#include "core/context_environment.h"
 #include "core/transport_name.h"
 #include "metrics/exporter.h"
 #include "protocol/table_config.h"
@@ -299,8 +300,8 @@ int Main(int argc, char** argv) {
   }
   // Before any thread starts (the metrics exporter's, the trainer's): this
   // writes to the environment. Its error matters only with --servers.
-  auto secret =
-      ps::xfer::ClusterSecret::ResolveForProgram(FLAGS_cluster_secret_file);
+  auto secret = ps::xfer::ClusterSecret::ResolveForProgram(
+      FLAGS_cluster_secret_file, environ);
   if (FLAGS_metrics_port < -1 || FLAGS_metrics_port > 65535) {
     return Fail(kExitUsage,
                 "--metrics_port must be -1 (off) or in [0, 65535], not " +
@@ -453,6 +454,12 @@ int Main(int argc, char** argv) {
       return Fail(2, "--transport " + transport.status().message());
     }
     co.xfer.transport = *transport;
+    auto with_environment =
+        ps::xfer::ApplyEnvironment(std::move(co.xfer), environ);
+    if (!with_environment.ok()) {
+      return Fail(kExitUsage, with_environment.status().ToString());
+    }
+    co.xfer = std::move(*with_environment);
     co.xfer.cpu_wakeup_latency_us = FLAGS_cpu_wakeup_latency_us;
     if (metrics != nullptr) {
       co.counters =

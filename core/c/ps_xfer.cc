@@ -2,6 +2,8 @@
 // endpoints and imported regions. The operations are in ps_xfer_ops.cc.
 #include "core/c/ps_xfer.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -10,6 +12,7 @@
 #include "core/access.h"
 #include "core/auth.h"
 #include "core/c/handles.h"
+#include "core/context_environment.h"
 #include "core/transport_kind.h"
 
 namespace ps::xfer::c_api {
@@ -191,7 +194,11 @@ ps_xfer_status ps_xfer_context_create(const ps_xfer_context_options* options,
     }
     o.copy_threads = options->copy_threads;
     o.cpu_wakeup_latency_us = options->cpu_wakeup_latency_us;
-    auto context = ps::xfer::Context::Create(std::move(o));
+    // The C API is an entry point: it honours XFER_TRANSPORT and XFER_IB_*
+    // as ps_xfer.h documents (core/context_environment.h).
+    auto with_environment = ps::xfer::ApplyEnvironment(std::move(o), environ);
+    if (!with_environment.ok()) return Report(with_environment.status());
+    auto context = ps::xfer::Context::Create(std::move(*with_environment));
     if (!context.ok()) return Report(context.status());
     auto handle = std::make_unique<ps_xfer_context>();
     handle->address = (*context)->address();

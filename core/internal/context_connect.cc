@@ -28,8 +28,7 @@ const proto::TransportAnswer* FindAnswer(const proto::HelloReply& reply,
 
 StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
     const std::string& address) {
-  const std::optional<TransportKind> forced =
-      ForcedKind(EffectiveChoice(options_.transport));
+  const std::optional<TransportKind> forced = ForcedKind(options_.transport);
   if (forced.has_value() && FindProvider(ProviderId(*forced)) == nullptr) {
     return NotSupported("transport " + std::string(TransportName(*forced)) +
                         " was forced, but " + options_.name +

@@ -1,9 +1,5 @@
 #include "core/internal/transport_registry.h"
 
-#include <glog/logging.h>
-
-#include <cstdlib>
-
 #include "core/shm/shm_provider.h"
 #include "core/stream/stream_provider.h"
 #include "core/transport_name.h"
@@ -11,49 +7,70 @@
 #include "core/verbs/verbs_provider.h"
 #endif
 
-namespace ps::xfer::internal {
+namespace ps::xfer {
+namespace internal {
+namespace {
 
-// A new transport: its folder (a Make...Provider() beside its transport),
-// an enumerator in core/transport_kind.h, and one line here, where it ranks:
-// the first provider that carries a connection wins.
+constexpr TransportEntry kTransports[] = {
+    // Other hosts, where both have an RDMA device.
+    {TransportKind::kVerbs, TransportChoice::kVerbs, "verbs",
+#if PS_HAVE_VERBS
+     MakeVerbsProvider
+#else
+     nullptr
+#endif
+    },
+    // The same host: mapped memory.
+    {TransportKind::kShm, TransportChoice::kShm, "shm", MakeShmProvider},
+    // Everyone else: a stream socket.
+    {TransportKind::kTcp, TransportChoice::kTcp, "tcp", MakeStreamProvider},
+};
+
+}  // namespace
+
+std::span<const TransportEntry> Transports() { return kTransports; }
+
+const TransportEntry* FindTransport(TransportKind kind) {
+  for (const TransportEntry& t : kTransports) {
+    if (t.kind == kind) return &t;
+  }
+  return nullptr;
+}
+
+const TransportEntry* FindTransport(TransportChoice choice) {
+  for (const TransportEntry& t : kTransports) {
+    if (t.choice == choice) return &t;
+  }
+  return nullptr;
+}
+
 std::vector<std::shared_ptr<TransportProvider>> MakeTransportProviders() {
   std::vector<std::shared_ptr<TransportProvider>> providers;
-#if PS_HAVE_VERBS
-  providers.push_back(MakeVerbsProvider());  // other hosts, with a device
-#endif
-  providers.push_back(MakeShmProvider());     // the same host
-  providers.push_back(MakeStreamProvider());  // tcp: everyone else
+  for (const TransportEntry& t : kTransports) {
+    if (t.make != nullptr) providers.push_back(t.make());
+  }
   return providers;
 }
 
-TransportChoice EffectiveChoice(TransportChoice option) {
-  if (option != TransportChoice::kAuto) return option;
-  const char* env = std::getenv("XFER_TRANSPORT");
-  if (env == nullptr) return option;
-  if (env[0] == '\0') return option;
-  auto choice = TransportChoiceFromName(
-      env, {TransportChoice::kAuto, TransportChoice::kShm,
-            TransportChoice::kTcp, TransportChoice::kVerbs});
-  if (!choice.ok()) {
-    LOG(WARNING) << "XFER_TRANSPORT " << choice.status().message()
-                 << "; choosing automatically";
-    return TransportChoice::kAuto;
-  }
-  return *choice;
-}
-
 std::optional<TransportKind> ForcedKind(TransportChoice choice) {
-  switch (choice) {
-    case TransportChoice::kAuto:
-      return std::nullopt;
-    case TransportChoice::kShm:
-      return TransportKind::kShm;
-    case TransportChoice::kTcp:
-      return TransportKind::kTcp;
-    case TransportChoice::kVerbs:
-      return TransportKind::kVerbs;
-  }
-  return std::nullopt;
+  const TransportEntry* t = FindTransport(choice);
+  if (t == nullptr) return std::nullopt;
+  return t->kind;
 }
 
-}  // namespace ps::xfer::internal
+}  // namespace internal
+
+// The public names (core/transport_kind.h, core/transport_name.h), from the
+// registry.
+std::string_view TransportName(TransportKind kind) {
+  const internal::TransportEntry* t = internal::FindTransport(kind);
+  return t == nullptr ? std::string_view("unknown") : t->name;
+}
+
+std::string_view TransportChoiceName(TransportChoice choice) {
+  if (choice == TransportChoice::kAuto) return "auto";
+  const internal::TransportEntry* t = internal::FindTransport(choice);
+  return t == nullptr ? std::string_view("?") : t->name;
+}
+
+}  // namespace ps::xfer

@@ -30,14 +30,6 @@ std::string GidText(const ibv_gid& gid) {
   return text;
 }
 
-int IntFromEnv(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  return (end != nullptr && *end == '\0') ? static_cast<int>(n) : fallback;
-}
-
 // The GID to use on a RoCE port: the requested one, else RoCE v2 with an
 // IPv4-mapped address, else any RoCE v2, else index 0.
 StatusOr<int> ChooseGid(ibv_context* ctx, uint8_t port, int table_len,
@@ -80,18 +72,6 @@ int VerbsAccessFlags(uint32_t access) {
     flags |= IBV_ACCESS_REMOTE_ATOMIC;
   }
   return flags;
-}
-
-VerbsDeviceOptions VerbsDevice::FromEnvironment(VerbsDeviceOptions options) {
-  if (options.device.empty()) {
-    const char* dev = std::getenv("XFER_IB_DEV");
-    if (dev != nullptr) options.device = dev;
-  }
-  if (options.port == 0) options.port = IntFromEnv("XFER_IB_PORT", 0);
-  if (options.gid_index < 0) {
-    options.gid_index = IntFromEnv("XFER_IB_GID_INDEX", -1);
-  }
-  return options;
 }
 
 StatusOr<std::shared_ptr<VerbsDevice>> VerbsDevice::Open(

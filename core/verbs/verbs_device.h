@@ -4,9 +4,9 @@
 // usable device exists.
 //
 // Choice of device, port and GID: ContextOptions (ib_device, ib_port,
-// ib_gid_index), else the environment (XFER_IB_DEV=rxe0, XFER_IB_PORT,
-// XFER_IB_GID_INDEX), else the first device with an active port, its first
-// active port, and on RoCE the first RoCE v2 GID that carries an IPv4
+// ib_gid_index; a program's main() fills them from XFER_IB_DEV and the like:
+// core/context_environment.h), else the first device with an active port, its
+// first active port, and on RoCE the first RoCE v2 GID that carries an IPv4
 // address (::ffff:a.b.c.d), which routes over UDP/IP like the host's
 // traffic; then any RoCE v2 GID, then GID 0.
 //
@@ -66,8 +66,6 @@ class VerbsDevice : public std::enable_shared_from_this<VerbsDevice> {
   // exist or is not active.
   static StatusOr<std::shared_ptr<VerbsDevice>> Open(
       const VerbsDeviceOptions& options);
-  // Options from the environment where `options` leaves them unset.
-  static VerbsDeviceOptions FromEnvironment(VerbsDeviceOptions options);
   ~VerbsDevice();
   VerbsDevice(const VerbsDevice&) = delete;
   VerbsDevice& operator=(const VerbsDevice&) = delete;

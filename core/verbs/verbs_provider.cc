@@ -95,8 +95,7 @@ class VerbsProvider : public TransportProvider {
 Status VerbsProvider::Start(const ProviderEnv& env) {
   env_ = env;
   const ContextOptions& o = *env_.options;
-  auto device = VerbsDevice::Open(
-      VerbsDevice::FromEnvironment({o.ib_device, o.ib_port, o.ib_gid_index}));
+  auto device = VerbsDevice::Open({o.ib_device, o.ib_port, o.ib_gid_index});
   if (device.ok()) {
     device_ = std::move(device).value();
   } else if (device.status().Is(StatusCode::kNotFound)) {

@@ -10,6 +10,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -23,6 +24,7 @@
 #include "client/distinct_keys.h"
 #include "client/ps_client.h"
 #include "core/auth.h"
+#include "core/context_environment.h"
 #include "core/transport_name.h"
 #include "kernels/sparse_accumulate.h"
 #include "python/src/array_args.h"
@@ -95,7 +97,7 @@ StatusOr<xfer::ClusterSecret> SecretOf(const std::optional<py::bytes>& secret,
   if (secret.has_value()) {
     return xfer::ClusterSecret::FromBytes(std::string(*secret));
   }
-  return xfer::ClusterSecret::Resolve(secret_file);
+  return xfer::ClusterSecret::Resolve(secret_file, environ);
 }
 
 std::unique_ptr<PsClient> Connect(std::vector<std::string> servers,
@@ -114,6 +116,7 @@ std::unique_ptr<PsClient> Connect(std::vector<std::string> servers,
   o.xfer.secret = ValueOrThrow(SecretOf(secret, secret_file));
   o.xfer.listen_host = std::move(listen_host);
   o.xfer.advertise_host = std::move(advertise_host);
+  o.xfer = ValueOrThrow(xfer::ApplyEnvironment(std::move(o.xfer), environ));
   py::gil_scoped_release release;
   return ValueOrThrow(PsClient::Connect(o));
 }

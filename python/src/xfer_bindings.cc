@@ -3,6 +3,7 @@
 // endpoint side is in xfer_endpoint_bindings.cc; lifetimes in
 // xfer_handles.h; the friendly face in python/ps/xfer.py.
 #include <pybind11/stl.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "core/access.h"
 #include "core/auth.h"
+#include "core/context_environment.h"
 #include "core/transport_name.h"
 #include "python/src/bindings.h"
 #include "python/src/status_error.h"
@@ -108,8 +110,11 @@ std::shared_ptr<ContextHandle> MakeContext(
   std::string secret_bytes = secret;
   // No secret given: the environment's, as for the C++ processes.
   o.secret = ValueOrThrow(secret_bytes.empty()
-                              ? xfer::ClusterSecret::Resolve("")
+                              ? xfer::ClusterSecret::Resolve("", environ)
                               : xfer::ClusterSecret::FromBytes(secret_bytes));
+  // The Python entry point honours XFER_TRANSPORT and XFER_IB_* as the
+  // programs do (core/context_environment.h).
+  o = ValueOrThrow(xfer::ApplyEnvironment(std::move(o), environ));
   auto handle = std::make_shared<ContextHandle>();
   handle->peer_timeout_ms = peer_timeout_ms;
   handle->context = ValueOrThrow([&] {

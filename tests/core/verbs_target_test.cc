@@ -9,12 +9,14 @@
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "core/access.h"
+#include "core/context_environment.h"
 #include "core/device/device_memory.h"
 #include "core/internal/hello.h"
 #include "core/internal/region_table.h"
@@ -46,7 +48,11 @@ class VerbsTargetTest : public ::testing::TestWithParam<TransportChoice> {
  protected:
   void SetUp() override {
     PS_SKIP_IF_UNUSABLE(GetParam());
-    auto device = VerbsDevice::Open(VerbsDevice::FromEnvironment({}));
+    // The device as a program's main() would choose it (XFER_IB_DEV etc.).
+    auto options = xfer::ApplyEnvironment({}, environ);
+    ASSERT_TRUE(options.ok()) << options.status();
+    auto device = VerbsDevice::Open(
+        {options->ib_device, options->ib_port, options->ib_gid_index});
     ASSERT_TRUE(device.ok()) << device.status();
     memory_.assign(kRegionBytes, 0);
     table_.Insert(RegionTable::WrapForTesting(

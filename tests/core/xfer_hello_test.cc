@@ -278,11 +278,11 @@ TEST_F(SecretFileTest, ReadsAKeyFileAndRefusesBadOnes) {
 
   // Resolve: the flag first, then the environment.
   setenv("PS_CLUSTER_SECRET", "secret-from-the-environment", 1);
-  auto env = ClusterSecret::Resolve("");
+  auto env = ClusterSecret::Resolve("", environ);
   unsetenv("PS_CLUSTER_SECRET");
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_FALSE(env->empty());
-  auto none = ClusterSecret::Resolve("");
+  auto none = ClusterSecret::Resolve("", environ);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
 }
@@ -364,26 +364,26 @@ TEST_F(SecretFileTest, ResolveForProgramWipesTheValueResolveLeavesIt) {
   const std::string value = "secret-from-the-environment";
   setenv("PS_CLUSTER_SECRET", value.c_str(), 1);
   unsetenv("PS_CLUSTER_SECRET_FILE");
-  auto plain = ClusterSecret::Resolve("");
+  auto plain = ClusterSecret::Resolve("", environ);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(std::getenv("PS_CLUSTER_SECRET"), value);
 
   const char* entry = std::getenv("PS_CLUSTER_SECRET");
-  auto secret = ClusterSecret::ResolveForProgram("");
+  auto secret = ClusterSecret::ResolveForProgram("", environ);
   ASSERT_TRUE(secret.ok()) << secret.status();
   EXPECT_EQ(secret->bytes(), value);
   EXPECT_TRUE(secret->file().empty());
   EXPECT_EQ(std::string(entry, value.size()), std::string(value.size(), '\0'))
       << "the bytes getenv pointed to still hold the value";
   // A second resolve finds no secret: pass the first result on.
-  auto again = ClusterSecret::Resolve("");
+  auto again = ClusterSecret::Resolve("", environ);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->empty());
 
   // A key file wins, and the value is wiped all the same.
   setenv("PS_CLUSTER_SECRET", value.c_str(), 1);
   const std::string key = Write("key", "0123456789abcdef0123", 0600);
-  auto from_file = ClusterSecret::ResolveForProgram(key);
+  auto from_file = ClusterSecret::ResolveForProgram(key, environ);
   ASSERT_TRUE(from_file.ok()) << from_file.status();
   EXPECT_EQ(from_file->file(), key);
   EXPECT_STREQ(std::getenv("PS_CLUSTER_SECRET"), "");

@@ -144,8 +144,8 @@ int main(int argc, char** argv) {
   options.servers = SplitCommas(FLAGS_servers);
   options.xfer.peer_timeout_ms = FLAGS_timeout_ms;
   // No thread runs yet (this writes to the environment).
-  auto secret =
-      ps::xfer::ClusterSecret::ResolveForProgram(FLAGS_cluster_secret_file);
+  auto secret = ps::xfer::ClusterSecret::ResolveForProgram(
+      FLAGS_cluster_secret_file, environ);
   if (!secret.ok()) {
     std::fprintf(stderr, "ps_test_worker: %s\n",
                  secret.status().ToString().c_str());
