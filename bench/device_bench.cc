@@ -203,7 +203,7 @@ Status BenchPackets(ps::table::DeviceParamTable& table,
         for (const auto& pk : packets) {
           PS_RETURN_IF_ERROR(table.ApplyPacket(
               std::span<const uint8_t>(bytes.data() + pk.offset, pk.size),
-              expect));
+              expect, nullptr));
         }
         return Status::OK();
       }));

@@ -35,23 +35,8 @@
 
 namespace ps::checkpoint {
 
-struct TableTarget {
-  ps::proto::TableSpec spec;  // must match the saved one (kind, dim, capacity)
-  int state_arrays = 0;       // the optimizer state arrays the server keeps
-  // HASHED/DENSE: row-major buffers for the new shard's global rows
-  // [first_row, first_row + rows): rows * dim floats each (state[k] for
-  // k < state_arrays).
-  uint64_t first_row = 0;
-  uint64_t rows = 0;
-  float* values = nullptr;
-  float* state[kernels::kMaxOptimizerStates] = {nullptr, nullptr};
-  // EXACT: filled with the new shard's rows, keys ascending (ids, values,
-  // state, last_update).
-  TableSnapshot exact;
-  // Out: the largest optimizer step count of the old shards.
-  uint64_t optimizer_steps = 0;
-  uint64_t rows_restored = 0;  // out
-};
+// The table's part (table/table_snapshot.h).
+using TableTarget = table::TableTarget;
 
 struct RestoreTarget {
   uint32_t shard_id = 0;

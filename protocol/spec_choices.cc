@@ -137,6 +137,19 @@ std::string_view ConsistencyName(proto::Consistency consistency) {
   return NameOf<proto::Consistency>(kConsistencies, consistency);
 }
 
+std::string_view TableKindName(proto::TableKind kind) {
+  switch (kind) {
+    case proto::HASHED:
+      return "hashed";
+    case proto::EXACT:
+      return "exact";
+    case proto::DENSE:
+      return "dense";
+    default:
+      return "unknown kind";
+  }
+}
+
 StatusOr<proto::OptimizerKind> OptimizerKindOf(const proto::OptimizerSpec& s) {
   return Resolve<proto::OptimizerKind>(kOptimizers, "optimizer",
                                        "optimizer.name and .kind", s.name(),

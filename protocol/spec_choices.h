@@ -34,6 +34,9 @@ std::string_view OptimizerKindName(proto::OptimizerKind kind);
 std::string_view SparsifyMethodName(proto::SparsifyMethod method);
 std::string_view InitializerKindName(proto::InitializerKind kind);
 std::string_view ConsistencyName(proto::Consistency consistency);
+// "hashed", "exact", "dense" (for logs: a table config names kinds in
+// upper case, as ps.proto does).
+std::string_view TableKindName(proto::TableKind kind);
 
 // The effective choice of a spec (string or enum, whichever is set; the
 // default where neither is: SUM, NONE, ZEROS, ASYNC). kInvalidArgument for an

@@ -190,22 +190,22 @@ Status ApplyLoop::ApplyPacket(const uint8_t* slot,
   if (table == nullptr) {
     return NotFound("unknown table id " + std::to_string(table_id));
   }
-  if (table->exact()) {
+  if (table->table().access() != table::RowAccess::kRegion) {
     return InvalidArgument("table " + table->spec().name() + " (id " +
                            std::to_string(table_id) +
-                           ") is EXACT: its pushes go through the control "
-                           "channel, not the inbox");
+                           ") is read through the server (EXACT): its pushes "
+                           "go through the control channel, not the inbox");
   }
   expect.table_rows = table->rows();
   expect.row_dim = table->dim();
   expect.table_id = table_id;
   expect.max_row_count = static_cast<uint32_t>(scratch->rows.size());
   *reason = RejectReason::kPayload;
-  if (table::DeviceParamTable* device = table->device_params()) {
-    // Decoded on the device, from the table's own copy of the packet (the
-    // slot stays writable by its worker): see DeviceParamTable::ApplyPacket.
+  {
+    // A table that decodes packets itself (a device table: from its own copy
+    // of the packet, as the slot stays writable by its worker).
     protocol::SparsePacketHeader applied;
-    Status s = device->ApplyPacket(packet, expect, &applied);
+    Status s = table->table().ApplyPacket(packet, expect, &applied);
     if (s.ok()) {
       table->CountApplied(applied.row_count);
       *rows_applied = applied.row_count;
@@ -218,7 +218,7 @@ Status ApplyLoop::ApplyPacket(const uint8_t* slot,
       *reason = RejectReason::kApply;
       return s.WithContext("table " + table->spec().name());
     }
-    // Anything the device cannot decode falls back to the host decode.
+    // A table that does not decode, or not this packet: the host decodes.
     if (s.code() != StatusCode::kNotSupported) return s;
   }
   // The header parsed above, checked against the table, not parsed again.
@@ -226,7 +226,7 @@ Status ApplyLoop::ApplyPacket(const uint8_t* slot,
       packet, *header, expect, scratch->rows, scratch->values));
   const size_t n = header->row_count;
   *reason = RejectReason::kApply;
-  Status s = table->ApplyRows(
+  Status s = table->table().ApplyRows(
       header->meta.step, std::span<const uint32_t>(scratch->rows.data(), n),
       std::span<float>(scratch->values.data(), n * table->dim()), mode_);
   if (!s.ok()) return s.WithContext("table " + table->spec().name());

@@ -235,20 +235,18 @@ void Server::Drain() {
   LOG(INFO) << "final stats: " << StatsLine();
 }
 
-ExactCounters Server::SumExactCounters() const {
-  ExactCounters sum;
-  for (const auto& t : shard_->tables()) {
-    if (t->exact_table() != nullptr) sum += t->exact_table()->counters();
-  }
+table::TableCounters Server::SumTableCounters() const {
+  table::TableCounters sum;
+  for (const auto& t : shard_->tables()) sum += t->table().counters();
   return sum;
 }
 
 proto::StatsReply Server::Stats() const {
-  return stats_->ToProto(SumExactCounters());
+  return stats_->ToProto(SumTableCounters());
 }
 
 std::string Server::StatsLine() const {
-  return stats_->ToLogLine(SumExactCounters());
+  return stats_->ToLogLine(SumTableCounters());
 }
 
 proto::ControlReply Server::Handle(const proto::ControlRequest& request,
@@ -345,7 +343,7 @@ proto::ControlReply Server::Hello(const proto::WorkerHello& hello,
   info->set_xfer_address(context_->address());
   *info->mutable_tables() = shard_->config().table();
   for (const auto& t : shard_->tables()) {
-    if (t->exact()) continue;
+    if (t->table().access() != table::RowAccess::kRegion) continue;
     proto::ShardTable* st = info->add_shard_tables();
     st->set_table_id(t->id());
     st->set_first_row(t->first_row());
@@ -365,22 +363,22 @@ proto::ControlReply Server::Hello(const proto::WorkerHello& hello,
   return reply;
 }
 
-StatusOr<ExactTable*> Server::FindExact(uint32_t table_id) const {
+StatusOr<table::Table*> Server::FindKeyed(uint32_t table_id) const {
   TableShard* t = shard_->Find(table_id);
   if (t == nullptr) {
     return NotFound("unknown table id " + std::to_string(table_id));
   }
-  if (!t->exact()) {
+  if (t->table().access() != table::RowAccess::kThroughServer) {
     return InvalidArgument("table " + t->spec().name() + " (id " +
                            std::to_string(table_id) +
                            ") is not EXACT: push into the inbox and pull "
                            "its rows one-sidedly");
   }
-  return t->exact_table();
+  return &t->table();
 }
 
 Status Server::ExactPush(const proto::ExactPushRequest& r) {
-  PS_ASSIGN_OR_RETURN(ExactTable * t, FindExact(r.table_id()));
+  PS_ASSIGN_OR_RETURN(table::Table * t, FindKeyed(r.table_id()));
   const auto map =
       protocol::ShardMap::ForTable(t->spec(), shard_->num_shards());
   for (uint64_t key : r.keys()) {
@@ -390,14 +388,14 @@ Status Server::ExactPush(const proto::ExactPushRequest& r) {
                              std::to_string(shard_->shard_id()));
     }
   }
-  return t->Push(r.step(),
-                 std::span<const uint64_t>(r.keys().data(), r.keys_size()),
-                 std::span<const float>(r.values().data(), r.values_size()));
+  return t->ApplyKeys(
+      r.step(), std::span<const uint64_t>(r.keys().data(), r.keys_size()),
+      std::span<const float>(r.values().data(), r.values_size()));
 }
 
 Status Server::ExactPull(const proto::ExactPullRequest& r,
                          proto::ExactPullReply* reply) {
-  PS_ASSIGN_OR_RETURN(ExactTable * t, FindExact(r.table_id()));
+  PS_ASSIGN_OR_RETURN(table::Table * t, FindKeyed(r.table_id()));
   const size_t n = r.keys_size();
   constexpr uint64_t kMaxReplyFloats = 32u << 20;  // under the message limit
   if (uint64_t{n} * t->spec().dim() > kMaxReplyFloats) {
@@ -408,10 +406,10 @@ Status Server::ExactPull(const proto::ExactPullRequest& r,
   reply->mutable_values()->Resize(static_cast<int>(n * t->spec().dim()), 0.0f);
   std::unique_ptr<bool[]> present(new bool[n]);
   PS_RETURN_IF_ERROR(
-      t->Pull(std::span<const uint64_t>(r.keys().data(), r.keys_size()),
-              std::span<float>(reply->mutable_values()->mutable_data(),
-                               reply->values_size()),
-              std::span<bool>(present.get(), n)));
+      t->ReadKeys(std::span<const uint64_t>(r.keys().data(), r.keys_size()),
+                  std::span<float>(reply->mutable_values()->mutable_data(),
+                                   reply->values_size()),
+                  std::span<bool>(present.get(), n)));
   reply->mutable_present()->Reserve(static_cast<int>(n));
   for (size_t i = 0; i < n; ++i) reply->add_present(present[i]);
   return Status::OK();

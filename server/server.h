@@ -137,12 +137,13 @@ class Server {
 
  private:
   explicit Server(ServerOptions options);
-  ExactCounters SumExactCounters() const;
+  table::TableCounters SumTableCounters() const;
   proto::ControlReply Hello(const proto::WorkerHello& hello, ControlPeer* peer);
   Status ExactPush(const proto::ExactPushRequest& r);
   Status ExactPull(const proto::ExactPullRequest& r,
                    proto::ExactPullReply* reply);
-  StatusOr<ExactTable*> FindExact(uint32_t table_id) const;
+  // The table `table_id` if workers reach its rows through the server.
+  StatusOr<table::Table*> FindKeyed(uint32_t table_id) const;
   void Drain();
   // The record of the workers' control connections (server_status.cc):
   // a hello on `peer` (worker_id not yet set to `w`), any request of a

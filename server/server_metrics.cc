@@ -68,8 +68,8 @@ void Server::AddMetrics(metrics::Registry* registry) const {
     for (const auto& table : shard_->tables()) {
       const metrics::Labels l = {{"shard", shard},
                                  {"table", table->spec().name()}};
-      if (const ExactTable* exact = table->exact_table()) {
-        const ExactCounters c = exact->counters();
+      if (table->table().access() == table::RowAccess::kThroughServer) {
+        const table::TableCounters c = table->table().counters();
         sink.Gauge("ps_server_exact_rows",
                    "Keys of an EXACT table holding a row.", l,
                    static_cast<double>(c.rows));

@@ -71,7 +71,8 @@ uint64_t ServerStats::rejected_from(uint32_t worker) const {
   return rejected_by_worker_[worker].load(std::memory_order_relaxed);
 }
 
-proto::StatsReply ServerStats::ToProto(const ExactCounters& exact) const {
+proto::StatsReply ServerStats::ToProto(
+    const table::TableCounters& exact) const {
   proto::StatsReply r;
   r.set_packets_applied(packets_applied());
   r.set_packets_rejected(packets_rejected());
@@ -86,7 +87,7 @@ proto::StatsReply ServerStats::ToProto(const ExactCounters& exact) const {
   return r;
 }
 
-std::string ServerStats::ToLogLine(const ExactCounters& exact) const {
+std::string ServerStats::ToLogLine(const table::TableCounters& exact) const {
   std::string line = "applied " + std::to_string(packets_applied()) +
                      " packets (" + std::to_string(rows_applied()) +
                      " rows), rejected " + std::to_string(packets_rejected());

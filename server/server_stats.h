@@ -11,26 +11,9 @@
 #include <string>
 
 #include "protocol/ps.pb.h"
+#include "table/table_counters.h"
 
 namespace ps::server {
-
-// What exact-key tables report (server/exact_table.h); additive over tables.
-struct ExactCounters {
-  uint64_t rows = 0;               // keys that hold a row now
-  uint64_t evicted = 0;            // rows freed by age
-  uint64_t admission_pending = 0;  // keys pushed, not yet admitted
-  uint64_t dropped_pushes = 0;     // key pushes not applied (not admitted)
-  uint64_t refused_full = 0;       // admissions refused: shard at capacity
-
-  ExactCounters& operator+=(const ExactCounters& o) {
-    rows += o.rows;
-    evicted += o.evicted;
-    admission_pending += o.admission_pending;
-    dropped_pushes += o.dropped_pushes;
-    refused_full += o.refused_full;
-    return *this;
-  }
-};
 
 // Why a packet was rejected (the metrics' "reason" label).
 enum class RejectReason : uint8_t {
@@ -87,11 +70,11 @@ class ServerStats {
   uint64_t rejected_from(uint32_t worker, RejectReason reason) const;
 
   // `exact`: the exact-key tables' counters, summed over the tables.
-  proto::StatsReply ToProto(const ExactCounters& exact) const;
+  proto::StatsReply ToProto(const table::TableCounters& exact) const;
   // One line for the log: "applied 1200 packets (3100000 rows), rejected 1
   // (worker-2: 1), exact rows 40 (evicted 3, pending 7, dropped pushes 12,
   // refused for memory 0)".
-  std::string ToLogLine(const ExactCounters& exact) const;
+  std::string ToLogLine(const table::TableCounters& exact) const;
 
  private:
   const uint32_t num_workers_;

@@ -6,23 +6,13 @@
 #include "protocol/shard_map.h"
 #include "protocol/spec_choices.h"
 #include "protocol/table_config.h"
+#include "table/device_param_table.h"
+#include "table/exact_table.h"
 #include "table/initializer.h"
+#include "table/param_table.h"
 
 namespace ps::server {
 namespace {
-
-const char* KindName(proto::TableKind kind) {
-  switch (kind) {
-    case proto::HASHED:
-      return "hashed";
-    case proto::EXACT:
-      return "exact";
-    case proto::DENSE:
-      return "dense";
-    default:
-      return "unknown kind";
-  }
-}
 
 std::string Megabytes(uint64_t bytes) {
   char buf[32];
@@ -34,21 +24,21 @@ std::string Megabytes(uint64_t bytes) {
 
 std::string TableShard::Describe() const {
   std::string s = "table " + spec_.name() + " (id " +
-                  std::to_string(spec_.id()) + ", " + KindName(spec_.kind()) +
+                  std::to_string(spec_.id()) + ", " +
+                  std::string(protocol::TableKindName(spec_.kind())) +
                   ", dim " + std::to_string(spec_.dim()) + "): ";
   auto kind = protocol::OptimizerKindOf(spec_.optimizer());  // validated
   const bool sum = !kind.ok() || *kind == proto::OPTIMIZER_SUM;
   const std::string opt(
       protocol::OptimizerKindName(sum ? proto::OPTIMIZER_SUM : *kind));
-  if (exact()) {
+  if (table_->access() == table::RowAccess::kThroughServer) {
     s += "up to " + std::to_string(spec_.capacity()) +
          " keys on this shard, admit after " +
          std::to_string(spec_.admit_after_pushes()) + " pushes, evict after " +
          (spec_.evict_after_steps() == 0
               ? std::string("never")
               : std::to_string(spec_.evict_after_steps()) + " steps") +
-         ", " + opt + ", at most " +
-         Megabytes(spec_.capacity() * spec_.dim() * 4ull);
+         ", " + opt + ", " + table_->Placement();
     return s;
   }
   s += "rows [" + std::to_string(first_row()) + ", " +
@@ -66,13 +56,7 @@ std::string TableShard::Describe() const {
       s += lr;
     }
   }
-  if (device_params_ != nullptr) {
-    s += ", " + Megabytes(device_params_->bytes()) +
-         " on cuda:" + std::to_string(device_params_->device());
-  } else {
-    s += ", " + Megabytes(params_->bytes());
-  }
-  return s;
+  return s + ", " + table_->Placement();
 }
 
 StatusOr<std::unique_ptr<Shard>> Shard::Create(
@@ -106,7 +90,7 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(
         fold ? spec : protocol::SpecPerPush(spec, pushes.workers);
     t->push_learning_rate_ = applied.optimizer().learning_rate();
     if (spec.kind() == proto::EXACT) {
-      PS_ASSIGN_OR_RETURN(t->exact_, ExactTable::Create(applied));
+      PS_ASSIGN_OR_RETURN(t->table_, table::ExactTable::Create(applied));
       shard->tables_.push_back(std::move(t));
       continue;
     }
@@ -154,7 +138,7 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(
         return table.status().WithContext(where);
       }
       t->rows_region_ = std::move(*region);
-      t->device_params_ = std::move(*table);
+      t->table_ = std::move(*table);
       shard->tables_.push_back(std::move(t));
       continue;
     }
@@ -174,8 +158,8 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(
         std::span<float>(static_cast<float*>(t->rows_region_->data()),
                          rows * spec.dim()));
     if (!params.ok()) return params.status().WithContext(where);
-    t->params_ = std::move(*params);
-    if (fold) t->folds_steps_ = t->params_->FoldPushesOfEachStep();
+    if (fold) t->folds_steps_ = (*params)->FoldPushesOfEachStep();
+    t->table_ = std::move(*params);
     shard->tables_.push_back(std::move(t));
   }
   return shard;

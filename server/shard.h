@@ -1,94 +1,56 @@
 // Shard: this server's part of every table.
 //
+// Each table of the shard is a TableShard: the table itself, of whichever
+// kind (table::Table, table/table.h), with what the server adds around it:
+// the spec as configured, the region workers read its rows from, and
+// counters. Nothing below chooses between kinds; the table answers.
+//
 // HASHED and DENSE tables: the shard owns global rows [first_row, first_row +
 // rows) (protocol/shard_map.h), stored row-major as floats in one registered
-// region that workers read one-sidedly (pulls). Optimizer state, which only
-// the server touches, stays in local memory. EXACT tables keep their own key
-// index (server/exact_table.h) and are reached through the server.
+// region that workers read one-sidedly (pulls): a table::ParamTable over
+// that region, or with a device (ps_server --device=cuda:N) a
+// table::DeviceParamTable whose rows are a region from
+// xfer::Context::AllocateDevice (same-host workers pull them over CUDA IPC
+// without this process's CPU; others through its connection threads, which
+// stage them through host memory). Optimizer state, which only the server
+// touches, stays in local (or device) memory. EXACT tables
+// (table::ExactTable) keep their own key index and are reached through the
+// server (RowAccess::kThroughServer: no region).
 //
-// With a device (ps_server --device=cuda:N) the HASHED and DENSE tables live
-// in that GPU's memory instead (table::DeviceParamTable): rows and optimizer
-// state there, and packets decoded, checked and applied on the device
-// (table::DeviceParamTable::ApplyPacket: the host only copies the packet,
-// checks its header and checksum, and uploads the payload). The rows are a
-// region from xfer::Context::AllocateDevice that the table writes
-// (CreateWithRows): same-host workers pull them over CUDA IPC without this
-// process's CPU; others (tcp, or where IPC cannot be had) through its
-// connection threads, which stage them through host memory. EXACT tables stay
-// in host memory.
-//
-// Applying a host-decoded packet to a table (ApplyRows: host tables, and
-// device tables only where the device cannot decode) is the table's
-// table::ParamTable apply: lock-free atomic adds for "sum" and "sgd", a
-// per-table mutex around the stateful optimizers. With a single apply thread
-// the adds need no atomicity: kExclusive mode (plain SIMD adds) is chosen by
-// the caller then.
-//
-// Thread-safety: ApplyRows as table::ParamTable::Apply says; the rest is
-// fixed once Create returns.
+// Thread-safety: the tables' own (table/table.h); the rest is fixed once
+// Create returns, except the applied counters (relaxed atomics).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "base/status_or.h"
 #include "core/context.h"
-#include "kernels/sparse_accumulate.h"
 #include "protocol/ps.pb.h"
-#include "server/exact_table.h"
-#include "table/device_param_table.h"
-#include "table/param_table.h"
+#include "table/table.h"
 
 namespace ps::server {
 
 class TableShard {
  public:
+  // The spec as configured (the table's own, table().spec(), may differ in
+  // the learning rate of each push: protocol::SpecPerPush).
   const proto::TableSpec& spec() const { return spec_; }
   uint32_t id() const { return spec_.id(); }
   uint32_t dim() const { return spec_.dim(); }
-  bool exact() const { return spec_.kind() == proto::EXACT; }
-  // HASHED/DENSE: the global rows this shard owns.
-  uint64_t first_row() const {
-    return params_          ? params_->first_row()
-           : device_params_ ? device_params_->first_row()
-                            : 0;
-  }
-  uint64_t rows() const {
-    return params_          ? params_->num_rows()
-           : device_params_ ? device_params_->num_rows()
-                            : 0;
-  }
-  // HASHED/DENSE: rows() * dim() floats, remote-readable; null for EXACT.
+  table::Table& table() const { return *table_; }
+  // RowAccess::kRegion tables: the global rows this shard owns, and the
+  // region holding them (rows() * dim() floats, remote-readable); 0 and
+  // null for the others.
+  uint64_t first_row() const { return table_->first_row(); }
+  uint64_t rows() const { return table_->num_rows(); }
   const std::shared_ptr<xfer::MemoryRegion>& rows_region() const {
     return rows_region_;
-  }
-  // HASHED/DENSE in host memory: the rows; null for EXACT and on a device.
-  float* data() const { return params_ ? params_->data() : nullptr; }
-  // HASHED/DENSE in host memory: the rows with their optimizer; null for
-  // EXACT and on a device.
-  table::ParamTable* params() const { return params_.get(); }
-  // HASHED/DENSE on a device: the same there; null otherwise.
-  table::DeviceParamTable* device_params() const {
-    return device_params_.get();
-  }
-  // EXACT tables only; null otherwise.
-  ExactTable* exact_table() const { return exact_.get(); }
-
-  // Applies a decoded packet: local rows (each < rows()) and their gradients
-  // (rows.size() * dim floats). `grads` is scratch: it may be scaled in
-  // place. `mode` kAtomic when other threads may apply to this table at the
-  // same time. kOutOfRange for a bad row (nothing applied then).
-  // `step` is the push's training step (its packet's).
-  Status ApplyRows(uint64_t step, std::span<const uint32_t> rows,
-                   std::span<float> grads, kernels::AccumulateMode mode) {
-    if (device_params_ != nullptr) return device_params_->Apply(rows, grads);
-    return params_->ApplyPush(step, rows, grads, mode);
   }
 
   // Rows and packets applied from the inboxes (any apply thread counts,
@@ -119,12 +81,10 @@ class TableShard {
   float push_learning_rate_ = 0;
   // The rows fold each step's pushes (table::ParamTable).
   bool folds_steps_ = false;
-  // params_'s rows, or device_params_'s: declared before the tables, so
-  // that it outlives them (a device table writes the region's memory).
+  // The table's rows where workers read them: declared before the table,
+  // so that it outlives it (the table writes the region's memory).
   std::shared_ptr<xfer::MemoryRegion> rows_region_;
-  std::unique_ptr<table::ParamTable> params_;
-  std::unique_ptr<table::DeviceParamTable> device_params_;
-  std::unique_ptr<ExactTable> exact_;
+  std::unique_ptr<table::Table> table_;
   mutable std::atomic<uint64_t> rows_applied_{0};
   mutable std::atomic<uint64_t> packets_applied_{0};
 };

@@ -221,8 +221,7 @@ StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Make(
     int device, float* rows) {
   PS_CUDA_RETURN("cudaSetDevice", cudaSetDevice(device));
 
-  std::unique_ptr<DeviceParamTable> t(new DeviceParamTable);
-  t->dim_ = spec.dim();
+  std::unique_ptr<DeviceParamTable> t(new DeviceParamTable(spec));
   t->first_row_ = first_row;
   t->num_rows_ = num_rows;
   t->device_ = device;
@@ -253,19 +252,12 @@ StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Make(
     }
   }
 
-  const ApplyRule rule = ApplyRuleOf(spec);
-  t->add_scale_ = rule.add_scale;
-  t->optimizer_ = rule.optimizer;
-  if (rule.optimizer.has_value()) {
-    const kernels::OptimizerConfig& opt = *rule.optimizer;
-    t->state_arrays_ = kernels::StateFloatsPerParameter(opt);
-    for (int k = 0; k < t->state_arrays_; ++k) {
+  for (int k = 0; k < t->optimizer_.arrays(); ++k) {
+    PS_RETURN_IF_ERROR(
+        AllocateDevice(&t->state_[k], floats, "optimizer state"));
+    if (floats > 0) {
       PS_RETURN_IF_ERROR(
-          AllocateDevice(&t->state_[k], floats, "optimizer state"));
-      if (floats > 0) {
-        PS_RETURN_IF_ERROR(
-            FillDevice(t->state_[k], floats, InitialStateValue(opt, k)));
-      }
+          FillDevice(t->state_[k], floats, t->optimizer_.initial_value(k)));
     }
   }
   // cudaMemset and copies from pageable memory may still be running on the
@@ -273,6 +265,9 @@ StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Make(
   PS_CUDA_RETURN("cudaDeviceSynchronize", cudaDeviceSynchronize());
   return t;
 }
+
+DeviceParamTable::DeviceParamTable(const proto::TableSpec& spec)
+    : Table(spec), dim_(spec.dim()), optimizer_(spec) {}
 
 DeviceParamTable::~DeviceParamTable() {
   // Frees on the table's device; errors cannot be reported from here and
@@ -286,7 +281,7 @@ DeviceParamTable::~DeviceParamTable() {
 }
 
 uint64_t DeviceParamTable::bytes() const {
-  return num_rows_ * dim_ * sizeof(float) * (1 + state_arrays_);
+  return num_rows_ * dim_ * sizeof(float) * (1 + optimizer_.arrays());
 }
 
 StatusOr<DeviceParamTable::Lane*> DeviceParamTable::TakeLane() {
@@ -323,14 +318,14 @@ Status DeviceParamTable::Apply(std::span<const uint32_t> rows,
     return InvalidArgument("a packet of " + std::to_string(rows.size()) +
                            " rows: at most 2^32 - 1 in one apply");
   }
-  if (rows.empty() && !optimizer_) return Status::OK();
+  if (rows.empty() && !optimizer_.optimizer()) return Status::OK();
   PS_CUDA_RETURN("cudaSetDevice", cudaSetDevice(device_));
   PS_ASSIGN_OR_RETURN(Lane * lane, TakeLane());
   Status status;
-  if (optimizer_) {
+  if (optimizer_.optimizer()) {
     std::lock_guard<std::mutex> lock(optimizer_mu_);
     status = ApplyOnLane(*lane, rows, grads);
-    if (status.ok()) ++optimizer_steps_;
+    if (status.ok()) optimizer_.NextStep();
   } else {
     status = ApplyOnLane(*lane, rows, grads);
   }
@@ -344,8 +339,8 @@ Status DeviceParamTable::Apply(std::span<const uint32_t> rows,
 Status DeviceParamTable::ApplyOnLane(Lane& lane, std::span<const uint32_t> rows,
                                      std::span<const float> grads) {
   if (rows.empty()) return Status::OK();
-  const bool grouped =
-      optimizer_ && kernels::gpu::GroupRows(rows, &lane.order, &lane.starts);
+  const bool grouped = optimizer_.optimizer() &&
+                       kernels::gpu::GroupRows(rows, &lane.order, &lane.starts);
   const size_t rows_at = 0;
   const size_t grads_at = Aligned(rows.size_bytes());
   const size_t order_at = grads_at + Aligned(grads.size_bytes());
@@ -372,9 +367,9 @@ Status DeviceParamTable::ApplyOnLane(Lane& lane, std::span<const uint32_t> rows,
   const auto* d_rows = reinterpret_cast<const uint32_t*>(lane.device + rows_at);
   const auto* d_grads = reinterpret_cast<const float*>(lane.device + grads_at);
   Status launched;
-  if (!optimizer_) {
+  if (!optimizer_.optimizer()) {
     launched = kernels::gpu::LaunchAddRows(table, d_rows, d_grads, rows.size(),
-                                           add_scale_, lane.stream);
+                                           optimizer_.add_scale(), lane.stream);
   } else {
     const auto* d_order =
         grouped ? reinterpret_cast<const uint32_t*>(lane.device + order_at)
@@ -384,8 +379,8 @@ Status DeviceParamTable::ApplyOnLane(Lane& lane, std::span<const uint32_t> rows,
                 : nullptr;
     const size_t groups = grouped ? lane.starts.size() - 1 : rows.size();
     launched = kernels::gpu::LaunchOptimizerRows(
-        *optimizer_, optimizer_steps_ + 1, table, d_rows, d_grads, rows.size(),
-        d_order, d_starts, groups, lane.stream);
+        *optimizer_.optimizer(), optimizer_.steps() + 1, table, d_rows, d_grads,
+        rows.size(), d_order, d_starts, groups, lane.stream);
   }
   // Wait even after a failed launch: earlier copies on the stream read the
   // staging buffers, which the next user of the lane overwrites.
@@ -404,10 +399,10 @@ Status DeviceParamTable::ApplyPacket(
   protocol::SparsePacketHeader header;
   Status status = StagePacket(*lane, packet, expect, &header);
   if (status.ok()) {
-    if (optimizer_) {
+    if (optimizer_.optimizer()) {
       std::lock_guard<std::mutex> lock(optimizer_mu_);
       status = ApplyPacketOnLane(*lane, header);
-      if (status.ok()) ++optimizer_steps_;
+      if (status.ok()) optimizer_.NextStep();
     } else {
       status = ApplyPacketOnLane(*lane, header);
     }
@@ -459,17 +454,17 @@ Status DeviceParamTable::ApplyPacketOnLane(
       KernelView(data_, state_, num_rows_, dim_);
   const size_t n = header.row_count;
   Status launched;
-  if (!optimizer_) {
-    launched =
-        kernels::gpu::LaunchAddRows(table, decoded.rows, decoded.values, n,
-                                    add_scale_, lane.stream, decoded.error);
+  if (!optimizer_.optimizer()) {
+    launched = kernels::gpu::LaunchAddRows(table, decoded.rows, decoded.values,
+                                           n, optimizer_.add_scale(),
+                                           lane.stream, decoded.error);
   } else {
     // A valid packet's rows are strictly increasing, so distinct: every
     // entry is its own group and nothing needs grouping (an invalid one is
     // held back by the guard).
     launched = kernels::gpu::LaunchOptimizerRows(
-        *optimizer_, optimizer_steps_ + 1, table, decoded.rows, decoded.values,
-        n, nullptr, nullptr, n, lane.stream, decoded.error);
+        *optimizer_.optimizer(), optimizer_.steps() + 1, table, decoded.rows,
+        decoded.values, n, nullptr, nullptr, n, lane.stream, decoded.error);
   }
   // The guard word back next to the packet copy (page-locked, so the copy
   // is asynchronous and one synchronize covers everything).
@@ -503,7 +498,7 @@ Status DeviceParamTable::CopyTo(std::vector<float>* values,
                    cudaMemcpy(values->data(), data_, floats * sizeof(float),
                               cudaMemcpyDeviceToHost));
   }
-  for (int k = 0; k < state_arrays_; ++k) {
+  for (int k = 0; k < optimizer_.arrays(); ++k) {
     state[k].resize(floats);
     if (floats > 0) {
       PS_CUDA_RETURN(
@@ -512,7 +507,7 @@ Status DeviceParamTable::CopyTo(std::vector<float>* values,
                      cudaMemcpyDeviceToHost));
     }
   }
-  *optimizer_steps = optimizer_steps_;
+  *optimizer_steps = optimizer_.steps();
   return Status::OK();
 }
 
@@ -524,7 +519,7 @@ Status DeviceParamTable::RestoreFrom(std::span<const float> values,
     return InvalidArgument("restore: " + std::to_string(values.size()) +
                            " values for a table of " + std::to_string(floats));
   }
-  for (int k = 0; k < state_arrays_; ++k) {
+  for (int k = 0; k < optimizer_.arrays(); ++k) {
     if (state[k].size() != floats) {
       return InvalidArgument("restore: state array " + std::to_string(k) +
                              " holds " + std::to_string(state[k].size()) +
@@ -537,7 +532,7 @@ Status DeviceParamTable::RestoreFrom(std::span<const float> values,
     PS_CUDA_RETURN("cudaMemcpy H2D (rows)",
                    cudaMemcpy(data_, values.data(), floats * sizeof(float),
                               cudaMemcpyHostToDevice));
-    for (int k = 0; k < state_arrays_; ++k) {
+    for (int k = 0; k < optimizer_.arrays(); ++k) {
       PS_CUDA_RETURN(
           "cudaMemcpy H2D (state)",
           cudaMemcpy(state_[k], state[k].data(), floats * sizeof(float),
@@ -546,13 +541,13 @@ Status DeviceParamTable::RestoreFrom(std::span<const float> values,
   }
   // See Create: the copies must land before the next Apply's stream runs.
   PS_CUDA_RETURN("cudaDeviceSynchronize", cudaDeviceSynchronize());
-  optimizer_steps_ = optimizer_steps;
+  optimizer_.set_steps(optimizer_steps);
   return Status::OK();
 }
 
 uint64_t DeviceParamTable::optimizer_steps() const {
   std::lock_guard<std::mutex> lock(optimizer_mu_);
-  return optimizer_steps_;
+  return optimizer_.steps();
 }
 
 }  // namespace ps::table

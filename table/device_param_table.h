@@ -44,6 +44,9 @@
 // With CUDA but no usable device, Create returns kNotSupported with the
 // CUDA runtime's reason.
 //
+// DeviceParamTable is a Table (table/table.h): workers read its rows from
+// the shard's region (RowAccess::kRegion), over CUDA IPC or staged.
+//
 // Thread-safety: Apply and ApplyPacket may run on any number of host threads
 // at once. Each
 // call leases a "lane" (a stream plus staging buffers; lanes are made on
@@ -69,10 +72,12 @@
 #include "kernels/optimizers.h"
 #include "protocol/ps.pb.h"
 #include "protocol/sparse_packet.h"
+#include "table/optimizer_state.h"
+#include "table/table.h"
 
 namespace ps::table {
 
-class DeviceParamTable {
+class DeviceParamTable final : public Table {
  public:
   // OK when device tables can be made here; otherwise kNotSupported with
   // the reason (built without CUDA, or the CUDA runtime's "no device").
@@ -106,24 +111,30 @@ class DeviceParamTable {
   DeviceParamTable(const DeviceParamTable&) = delete;
   DeviceParamTable& operator=(const DeviceParamTable&) = delete;
 
-  uint32_t dim() const { return dim_; }
-  uint64_t first_row() const { return first_row_; }
-  uint64_t num_rows() const { return num_rows_; }
+  RowAccess access() const override { return RowAccess::kRegion; }
+  uint64_t first_row() const override { return first_row_; }
+  uint64_t num_rows() const override { return num_rows_; }
   int device() const { return device_; }
   // The rows in device memory (num_rows * dim floats, row-major).
   float* data() const { return data_; }
   // How many optimizer state arrays there are, and state array k (device
   // memory, num_rows * dim floats).
-  int state_arrays() const { return state_arrays_; }
+  int state_arrays() const { return optimizer_.arrays(); }
   float* state(int k) const { return state_[k]; }
   // Rows and state in device memory.
-  uint64_t bytes() const;
+  uint64_t bytes() const override;
+  // "32.0 MB on cuda:0".
+  std::string Placement() const override;
 
   // Applies gradients of local rows (each < num_rows(); grads holds
   // rows.size() * dim floats, else kInvalidArgument) from host memory.
   // kOutOfRange for a bad row (nothing applied); kInternal naming the CUDA
   // error if a copy or the kernel fails.
   Status Apply(std::span<const uint32_t> rows, std::span<const float> grads);
+  // Table: Apply (every push applies on its own; the adds are atomic).
+  Status ApplyRows(uint64_t step, std::span<const uint32_t> rows,
+                   std::span<float> grads,
+                   kernels::AccumulateMode mode) override;
 
   // Decodes `packet` (a whole sparse packet, host memory that may change
   // under the call: it is copied before it is read) on the device and
@@ -137,7 +148,7 @@ class DeviceParamTable {
   // kNotSupported in a build without CUDA.
   Status ApplyPacket(std::span<const uint8_t> packet,
                      const protocol::SparsePacketExpectations& expect,
-                     protocol::SparsePacketHeader* header_out = nullptr);
+                     protocol::SparsePacketHeader* header_out) override;
 
   // A host copy of the rows, the state arrays (state[0 .. state_arrays()))
   // and the step count, for a checkpoint.
@@ -149,9 +160,16 @@ class DeviceParamTable {
                      const std::vector<float>* state, uint64_t optimizer_steps);
   uint64_t optimizer_steps() const;
 
+  // Table: host copies of the rows and state (CopyTo); a restore reads
+  // into host buffers of the table's own and uploads them (RestoreFrom).
+  Status Snapshot(TableSnapshot* out) const override;
+  Status PrepareRestore(TableTarget* target) override;
+  Status FinishRestore(TableTarget* target) override;
+
  private:
   struct Lane;  // a stream and its staging buffers (defined with the code)
-  DeviceParamTable() = default;
+  // Defined beside Lane (a member's cleanup needs its size).
+  explicit DeviceParamTable(const proto::TableSpec& spec);
   // CreateWithRows' size check, before anything else (both builds).
   static Status CheckRowsSize(const proto::TableSpec& spec, uint64_t num_rows,
                               std::span<const float> rows);
@@ -172,27 +190,27 @@ class DeviceParamTable {
   Status ApplyPacketOnLane(Lane& lane,
                            const protocol::SparsePacketHeader& header);
 
-  uint32_t dim_ = 0;
+  const uint32_t dim_;
   uint64_t first_row_ = 0;
   uint64_t num_rows_ = 0;
   int device_ = 0;
   float* data_ = nullptr;  // device memory
-  // [[maybe_unused]]: the stub build (no CUDA) never reads owns_data_,
-  // add_scale_ and optimizer_steps_.
-  // Create's rows; CreateWithRows' are the caller's.
+  // Create's rows; CreateWithRows' are the caller's. [[maybe_unused]]: the
+  // stub build (no CUDA) never reads it.
   [[maybe_unused]] bool owns_data_ = false;
-  std::optional<kernels::OptimizerConfig> optimizer_;  // none: sum or sgd
-  // -lr for sgd, 1 for sum; 0: stateful optimizer.
-  [[maybe_unused]] float add_scale_ = 0.0f;
-  int state_arrays_ = 0;
+  // The rule, the array count and the step count (steps guarded by
+  // optimizer_mu_); its host arrays stay empty: state_ is on the device.
+  OptimizerState optimizer_;
   float* state_[kernels::kMaxOptimizerStates] = {nullptr, nullptr};
+  // PrepareRestore's host buffers, until FinishRestore uploads them.
+  std::vector<float> restore_values_;
+  std::vector<float> restore_state_[kernels::kMaxOptimizerStates];
 
   std::mutex lanes_mu_;
   std::vector<std::unique_ptr<Lane>> lanes_;  // guarded by lanes_mu_
   std::vector<Lane*> free_lanes_;             // guarded by lanes_mu_
 
   mutable std::mutex optimizer_mu_;  // stateful applies; copies; restores
-  [[maybe_unused]] uint64_t optimizer_steps_ = 0;  // guarded by optimizer_mu_
 };
 
 // Inline: the CUDA build and the stub (device_param_table_stub.cc) check

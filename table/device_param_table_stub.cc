@@ -40,6 +40,9 @@ StatusOr<std::unique_ptr<DeviceParamTable>> DeviceParamTable::Make(
   return WithoutCuda();
 }
 
+DeviceParamTable::DeviceParamTable(const proto::TableSpec& spec)
+    : Table(spec), dim_(spec.dim()), optimizer_(spec) {}
+
 DeviceParamTable::~DeviceParamTable() = default;
 
 uint64_t DeviceParamTable::bytes() const { return 0; }

@@ -7,32 +7,10 @@
 
 namespace ps::table {
 
-ApplyRule ApplyRuleOf(const proto::TableSpec& spec) {
-  ApplyRule rule;
-  auto opt = protocol::OptimizerFromSpec(spec.optimizer());
-  if (!opt.ok()) {
-    rule.add_scale = 1.0f;  // "sum" (ValidateTableSpec refused the rest)
-  } else if (auto* sgd = std::get_if<kernels::SgdConfig>(&*opt)) {
-    rule.add_scale = -sgd->learning_rate;
-  } else {
-    rule.optimizer = *opt;
-  }
-  return rule;
-}
-
-float InitialStateValue(const kernels::OptimizerConfig& optimizer, int k) {
-  if (k != 0) return 0.0f;
-  if (auto* a = std::get_if<kernels::AdagradConfig>(&optimizer)) {
-    return a->initial_accumulator;
-  }
-  return 0.0f;
-}
-
 StatusOr<std::unique_ptr<ParamTable>> ParamTable::Create(
     const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
     std::span<float> rows) {
-  std::unique_ptr<ParamTable> t(new ParamTable);
-  t->dim_ = spec.dim();
+  std::unique_ptr<ParamTable> t(new ParamTable(spec));
   t->first_row_ = first_row;
   t->num_rows_ = num_rows;
   const uint64_t floats = num_rows * spec.dim();
@@ -53,46 +31,33 @@ StatusOr<std::unique_ptr<ParamTable>> ParamTable::Create(
   }
   InitializeRows(spec.initializer(), first_row, num_rows, spec.dim(), t->data_);
 
-  const ApplyRule rule = ApplyRuleOf(spec);
-  t->add_scale_ = rule.add_scale;
-  t->optimizer_ = rule.optimizer;
-  if (rule.optimizer.has_value()) {
-    const kernels::OptimizerConfig& opt = *rule.optimizer;
-    t->state_arrays_ = kernels::StateFloatsPerParameter(opt);
-    try {
-      for (int k = 0; k < t->state_arrays_; ++k) {
-        t->state_[k].assign(floats, InitialStateValue(opt, k));
-      }
-    } catch (const std::bad_alloc&) {
-      return ResourceExhausted("cannot allocate optimizer state");
-    }
-  }
+  PS_RETURN_IF_ERROR(t->optimizer_.Resize(floats));
   return t;
 }
 
 uint64_t ParamTable::bytes() const {
-  uint64_t bytes = num_rows_ * dim_ * sizeof(float);
-  for (const auto& st : state_) bytes += st.size() * sizeof(float);
-  return bytes;
+  return num_rows_ * dim_ * sizeof(float) + optimizer_.bytes();
 }
 
 Status ParamTable::Apply(std::span<const uint32_t> rows, std::span<float> grads,
                          kernels::AccumulateMode mode) {
-  if (!optimizer_) {
-    if (add_scale_ != 1.0f) {
-      for (float& g : grads) g *= add_scale_;
+  if (!optimizer_.optimizer()) {
+    const float scale = optimizer_.add_scale();
+    if (scale != 1.0f) {
+      for (float& g : grads) g *= scale;
     }
     return kernels::AccumulateRows(rows, grads, {data_, num_rows_, dim_}, mode);
   }
   std::lock_guard<std::mutex> lock(optimizer_mu_);
-  return kernels::ApplyOptimizerToRows(*optimizer_, ++optimizer_steps_,
-                                       optimizer_table(), rows, grads);
+  return kernels::ApplyOptimizerToRows(*optimizer_.optimizer(),
+                                       optimizer_.NextStep(), optimizer_table(),
+                                       rows, grads);
 }
 
 bool ParamTable::FoldPushesOfEachStep() {
-  if (!optimizer_) return false;
+  if (!optimizer_.optimizer()) return false;
   std::lock_guard<std::mutex> lock(optimizer_mu_);
-  fold_ = std::make_unique<StepFold>(dim_, state_arrays_);
+  fold_ = std::make_unique<StepFold>(dim_, optimizer_.arrays());
   return true;
 }
 
@@ -105,20 +70,9 @@ Status ParamTable::ApplyPush(uint64_t step, std::span<const uint32_t> rows,
   std::lock_guard<std::mutex> lock(optimizer_mu_);
   bool new_step = true;
   PS_RETURN_IF_ERROR(fold_->Fold(step, t, rows, grads, &new_step));
-  if (new_step) ++optimizer_steps_;
-  return kernels::ApplyOptimizerToRows(*optimizer_, optimizer_steps_, t, rows,
-                                       grads);
-}
-
-kernels::OptimizerTable ParamTable::optimizer_table() {
-  kernels::OptimizerTable t;
-  t.params = data_;
-  for (int k = 0; k < kernels::kMaxOptimizerStates; ++k) {
-    t.state[k] = state_[k].empty() ? nullptr : state_[k].data();
-  }
-  t.num_rows = num_rows_;
-  t.dim = dim_;
-  return t;
+  if (new_step) optimizer_.NextStep();
+  return kernels::ApplyOptimizerToRows(*optimizer_.optimizer(),
+                                       optimizer_.steps(), t, rows, grads);
 }
 
 void ParamTable::CopyTo(std::vector<float>* values, std::vector<float>* state,
@@ -127,20 +81,52 @@ void ParamTable::CopyTo(std::vector<float>* values, std::vector<float>* state,
   // the order of earlier applies and this copy visible (to TSan too); sum
   // and sgd apply without it and rely on the caller's protocol alone.
   std::lock_guard<std::mutex> lock(optimizer_mu_);
-  values->assign(data_, data_ + num_rows_ * dim_);
-  for (int k = 0; k < state_arrays_; ++k) state[k] = state_[k];
-  *optimizer_steps = optimizer_steps_;
+  const uint64_t floats = num_rows_ * dim_;
+  values->assign(data_, data_ + floats);
+  for (int k = 0; k < optimizer_.arrays(); ++k) {
+    state[k].assign(optimizer_.array(k), optimizer_.array(k) + floats);
+  }
+  *optimizer_steps = optimizer_.steps();
 }
 
 uint64_t ParamTable::optimizer_steps() const {
   std::lock_guard<std::mutex> lock(optimizer_mu_);
-  return optimizer_steps_;
+  return optimizer_.steps();
 }
 
 void ParamTable::set_optimizer_steps(uint64_t steps) {
   std::lock_guard<std::mutex> lock(optimizer_mu_);
-  optimizer_steps_ = steps;
+  optimizer_.set_steps(steps);
   if (fold_ != nullptr) fold_->Forget();
+}
+
+Status ParamTable::Snapshot(TableSnapshot* out) const {
+  out->first_row = first_row_;
+  out->rows = num_rows_;
+  out->state_arrays = optimizer_.arrays();
+  // Nothing is applied during a checkpoint's cut (the workers wait in a
+  // barrier), but that order runs through the workers and shared memory;
+  // CopyTo takes the lock the apply threads of a stateful optimizer take,
+  // which makes it visible here (and to TSan). SGD applies without a lock
+  // and relies on the protocol alone.
+  CopyTo(&out->values, out->state, &out->optimizer_steps);
+  return Status::OK();
+}
+
+Status ParamTable::PrepareRestore(TableTarget* target) {
+  target->state_arrays = optimizer_.arrays();
+  target->first_row = first_row_;
+  target->rows = num_rows_;
+  target->values = data_;
+  for (int k = 0; k < optimizer_.arrays(); ++k) {
+    target->state[k] = optimizer_.array(k);
+  }
+  return Status::OK();
+}
+
+Status ParamTable::FinishRestore(TableTarget* target) {
+  set_optimizer_steps(target->optimizer_steps);
+  return Status::OK();
 }
 
 }  // namespace ps::table

@@ -20,6 +20,9 @@
 // from every worker, one optimizer step on their summed gradient
 // (table/step_fold.h); its step count grows by one per step.
 //
+// ParamTable is a Table (table/table.h) whose workers read its rows
+// one-sidedly (RowAccess::kRegion).
+//
 // Thread-safety: Apply may run on any number of threads at once when every
 // caller passes kAtomic (kExclusive: the caller guarantees it is alone).
 // CopyTo and set_optimizer_steps take the optimizer mutex. Rows read while
@@ -40,24 +43,13 @@
 #include "kernels/optimizers.h"
 #include "kernels/sparse_accumulate.h"
 #include "protocol/ps.pb.h"
+#include "table/optimizer_state.h"
 #include "table/step_fold.h"
+#include "table/table.h"
 
 namespace ps::table {
 
-// The value optimizer state array k starts at: 0, except Adagrad's
-// accumulator (state 0), which starts at initial_accumulator.
-float InitialStateValue(const kernels::OptimizerConfig& optimizer, int k);
-
-// How a table's spec folds a gradient into its rows: plain adds of
-// add_scale * g for "sum" (1) and "sgd" (-lr), or a stateful optimizer
-// (add_scale 0). Shared by ParamTable and DeviceParamTable.
-struct ApplyRule {
-  float add_scale = 0.0f;
-  std::optional<kernels::OptimizerConfig> optimizer;
-};
-ApplyRule ApplyRuleOf(const proto::TableSpec& spec);
-
-class ParamTable {
+class ParamTable final : public Table {
  public:
   // Sets up `spec`'s optimizer and starts global rows [first_row, first_row
   // + num_rows) in `rows`: num_rows * dim floats, zero, owned by the caller
@@ -69,15 +61,15 @@ class ParamTable {
       const proto::TableSpec& spec, uint64_t first_row, uint64_t num_rows,
       std::span<float> rows = {});
 
-  uint32_t dim() const { return dim_; }
-  uint64_t first_row() const { return first_row_; }
-  uint64_t num_rows() const { return num_rows_; }
+  RowAccess access() const override { return RowAccess::kRegion; }
+  uint64_t first_row() const override { return first_row_; }
+  uint64_t num_rows() const override { return num_rows_; }
   float* data() const { return data_; }
   // How many optimizer state arrays there are (num_rows * dim floats each).
-  int state_arrays() const { return state_arrays_; }
-  float* state(int k) { return state_[k].data(); }
+  int state_arrays() const { return optimizer_.arrays(); }
+  float* state(int k) { return optimizer_.array(k); }
   // Rows and state in memory.
-  uint64_t bytes() const;
+  uint64_t bytes() const override;
 
   // Applies gradients of local rows (each < num_rows(); rows.size() * dim
   // floats). `grads` is scratch: it may be scaled in place. kAtomic when
@@ -95,6 +87,12 @@ class ParamTable {
   // with the step's other pushes when the table folds them, else as Apply.
   Status ApplyPush(uint64_t step, std::span<const uint32_t> rows,
                    std::span<float> grads, kernels::AccumulateMode mode);
+  // Table: ApplyPush.
+  Status ApplyRows(uint64_t step, std::span<const uint32_t> rows,
+                   std::span<float> grads,
+                   kernels::AccumulateMode mode) override {
+    return ApplyPush(step, rows, grads, mode);
+  }
 
   // A copy of the rows, the state arrays (state[0 .. state_arrays())) and
   // the step count, for a checkpoint.
@@ -104,22 +102,27 @@ class ParamTable {
   // A restore: also forgets the step being folded.
   void set_optimizer_steps(uint64_t steps);
 
- private:
-  ParamTable() = default;
-  // The rows and state arrays, for the kernels.
-  kernels::OptimizerTable optimizer_table();
+  // Table: the rows as a checkpoint saves them; a restore writes straight
+  // into the rows and state.
+  Status Snapshot(TableSnapshot* out) const override;
+  Status PrepareRestore(TableTarget* target) override;
+  Status FinishRestore(TableTarget* target) override;
 
-  uint32_t dim_ = 0;
+ private:
+  explicit ParamTable(const proto::TableSpec& spec)
+      : Table(spec), dim_(spec.dim()), optimizer_(spec) {}
+  // The rows and state arrays, for the kernels.
+  kernels::OptimizerTable optimizer_table() {
+    return optimizer_.View(data_, num_rows_, dim_);
+  }
+
+  const uint32_t dim_;
   uint64_t first_row_ = 0;
   uint64_t num_rows_ = 0;
   std::vector<float> own_rows_;  // when the caller supplied no memory
   float* data_ = nullptr;
-  std::optional<kernels::OptimizerConfig> optimizer_;  // none: sum or sgd
-  float add_scale_ = 0.0f;  // -lr for sgd, 1 for sum; 0: stateful optimizer
-  int state_arrays_ = 0;
-  std::vector<float> state_[kernels::kMaxOptimizerStates];
   mutable std::mutex optimizer_mu_;  // stateful optimizers' apply; copies
-  uint64_t optimizer_steps_ = 0;     // guarded by optimizer_mu_
+  OptimizerState optimizer_;         // steps guarded by optimizer_mu_
   std::unique_ptr<StepFold> fold_;   // null: no folding; guarded likewise
 };
 

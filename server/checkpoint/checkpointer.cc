@@ -91,42 +91,7 @@ StatusOr<ck::ShardSnapshot> Checkpointer::Copy() const {
   for (const auto& t : shard_->tables()) {
     ck::TableSnapshot s;
     s.spec = t->spec();
-    if (t->exact()) {
-      ExactTable* e = t->exact_table();
-      std::lock_guard<std::mutex> lock(e->mu_);
-      s.state_arrays = e->state_arrays_;
-      s.optimizer_steps = e->optimizer_steps_;
-      const size_t dim = t->dim();
-      for (const auto& [key, row] : e->row_of_key_) {
-        s.ids.push_back(key);
-        s.values.insert(s.values.end(), e->values_.begin() + row * dim,
-                        e->values_.begin() + (row + 1) * dim);
-        for (int k = 0; k < s.state_arrays; ++k) {
-          s.state[k].insert(s.state[k].end(), e->state_[k].begin() + row * dim,
-                            e->state_[k].begin() + (row + 1) * dim);
-        }
-        s.last_update.push_back(e->last_update_[row]);
-      }
-    } else if (const table::DeviceParamTable* d = t->device_params()) {
-      s.first_row = d->first_row();
-      s.rows = d->num_rows();
-      s.state_arrays = d->state_arrays();
-      PS_RETURN_IF_ERROR(
-          d->CopyTo(&s.values, s.state, &s.optimizer_steps)
-              .WithContext("copying table '" + t->spec().name() +
-                           "' off cuda:" + std::to_string(d->device())));
-    } else {
-      const table::ParamTable* p = t->params();
-      s.first_row = p->first_row();
-      s.rows = p->num_rows();
-      s.state_arrays = p->state_arrays();
-      // Nothing is applied during the cut (the workers wait in a barrier
-      // after WaitApplied), but that order runs through the workers and
-      // shared memory; CopyTo takes the lock the apply threads of a
-      // stateful optimizer take, which makes it visible here (and to TSan).
-      // SGD applies without a lock and relies on the protocol alone.
-      p->CopyTo(&s.values, s.state, &s.optimizer_steps);
-    }
+    PS_RETURN_IF_ERROR(t->table().Snapshot(&s));
     snap.tables.push_back(std::move(s));
   }
   return snap;

@@ -53,82 +53,19 @@ StatusOr<ck::RestoreResult> Checkpointer::RestoreFrom(const std::string& path) {
   ck::RestoreTarget target;
   target.shard_id = shard_->shard_id();
   target.num_shards = shard_->num_shards();
-  // Tables on a device are read into host memory first, then uploaded.
-  struct HostCopy {
-    std::vector<float> values;
-    std::vector<float> state[kernels::kMaxOptimizerStates];
-  };
-  std::vector<HostCopy> host(shard_->tables().size());
-  for (size_t i = 0; i < shard_->tables().size(); ++i) {
-    const auto& t = shard_->tables()[i];
+  // Each table says where the reader puts its rows (its own memory, or
+  // buffers it loads from: a device table uploads them, an exact table
+  // indexes them).
+  for (const auto& t : shard_->tables()) {
     ck::TableTarget tt;
     tt.spec = t->spec();
-    if (t->exact()) {
-      tt.state_arrays = t->exact_table()->state_arrays_;
-    } else if (const table::DeviceParamTable* d = t->device_params()) {
-      tt.state_arrays = d->state_arrays();
-      tt.first_row = d->first_row();
-      tt.rows = d->num_rows();
-      const size_t floats = d->num_rows() * d->dim();
-      host[i].values.resize(floats);
-      tt.values = host[i].values.data();
-      for (int k = 0; k < tt.state_arrays; ++k) {
-        host[i].state[k].resize(floats);
-        tt.state[k] = host[i].state[k].data();
-      }
-    } else {
-      table::ParamTable* p = t->params();
-      tt.state_arrays = p->state_arrays();
-      tt.first_row = p->first_row();
-      tt.rows = p->num_rows();
-      tt.values = p->data();
-      for (int k = 0; k < tt.state_arrays; ++k) tt.state[k] = p->state(k);
-    }
+    PS_RETURN_IF_ERROR(t->table().PrepareRestore(&tt));
     target.tables.push_back(std::move(tt));
   }
   PS_ASSIGN_OR_RETURN(ck::RestoreResult r, ck::RestoreShard(path, &target));
   for (size_t i = 0; i < target.tables.size(); ++i) {
-    TableShard* t = shard_->tables()[i].get();
-    ck::TableTarget& tt = target.tables[i];
-    if (table::DeviceParamTable* d = t->device_params()) {
-      PS_RETURN_IF_ERROR(
-          d->RestoreFrom(host[i].values, host[i].state, tt.optimizer_steps)
-              .WithContext("loading table '" + t->spec().name() +
-                           "' onto cuda:" + std::to_string(d->device())));
-      continue;
-    }
-    if (!t->exact()) {
-      t->params()->set_optimizer_steps(tt.optimizer_steps);
-      continue;
-    }
-    ExactTable* e = t->exact_table();
-    std::lock_guard<std::mutex> lock(e->mu_);
-    e->FreeAllRows();  // an earlier candidate's rows must not stay
-    // Oldest first, so the least-recently-updated list comes out in order.
-    std::vector<size_t> order(tt.exact.ids.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return tt.exact.last_update[a] < tt.exact.last_update[b];
-    });
-    const size_t dim = t->dim();
-    for (size_t i2 : order) {
-      const uint32_t row = e->AllocateRow(tt.exact.ids[i2]);
-      if (row == ExactTable::kNoRow) {
-        return ResourceExhausted("restoring exact table '" + t->spec().name() +
-                                 "': " + std::to_string(tt.exact.ids.size()) +
-                                 " keys exceed its capacity of " +
-                                 std::to_string(e->capacity_) +
-                                 " rows per shard");
-      }
-      std::memcpy(e->values_.data() + uint64_t{row} * dim,
-                  &tt.exact.values[i2 * dim], dim * sizeof(float));
-      for (int k = 0; k < tt.state_arrays; ++k) {
-        std::memcpy(e->state_[k].data() + uint64_t{row} * dim,
-                    &tt.exact.state[k][i2 * dim], dim * sizeof(float));
-      }
-      e->Touch(row, tt.exact.last_update[i2]);
-    }
-    e->optimizer_steps_ = tt.optimizer_steps;
+    PS_RETURN_IF_ERROR(
+        shard_->tables()[i]->table().FinishRestore(&target.tables[i]));
   }
   return r;
 }

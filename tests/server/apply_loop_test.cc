@@ -14,6 +14,7 @@
 
 #include "protocol/sparse_packet.h"
 #include "protocol/table_config.h"
+#include "table/param_table.h"
 
 namespace ps::server {
 namespace {
@@ -97,7 +98,8 @@ class ApplyLoopTest : public ::testing::Test {
 
   float Row(uint32_t table, uint64_t row, uint32_t j = 0) {
     TableShard* t = shard_->Find(table);
-    return t->data()[row * t->dim() + j];
+    return static_cast<const float*>(
+        t->rows_region()->data())[row * t->dim() + j];
   }
 
   std::unique_ptr<xfer::Context> context_;
@@ -297,7 +299,9 @@ TEST_F(ApplyLoopTest, ABspStepsPushesFoldIntoOneUpdate) {
       EXPECT_EQ(Row(4, row, j), local->data()[row * 2 + j]) << row << "," << j;
     }
   }
-  EXPECT_EQ(shard_->Find(4)->params()->optimizer_steps(), 2u);
+  table::TableSnapshot snapshot;
+  ASSERT_TRUE(shard_->Find(4)->table().Snapshot(&snapshot).ok());
+  EXPECT_EQ(snapshot.optimizer_steps, 2u);
   EXPECT_NE(shard_->Find(4)->Describe().find("folded"), std::string::npos);
   // sgd and sum tables add, which sums already: nothing to fold.
   EXPECT_EQ(shard_->Find(1)->Describe().find("folded"), std::string::npos);

@@ -87,13 +87,16 @@ TEST(InitializerTest, ShardedTableStartsLikeTheWholeTable) {
   )")
                     .value();
   auto whole = Shard::Create(ctx.get(), config, 0, 1).value();
-  const float* all = whole->Find(1)->data();
+  const auto* all =
+      static_cast<const float*>(whole->Find(1)->rows_region()->data());
   for (uint32_t s = 0; s < 3; ++s) {
     auto part = Shard::Create(ctx.get(), config, s, 3).value();
     const TableShard* t = part->Find(1);
     ASSERT_GT(t->rows(), 0u);
     for (uint64_t r = 0; r < t->rows() * 3; ++r) {
-      ASSERT_EQ(t->data()[r], all[t->first_row() * 3 + r]) << "shard " << s;
+      ASSERT_EQ(static_cast<const float*>(t->rows_region()->data())[r],
+                all[t->first_row() * 3 + r])
+          << "shard " << s;
     }
   }
 }

@@ -149,7 +149,7 @@ TEST(DeviceApplyPacketTest, MalformedPacketsAreRefusedAndChangeNothing) {
               .ok());
       SparsePacketExpectations expect =
           ::ps::testing::BadPacketExpectations(dim);
-      ASSERT_TRUE(t->ApplyPacket(good, expect).ok());
+      ASSERT_TRUE(t->ApplyPacket(good, expect, nullptr).ok());
       const Snapshot before = Copy(*t);
 
       std::vector<::ps::testing::BadPacket> cases =
@@ -170,12 +170,12 @@ TEST(DeviceApplyPacketTest, MalformedPacketsAreRefusedAndChangeNothing) {
       for (const auto& bad : cases) {
         SCOPED_TRACE(optimizer + " dim " + std::to_string(dim) + ": " +
                      bad.name);
-        const Status s = t->ApplyPacket(bad.bytes, expect);
+        const Status s = t->ApplyPacket(bad.bytes, expect, nullptr);
         EXPECT_EQ(s.code(), bad.code) << s.ToString();
         EXPECT_EQ(Copy(*t), before);
       }
       // And the table still takes good packets.
-      ASSERT_TRUE(t->ApplyPacket(good, expect).ok());
+      ASSERT_TRUE(t->ApplyPacket(good, expect, nullptr).ok());
       EXPECT_EQ(t->optimizer_steps(),
                 before.steps + (optimizer.empty() ? 0 : 1));
     }

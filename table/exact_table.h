@@ -13,9 +13,12 @@
 //   keys are not admitted (counted) until eviction frees rows.
 //
 // Rows live in local memory, not in registered memory: workers reach exact
-// rows only through the server (ExactPush / ExactPull on the control
-// channel), because only the server knows where a key's row is. Storage
-// grows with the rows in use, up to the bound.
+// rows only through the server (RowAccess::kThroughServer: ExactPush /
+// ExactPull on the control channel), because only the server knows where a
+// key's row is. Storage grows with the rows in use, up to the bound.
+//
+// ExactTable is a Table (table/table.h): ApplyKeys and ReadKeys; its
+// checkpoints are its keys with their rows, state and last update.
 //
 // Thread-safe: one mutex per table; the control connections call in.
 #pragma once
@@ -30,40 +33,49 @@
 
 #include "base/status.h"
 #include "base/status_or.h"
-#include "kernels/optimizers.h"
 #include "protocol/ps.pb.h"
-#include "server/server_stats.h"
+#include "table/optimizer_state.h"
+#include "table/table.h"
 
-namespace ps::server {
+namespace ps::table {
 
-class ExactTable {
+class ExactTable final : public Table {
  public:
   // kInvalidArgument for a spec that is not a valid EXACT table.
   static StatusOr<std::unique_ptr<ExactTable>> Create(
       const proto::TableSpec& spec);
 
-  const proto::TableSpec& spec() const { return spec_; }
+  RowAccess access() const override { return RowAccess::kThroughServer; }
 
   // Applies keys.size() gradients (values: keys.size() * dim floats) through
   // the table's optimizer, admitting and evicting as described above.
   // kInvalidArgument for a size mismatch or a non-finite value (nothing is
   // applied then).
-  Status Push(uint64_t step, std::span<const uint64_t> keys,
-              std::span<const float> values);
+  Status ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
+                   std::span<const float> values) override;
   // Copies each key's row into out (keys.size() * dim floats); keys without
   // a row read as zeros and present[i] = false.
-  Status Pull(std::span<const uint64_t> keys, std::span<float> out,
-              std::span<bool> present) const;
+  Status ReadKeys(std::span<const uint64_t> keys, std::span<float> out,
+                  std::span<bool> present) const override;
 
   bool HasRow(uint64_t key) const;
-  ExactCounters counters() const;
+  TableCounters counters() const override;
+  // The bound: capacity rows with their state.
+  uint64_t bytes() const override;
+  std::string Placement() const override;
+
+  // Every key with its row, state and last update (ids in no order).
+  Status Snapshot(TableSnapshot* out) const override;
+  // The reader fills target->exact (keys ascending).
+  Status PrepareRestore(TableTarget* target) override;
+  // Replaces every row with target->exact's, oldest update first.
+  // kResourceExhausted when they exceed the capacity.
+  Status FinishRestore(TableTarget* target) override;
 
  private:
-  friend class Checkpointer;  // copies and restores the index and rows
   static constexpr uint32_t kNoRow = UINT32_MAX;
 
-  ExactTable(const proto::TableSpec& spec,
-             std::optional<kernels::OptimizerConfig> optimizer);
+  explicit ExactTable(const proto::TableSpec& spec);
 
   // All below: mu_ held.
   uint32_t AllocateRow(uint64_t key);  // kNoRow when full
@@ -73,11 +85,8 @@ class ExactTable {
   void EvictOlderThan(uint64_t step);
   void FreeAllRows();  // empty again (before a restore), counters kept
 
-  const proto::TableSpec spec_;
   const uint32_t dim_;
   const uint64_t capacity_;
-  const std::optional<kernels::OptimizerConfig> optimizer_;  // none: "sum"
-  const int state_arrays_;
   // Pending admission counts are bounded too (a stream of distinct keys must
   // not grow memory without end); beyond the bound new keys wait.
   const size_t max_pending_;
@@ -86,20 +95,19 @@ class ExactTable {
   std::unordered_map<uint64_t, uint32_t> row_of_key_;
   std::unordered_map<uint64_t, uint32_t> pending_;  // key -> pushes so far
   std::vector<float> values_;                       // rows_allocated * dim
-  std::vector<float> state_[kernels::kMaxOptimizerStates];
+  OptimizerState optimizer_;  // its arrays: rows_allocated * dim each
   std::vector<uint64_t> key_of_row_;
   std::vector<uint64_t> last_update_;
   // Doubly linked list of rows in use, least recently updated first.
   std::vector<uint32_t> prev_, next_;
   uint32_t oldest_ = kNoRow, newest_ = kNoRow;
   std::vector<uint32_t> free_rows_;
-  uint64_t optimizer_steps_ = 0;
   bool logged_full_ = false;
   bool logged_pending_full_ = false;
-  ExactCounters counters_;
+  TableCounters counters_;
   // Scratch for one Push (reused, so steady pushes do not allocate).
   std::vector<uint32_t> apply_rows_;
   std::vector<float> apply_grads_;
 };
 
-}  // namespace ps::server
+}  // namespace ps::table

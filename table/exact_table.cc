@@ -1,16 +1,17 @@
-#include "server/exact_table.h"
+#include "table/exact_table.h"
 
 #include <glog/logging.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <numeric>
 #include <string>
 
 #include "protocol/table_config.h"
 #include "table/initializer.h"
-#include "table/param_table.h"
 
-namespace ps::server {
+namespace ps::table {
 namespace {
 
 std::string Where(const proto::TableSpec& spec) {
@@ -26,31 +27,21 @@ StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
     return InvalidArgument("table '" + spec.name() + "' is not an EXACT table");
   }
   PS_RETURN_IF_ERROR(protocol::ValidateTableSpec(spec));
-  PS_RETURN_IF_ERROR(table::ValidateInitializer(spec.initializer()));
+  PS_RETURN_IF_ERROR(ValidateInitializer(spec.initializer()));
   if (spec.capacity() >= kNoRow) {
     return InvalidArgument(Where(spec) + ": capacity " +
                            std::to_string(spec.capacity()) +
                            " rows per shard exceeds 2^32 - 1");
   }
-  std::optional<kernels::OptimizerConfig> optimizer;
-  auto opt = protocol::OptimizerFromSpec(spec.optimizer());
-  if (opt.ok()) {
-    optimizer = *opt;
-  } else if (!opt.status().Is(StatusCode::kNotFound)) {
-    return opt.status().WithContext(Where(spec));
-  }
-  return std::unique_ptr<ExactTable>(new ExactTable(spec, optimizer));
+  return std::unique_ptr<ExactTable>(new ExactTable(spec));
 }
 
-ExactTable::ExactTable(const proto::TableSpec& spec,
-                       std::optional<kernels::OptimizerConfig> optimizer)
-    : spec_(spec),
+ExactTable::ExactTable(const proto::TableSpec& spec)
+    : Table(spec),
       dim_(spec.dim()),
       capacity_(spec.capacity()),
-      optimizer_(optimizer),
-      state_arrays_(optimizer ? kernels::StateFloatsPerParameter(*optimizer)
-                              : 0),
-      max_pending_(std::max<size_t>(4 * spec.capacity(), 1 << 16)) {}
+      max_pending_(std::max<size_t>(4 * spec.capacity(), 1 << 16)),
+      optimizer_(spec) {}
 
 uint32_t ExactTable::AllocateRow(uint64_t key) {
   uint32_t row;
@@ -64,19 +55,15 @@ uint32_t ExactTable::AllocateRow(uint64_t key) {
     prev_.push_back(kNoRow);
     next_.push_back(kNoRow);
     values_.resize(values_.size() + dim_);
-    for (int k = 0; k < state_arrays_; ++k) {
-      state_[k].resize(state_[k].size() + dim_);
-    }
+    // Growing one row at a time: std::vector doubles its capacity.
+    (void)optimizer_.Resize(values_.size());
   } else {
     return kNoRow;
   }
   key_of_row_[row] = key;
   float* v = values_.data() + uint64_t{row} * dim_;
-  table::InitializeRow(spec_.initializer(), key, std::span<float>(v, dim_));
-  for (int k = 0; k < state_arrays_; ++k) {
-    std::fill_n(state_[k].data() + uint64_t{row} * dim_, dim_,
-                table::InitialStateValue(*optimizer_, k));
-  }
+  InitializeRow(spec().initializer(), key, std::span<float>(v, dim_));
+  optimizer_.ResetEntries(uint64_t{row} * dim_, dim_);
   row_of_key_.emplace(key, row);
   ++counters_.rows;
   return row;
@@ -116,11 +103,11 @@ void ExactTable::FreeRow(uint32_t row) {
 void ExactTable::FreeAllRows() {
   while (oldest_ != kNoRow) FreeRow(oldest_);
   pending_.clear();
-  optimizer_steps_ = 0;
+  optimizer_.set_steps(0);
 }
 
 void ExactTable::EvictOlderThan(uint64_t step) {
-  const uint64_t age = spec_.evict_after_steps();
+  const uint64_t age = spec().evict_after_steps();
   if (age == 0) return;
   while (oldest_ != kNoRow && step > last_update_[oldest_] &&
          step - last_update_[oldest_] > age) {
@@ -129,17 +116,17 @@ void ExactTable::EvictOlderThan(uint64_t step) {
   }
 }
 
-Status ExactTable::Push(uint64_t step, std::span<const uint64_t> keys,
-                        std::span<const float> values) {
+Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
+                             std::span<const float> values) {
   if (values.size() != keys.size() * dim_) {
-    return InvalidArgument(Where(spec_) + ": " + std::to_string(keys.size()) +
+    return InvalidArgument(Where(spec()) + ": " + std::to_string(keys.size()) +
                            " keys of dim " + std::to_string(dim_) + " need " +
                            std::to_string(keys.size() * dim_) +
                            " values, got " + std::to_string(values.size()));
   }
   for (float v : values) {
     if (!std::isfinite(v)) {
-      return InvalidArgument(Where(spec_) +
+      return InvalidArgument(Where(spec()) +
                              ": push carries a non-finite value");
     }
   }
@@ -147,7 +134,7 @@ Status ExactTable::Push(uint64_t step, std::span<const uint64_t> keys,
   EvictOlderThan(step);
   apply_rows_.clear();
   apply_grads_.clear();
-  const uint32_t admit = std::max<uint32_t>(spec_.admit_after_pushes(), 1);
+  const uint32_t admit = std::max<uint32_t>(spec().admit_after_pushes(), 1);
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint64_t key = keys[i];
     uint32_t row = kNoRow;
@@ -162,11 +149,11 @@ Status ExactTable::Push(uint64_t step, std::span<const uint64_t> keys,
           ++counters_.refused_full;
           if (!logged_full_) {
             logged_full_ = true;
-            LOG(WARNING) << Where(spec_) << ": memory bound reached: all "
+            LOG(WARNING) << Where(spec()) << ": memory bound reached: all "
                          << capacity_
                          << " rows of this shard are in use; new keys are "
                             "not admitted until eviction frees rows"
-                         << (spec_.evict_after_steps() == 0
+                         << (spec().evict_after_steps() == 0
                                  ? " (evict_after_steps is 0: never)"
                                  : "");
           }
@@ -182,7 +169,7 @@ Status ExactTable::Push(uint64_t step, std::span<const uint64_t> keys,
           pending_.emplace(key, seen);
         } else if (!logged_pending_full_) {
           logged_pending_full_ = true;
-          LOG(WARNING) << Where(spec_) << ": " << pending_.size()
+          LOG(WARNING) << Where(spec()) << ": " << pending_.size()
                        << " keys wait for admission (the bound); pushes of "
                           "further new keys are not counted";
         }
@@ -196,27 +183,26 @@ Status ExactTable::Push(uint64_t step, std::span<const uint64_t> keys,
   }
   counters_.admission_pending = pending_.size();
   if (apply_rows_.empty()) return Status::OK();
-  if (!optimizer_) {
+  if (!optimizer_.optimizer()) {
+    const float scale = optimizer_.add_scale();
     for (size_t i = 0; i < apply_rows_.size(); ++i) {
       float* row = values_.data() + uint64_t{apply_rows_[i]} * dim_;
       const float* g = apply_grads_.data() + i * dim_;
-      for (uint32_t j = 0; j < dim_; ++j) row[j] += g[j];
+      for (uint32_t j = 0; j < dim_; ++j) row[j] += scale * g[j];
     }
     return Status::OK();
   }
-  kernels::OptimizerTable table;
-  table.params = values_.data();
-  for (int k = 0; k < state_arrays_; ++k) table.state[k] = state_[k].data();
-  table.num_rows = key_of_row_.size();
-  table.dim = dim_;
-  return kernels::ApplyOptimizerToRows(*optimizer_, ++optimizer_steps_, table,
-                                       apply_rows_, apply_grads_);
+  return kernels::ApplyOptimizerToRows(
+      *optimizer_.optimizer(), optimizer_.NextStep(),
+      optimizer_.View(values_.data(), key_of_row_.size(), dim_), apply_rows_,
+      apply_grads_);
 }
 
-Status ExactTable::Pull(std::span<const uint64_t> keys, std::span<float> out,
-                        std::span<bool> present) const {
+Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
+                            std::span<float> out,
+                            std::span<bool> present) const {
   if (out.size() != keys.size() * dim_ || present.size() != keys.size()) {
-    return InvalidArgument(Where(spec_) + ": pull of " +
+    return InvalidArgument(Where(spec()) + ": pull of " +
                            std::to_string(keys.size()) +
                            " keys given buffers of the wrong size");
   }
@@ -239,9 +225,72 @@ bool ExactTable::HasRow(uint64_t key) const {
   return row_of_key_.count(key) != 0;
 }
 
-ExactCounters ExactTable::counters() const {
+TableCounters ExactTable::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counters_;
 }
 
-}  // namespace ps::server
+uint64_t ExactTable::bytes() const {
+  return capacity_ * dim_ * sizeof(float) * (1 + optimizer_.arrays());
+}
+
+std::string ExactTable::Placement() const {
+  char text[48];
+  std::snprintf(text, sizeof(text), "at most %.1f MB", bytes() / 1e6);
+  return text;
+}
+
+Status ExactTable::Snapshot(TableSnapshot* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int arrays = optimizer_.arrays();
+  out->state_arrays = arrays;
+  out->optimizer_steps = optimizer_.steps();
+  for (const auto& [key, row] : row_of_key_) {
+    const uint64_t at = uint64_t{row} * dim_;
+    out->ids.push_back(key);
+    out->values.insert(out->values.end(), values_.begin() + at,
+                       values_.begin() + at + dim_);
+    for (int k = 0; k < arrays; ++k) {
+      const float* state = optimizer_.array(k) + at;
+      out->state[k].insert(out->state[k].end(), state, state + dim_);
+    }
+    out->last_update.push_back(last_update_[row]);
+  }
+  return Status::OK();
+}
+
+Status ExactTable::PrepareRestore(TableTarget* target) {
+  target->state_arrays = optimizer_.arrays();
+  return Status::OK();
+}
+
+Status ExactTable::FinishRestore(TableTarget* target) {
+  const TableSnapshot& saved = target->exact;
+  std::lock_guard<std::mutex> lock(mu_);
+  FreeAllRows();  // an earlier candidate's rows must not stay
+  if (saved.ids.size() > capacity_) {
+    return ResourceExhausted("restoring " + Where(spec()) + ": " +
+                             std::to_string(saved.ids.size()) +
+                             " keys exceed its capacity of " +
+                             std::to_string(capacity_) + " rows per shard");
+  }
+  // Oldest first, so the least-recently-updated list comes out in order.
+  std::vector<size_t> order(saved.ids.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return saved.last_update[a] < saved.last_update[b];
+  });
+  for (size_t i : order) {
+    const uint32_t row = AllocateRow(saved.ids[i]);
+    const uint64_t at = uint64_t{row} * dim_;
+    std::copy_n(&saved.values[i * dim_], dim_, values_.data() + at);
+    for (int k = 0; k < optimizer_.arrays(); ++k) {
+      std::copy_n(&saved.state[k][i * dim_], dim_, optimizer_.array(k) + at);
+    }
+    Touch(row, saved.last_update[i]);
+  }
+  optimizer_.set_steps(target->optimizer_steps);
+  return Status::OK();
+}
+
+}  // namespace ps::table

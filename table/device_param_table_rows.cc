@@ -1,0 +1,65 @@
+// DeviceParamTable's Table side that needs no CUDA of its own (built with
+// the CUDA table and with the stub alike): applies of host-decoded rows,
+// and checkpoints as host copies of the rows.
+#include <cstdio>
+#include <new>
+
+#include "table/device_param_table.h"
+
+namespace ps::table {
+
+Status DeviceParamTable::ApplyRows(uint64_t /*step*/,
+                                   std::span<const uint32_t> rows,
+                                   std::span<float> grads,
+                                   kernels::AccumulateMode /*mode*/) {
+  return Apply(rows, grads);
+}
+
+std::string DeviceParamTable::Placement() const {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.1f MB on cuda:%d", bytes() / 1e6,
+                device_);
+  return text;
+}
+
+Status DeviceParamTable::Snapshot(TableSnapshot* out) const {
+  out->first_row = first_row_;
+  out->rows = num_rows_;
+  out->state_arrays = optimizer_.arrays();
+  return CopyTo(&out->values, out->state, &out->optimizer_steps)
+      .WithContext("copying table '" + spec().name() +
+                   "' off cuda:" + std::to_string(device_));
+}
+
+Status DeviceParamTable::PrepareRestore(TableTarget* target) {
+  const uint64_t floats = num_rows_ * dim_;
+  target->state_arrays = optimizer_.arrays();
+  target->first_row = first_row_;
+  target->rows = num_rows_;
+  try {
+    restore_values_.assign(floats, 0.0f);
+    for (int k = 0; k < optimizer_.arrays(); ++k) {
+      restore_state_[k].assign(floats, 0.0f);
+    }
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("cannot allocate host memory to restore table '" +
+                             spec().name() + "'");
+  }
+  target->values = restore_values_.data();
+  for (int k = 0; k < optimizer_.arrays(); ++k) {
+    target->state[k] = restore_state_[k].data();
+  }
+  return Status::OK();
+}
+
+Status DeviceParamTable::FinishRestore(TableTarget* target) {
+  Status s =
+      RestoreFrom(restore_values_, restore_state_, target->optimizer_steps)
+          .WithContext("loading table '" + spec().name() +
+                       "' onto cuda:" + std::to_string(device_));
+  restore_values_ = {};
+  for (auto& state : restore_state_) state = {};
+  return s;
+}
+
+}  // namespace ps::table

@@ -1,0 +1,65 @@
+// TableSnapshot and TableTarget: a table's rows as a checkpoint saves and
+// restores them (checkpoint/), and what a table hands over or takes back
+// (Table::Snapshot, Table::PrepareRestore / FinishRestore in table/table.h).
+// Plain value types.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/optimizers.h"
+#include "protocol/ps.pb.h"
+
+namespace ps::table {
+
+// A copy of one shard's part of a table, taken at a checkpoint's cut.
+struct TableSnapshot {
+  ps::proto::TableSpec spec;
+  // true: every row of the table on this shard; false: only what changed
+  // since the parent checkpoint.
+  bool full = true;
+  // HASHED/DENSE: this shard's global rows [first_row, first_row + rows).
+  uint64_t first_row = 0;
+  uint64_t rows = 0;
+  int state_arrays = 0;  // optimizer state floats per parameter (0..2)
+  uint64_t optimizer_steps = 0;
+
+  // Entries: ids[i] is a global row (HASHED/DENSE) or a key (EXACT), with
+  // values[i * dim, (i + 1) * dim) and the same slice of every state array.
+  // A full HASHED/DENSE table may leave ids empty: then the entries are the
+  // rows first_row, first_row + 1, ... in order (no id vector to copy).
+  std::vector<uint64_t> ids;
+  std::vector<float> values;
+  std::vector<float> state[kernels::kMaxOptimizerStates];
+  std::vector<uint64_t> last_update;  // EXACT: per entry
+  std::vector<uint64_t> deleted;      // EXACT, not full: keys without a row now
+
+  uint32_t dim() const { return spec.dim(); }
+  // Entries with values (not counting deleted keys).
+  uint64_t size() const { return values.size() / (dim() ? dim() : 1); }
+  uint64_t IdAt(uint64_t i) const {
+    return ids.empty() ? first_row + i : ids[i];
+  }
+};
+
+// Where a restore puts one shard's part of a table: the checkpoint reader
+// (checkpoint/restorer.h) fills what the table pointed it at.
+struct TableTarget {
+  ps::proto::TableSpec spec;  // must match the saved one (kind, dim, capacity)
+  int state_arrays = 0;       // the optimizer state arrays the server keeps
+  // HASHED/DENSE: row-major buffers for the new shard's global rows
+  // [first_row, first_row + rows): rows * dim floats each (state[k] for
+  // k < state_arrays).
+  uint64_t first_row = 0;
+  uint64_t rows = 0;
+  float* values = nullptr;
+  float* state[kernels::kMaxOptimizerStates] = {nullptr, nullptr};
+  // EXACT: filled with the new shard's rows, keys ascending (ids, values,
+  // state, last_update).
+  TableSnapshot exact;
+  // Out: the largest optimizer step count of the old shards.
+  uint64_t optimizer_steps = 0;
+  uint64_t rows_restored = 0;  // out
+};
+
+}  // namespace ps::table

@@ -1,0 +1,219 @@
+// ExactTable: admission by push count, eviction by age, the per-shard memory
+// bound, the optimizer applied to admitted rows only, and its checkpoints
+// through the Table interface (Snapshot, PrepareRestore, FinishRestore).
+#include "table/exact_table.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <vector>
+
+namespace ps::table {
+namespace {
+
+proto::TableSpec Spec(uint64_t capacity, uint32_t admit, uint64_t evict,
+                      uint32_t dim = 2) {
+  proto::TableSpec s;
+  s.set_id(7);
+  s.set_name("ids");
+  s.set_kind(proto::EXACT);
+  s.set_dim(dim);
+  s.set_capacity(capacity);
+  s.set_admit_after_pushes(admit);
+  s.set_evict_after_steps(evict);
+  s.mutable_optimizer()->set_name("sgd");
+  s.mutable_optimizer()->set_learning_rate(1.0f);
+  return s;
+}
+
+std::vector<float> PullOne(ExactTable& t, uint64_t key, bool* present) {
+  std::vector<float> out(t.spec().dim());
+  bool p[1];
+  EXPECT_TRUE(t.ReadKeys(std::vector<uint64_t>{key}, out, p).ok());
+  *present = p[0];
+  return out;
+}
+
+TEST(ExactTableTest, KeyGetsRowOnItsNthPushAndEarlierPushesAreDropped) {
+  auto t = ExactTable::Create(Spec(100, 3, 0)).value();
+  const std::vector<uint64_t> key{42};
+  const std::vector<float> g{1.0f, 2.0f};
+  bool present = true;
+  for (int push = 1; push <= 2; ++push) {
+    ASSERT_TRUE(t->ApplyKeys(push, key, g).ok());
+    EXPECT_FALSE(t->HasRow(42)) << "push " << push;
+    auto v = PullOne(*t, 42, &present);
+    EXPECT_FALSE(present);
+    EXPECT_EQ(v, (std::vector<float>{0.0f, 0.0f}));
+  }
+  EXPECT_EQ(t->counters().admission_pending, 1u);
+  ASSERT_TRUE(t->ApplyKeys(3, key, g).ok());  // admitted: this push applies
+  EXPECT_TRUE(t->HasRow(42));
+  auto v = PullOne(*t, 42, &present);
+  EXPECT_TRUE(present);
+  EXPECT_EQ(v, (std::vector<float>{-1.0f, -2.0f}));  // sgd lr 1 from zeros
+  ASSERT_TRUE(t->ApplyKeys(4, key, g).ok());
+  EXPECT_EQ(PullOne(*t, 42, &present), (std::vector<float>{-2.0f, -4.0f}));
+  TableCounters c = t->counters();
+  EXPECT_EQ(c.rows, 1u);
+  EXPECT_EQ(c.dropped_pushes, 2u);
+  EXPECT_EQ(c.admission_pending, 0u);
+}
+
+TEST(ExactTableTest, RowsIdleLongerThanTheAgeAreEvictedOnPush) {
+  auto t = ExactTable::Create(Spec(100, 1, 5)).value();
+  const std::vector<float> g{1.0f, 1.0f};
+  ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{1}, g).ok());
+  ASSERT_TRUE(t->ApplyKeys(3, std::vector<uint64_t>{2}, g).ok());
+  ASSERT_TRUE(
+      t->ApplyKeys(6, std::vector<uint64_t>{3}, g).ok());  // age 5: keep 1
+  EXPECT_TRUE(t->HasRow(1));
+  ASSERT_TRUE(t->ApplyKeys(7, std::vector<uint64_t>{3}, g).ok());  // 1 is 6 old
+  EXPECT_FALSE(t->HasRow(1));
+  EXPECT_TRUE(t->HasRow(2));
+  EXPECT_TRUE(t->HasRow(3));
+  // An update keeps a row young.
+  ASSERT_TRUE(t->ApplyKeys(8, std::vector<uint64_t>{2}, g).ok());
+  ASSERT_TRUE(t->ApplyKeys(12, std::vector<uint64_t>{3}, g).ok());
+  EXPECT_TRUE(t->HasRow(2));
+  ASSERT_TRUE(t->ApplyKeys(14, std::vector<uint64_t>{3}, g).ok());
+  EXPECT_FALSE(t->HasRow(2));
+  TableCounters c = t->counters();
+  EXPECT_EQ(c.evicted, 2u);
+  EXPECT_EQ(c.rows, 1u);
+  // An evicted key starts over: fresh row, from the initializer (zeros).
+  ASSERT_TRUE(t->ApplyKeys(14, std::vector<uint64_t>{1}, g).ok());
+  bool present = false;
+  EXPECT_EQ(PullOne(*t, 1, &present), (std::vector<float>{-1.0f, -1.0f}));
+  EXPECT_TRUE(present);
+}
+
+TEST(ExactTableTest, MemoryBoundRefusesNewKeysUntilEvictionFreesRows) {
+  auto t = ExactTable::Create(Spec(3, 1, 10)).value();
+  const std::vector<float> g(4 * 2, 1.0f);
+  ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{10, 11, 12, 13}, g).ok());
+  EXPECT_TRUE(t->HasRow(10));
+  EXPECT_TRUE(t->HasRow(12));
+  EXPECT_FALSE(t->HasRow(13));
+  TableCounters c = t->counters();
+  EXPECT_EQ(c.rows, 3u);
+  EXPECT_EQ(c.refused_full, 1u);
+  EXPECT_EQ(c.dropped_pushes, 1u);
+  // Still full: refused again, old rows untouched.
+  ASSERT_TRUE(
+      t->ApplyKeys(5, std::vector<uint64_t>{14}, std::vector<float>{1.0f, 1.0f})
+          .ok());
+  EXPECT_FALSE(t->HasRow(14));
+  // Step 20: all three are 19 steps idle, evicted; the new key fits.
+  ASSERT_TRUE(t->ApplyKeys(20, std::vector<uint64_t>{14},
+                           std::vector<float>{1.0f, 1.0f})
+                  .ok());
+  EXPECT_TRUE(t->HasRow(14));
+  EXPECT_FALSE(t->HasRow(10));
+  c = t->counters();
+  EXPECT_EQ(c.rows, 1u);
+  EXPECT_EQ(c.evicted, 3u);
+}
+
+TEST(ExactTableTest, DuplicateKeysInOnePushAddUp) {
+  auto t = ExactTable::Create(Spec(10, 2, 0, 1)).value();
+  // The second occurrence admits the key and applies; the first is dropped.
+  ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{5, 5, 5},
+                           std::vector<float>{1, 2, 4})
+                  .ok());
+  bool present = false;
+  EXPECT_EQ(PullOne(*t, 5, &present), std::vector<float>{-6.0f});
+}
+
+TEST(ExactTableTest, BadInputIsAStatus) {
+  EXPECT_FALSE(ExactTable::Create([] {
+                 auto s = Spec(10, 1, 0);
+                 s.set_kind(proto::HASHED);
+                 return s;
+               }())
+                   .ok());
+  EXPECT_FALSE(ExactTable::Create(Spec(10, 0, 0)).ok());  // admit 0
+  auto t = ExactTable::Create(Spec(10, 1, 0)).value();
+  EXPECT_TRUE(
+      t->ApplyKeys(1, std::vector<uint64_t>{1}, std::vector<float>{1.0f})
+          .Is(StatusCode::kInvalidArgument));  // 1 value for dim 2
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(
+      t->ApplyKeys(1, std::vector<uint64_t>{1}, std::vector<float>{1.0f, nan})
+          .Is(StatusCode::kInvalidArgument));
+  EXPECT_FALSE(t->HasRow(1));
+  std::vector<float> out(3);
+  bool p[1];
+  EXPECT_FALSE(t->ReadKeys(std::vector<uint64_t>{1}, out, p).ok());
+}
+
+TEST(ExactTableTest, SnapshotRestoresKeysRowsStateAndAgeOrder) {
+  proto::TableSpec spec = Spec(10, 1, 5);
+  spec.mutable_optimizer()->set_name("adagrad");
+  spec.mutable_optimizer()->set_learning_rate(0.5f);
+  auto t = ExactTable::Create(spec).value();
+  ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{1, 2},
+                           std::vector<float>{1, 2, 3, 4})
+                  .ok());
+  ASSERT_TRUE(
+      t->ApplyKeys(4, std::vector<uint64_t>{2}, std::vector<float>{1, 1}).ok());
+  TableSnapshot saved;
+  ASSERT_TRUE(t->Snapshot(&saved).ok());
+  EXPECT_EQ(saved.ids.size(), 2u);
+  EXPECT_EQ(saved.state_arrays, 1);
+  EXPECT_EQ(saved.optimizer_steps, 2u);
+
+  // Into a fresh table that holds other rows: those go, the saved ones come.
+  auto restored = ExactTable::Create(spec).value();
+  ASSERT_TRUE(
+      restored->ApplyKeys(1, std::vector<uint64_t>{9}, std::vector<float>{1, 1})
+          .ok());
+  TableTarget target;
+  target.spec = spec;
+  ASSERT_TRUE(restored->PrepareRestore(&target).ok());
+  EXPECT_EQ(target.state_arrays, 1);
+  target.exact = saved;
+  target.optimizer_steps = saved.optimizer_steps;
+  ASSERT_TRUE(restored->FinishRestore(&target).ok());
+  EXPECT_FALSE(restored->HasRow(9));
+  for (uint64_t key : {1, 2}) {
+    bool present = false, was = false;
+    EXPECT_EQ(PullOne(*restored, key, &present), PullOne(*t, key, &was));
+    EXPECT_TRUE(present);
+  }
+  // The same next update on both: state and step count came back too.
+  const std::vector<float> g{0.5f, -0.5f};
+  ASSERT_TRUE(t->ApplyKeys(5, std::vector<uint64_t>{2}, g).ok());
+  ASSERT_TRUE(restored->ApplyKeys(5, std::vector<uint64_t>{2}, g).ok());
+  bool present = false;
+  EXPECT_EQ(PullOne(*restored, 2, &present), PullOne(*t, 2, &present));
+  // Key 1 (last updated at step 1) is the older: at step 7 it is 6 idle.
+  ASSERT_TRUE(restored->ApplyKeys(7, std::vector<uint64_t>{2}, g).ok());
+  EXPECT_FALSE(restored->HasRow(1));
+  EXPECT_TRUE(restored->HasRow(2));
+}
+
+TEST(ExactTableTest, RestoreBeyondTheCapacityIsResourceExhausted) {
+  auto t = ExactTable::Create(Spec(2, 1, 0)).value();
+  TableTarget target;
+  ASSERT_TRUE(t->PrepareRestore(&target).ok());
+  target.exact.ids = {1, 2, 3};
+  target.exact.values.assign(3 * 2, 1.0f);
+  target.exact.last_update = {1, 1, 1};
+  EXPECT_TRUE(t->FinishRestore(&target).Is(StatusCode::kResourceExhausted));
+}
+
+TEST(ExactTableTest, TheTableInterfaceSaysWhatAKeyedTableCannotDo) {
+  auto t = ExactTable::Create(Spec(10, 1, 0)).value();
+  Table& table = *t;
+  EXPECT_EQ(table.access(), RowAccess::kThroughServer);
+  std::vector<uint32_t> rows{0};
+  std::vector<float> grads{1.0f, 1.0f};
+  EXPECT_TRUE(table.ApplyRows(1, rows, grads, kernels::AccumulateMode::kAtomic)
+                  .Is(StatusCode::kNotSupported));
+  protocol::SparsePacketHeader header;
+  EXPECT_TRUE(table.ApplyPacket({}, {}, &header).Is(StatusCode::kNotSupported));
+}
+
+}  // namespace
+}  // namespace ps::table
