@@ -29,6 +29,7 @@ Status InboxWriter::Start() {
   std::lock_guard<std::mutex> lock(mu_);
   cached_head_ = head;
   next_ = head + 1;
+  flushed_through_.store(head, std::memory_order_release);
   return Status::OK();
 }
 
@@ -128,8 +129,20 @@ Status InboxWriter::WritePackets(
 }
 
 Status InboxWriter::Flush() {
+  // Nothing written since the last flush that completed: nothing to wait
+  // for (a flush of the endpoint is a round trip over tcp).
+  const uint64_t target = written();
+  if (flushed_through_.load(std::memory_order_acquire) >= target) {
+    return Status::OK();
+  }
   Status s = options_.endpoint->Flush();
-  return s.ok() ? s : s.WithContext(options_.server);
+  if (!s.ok()) return s.WithContext(options_.server);
+  uint64_t seen = flushed_through_.load(std::memory_order_relaxed);
+  while (seen < target && !flushed_through_.compare_exchange_weak(
+                              seen, target, std::memory_order_release,
+                              std::memory_order_relaxed)) {
+  }
+  return s;
 }
 
 Status InboxWriter::WaitApplied() {

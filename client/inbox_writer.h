@@ -13,6 +13,7 @@
 // concurrent pushes interleave whole.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -61,7 +62,9 @@ class InboxWriter {
                       std::span<const protocol::EncodedPacket> packets);
 
   // Waits until every packet posted so far completed at the server's side
-  // (written and visible, not yet applied).
+  // (written and visible, not yet applied); returns at once when no packet
+  // was posted since the last flush that completed, so that flushing every
+  // inbox waits only on the servers a call wrote to.
   Status Flush();
   // Waits until the server consumed (applied) every packet written so far.
   Status WaitApplied();
@@ -79,6 +82,9 @@ class InboxWriter {
   mutable std::mutex mu_;
   uint64_t next_ = 1;         // the next packet number
   uint64_t cached_head_ = 0;  // the server's head as last read
+  // Every packet up to this number completed (a flush returned after it
+  // was posted); any thread reads it without mu_.
+  std::atomic<uint64_t> flushed_through_{0};
   std::vector<uint8_t> staging_;
 };
 

@@ -8,6 +8,7 @@
 #include "client/exact_path.h"
 #include "client/pull_planner.h"
 #include "client/push_pipeline.h"
+#include "client/push_queue.h"
 #include "client/server_group.h"
 #include "client/shard_router.h"
 #include "client/shared_pool.h"
@@ -44,16 +45,6 @@ struct ClientTable {
   std::unique_ptr<DevicePush> device;
 };
 
-// Completes a posted push: its packets are in place in the inboxes.
-class FlushInboxes final : public PendingOp::Rest {
- public:
-  explicit FlushInboxes(ServerGroup& servers) : servers_(servers) {}
-  Status Finish() override { return servers_.FlushInboxes(); }
-
- private:
-  ServerGroup& servers_;
-};
-
 }  // namespace
 
 class PsClient::Impl {
@@ -65,6 +56,9 @@ class PsClient::Impl {
   std::unique_ptr<WorkerClock> clock;
   std::unique_ptr<SharedPool> pool;
   std::map<uint32_t, std::unique_ptr<ClientTable>> tables;
+  // PushAsync's pushes; declared last, so that it stops (running what is
+  // queued) before anything its pushes use goes.
+  PushQueue pushes;
 
   StatusOr<ClientTable*> Table(uint32_t id, const char* what) {
     auto it = tables.find(id);
@@ -82,10 +76,17 @@ class PsClient::Impl {
     }
     return t;
   }
-  // A push whose packets are posted completes when they are in place.
-  PendingOp Flushed(Status posted) {
-    if (!posted.ok()) return PendingOp(std::move(posted));
-    return PendingOp(std::make_unique<FlushInboxes>(*servers));
+  // A push whose packets are posted completes when they are in place (in
+  // the inboxes it wrote to: InboxWriter::Flush).
+  Status Flushed(Status posted) {
+    PS_RETURN_IF_ERROR(posted);
+    return servers->FlushInboxes();
+  }
+  // One push of keyed gradients, complete on return.
+  Status RunPush(ClientTable* t, std::span<const uint64_t> keys,
+                 std::span<const float> grads) {
+    if (t->exact != nullptr) return t->exact->Push(keys, grads);
+    return Flushed(t->push->Post(keys, grads));
   }
 };
 
@@ -176,7 +177,11 @@ uint32_t PsClient::num_servers() const { return impl_->servers->size(); }
 
 Status PsClient::Push(uint32_t table_id, std::span<const uint64_t> keys,
                       std::span<const float> grads) {
-  return PushAsync(table_id, keys, grads).Wait();
+  PS_ASSIGN_OR_RETURN(ClientTable * t, impl_->Table(table_id, "Push"));
+  // After the pushes queued before it; then on this thread, so that
+  // pushes of several threads run in parallel (one table's take turns).
+  impl_->pushes.Drain();
+  return impl_->RunPush(t, keys, grads);
 }
 
 Status PsClient::Pull(uint32_t table_id, std::span<const uint64_t> keys,
@@ -188,8 +193,10 @@ PendingOp PsClient::PushAsync(uint32_t table_id, std::span<const uint64_t> keys,
                               std::span<const float> grads) {
   StatusOr<ClientTable*> t = impl_->Table(table_id, "Push");
   if (!t.ok()) return PendingOp(t.status());
-  if ((*t)->exact != nullptr) return PendingOp((*t)->exact->Push(keys, grads));
-  return impl_->Flushed((*t)->push->Post(keys, grads));
+  Impl* impl = impl_.get();
+  return impl->pushes.Queue([impl, table = *t, keys, grads] {
+    return impl->RunPush(table, keys, grads);
+  });
 }
 
 PendingOp PsClient::PullAsync(uint32_t table_id, std::span<const uint64_t> keys,
@@ -203,7 +210,8 @@ PendingOp PsClient::PullAsync(uint32_t table_id, std::span<const uint64_t> keys,
 Status PsClient::PushDense(uint32_t table_id, std::span<const float> grads) {
   PS_ASSIGN_OR_RETURN(ClientTable * t,
                       impl_->DenseTable(table_id, "PushDense"));
-  return impl_->Flushed(t->push->PostWholeTable(grads)).Wait();
+  impl_->pushes.Drain();
+  return impl_->Flushed(t->push->PostWholeTable(grads));
 }
 
 Status PsClient::PullDense(uint32_t table_id, std::span<float> out) {
@@ -225,7 +233,8 @@ Status PsClient::PushFromDevice(uint32_t table_id,
                            " is EXACT, whose rows the server finds by key; "
                            "push its keys with Push");
   }
-  return impl_->Flushed(t->device->Post(device_grad, shard, sent_rows)).Wait();
+  impl_->pushes.Drain();
+  return impl_->Flushed(t->device->Post(device_grad, shard, sent_rows));
 }
 
 Status PsClient::DevicePushAvailable() {
@@ -236,18 +245,29 @@ Status PsClient::FlushResiduals(uint32_t table_id) {
   PS_ASSIGN_OR_RETURN(ClientTable * t,
                       impl_->Table(table_id, "FlushResiduals"));
   if (t->exact != nullptr) return Status::OK();
-  return impl_->Flushed(t->push->PostResiduals()).Wait();
+  impl_->pushes.Drain();
+  return impl_->Flushed(t->push->PostResiduals());
 }
 
-Status PsClient::WaitApplied() { return impl_->servers->WaitApplied(); }
+Status PsClient::WaitApplied() {
+  impl_->pushes.Drain();
+  return impl_->servers->WaitApplied();
+}
 
-StatusOr<uint64_t> PsClient::Clock() { return impl_->clock->Advance(); }
+StatusOr<uint64_t> PsClient::Clock() {
+  // The step's pushes are in the inboxes before the clock says it ended.
+  impl_->pushes.Drain();
+  return impl_->clock->Advance();
+}
 
 uint64_t PsClient::clock() const { return impl_->clock->current(); }
 
 StatusOr<uint64_t> PsClient::MinClock() { return impl_->clock->MinClock(); }
 
-Status PsClient::Barrier() { return impl_->clock->Barrier(); }
+Status PsClient::Barrier() {
+  impl_->pushes.Drain();
+  return impl_->clock->Barrier();
+}
 
 StatusOr<proto::StatsReply> PsClient::Stats(uint32_t shard) {
   proto::ControlRequest req;

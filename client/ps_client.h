@@ -119,11 +119,16 @@ class PsClient {
   // kNotSupported saying why. No server is asked.
   static Status DevicePushAvailable();
 
-  // Asynchronous forms, on the core's non-blocking requests (no thread per
-  // call): they return once the call's transfers are posted (a push may
-  // wait for inbox credit first; EXACT tables complete before returning),
-  // and the handle's Wait() returns when Push / Pull would have, with their
-  // Status. The spans must stay valid until then.
+  // Asynchronous forms; the handle's Wait() returns when Push / Pull would
+  // have, with their Status, and the spans must stay valid until then.
+  // PushAsync returns once the push is queued: the client's push thread
+  // (client/push_queue.h) runs queued pushes in order (summing, encoding,
+  // waiting for inbox credit, posting, flushing the inboxes written), and
+  // Push, PushDense, PushFromDevice, FlushResiduals, WaitApplied, Clock and
+  // Barrier run after every push queued before them. PullAsync returns once
+  // the pull's transfers are posted (the core's non-blocking requests) and
+  // does not wait for queued pushes. Wait on every handle before the client
+  // is destroyed.
   PendingOp PushAsync(uint32_t table_id, std::span<const uint64_t> keys,
                       std::span<const float> grads);
   PendingOp PullAsync(uint32_t table_id, std::span<const uint64_t> keys,

@@ -25,6 +25,8 @@ class ServerGroup {
 
   // Returns once every packet posted to any inbox so far is in place in
   // that inbox (visible to the server, not yet applied); the first error.
+  // Waits only on the inboxes written since their last flush
+  // (InboxWriter::Flush).
   Status FlushInboxes();
   // Returns once every server consumed (applied) every packet this worker
   // wrote into its inbox.

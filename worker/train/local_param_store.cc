@@ -152,7 +152,8 @@ Status LocalParamStore::KeepCopy() {
   try {
     for (auto& t : tables_) {
       std::shared_lock<std::shared_mutex> lock(t->mu);
-      t->params->CopyTo(&t->kept_values, t->kept_state, &t->kept_steps);
+      t->kept = {};
+      PS_RETURN_IF_ERROR(t->params->Snapshot(&t->kept));
     }
   } catch (const std::bad_alloc&) {
     has_copy_ = false;
@@ -168,12 +169,16 @@ Status LocalParamStore::RestoreCopy() {
   if (!has_copy_) return NotInitialized("no copy of the parameters kept");
   for (auto& t : tables_) {
     std::unique_lock<std::shared_mutex> lock(t->mu);
-    table::ParamTable& p = *t->params;
-    std::copy(t->kept_values.begin(), t->kept_values.end(), p.data());
-    for (int k = 0; k < p.state_arrays(); ++k) {
-      std::copy(t->kept_state[k].begin(), t->kept_state[k].end(), p.state(k));
+    table::TableTarget target;
+    target.spec = t->spec;
+    PS_RETURN_IF_ERROR(t->params->PrepareRestore(&target));
+    std::copy(t->kept.values.begin(), t->kept.values.end(), target.values);
+    for (int k = 0; k < target.state_arrays; ++k) {
+      std::copy(t->kept.state[k].begin(), t->kept.state[k].end(),
+                target.state[k]);
     }
-    p.set_optimizer_steps(t->kept_steps);
+    target.optimizer_steps = t->kept.optimizer_steps;
+    PS_RETURN_IF_ERROR(t->params->FinishRestore(&target));
   }
   return Status::OK();
 }

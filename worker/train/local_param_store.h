@@ -68,10 +68,9 @@ class LocalParamStore : public ParamStore {
     protocol::ShardMap map;
     std::unique_ptr<table::ParamTable> params;  // capacity rows
     mutable std::shared_mutex mu;
-    // KeepCopy's copy: values, state arrays, optimizer step count.
-    std::vector<float> kept_values;
-    std::vector<float> kept_state[kernels::kMaxOptimizerStates];
-    uint64_t kept_steps = 0;
+    // KeepCopy's copy (table::Table::Snapshot), which RestoreCopy loads as
+    // a checkpoint restore would.
+    table::TableSnapshot kept;
   };
 
   LocalParamStore() = default;
