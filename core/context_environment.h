@@ -23,7 +23,7 @@
 namespace ps::xfer {
 
 // The value of `name` in `envp` ("NAME=value" entries up to a null
-// pointer, as main's third argument or `environ`); nullopt when absent or
+// pointer, a program's own, as main() receives it); nullopt when absent or
 // when envp is null. The first entry wins, as getenv's does.
 std::optional<std::string_view> EnvValue(const char* const* envp,
                                          std::string_view name);

@@ -201,7 +201,7 @@ Status ApplyLoop::ApplyPacket(const uint8_t* slot,
   expect.table_id = table_id;
   expect.max_row_count = static_cast<uint32_t>(scratch->rows.size());
   *reason = RejectReason::kPayload;
-  {
+  if (table->table().DecodesPackets()) {
     // A table that decodes packets itself (a device table: from its own copy
     // of the packet, as the slot stays writable by its worker).
     protocol::SparsePacketHeader applied;

@@ -149,6 +149,7 @@ class DeviceParamTable final : public Table {
   Status ApplyPacket(std::span<const uint8_t> packet,
                      const protocol::SparsePacketExpectations& expect,
                      protocol::SparsePacketHeader* header_out) override;
+  bool DecodesPackets() const override { return true; }
 
   // A host copy of the rows, the state arrays (state[0 .. state_arrays()))
   // and the step count, for a checkpoint.

@@ -89,6 +89,9 @@ class Table {
   virtual Status ApplyRows(uint64_t step, std::span<const uint32_t> rows,
                            std::span<float> grads,
                            kernels::AccumulateMode mode);
+  // Whether the table decodes packets itself (ApplyPacket): a device table
+  // does, on its GPU. Asked per packet, so cheap.
+  virtual bool DecodesPackets() const { return false; }
   // Decodes `packet` itself (checked against `expect`, with the table's
   // rows and dim) and applies it; *header is the packet's header then.
   // kNotSupported: this table does not decode (the default), or not this

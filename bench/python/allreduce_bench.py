@@ -8,7 +8,6 @@ process CPU, the mean of the two ranks) and the wall microseconds per call,
 medians over the rounds. Used by ctr_bench.py (scripts/bench_python.sh).
 """
 
-import os
 import socket
 import statistics
 import time
@@ -46,7 +45,6 @@ def _rank(rank, port, calls, rounds, out):
 def measure(calls=1000, rounds=3):
     """{"ps": (cpu_us, wall_us), "gloo": (cpu_us, wall_us)} per call."""
     import torch.multiprocessing as mp
-    os.environ.setdefault("GLOG_minloglevel", "1")  # no context INFO lines
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

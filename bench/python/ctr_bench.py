@@ -301,6 +301,8 @@ def main(argv):
                            med((model, "torch"), "cpu_seconds")))
     # The MLP's all-reduce on its own: ps.allreduce against gloo, in the
     # same run (ratio = gloo / ours: above 1, ours costs less).
+    # The ranks inherit this program's environment: no context INFO lines.
+    os.environ.setdefault("GLOG_minloglevel", "1")
     reduce = allreduce_bench.measure(rounds=args.rounds)
     for index, what in ((0, "cpu"), (1, "wall")):
         ours, peer = reduce["ps"][index], reduce["gloo"][index]

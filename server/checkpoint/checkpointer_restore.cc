@@ -4,17 +4,13 @@
 // asked of and answered to the other shards).
 #include <glog/logging.h>
 
-#include <algorithm>
-#include <cstring>
 #include <filesystem>
-#include <numeric>
 #include <set>
 
 #include "checkpoint/best_marker.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/restorer.h"
 #include "checkpoint/shard_writer.h"
-#include "kernels/optimizers.h"
 #include "server/checkpoint/checkpointer.h"
 #include "server/checkpoint/checkpointer_internal.h"
 
