@@ -33,6 +33,7 @@
 // line per figure for scripts (scripts/bench_ps.sh).
 #include <gflags/gflags.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -74,7 +75,9 @@ DEFINE_string(server_pid_files, "",
               "Comma-separated pid files of servers on this host (ps_launch's "
               "RUN_DIR/server-<i>.pid) whose peak RSS to print at the end. "
               "Empty: only this worker's.");
-DEFINE_string(transport, "auto", "auto, shm or tcp (xfer transport).");
+DEFINE_string(transport, "auto",
+              "auto, shm or tcp (xfer transport); with auto, "
+              "$XFER_TRANSPORT decides when set.");
 DEFINE_uint32(worker_id, 0, "This worker's id (also varies the keys).");
 DEFINE_uint32(num_workers, 1,
               "Workers the servers expect; above 1 they run in lockstep "

@@ -29,6 +29,7 @@ Status InboxWriter::Start() {
   std::lock_guard<std::mutex> lock(mu_);
   cached_head_ = head;
   next_ = head + 1;
+  posted_through_.store(head, std::memory_order_release);
   flushed_through_.store(head, std::memory_order_release);
   return Status::OK();
 }
@@ -104,6 +105,7 @@ Status InboxWriter::WriteOne(uint8_t* with_header, size_t packet_bytes) {
                          std::to_string(n));
   }
   next_ = n + 1;
+  posted_through_.store(n, std::memory_order_release);
   return Status::OK();
 }
 
@@ -131,7 +133,8 @@ Status InboxWriter::WritePackets(
 Status InboxWriter::Flush() {
   // Nothing written since the last flush that completed: nothing to wait
   // for (a flush of the endpoint is a round trip over tcp).
-  const uint64_t target = written();
+  // Read without mu_: a writer waiting for credit holds it.
+  const uint64_t target = posted_through_.load(std::memory_order_acquire);
   if (flushed_through_.load(std::memory_order_acquire) >= target) {
     return Status::OK();
   }

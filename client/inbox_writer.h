@@ -82,8 +82,10 @@ class InboxWriter {
   mutable std::mutex mu_;
   uint64_t next_ = 1;         // the next packet number
   uint64_t cached_head_ = 0;  // the server's head as last read
-  // Every packet up to this number completed (a flush returned after it
-  // was posted); any thread reads it without mu_.
+  // Packets up to this number are posted (next_ - 1, for Flush to read
+  // without mu_), and every packet up to flushed_through_ completed (a
+  // flush returned after it was posted).
+  std::atomic<uint64_t> posted_through_{0};
   std::atomic<uint64_t> flushed_through_{0};
   std::vector<uint8_t> staging_;
 };

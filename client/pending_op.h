@@ -1,7 +1,8 @@
 // PendingOp: the handle of a client call that was started without waiting
-// for it (PsClient::PushAsync / PullAsync). When the call returns it has
-// done its local work and posted its transfers as the core's non-blocking
-// requests (xfer::Request); Wait() blocks until they completed, finishes
+// for it (PsClient::PushAsync / PullAsync). A pull has posted its transfers
+// as the core's non-blocking requests (xfer::Request) when the call
+// returns; a push is queued for the client's push thread
+// (client/push_queue.h). Wait() blocks until the call completed, finishes
 // what remains (a pull copies the rows into the caller's buffer) and
 // returns the call's Status. No thread is started for a call.
 //

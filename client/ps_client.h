@@ -127,8 +127,9 @@ class PsClient {
   // Push, PushDense, PushFromDevice, FlushResiduals, WaitApplied, Clock and
   // Barrier run after every push queued before them. PullAsync returns once
   // the pull's transfers are posted (the core's non-blocking requests) and
-  // does not wait for queued pushes. Wait on every handle before the client
-  // is destroyed.
+  // does not wait for queued pushes. The keys and gradients of a queued
+  // push are read when it runs: leave them unchanged until Wait(). Wait on
+  // every handle before the client is destroyed.
   PendingOp PushAsync(uint32_t table_id, std::span<const uint64_t> keys,
                       std::span<const float> grads);
   PendingOp PullAsync(uint32_t table_id, std::span<const uint64_t> keys,

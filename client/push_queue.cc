@@ -1,5 +1,8 @@
 #include "client/push_queue.h"
 
+#include <exception>
+#include <string>
+#include <system_error>
 #include <utility>
 
 namespace ps::worker {
@@ -27,7 +30,14 @@ PendingOp PushQueue::Queue(Push push) {
   std::future<Status> result = entry.result.get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    if (!thread_.joinable()) {
+      try {
+        thread_ = std::thread([this] { Loop(); });
+      } catch (const std::system_error& e) {
+        return PendingOp(ResourceExhausted(
+            std::string("cannot start the client's push thread: ") + e.what()));
+      }
+    }
     queue_.push_back(std::move(entry));
     ++queued_;
   }
@@ -50,7 +60,13 @@ void PushQueue::Loop() {
     Entry entry = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    entry.result.set_value(entry.push());
+    Status status;
+    try {
+      status = entry.push();
+    } catch (const std::exception& e) {  // bad_alloc, in practice
+      status = Internal(std::string("push failed: ") + e.what());
+    }
+    entry.result.set_value(std::move(status));
     entry = {};  // what the push captured goes before Drain returns
     lock.lock();
     ++ran_;

@@ -26,7 +26,7 @@ const CpuFeatures& ActiveCpuFeatures();
 
 // From now on every kernel of this process takes its scalar path: for tests
 // that compare both paths (their main calls it, before any kernel runs:
-// tests/support/scalar_kernels.cc reads PS_KERNELS_SCALAR=1 for them).
+// tests/kernels/scalar_kernels_from_env.cc reads PS_KERNELS_SCALAR=1 for them).
 void ForceScalarKernels();
 
 }  // namespace ps::kernels

@@ -1,5 +1,5 @@
 // The two implementations behind quantize.h, exposed so tests can compare
-// them directly (ActiveCpuFeatures() is read once per process). The Avx2
+// them directly (ActiveCpuFeatures() picks one for the whole process). The Avx2
 // functions may only be called when ActiveCpuFeatures() has avx2 and f16c.
 // Both give bit-identical results.
 #pragma once

@@ -1,7 +1,7 @@
 // The two decoders behind DecodeDeltaVarints (varint_index.h), exposed so
-// tests can compare them directly (ActiveCpuFeatures() is read once per
-// process). Both work on a cursor so that one can take over where the other
-// stopped: the AVX2 one decodes the bulk, the scalar one the first index,
+// tests can compare them directly (ActiveCpuFeatures() picks one for the
+// whole process). Both work on a cursor so that one can take over where the
+// other stopped: the AVX2 one decodes the bulk, the scalar one the first index,
 // the rare long varints and the end of the section with all its checks.
 #pragma once
 

@@ -75,6 +75,8 @@ suite)
   trap 'rm -f "$guest"' EXIT
   cat > "$guest" <<EOF
 #!/bin/bash
+# XFER_IB_DEV: for the binaries that hand their environment to the core
+# (xfer_perf, verbs_target_test); the rest pick the guest's only device.
 export XFER_IB_DEV=rxe0 GLOG_minloglevel=1
 $guest_tuning
 rc=0

@@ -86,7 +86,10 @@ DEFINE_string(consistency, "async",
 DEFINE_uint32(staleness, 2, "SSP bound in steps (with --consistency=ssp).");
 DEFINE_string(transport, "auto",
               "auto (shm to same-host peers, else tcp), shm or tcp: the "
-              "transport this server's xfer Context prefers.");
+              "transport this server's xfer Context prefers. With auto, "
+              "$XFER_TRANSPORT (auto, shm, tcp or verbs) decides when set; "
+              "$XFER_IB_DEV, $XFER_IB_PORT and $XFER_IB_GID_INDEX pick the "
+              "RDMA device for verbs.");
 DEFINE_int32(cpu_wakeup_latency_us, -1,
              "While running, ask the kernel to wake every CPU of this machine "
              "within this many microseconds (PM QoS, /dev/cpu_dma_latency; "

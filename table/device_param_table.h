@@ -162,7 +162,7 @@ class DeviceParamTable final : public Table {
   uint64_t optimizer_steps() const;
 
   // Table: host copies of the rows and state (CopyTo); a restore reads
-  // into host buffers of the table's own and uploads them (RestoreFrom).
+  // into the target's staged buffers and uploads them (RestoreFrom).
   Status Snapshot(TableSnapshot* out) const override;
   Status PrepareRestore(TableTarget* target) override;
   Status FinishRestore(TableTarget* target) override;
@@ -203,9 +203,6 @@ class DeviceParamTable final : public Table {
   // optimizer_mu_); its host arrays stay empty: state_ is on the device.
   OptimizerState optimizer_;
   float* state_[kernels::kMaxOptimizerStates] = {nullptr, nullptr};
-  // PrepareRestore's host buffers, until FinishRestore uploads them.
-  std::vector<float> restore_values_;
-  std::vector<float> restore_state_[kernels::kMaxOptimizerStates];
 
   std::mutex lanes_mu_;
   std::vector<std::unique_ptr<Lane>> lanes_;  // guarded by lanes_mu_

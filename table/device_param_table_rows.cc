@@ -37,29 +37,26 @@ Status DeviceParamTable::PrepareRestore(TableTarget* target) {
   target->first_row = first_row_;
   target->rows = num_rows_;
   try {
-    restore_values_.assign(floats, 0.0f);
+    target->staged_values.assign(floats, 0.0f);
     for (int k = 0; k < optimizer_.arrays(); ++k) {
-      restore_state_[k].assign(floats, 0.0f);
+      target->staged_state[k].assign(floats, 0.0f);
     }
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("cannot allocate host memory to restore table '" +
                              spec().name() + "'");
   }
-  target->values = restore_values_.data();
+  target->values = target->staged_values.data();
   for (int k = 0; k < optimizer_.arrays(); ++k) {
-    target->state[k] = restore_state_[k].data();
+    target->state[k] = target->staged_state[k].data();
   }
   return Status::OK();
 }
 
 Status DeviceParamTable::FinishRestore(TableTarget* target) {
-  Status s =
-      RestoreFrom(restore_values_, restore_state_, target->optimizer_steps)
-          .WithContext("loading table '" + spec().name() +
-                       "' onto cuda:" + std::to_string(device_));
-  restore_values_ = {};
-  for (auto& state : restore_state_) state = {};
-  return s;
+  return RestoreFrom(target->staged_values, target->staged_state,
+                     target->optimizer_steps)
+      .WithContext("loading table '" + spec().name() +
+                   "' onto cuda:" + std::to_string(device_));
 }
 
 }  // namespace ps::table

@@ -50,13 +50,25 @@ uint32_t ExactTable::AllocateRow(uint64_t key) {
     free_rows_.pop_back();
   } else if (key_of_row_.size() < capacity_) {
     row = static_cast<uint32_t>(key_of_row_.size());
-    key_of_row_.push_back(0);
-    last_update_.push_back(0);
-    prev_.push_back(kNoRow);
-    next_.push_back(kNoRow);
-    values_.resize(values_.size() + dim_);
-    // Growing one row at a time: std::vector doubles its capacity.
-    (void)optimizer_.Resize(values_.size());
+    // Without memory for one more row the table acts as full: the push is
+    // dropped and counted, and every array keeps its size.
+    const uint64_t floats = values_.size() + dim_;
+    if (!optimizer_.Resize(floats).ok()) return kNoRow;
+    try {
+      values_.resize(floats);
+      key_of_row_.push_back(0);
+      last_update_.push_back(0);
+      prev_.push_back(kNoRow);
+      next_.push_back(kNoRow);
+    } catch (const std::bad_alloc&) {
+      values_.resize(floats - dim_);
+      key_of_row_.resize(row);
+      last_update_.resize(row);
+      prev_.resize(row);
+      next_.resize(row);
+      (void)optimizer_.Resize(floats - dim_);  // shrinking: cannot fail
+      return kNoRow;
+    }
   } else {
     return kNoRow;
   }
@@ -243,6 +255,10 @@ std::string ExactTable::Placement() const {
 Status ExactTable::Snapshot(TableSnapshot* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   const int arrays = optimizer_.arrays();
+  out->ids.clear();
+  out->values.clear();
+  for (auto& state : out->state) state.clear();
+  out->last_update.clear();
   out->state_arrays = arrays;
   out->optimizer_steps = optimizer_.steps();
   for (const auto& [key, row] : row_of_key_) {
@@ -266,14 +282,14 @@ Status ExactTable::PrepareRestore(TableTarget* target) {
 
 Status ExactTable::FinishRestore(TableTarget* target) {
   const TableSnapshot& saved = target->exact;
-  std::lock_guard<std::mutex> lock(mu_);
-  FreeAllRows();  // an earlier candidate's rows must not stay
   if (saved.ids.size() > capacity_) {
     return ResourceExhausted("restoring " + Where(spec()) + ": " +
                              std::to_string(saved.ids.size()) +
                              " keys exceed its capacity of " +
                              std::to_string(capacity_) + " rows per shard");
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  FreeAllRows();  // an earlier candidate's rows must not stay
   // Oldest first, so the least-recently-updated list comes out in order.
   std::vector<size_t> order(saved.ids.size());
   std::iota(order.begin(), order.end(), 0);

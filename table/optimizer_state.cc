@@ -30,7 +30,12 @@ OptimizerState::OptimizerState(const proto::TableSpec& spec) {
 Status OptimizerState::Resize(uint64_t floats) {
   try {
     for (int k = 0; k < arrays_; ++k) {
-      arrays_data_[k].reserve(floats);
+      std::vector<float>& array = arrays_data_[k];
+      // Geometric growth: a table that grows a row at a time (ExactTable)
+      // copies each entry a bounded number of times.
+      if (floats > array.capacity()) {
+        array.reserve(std::max<uint64_t>(floats, 2 * array.capacity()));
+      }
     }
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("cannot allocate optimizer state");

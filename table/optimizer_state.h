@@ -52,8 +52,9 @@ class OptimizerState {
     return optimizer_ ? InitialStateValue(*optimizer_, k) : 0.0f;
   }
 
-  // Host arrays of `floats` floats each, new entries at their initial value.
-  // kResourceExhausted when memory cannot be had (nothing changed then).
+  // Host arrays of `floats` floats each, new entries at their initial value
+  // (grown geometrically). kResourceExhausted when memory cannot be had
+  // (the sizes unchanged then).
   Status Resize(uint64_t floats);
   float* array(int k) { return arrays_data_[k].data(); }
   const float* array(int k) const { return arrays_data_[k].data(); }

@@ -111,8 +111,8 @@ class Table {
   virtual Status ReadKeys(std::span<const uint64_t> keys, std::span<float> out,
                           std::span<bool> present) const;
 
-  // A copy of the rows, their optimizer state and the step count
-  // (out->spec as given).
+  // A copy of the rows, their optimizer state and the step count, replacing
+  // what *out held (out->spec as given).
   virtual Status Snapshot(TableSnapshot* out) const = 0;
   // Points `target` (its spec set) at where the checkpoint reader puts
   // this table's rows, for FinishRestore to load.

@@ -54,6 +54,11 @@ struct TableTarget {
   uint64_t rows = 0;
   float* values = nullptr;
   float* state[kernels::kMaxOptimizerStates] = {nullptr, nullptr};
+  // Host buffers for a table whose rows cannot be written in place (a
+  // device table points values and state here and uploads them): owned by
+  // the target, so they go with it whether the restore finishes or not.
+  std::vector<float> staged_values;
+  std::vector<float> staged_state[kernels::kMaxOptimizerStates];
   // EXACT: filled with the new shard's rows, keys ascending (ids, values,
   // state, last_update).
   TableSnapshot exact;

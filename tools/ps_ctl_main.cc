@@ -12,6 +12,7 @@
 //
 // Thread-safety: a program; the queries run on threads of their own.
 #include <gflags/gflags.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>

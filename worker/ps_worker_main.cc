@@ -84,7 +84,8 @@ DEFINE_uint32(num_workers, 1,
 DEFINE_string(transport, "auto",
               "Data path to the servers: 'auto' (shm with a server on this "
               "kernel and in its network and IPC namespaces, else tcp), "
-              "'shm' or 'tcp'.");
+              "'shm' or 'tcp'. With auto, $XFER_TRANSPORT decides when set "
+              "(as ps_server's --transport says).");
 DEFINE_int32(cpu_wakeup_latency_us, -1,
              "While running, ask the kernel to wake every CPU of this machine "
              "within this many microseconds (as ps_server's flag; needs "

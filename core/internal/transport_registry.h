@@ -6,8 +6,10 @@
 //
 // A new transport: its folder (a Make...Provider() beside its transport),
 // its enumerator in core/transport_kind.h and in TransportChoice
-// (core/context_options.h), and one row in kTransports
-// (transport_registry.cc), where it ranks.
+// (core/context_options.h), one row in kTransports (transport_registry.cc),
+// where it ranks, and its choice in the lists of choices that flags and
+// XFER_TRANSPORT accept (core/transport_name.h, context_environment.cc)
+// where those should offer it.
 //
 // Thread-safe (constant data).
 #pragma once

@@ -165,11 +165,18 @@ class Client:
         """Adds ``grads`` ((len(keys), dim) or flat float32) to the keys'
         rows through the table's optimizer; duplicate keys are summed first.
         Returns once the gradient is in the servers' inboxes (HASHED, DENSE)
-        or applied (EXACT)."""
-        self.push_async(table, keys, grads).wait()
+        or applied (EXACT). Pushes from several threads run in parallel."""
+        t = self.table(table)
+        k = _arrays.as_keys(keys)
+        g = _arrays.as_array(grads, "grads", "float32")
+        _arrays.check_rows_shape(g, len(k), t.dim, "grads")
+        self._c.push(t.id, k, g)
 
     def push_async(self, table, keys, grads):
-        """Starts a push; ``wait()`` returns when ``push`` would have."""
+        """Queues a push and returns; ``wait()`` returns when ``push`` would
+        have. The client's push thread runs queued pushes in order, reading
+        ``keys`` and ``grads`` then: do not change them before ``wait()``.
+        A ``pull`` does not wait for queued pushes."""
         t = self.table(table)
         k = _arrays.as_keys(keys)
         g = _arrays.as_array(grads, "grads", "float32")

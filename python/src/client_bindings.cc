@@ -137,6 +137,13 @@ void BindPsClient(py::module_ m) {
            })
       .def("table_json",
            [](const PsClient& c, uint32_t id) { return SpecJson(c.table(id)); })
+      .def("push",
+           [](PsClient& c, uint32_t table, const py::array& keys,
+              const py::array& grads) {
+             auto k = KeyInput(keys);
+             auto g = FloatInput(grads, "grads");
+             Released([&] { return c.Push(table, k, g); });
+           })
       .def("push_async",
            [](PsClient& c, uint32_t table, py::array keys, py::array grads) {
              auto k = KeyInput(keys);

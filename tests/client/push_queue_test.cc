@@ -58,10 +58,10 @@ TEST(PushQueueTest, QueueReturnsBeforeThePushRunsAndDrainWaitsForIt) {
 TEST(PushQueueTest, DestroyingTheQueueRunsWhatIsQueuedAndHandlesOutliveIt) {
   std::atomic<int> ran{0};
   std::vector<PendingOp> handles;
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
   {
     PushQueue queue;
-    std::promise<void> gate;
-    std::shared_future<void> open = gate.get_future().share();
     handles.push_back(queue.Queue([&] {
       open.wait();
       ++ran;

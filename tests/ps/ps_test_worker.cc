@@ -12,6 +12,7 @@
 // so two runs of the same job can be compared bit for bit.
 #include <gflags/gflags.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>

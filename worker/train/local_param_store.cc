@@ -152,7 +152,6 @@ Status LocalParamStore::KeepCopy() {
   try {
     for (auto& t : tables_) {
       std::shared_lock<std::shared_mutex> lock(t->mu);
-      t->kept = {};
       PS_RETURN_IF_ERROR(t->params->Snapshot(&t->kept));
     }
   } catch (const std::bad_alloc&) {
