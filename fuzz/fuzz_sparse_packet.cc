@@ -1,9 +1,10 @@
-// libFuzzer target: the sparse packet decoder must reject or accept any
-// input without reading or writing outside its buffers, and whatever it
-// accepts must keep its promises (rows increasing and in range, values
-// finite). The first 8 input bytes choose the expectations; the rest is the
-// packet, also resealed (checksum recomputed) half of the time so mutations
-// reach the checks behind the checksum.
+// libFuzzer target: the sparse packet decoders (rows and keyed) must reject
+// or accept any input without reading or writing outside their buffers, and
+// whatever they accept must keep its promises (rows increasing and in
+// range, keys increasing, values finite; a keyed packet is never taken for
+// rows or the other way round). The first 8 input bytes choose the
+// expectations; the rest is the packet, also resealed (checksum recomputed)
+// half of the time so mutations reach the checks behind the checksum.
 #include <xxhash.h>
 
 #include <cmath>
@@ -47,6 +48,26 @@ void DecodeOne(const std::vector<uint8_t>& packet, uint64_t table_rows,
     Check(std::isfinite(vals[i]));
 }
 
+// The keyed decoder: what the header parser admits as keyed, decoded.
+void DecodeKeyed(const std::vector<uint8_t>& packet, uint32_t row_dim) {
+  using namespace ps::protocol;
+  SparsePacketExpectations ex{
+      .row_dim = row_dim, .max_row_count = 1024, .index = PacketIndex::kKeys};
+  auto h = ParseSparsePacketHeader(packet, ex);
+  if (!h.ok()) return;
+  Check(IsKeyed(h->meta.index_encoding));
+  std::vector<uint64_t> keys(1024);
+  std::vector<float> vals(1024 * 16);
+  ps::Status s = DecodeKeyedPacket(packet, *h, ex, keys, vals);
+  if (!s.ok()) {
+    Check(!s.message().empty());
+    return;
+  }
+  for (uint32_t i = 1; i < h->row_count; ++i) Check(keys[i] > keys[i - 1]);
+  for (uint64_t i = 0; i < uint64_t{h->row_count} * h->meta.row_dim; ++i)
+    Check(std::isfinite(vals[i]));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -65,5 +86,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(packet.data() + 8, &sum, 8);
   }
   DecodeOne(packet, table_rows, row_dim);
+  DecodeKeyed(packet, row_dim);
   return 0;
 }

@@ -1,5 +1,6 @@
-// Writes a few valid packets (one per value type and index encoding) as seed
-// inputs for fuzz_sparse_packet, each with the 8-byte expectations prefix.
+// Writes a few valid packets (one per value type and index encoding, keyed
+// ones too) as seed inputs for fuzz_sparse_packet, each with the 8-byte
+// expectations prefix.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -15,7 +16,8 @@ int main(int argc, char** argv) {
   int n = 0;
   for (uint8_t type = 0; type < 4; ++type) {
     for (IndexEncoding enc :
-         {IndexEncoding::kDeltaVarint, IndexEncoding::kRawU32}) {
+         {IndexEncoding::kDeltaVarint, IndexEncoding::kRawU32,
+          IndexEncoding::kKeyDeltaVarint}) {
       SparsePacketMeta meta{.row_dim = 2,
                             .value_type = static_cast<ValueType>(type),
                             .index_encoding = enc,
@@ -24,8 +26,12 @@ int main(int argc, char** argv) {
       std::vector<float> vals = {0.5f, -1, 2, 3, -0.25f, 8, 1e-3f, 7};
       std::vector<uint8_t> out;
       std::vector<EncodedPacket> packets;
-      if (!EncodeSparsePackets(meta, rows, vals, 4096, &out, &packets).ok())
-        return 1;
+      const std::vector<uint64_t> keys = {3, 1u << 20, 1ull << 40, ~0ull};
+      const ps::Status encoded =
+          IsKeyed(enc)
+              ? EncodeKeyedPackets(meta, keys, vals, 4096, &out, &packets)
+              : EncodeSparsePackets(meta, rows, vals, 4096, &out, &packets);
+      if (!encoded.ok()) return 1;
       // table_rows = 1 + 0xffff * 1, row_dim 2, not resealed.
       std::vector<uint8_t> input = {0xff, 0xff, 0, 0, 2, 0, 0, 0};
       input.insert(input.end(), out.begin(), out.end());

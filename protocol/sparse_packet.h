@@ -39,6 +39,15 @@
 // strictly increasing indices have deltas >= 1 (0 is invalid after the first).
 // kRawU32 stores plain little-endian uint32 values.
 //
+// Keyed packets (kKeyDeltaVarint) carry keys instead of rows, for a table
+// that finds a key's row itself (an EXACT table): row_count keys, uint64,
+// strictly increasing, each stored as the difference to the previous one
+// (the first as the key itself) in LEB128 varint of at most 10 bytes; the
+// rest of the packet is as above (row_dim values per key). The two kinds
+// never mix: a receiver says which it takes (SparsePacketExpectations::
+// index), and the row encodings' packets are what they were before keyed
+// packets existed, byte for byte.
+//
 // At 1% density with fp16 values a row costs about 1.3 index bytes + 2 value
 // bytes, against 6 for a plain uint32 + fp16 pair.
 //
@@ -70,7 +79,13 @@ inline constexpr size_t kSparsePacketHeaderBytes = 56;
 enum class IndexEncoding : uint8_t {
   kDeltaVarint = 1,
   kRawU32 = 2,
+  kKeyDeltaVarint = 3,  // keys, not rows (see above)
 };
+
+// Whether an encoding carries keys.
+constexpr bool IsKeyed(IndexEncoding encoding) {
+  return encoding == IndexEncoding::kKeyDeltaVarint;
+}
 
 // What a packet is about; the encoder writes it into every packet it makes.
 struct SparsePacketMeta {
@@ -105,7 +120,8 @@ struct EncodedPacket {
   uint32_t row_count = 0;  // rows it carries
 };
 
-// Upper bound of the size of one packet holding `row_count` rows.
+// Upper bound of the size of one packet holding `row_count` rows (keys, for
+// a keyed encoding).
 size_t MaxSparsePacketBytes(const SparsePacketMeta& meta, size_t row_count);
 
 // Encodes `rows` (strictly increasing) and `values` (rows.size() * row_dim
@@ -130,6 +146,13 @@ Status EncodeSparsePackets(const SparsePacketMeta& meta,
                            std::vector<EncodedPacket>* packets,
                            size_t headroom = 0);
 
+// Which packets a receiver takes.
+enum class PacketIndex : uint8_t {
+  kRows,  // row packets (kDeltaVarint, kRawU32)
+  kKeys,  // keyed packets (kKeyDeltaVarint)
+  kAny,   // either: a receiver that looks at the header first
+};
+
 // What the receiver knows and the packet must agree with.
 struct SparsePacketExpectations {
   uint64_t table_rows = 0;              // every row index must be < table_rows
@@ -137,6 +160,9 @@ struct SparsePacketExpectations {
   int64_t table_id = -1;                // -1: any; else must match
   int64_t shard_id = -1;                // -1: any; else must match
   uint32_t max_row_count = UINT32_MAX;  // rows the caller can take at once
+  // A packet of the other kind is kInvalidArgument. table_rows does not
+  // bound keys.
+  PacketIndex index = PacketIndex::kRows;
 };
 
 // Checks the header alone (magic, version, types, lengths against
@@ -191,5 +217,25 @@ Status DecodeSparsePacketRows(
     std::span<const uint8_t> packet, const SparsePacketExpectations& expect,
     const std::function<void(uint32_t row, const float* values)>& fn,
     SparsePacketHeader* header_out);
+
+// Keyed packets: EncodeSparsePackets for `keys` (strictly increasing) in
+// packets of meta.index_encoding kKeyDeltaVarint (set here, whatever meta
+// says). The same errors, for keys.
+Status EncodeKeyedPackets(const SparsePacketMeta& meta,
+                          std::span<const uint64_t> keys,
+                          std::span<const float> values,
+                          size_t max_packet_bytes, std::vector<uint8_t>* out,
+                          std::vector<EncodedPacket>* packets,
+                          size_t headroom = 0);
+
+// DecodeSparsePacket for a keyed packet whose header the caller parsed:
+// `keys_out` gets row_count keys. Checks `header` against `expect` (whose
+// index must admit keys). The errors of DecodeSparsePacket, and Corruption
+// for a varint longer than 10 bytes or a key past 2^64.
+Status DecodeKeyedPacket(std::span<const uint8_t> packet,
+                         const SparsePacketHeader& header,
+                         const SparsePacketExpectations& expect,
+                         std::span<uint64_t> keys_out,
+                         std::span<float> values_out);
 
 }  // namespace ps::protocol

@@ -87,7 +87,18 @@ Status DecodeParsed(std::span<const uint8_t> packet,
                       Num(values_out.size()) + " values");
   const uint8_t* idx = packet.data() + kSparsePacketHeaderBytes;
   PS_RETURN_IF_ERROR(DecodeIndices<true>(h, idx, expect, rows_out.data()));
-  const uint8_t* vals = idx + Align4(h.index_bytes);
+  return DecodeValues(packet, h, values_out);
+}
+
+}  // namespace
+
+namespace internal {
+
+Status DecodeValues(std::span<const uint8_t> packet,
+                    const SparsePacketHeader& h, std::span<float> values_out) {
+  const uint64_t values = uint64_t{h.row_count} * h.meta.row_dim;
+  const uint8_t* vals =
+      packet.data() + kSparsePacketHeaderBytes + Align4(h.index_bytes);
   PS_RETURN_IF_ERROR(CheckScales(h, vals, values));
   DequantizeRange(h, vals, values, 0, values, values_out.data());
   if (!kernels::AllFinite(values_out.data(), values))
@@ -95,7 +106,7 @@ Status DecodeParsed(std::span<const uint8_t> packet,
   return Status::OK();
 }
 
-}  // namespace
+}  // namespace internal
 
 Status DecodeSparsePacket(std::span<const uint8_t> packet,
                           const SparsePacketExpectations& expect,

@@ -108,7 +108,7 @@ Status EncodeInto(const SparsePacketMeta& meta, std::span<const uint32_t> rows,
                   size_t headroom, std::vector<uint8_t>* out,
                   std::vector<EncodedPacket>* packets) {
   packets->clear();
-  PS_RETURN_IF_ERROR(CheckMeta(meta));
+  PS_RETURN_IF_ERROR(CheckMeta(meta, PacketIndex::kRows));
   if (headroom % 4 != 0)
     return InvalidArgument("headroom " + Num(headroom) +
                            " is not a multiple of 4");

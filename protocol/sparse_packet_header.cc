@@ -15,16 +15,19 @@ uint64_t ChecksumOf(const uint8_t* packet, size_t size) {
                              LoadU64(packet));
 }
 
-Status CheckMeta(const SparsePacketMeta& meta) {
+Status CheckMeta(const SparsePacketMeta& meta, PacketIndex kind) {
   if (meta.row_dim == 0) return InvalidArgument("row_dim must be >= 1");
   if (!kernels::IsValidValueType(static_cast<uint8_t>(meta.value_type)))
     return InvalidArgument("unknown value type " +
                            std::to_string(static_cast<int>(meta.value_type)));
-  if (meta.index_encoding != IndexEncoding::kDeltaVarint &&
-      meta.index_encoding != IndexEncoding::kRawU32)
+  const bool known = meta.index_encoding == IndexEncoding::kDeltaVarint ||
+                     meta.index_encoding == IndexEncoding::kRawU32 ||
+                     meta.index_encoding == IndexEncoding::kKeyDeltaVarint;
+  if (!known || (kind == PacketIndex::kKeys) != IsKeyed(meta.index_encoding))
     return InvalidArgument(
-        "unknown index encoding " +
-        std::to_string(static_cast<int>(meta.index_encoding)));
+        "index encoding " +
+        std::to_string(static_cast<int>(meta.index_encoding)) +
+        (known ? " is not one of this encoder's" : " is unknown"));
   if (meta.value_type == ValueType::kInt8 &&
       (meta.int8_block == 0 || meta.int8_block > kMaxInt8Block))
     return InvalidArgument("int8_block " + std::to_string(meta.int8_block) +
@@ -108,6 +111,16 @@ Status CheckTableAndShard(const SparsePacketMeta& m,
   return Status::OK();
 }
 
+Status CheckIndexKind(const SparsePacketMeta& m,
+                      const SparsePacketExpectations& expect) {
+  const bool keyed = IsKeyed(m.index_encoding);
+  if (expect.index == PacketIndex::kRows && keyed)
+    return InvalidArgument("keyed packet arrived for a table of rows");
+  if (expect.index == PacketIndex::kKeys && !keyed)
+    return InvalidArgument("packet of rows arrived for a keyed table");
+  return Status::OK();
+}
+
 Status CheckRowCount(const SparsePacketHeader& h,
                      const SparsePacketExpectations& expect) {
   if (h.row_count > expect.max_row_count)
@@ -120,9 +133,11 @@ Status CheckRowCount(const SparsePacketHeader& h,
 }  // namespace
 
 size_t MaxSparsePacketBytes(const SparsePacketMeta& meta, size_t row_count) {
-  uint64_t index_bytes = meta.index_encoding == IndexEncoding::kRawU32
-                             ? 4 * uint64_t{row_count}
-                             : 5 * uint64_t{row_count};
+  const uint64_t per_index =
+      meta.index_encoding == IndexEncoding::kRawU32           ? 4
+      : meta.index_encoding == IndexEncoding::kKeyDeltaVarint ? 10
+                                                              : 5;
+  const uint64_t index_bytes = per_index * row_count;
   return kSparsePacketHeaderBytes +
          PayloadBytes(meta, index_bytes, uint64_t{row_count} * meta.row_dim);
 }
@@ -149,7 +164,8 @@ StatusOr<SparsePacketHeader> ParseSparsePacketHeader(
     return InvalidArgument("unknown value type " + Num(p[kOffValueType]));
   uint8_t enc = p[kOffIndexEncoding];
   if (enc != static_cast<uint8_t>(IndexEncoding::kDeltaVarint) &&
-      enc != static_cast<uint8_t>(IndexEncoding::kRawU32))
+      enc != static_cast<uint8_t>(IndexEncoding::kRawU32) &&
+      enc != static_cast<uint8_t>(IndexEncoding::kKeyDeltaVarint))
     return InvalidArgument("unknown index encoding " + Num(enc));
   if (p[kOffFlags] != 0)
     return InvalidArgument("unknown flags 0x" + Num(p[kOffFlags]));
@@ -170,6 +186,7 @@ StatusOr<SparsePacketHeader> ParseSparsePacketHeader(
   const SparsePacketMeta& m = h.meta;
 
   if (m.row_dim == 0) return InvalidArgument("row_dim is 0");
+  PS_RETURN_IF_ERROR(CheckIndexKind(m, expect));
   PS_RETURN_IF_ERROR(CheckRowDim(m, expect));
   PS_RETURN_IF_ERROR(CheckTableAndShard(m, expect));
   if (m.value_type == ValueType::kInt8) {
@@ -199,7 +216,8 @@ StatusOr<SparsePacketHeader> ParseSparsePacketHeader(
                         Num(h.row_count) + " raw uint32 indices take " +
                         Num(4 * uint64_t{h.row_count}));
   } else if (h.index_bytes < h.row_count ||
-             h.index_bytes > 5 * uint64_t{h.row_count}) {
+             h.index_bytes >
+                 (IsKeyed(m.index_encoding) ? 10 : 5) * uint64_t{h.row_count}) {
     return Corruption("index_bytes " + Num(h.index_bytes) + " cannot hold " +
                       Num(h.row_count) + " varint indices");
   }
@@ -215,6 +233,7 @@ StatusOr<SparsePacketHeader> ParseSparsePacketHeader(
 
 Status CheckSparsePacketExpectations(const SparsePacketHeader& header,
                                      const SparsePacketExpectations& expect) {
+  PS_RETURN_IF_ERROR(CheckIndexKind(header.meta, expect));
   PS_RETURN_IF_ERROR(CheckRowDim(header.meta, expect));
   PS_RETURN_IF_ERROR(CheckTableAndShard(header.meta, expect));
   return CheckRowCount(header, expect);

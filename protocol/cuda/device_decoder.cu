@@ -414,8 +414,12 @@ Status DecodeStatus(uint64_t error, const SparsePacketHeader& header,
 
 StatusOr<SparsePacketHeader> CheckPacketOnHost(
     std::span<const uint8_t> packet, const SparsePacketExpectations& expect) {
+  // The device decodes rows only: a keyed packet is refused here, whatever
+  // the caller admits.
+  SparsePacketExpectations rows_only = expect;
+  rows_only.index = PacketIndex::kRows;
   PS_ASSIGN_OR_RETURN(SparsePacketHeader header,
-                      ParseSparsePacketHeader(packet, expect));
+                      ParseSparsePacketHeader(packet, rows_only));
   PS_RETURN_IF_ERROR(internal::CheckChecksumAndPadding(packet, header));
   return header;
 }

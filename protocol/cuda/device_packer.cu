@@ -284,7 +284,7 @@ Status PlanPackets(const SparsePacketMeta& meta, std::span<const uint32_t> rows,
 
 Status CheckOptions(const float* gradient, uint64_t num_rows,
                     const DevicePackOptions& options) {
-  PS_RETURN_IF_ERROR(layout::CheckMeta(options.meta));
+  PS_RETURN_IF_ERROR(layout::CheckMeta(options.meta, PacketIndex::kRows));
   if (num_rows > kMaxDetectEntries) {
     return OutOfRange(std::to_string(num_rows) +
                       " rows exceed the 2^32 a uint32 row index addresses");

@@ -64,8 +64,19 @@ inline uint64_t PayloadBytes(const SparsePacketMeta& meta, uint64_t index_bytes,
 // XXH3-64 of bytes [16, size) seeded with the u64 at [0, 8).
 uint64_t ChecksumOf(const uint8_t* packet, size_t size);
 
-// Checks an encoder's meta (InvalidArgument naming the field).
-Status CheckMeta(const SparsePacketMeta& meta);
+// Checks an encoder's meta (InvalidArgument naming the field), whose index
+// encoding must be of the kind the encoder writes.
+Status CheckMeta(const SparsePacketMeta& meta, PacketIndex kind);
+
+// Bytes of `v` as a LEB128 varint (1 to 10).
+constexpr uint32_t Varint64Bytes(uint64_t v) {
+  uint32_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
 
 // Writes the header of a packet of `packet_bytes` whose payload is already
 // in place, checksum last.
@@ -76,6 +87,12 @@ void WriteHeader(const SparsePacketMeta& meta, uint32_t row_count,
 // index section and after the values.
 Status CheckChecksumAndPadding(std::span<const uint8_t> packet,
                                const SparsePacketHeader& h);
+
+// After the checksum and the index section checked out: the value section
+// (int8 scales, dequantized values, all finite) into values_out, which
+// holds row_count * row_dim floats.
+Status DecodeValues(std::span<const uint8_t> packet,
+                    const SparsePacketHeader& h, std::span<float> values_out);
 
 // Where the packets of a push end: greedy, each packet grows row by row
 // while it fits in `max_packet_bytes`; int8 packets end only where the

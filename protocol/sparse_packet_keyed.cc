@@ -1,0 +1,201 @@
+// Keyed sparse packets (IndexEncoding::kKeyDeltaVarint): the encoder and
+// the decoder of an index section of uint64 keys. Header, checksum, padding
+// and values are those of every packet (sparse_packet_header.cc,
+// sparse_packet_decode.cc, kernels/value_section.h).
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/value_section.h"
+#include "protocol/internal/sparse_packet_layout.h"
+#include "protocol/sparse_packet.h"
+
+namespace ps::protocol {
+namespace {
+
+using namespace internal;  // NOLINT: this file implements the layout
+
+uint8_t* PutVarint64(uint64_t v, uint8_t* w) {
+  while (v >= 0x80) {
+    *w++ = static_cast<uint8_t>(v) | 0x80;
+    v >>= 7;
+  }
+  *w++ = static_cast<uint8_t>(v);
+  return w;
+}
+
+// One varint of [*p, end): false when it runs past `end`, past 64 bits, or
+// is longer than it needs to be (a last byte of 0 after the first).
+bool ReadVarint64(const uint8_t** p, const uint8_t* end, uint64_t* v) {
+  uint64_t result = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (*p == end) return false;
+    const uint8_t byte = *(*p)++;
+    if (shift == 63 && byte > 1) return false;  // bits past 2^64
+    result |= uint64_t{byte & 0x7fu} << shift;
+    if ((byte & 0x80) == 0) {
+      if (byte == 0 && shift > 0) return false;
+      *v = result;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Where the packets end, as CutPackets for rows: a packet grows key by key
+// while it fits; int8 packets end only where the values so far fill whole
+// blocks.
+StatusOr<size_t> CutKeyedPackets(const SparsePacketMeta& meta,
+                                 std::span<const uint64_t> keys,
+                                 size_t max_packet_bytes,
+                                 std::vector<EncodedPacket>* packets) {
+  const uint64_t dim = meta.row_dim;
+  const size_t n = keys.size();
+  const bool int8 = meta.value_type == ValueType::kInt8;
+  const uint64_t limit = std::min<uint64_t>(
+      max_packet_bytes, kSparsePacketHeaderBytes + uint64_t{UINT32_MAX} - 3);
+  size_t total = 0;
+  for (size_t start = 0; start < n;) {
+    uint64_t index_bytes = 0, good_size = 0;
+    size_t end = start, good_end = start;
+    while (end < n && end - start < UINT32_MAX) {
+      const uint64_t delta =
+          end == start ? keys[end] : keys[end] - keys[end - 1];
+      const uint64_t next_index = index_bytes + Varint64Bytes(delta);
+      const uint64_t size =
+          kSparsePacketHeaderBytes +
+          PayloadBytes(meta, next_index, (end + 1 - start) * dim);
+      if (size > limit) break;
+      index_bytes = next_index;
+      ++end;
+      if (!int8 || end == n || (end * dim) % meta.int8_block == 0) {
+        good_end = end;
+        good_size = size;
+      }
+    }
+    if (good_end == start) {
+      return InvalidArgument(
+          "max_packet_bytes " + Num(max_packet_bytes) +
+          " cannot hold one key of dimension " + Num(dim) +
+          (int8 ? " (whole int8 blocks of " + Num(meta.int8_block) + ")" : ""));
+    }
+    packets->push_back(EncodedPacket{total, static_cast<size_t>(good_size),
+                                     start,
+                                     static_cast<uint32_t>(good_end - start)});
+    total += good_size;
+    start = good_end;
+  }
+  return total;
+}
+
+Status EncodeKeyedInto(const SparsePacketMeta& meta,
+                       std::span<const uint64_t> keys,
+                       std::span<const float> values, size_t max_packet_bytes,
+                       size_t headroom, std::vector<uint8_t>* out,
+                       std::vector<EncodedPacket>* packets) {
+  PS_RETURN_IF_ERROR(CheckMeta(meta, PacketIndex::kKeys));
+  if (headroom % 4 != 0)
+    return InvalidArgument("headroom " + Num(headroom) +
+                           " is not a multiple of 4");
+  const uint64_t dim = meta.row_dim;
+  const size_t n = keys.size();
+  if (values.size() != n * dim)
+    return InvalidArgument("values has " + Num(values.size()) + " floats, " +
+                           Num(n) + " keys of dimension " + Num(dim) +
+                           " need " + Num(n * dim));
+  for (size_t i = 1; i < n; ++i) {
+    if (keys[i] <= keys[i - 1])
+      return InvalidArgument("keys are not strictly increasing at position " +
+                             Num(i) + ": " + Num(keys[i - 1]) + " then " +
+                             Num(keys[i]));
+  }
+  PS_ASSIGN_OR_RETURN(const size_t total,
+                      CutKeyedPackets(meta, keys, max_packet_bytes, packets));
+  for (EncodedPacket& pk : *packets) pk.offset += headroom;
+  out->resize(headroom + total);
+  for (const EncodedPacket& pk : *packets) {
+    uint8_t* p = out->data() + pk.offset;
+    uint8_t* idx = p + kSparsePacketHeaderBytes;
+    uint8_t* w = idx;
+    uint64_t prev = 0;
+    for (uint32_t i = 0; i < pk.row_count; ++i) {
+      const uint64_t key = keys[pk.first_row + i];
+      w = PutVarint64(i == 0 ? key : key - prev, w);
+      prev = key;
+    }
+    const uint32_t index_bytes = static_cast<uint32_t>(w - idx);
+    uint8_t* vals = idx + Align4(index_bytes);
+    std::memset(w, 0, vals - w);
+    const size_t count = size_t{pk.row_count} * dim;
+    kernels::WriteValueSection(meta.value_type, meta.int8_block,
+                               values.data() + pk.first_row * dim, count, vals);
+    uint8_t* vend = vals + 4 * ScaleCount(meta, count) +
+                    count * kernels::ValueTypeBytes(meta.value_type);
+    std::memset(vend, 0, p + pk.size - vend);
+    WriteHeader(meta, pk.row_count, index_bytes, pk.size, p);
+  }
+  return Status::OK();
+}
+
+// The index section of a parsed keyed packet into keys_out (row_count).
+Status DecodeKeys(const SparsePacketHeader& h, const uint8_t* section,
+                  uint64_t* keys_out) {
+  const uint8_t* p = section;
+  const uint8_t* end = section + h.index_bytes;
+  uint64_t prev = 0;
+  for (uint32_t i = 0; i < h.row_count; ++i) {
+    uint64_t delta = 0;
+    if (!ReadVarint64(&p, end, &delta))
+      return Corruption("malformed or over-long varint at key " + Num(i));
+    if (i > 0 && delta == 0)
+      return InvalidArgument("keys not strictly increasing at " + Num(i) +
+                             ": " + Num(prev) + " twice");
+    if (i > 0 && delta > UINT64_MAX - prev)
+      return Corruption("key " + Num(i) + " is past 2^64");
+    prev = i == 0 ? delta : prev + delta;
+    keys_out[i] = prev;
+  }
+  if (p != end)
+    return Corruption("index section of " + Num(h.index_bytes) +
+                      " bytes holds " + Num(h.row_count) + " keys in " +
+                      Num(p - section));
+  return Status::OK();
+}
+
+}  // namespace
+
+Status EncodeKeyedPackets(const SparsePacketMeta& meta,
+                          std::span<const uint64_t> keys,
+                          std::span<const float> values,
+                          size_t max_packet_bytes, std::vector<uint8_t>* out,
+                          std::vector<EncodedPacket>* packets,
+                          size_t headroom) {
+  SparsePacketMeta keyed = meta;
+  keyed.index_encoding = IndexEncoding::kKeyDeltaVarint;
+  packets->clear();
+  Status s = EncodeKeyedInto(keyed, keys, values, max_packet_bytes, headroom,
+                             out, packets);
+  if (!s.ok() || packets->empty()) out->clear();
+  return s;
+}
+
+Status DecodeKeyedPacket(std::span<const uint8_t> packet,
+                         const SparsePacketHeader& header,
+                         const SparsePacketExpectations& expect,
+                         std::span<uint64_t> keys_out,
+                         std::span<float> values_out) {
+  if (!IsKeyed(header.meta.index_encoding))
+    return InvalidArgument("packet of rows given to the keyed decoder");
+  PS_RETURN_IF_ERROR(CheckSparsePacketExpectations(header, expect));
+  PS_RETURN_IF_ERROR(CheckChecksumAndPadding(packet, header));
+  const uint64_t values = uint64_t{header.row_count} * header.meta.row_dim;
+  if (keys_out.size() < header.row_count || values_out.size() < values)
+    return OutOfRange("packet has " + Num(header.row_count) + " keys x " +
+                      Num(header.meta.row_dim) + " values; output buffers " +
+                      "hold " + Num(keys_out.size()) + " keys and " +
+                      Num(values_out.size()) + " values");
+  PS_RETURN_IF_ERROR(DecodeKeys(
+      header, packet.data() + kSparsePacketHeaderBytes, keys_out.data()));
+  return DecodeValues(packet, header, values_out);
+}
+
+}  // namespace ps::protocol

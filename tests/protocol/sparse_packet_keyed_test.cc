@@ -1,0 +1,275 @@
+// Keyed sparse packets (IndexEncoding::kKeyDeltaVarint): round trips of any
+// uint64 keys per value type, cutting into packets, the refusals of encoder
+// and decoder, and that the two kinds never pass for each other. Also that
+// packets of rows are the bytes they were before keyed packets existed.
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "protocol/sparse_packet.h"
+
+namespace ps::protocol {
+namespace {
+
+using kernels::RoundTrip;
+
+constexpr ValueType kTypes[] = {ValueType::kFp32, ValueType::kFp16,
+                                ValueType::kBf16, ValueType::kInt8};
+
+SparsePacketMeta Meta(ValueType type, uint32_t dim) {
+  return SparsePacketMeta{.table_id = 4,
+                          .shard_id = 1,
+                          .sender_id = 2,
+                          .step = 77,
+                          .row_dim = dim,
+                          .value_type = type,
+                          .index_encoding = IndexEncoding::kKeyDeltaVarint,
+                          .int8_block = 8};
+}
+
+SparsePacketExpectations Keyed(uint32_t dim) {
+  return SparsePacketExpectations{.row_dim = dim,
+                                  .table_id = 4,
+                                  .shard_id = 1,
+                                  .index = PacketIndex::kKeys};
+}
+
+// Sorted distinct keys over the whole uint64 range, the extremes included.
+std::vector<uint64_t> Keys(size_t n, std::mt19937_64& rng) {
+  std::set<uint64_t> keys = {0, ~0ull};
+  while (keys.size() < n) keys.insert(rng() >> (rng() % 64));
+  std::vector<uint64_t> sorted(keys.begin(), keys.end());
+  sorted.resize(n);
+  return sorted;
+}
+
+struct Decoded {
+  std::vector<uint64_t> keys;
+  std::vector<float> values;
+};
+
+Decoded DecodeAll(const std::vector<uint8_t>& out,
+                  const std::vector<EncodedPacket>& packets, uint32_t dim) {
+  Decoded d;
+  for (const EncodedPacket& pk : packets) {
+    std::span<const uint8_t> bytes(out.data() + pk.offset, pk.size);
+    auto h = ParseSparsePacketHeader(bytes, Keyed(dim));
+    EXPECT_TRUE(h.ok()) << h.status();
+    if (!h.ok()) return d;
+    std::vector<uint64_t> keys(h->row_count);
+    std::vector<float> values(size_t{h->row_count} * dim);
+    Status s = DecodeKeyedPacket(bytes, *h, Keyed(dim), keys, values);
+    EXPECT_TRUE(s.ok()) << s;
+    d.keys.insert(d.keys.end(), keys.begin(), keys.end());
+    d.values.insert(d.values.end(), values.begin(), values.end());
+  }
+  return d;
+}
+
+TEST(KeyedPacketTest, RoundTripsAnyKeysEveryTypeAndPacketSize) {
+  std::mt19937_64 rng(11);
+  for (ValueType type : kTypes) {
+    for (uint32_t dim : {1u, 4u, 16u}) {
+      for (size_t n : {1u, 2u, 100u, 3000u}) {
+        for (size_t max_bytes : {size_t{256}, size_t{1} << 16}) {
+          const std::vector<uint64_t> keys = Keys(n, rng);
+          std::vector<float> values(n * dim);
+          for (size_t i = 0; i < values.size(); ++i) {
+            values[i] = static_cast<float>(i % 97) * 0.25f - 7.0f;
+          }
+          std::vector<uint8_t> out;
+          std::vector<EncodedPacket> packets;
+          Status s = EncodeKeyedPackets(Meta(type, dim), keys, values,
+                                        max_bytes, &out, &packets);
+          if (!s.ok()) {
+            // Only a slot too small for one whole int8 block may refuse.
+            EXPECT_EQ(type, ValueType::kInt8) << s;
+            continue;
+          }
+          ASSERT_FALSE(packets.empty());
+          for (const EncodedPacket& pk : packets) EXPECT_LE(pk.size, max_bytes);
+          const Decoded d = DecodeAll(out, packets, dim);
+          EXPECT_EQ(d.keys, keys);
+          std::vector<float> expected(values.size());
+          RoundTrip(type, values.data(), values.size(), 8, expected.data());
+          EXPECT_EQ(d.values, expected);
+        }
+      }
+    }
+  }
+}
+
+TEST(KeyedPacketTest, TheEncoderRefusesUnsortedKeysAndBadSizes) {
+  std::vector<uint8_t> out;
+  std::vector<EncodedPacket> packets;
+  const auto meta = Meta(ValueType::kFp32, 1);
+  EXPECT_TRUE(EncodeKeyedPackets(meta, std::vector<uint64_t>{5, 5},
+                                 std::vector<float>{1, 2}, 4096, &out, &packets)
+                  .Is(StatusCode::kInvalidArgument));
+  EXPECT_TRUE(EncodeKeyedPackets(meta, std::vector<uint64_t>{9, 5},
+                                 std::vector<float>{1, 2}, 4096, &out, &packets)
+                  .Is(StatusCode::kInvalidArgument));
+  EXPECT_TRUE(EncodeKeyedPackets(meta, std::vector<uint64_t>{1, 2},
+                                 std::vector<float>{1}, 4096, &out, &packets)
+                  .Is(StatusCode::kInvalidArgument));
+  EXPECT_TRUE(EncodeKeyedPackets(meta, std::vector<uint64_t>{1},
+                                 std::vector<float>{1}, 60, &out, &packets)
+                  .Is(StatusCode::kInvalidArgument));  // no room for a key
+  EXPECT_TRUE(out.empty());
+  // The row encoder does not write keyed packets.
+  EXPECT_TRUE(EncodeSparsePackets(meta, std::vector<uint32_t>{1},
+                                  std::vector<float>{1}, 4096, &out, &packets)
+                  .Is(StatusCode::kInvalidArgument));
+}
+
+// One keyed packet of keys {1, 300} (dim 1, fp32), as bytes.
+std::vector<uint8_t> TwoKeyPacket() {
+  std::vector<uint8_t> out;
+  std::vector<EncodedPacket> packets;
+  EXPECT_TRUE(EncodeKeyedPackets(
+                  Meta(ValueType::kFp32, 1), std::vector<uint64_t>{1, 300},
+                  std::vector<float>{0.5f, -2.0f}, 4096, &out, &packets)
+                  .ok());
+  return out;
+}
+
+// Rewrites the checksum after a change, so the check behind it runs.
+void Reseal(std::vector<uint8_t>* p) {
+  uint64_t seed;
+  std::memcpy(&seed, p->data(), 8);
+  const uint64_t sum =
+      XXH3_64bits_withSeed(p->data() + 16, p->size() - 16, seed);
+  std::memcpy(p->data() + 8, &sum, 8);
+}
+
+Status Decode(const std::vector<uint8_t>& p,
+              PacketIndex index = PacketIndex::kKeys) {
+  SparsePacketExpectations ex = Keyed(1);
+  ex.index = index;
+  auto h = ParseSparsePacketHeader(p, ex);
+  if (!h.ok()) return h.status();
+  std::vector<uint64_t> keys(h->row_count);
+  std::vector<float> values(h->row_count);
+  return DecodeKeyedPacket(p, *h, ex, keys, values);
+}
+
+TEST(KeyedPacketTest, TheDecoderRefusesBadKeySections) {
+  const std::vector<uint8_t> good = TwoKeyPacket();
+  ASSERT_TRUE(Decode(good).ok());
+  // Index section at 56: varint 1, then delta 299 = 0xab 0x02; index_bytes 3.
+  ASSERT_EQ(good[56], 1);
+  {
+    std::vector<uint8_t> p = good;  // delta 0: the same key twice
+    p[57] = 0x80;
+    p[58] = 0x00;
+    Reseal(&p);
+    EXPECT_FALSE(Decode(p).ok());
+  }
+  {
+    std::vector<uint8_t> p = good;  // the last varint runs past the section
+    p[58] = 0x82;
+    Reseal(&p);
+    EXPECT_TRUE(Decode(p).Is(StatusCode::kCorruption));
+  }
+  {
+    std::vector<uint8_t> p = good;  // delta 0 after the first key
+    p[57] = 0x00;
+    p[58] = 0x00;  // and padding-like trailing byte inside the section
+    Reseal(&p);
+    EXPECT_FALSE(Decode(p).ok());
+  }
+  {
+    std::vector<uint8_t> p = good;  // a flipped byte without a new checksum
+    p[57] ^= 1;
+    EXPECT_TRUE(Decode(p).Is(StatusCode::kCorruption));
+  }
+}
+
+TEST(KeyedPacketTest, KeysPast64BitsAreCorruption) {
+  // Keys {~0 - 1, ~0}: the second delta is 1; make it 2, past 2^64.
+  std::vector<uint8_t> out;
+  std::vector<EncodedPacket> packets;
+  ASSERT_TRUE(EncodeKeyedPackets(Meta(ValueType::kFp32, 1),
+                                 std::vector<uint64_t>{~0ull - 1, ~0ull},
+                                 std::vector<float>{1, 2}, 4096, &out, &packets)
+                  .ok());
+  ASSERT_EQ(out[56 + 10], 1);  // a 10-byte first varint, then delta 1
+  out[56 + 10] = 2;
+  Reseal(&out);
+  EXPECT_TRUE(Decode(out).Is(StatusCode::kCorruption));
+}
+
+TEST(KeyedPacketTest, TheKindsNeverPassForEachOther) {
+  const std::vector<uint8_t> keyed = TwoKeyPacket();
+  EXPECT_TRUE(
+      Decode(keyed, PacketIndex::kRows).Is(StatusCode::kInvalidArgument));
+  EXPECT_TRUE(Decode(keyed, PacketIndex::kAny).ok());
+  std::vector<uint32_t> rows(2);
+  std::vector<float> values(2);
+  SparsePacketExpectations rows_expect{.table_rows = 1000, .row_dim = 1};
+  EXPECT_TRUE(DecodeSparsePacket(keyed, rows_expect, rows, values, nullptr)
+                  .Is(StatusCode::kInvalidArgument));
+  // A packet of rows is not decoded as keys.
+  std::vector<uint8_t> out;
+  std::vector<EncodedPacket> packets;
+  SparsePacketMeta meta = Meta(ValueType::kFp32, 1);
+  meta.index_encoding = IndexEncoding::kDeltaVarint;
+  ASSERT_TRUE(EncodeSparsePackets(meta, std::vector<uint32_t>{1, 300},
+                                  std::vector<float>{0.5f, -2.0f}, 4096, &out,
+                                  &packets)
+                  .ok());
+  EXPECT_TRUE(Decode(out).Is(StatusCode::kInvalidArgument));
+  SparsePacketExpectations any = Keyed(1);
+  any.index = PacketIndex::kAny;
+  auto h = ParseSparsePacketHeader(out, any);
+  ASSERT_TRUE(h.ok());
+  std::vector<uint64_t> keys(2);
+  EXPECT_TRUE(DecodeKeyedPacket(out, *h, any, keys, values)
+                  .Is(StatusCode::kInvalidArgument));
+}
+
+// Packets of rows are what they were before keyed packets existed: the
+// XXH3-64 of whole packets written by the encoder of main at c57f0a1.
+TEST(KeyedPacketTest, PacketsOfRowsAreUnchanged) {
+  struct Case {
+    ValueType type;
+    IndexEncoding encoding;
+    uint64_t hash;
+  };
+  const Case cases[] = {
+      {ValueType::kFp32, IndexEncoding::kDeltaVarint, 0xeb12382538752c75ull},
+      {ValueType::kFp16, IndexEncoding::kDeltaVarint, 0x019628435597f3f1ull},
+      {ValueType::kInt8, IndexEncoding::kDeltaVarint, 0x232d75383e7fdef8ull},
+      {ValueType::kBf16, IndexEncoding::kRawU32, 0xeff335b8cc34608aull},
+  };
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+  for (uint32_t r = 0; r < 500; ++r) {
+    rows.push_back(r * r + 3);
+    for (int j = 0; j < 4; ++j) values.push_back(0.01f * (r + 1) * (j - 1.5f));
+  }
+  for (const Case& c : cases) {
+    SparsePacketMeta meta{.table_id = 1,
+                          .shard_id = 0,
+                          .sender_id = 3,
+                          .step = 9,
+                          .row_dim = 4,
+                          .value_type = c.type,
+                          .index_encoding = c.encoding,
+                          .int8_block = 16};
+    std::vector<uint8_t> out;
+    std::vector<EncodedPacket> packets;
+    ASSERT_TRUE(
+        EncodeSparsePackets(meta, rows, values, 4096, &out, &packets).ok());
+    EXPECT_EQ(XXH3_64bits(out.data(), out.size()), c.hash)
+        << std::hex << "0x" << XXH3_64bits(out.data(), out.size()) << "ull"
+        << " for value type " << static_cast<int>(c.type);
+  }
+}
+
+}  // namespace
+}  // namespace ps::protocol
