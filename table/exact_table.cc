@@ -76,7 +76,10 @@ uint32_t ExactTable::AllocateRow(uint64_t key) {
   float* v = values_.data() + uint64_t{row} * dim_;
   InitializeRow(spec().initializer(), key, std::span<float>(v, dim_));
   optimizer_.ResetEntries(uint64_t{row} * dim_, dim_);
-  row_of_key_.emplace(key, row);
+  if (!row_of_key_.Insert(key, row)) {  // no memory to grow the index
+    free_rows_.push_back(row);
+    return kNoRow;
+  }
   ++counters_.rows;
   return row;
 }
@@ -107,7 +110,7 @@ void ExactTable::Touch(uint32_t row, uint64_t step) {
 
 void ExactTable::FreeRow(uint32_t row) {
   Unlink(row);
-  row_of_key_.erase(key_of_row_[row]);
+  row_of_key_.Erase(key_of_row_[row]);
   free_rows_.push_back(row);
   --counters_.rows;
 }
@@ -147,11 +150,19 @@ Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
   apply_rows_.clear();
   apply_grads_.clear();
   const uint32_t admit = std::max<uint32_t>(spec().admit_after_pushes(), 1);
+  constexpr size_t kPrefetchAhead = 16;
+  for (size_t i = 0; i < std::min(kPrefetchAhead, keys.size()); ++i) {
+    row_of_key_.Prefetch(keys[i]);
+  }
   for (size_t i = 0; i < keys.size(); ++i) {
+    if (i + kPrefetchAhead < keys.size()) {
+      row_of_key_.Prefetch(keys[i + kPrefetchAhead]);
+    }
     const uint64_t key = keys[i];
     uint32_t row = kNoRow;
-    if (auto it = row_of_key_.find(key); it != row_of_key_.end()) {
-      row = it->second;
+    if (const uint32_t found = row_of_key_.Find(key);
+        found != KeyIndex::kNone) {
+      row = found;
     } else {
       auto p = pending_.find(key);
       uint32_t seen = (p == pending_.end() ? 0 : p->second) + 1;
@@ -219,12 +230,19 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
                            " keys given buffers of the wrong size");
   }
   std::lock_guard<std::mutex> lock(mu_);
+  constexpr size_t kPrefetchAhead = 16;
+  for (size_t i = 0; i < std::min(kPrefetchAhead, keys.size()); ++i) {
+    row_of_key_.Prefetch(keys[i]);
+  }
   for (size_t i = 0; i < keys.size(); ++i) {
+    if (i + kPrefetchAhead < keys.size()) {
+      row_of_key_.Prefetch(keys[i + kPrefetchAhead]);
+    }
     float* dst = out.data() + i * dim_;
-    auto it = row_of_key_.find(keys[i]);
-    present[i] = it != row_of_key_.end();
+    const uint32_t row = row_of_key_.Find(keys[i]);
+    present[i] = row != KeyIndex::kNone;
     if (present[i]) {
-      std::copy_n(values_.data() + uint64_t{it->second} * dim_, dim_, dst);
+      std::copy_n(values_.data() + uint64_t{row} * dim_, dim_, dst);
     } else {
       std::fill_n(dst, dim_, 0.0f);
     }
@@ -234,7 +252,7 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
 
 bool ExactTable::HasRow(uint64_t key) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return row_of_key_.count(key) != 0;
+  return row_of_key_.Find(key) != KeyIndex::kNone;
 }
 
 TableCounters ExactTable::counters() const {
@@ -261,7 +279,7 @@ Status ExactTable::Snapshot(TableSnapshot* out) const {
   out->last_update.clear();
   out->state_arrays = arrays;
   out->optimizer_steps = optimizer_.steps();
-  for (const auto& [key, row] : row_of_key_) {
+  row_of_key_.ForEach([&](uint64_t key, uint32_t row) {
     const uint64_t at = uint64_t{row} * dim_;
     out->ids.push_back(key);
     out->values.insert(out->values.end(), values_.begin() + at,
@@ -271,7 +289,7 @@ Status ExactTable::Snapshot(TableSnapshot* out) const {
       out->state[k].insert(out->state[k].end(), state, state + dim_);
     }
     out->last_update.push_back(last_update_[row]);
-  }
+  });
   return Status::OK();
 }
 

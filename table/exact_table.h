@@ -1,5 +1,6 @@
 // ExactTable: one shard of an EXACT table, for key spaces too large or too
-// open for the hashing trick. The shard keeps its own key -> row index:
+// open for the hashing trick. The shard keeps its own key -> row index
+// (table/key_index.h: open addressing, prefetched a few keys ahead):
 //
 // - Admission: a key gets a row at its admit_after_pushes-th push (counted
 //   per key occurrence); the gradients of earlier pushes are dropped and
@@ -13,14 +14,17 @@
 //   keys are not admitted (counted) until eviction frees rows.
 //
 // Rows live in local memory, not in registered memory: workers reach exact
-// rows only through the server (RowAccess::kThroughServer: ExactPush /
-// ExactPull on the control channel), because only the server knows where a
-// key's row is. Storage grows with the rows in use, up to the bound.
+// rows only through the server (RowAccess::kThroughServer), because only
+// the server knows where a key's row is. Pushes arrive as keyed packets in
+// the inboxes (the apply threads call ApplyKeys), pulls as ExactPull
+// requests on the control channel (ReadKeys). Storage grows with the rows
+// in use, up to the bound.
 //
 // ExactTable is a Table (table/table.h): ApplyKeys and ReadKeys; its
 // checkpoints are its keys with their rows, state and last update.
 //
-// Thread-safe: one mutex per table; the control connections call in.
+// Thread-safe: one mutex per table; apply threads and control connections
+// call in.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +38,7 @@
 #include "base/status.h"
 #include "base/status_or.h"
 #include "protocol/ps.pb.h"
+#include "table/key_index.h"
 #include "table/optimizer_state.h"
 #include "table/table.h"
 
@@ -92,7 +97,7 @@ class ExactTable final : public Table {
   const size_t max_pending_;
 
   mutable std::mutex mu_;
-  std::unordered_map<uint64_t, uint32_t> row_of_key_;
+  KeyIndex row_of_key_;
   std::unordered_map<uint64_t, uint32_t> pending_;  // key -> pushes so far
   std::vector<float> values_;                       // rows_allocated * dim
   OptimizerState optimizer_;  // its arrays: rows_allocated * dim each

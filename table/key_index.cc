@@ -1,0 +1,82 @@
+#include "table/key_index.h"
+
+#include <new>
+
+namespace ps::table {
+namespace {
+
+// A 64-bit finalizer (MurmurHash3's fmix64): every key bit moves every
+// slot bit.
+uint64_t Mix(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ull;
+  k ^= k >> 33;
+  return k;
+}
+
+constexpr size_t kMinSlots = 16;
+
+}  // namespace
+
+size_t KeyIndex::Home(uint64_t key) const { return Mix(key) & mask_; }
+
+size_t KeyIndex::Probe(uint64_t key) const {
+  size_t i = Home(key);
+  while (slots_[i].row != kNone && slots_[i].key != key) i = (i + 1) & mask_;
+  return i;
+}
+
+uint32_t KeyIndex::Find(uint64_t key) const {
+  if (slots_.empty()) return kNone;
+  return slots_[Probe(key)].row;
+}
+
+bool KeyIndex::Grow() {
+  const size_t slots = slots_.empty() ? kMinSlots : 2 * slots_.size();
+  std::vector<Slot> old;
+  try {
+    old.swap(slots_);
+    slots_.assign(slots, Slot{});
+  } catch (const std::bad_alloc&) {
+    slots_.swap(old);
+    return false;
+  }
+  mask_ = slots - 1;
+  for (const Slot& s : old) {
+    if (s.row != kNone) slots_[Probe(s.key)] = s;
+  }
+  return true;
+}
+
+bool KeyIndex::Insert(uint64_t key, uint32_t row) {
+  // At most 70% full: probes stay short.
+  if ((size_ + 1) * 10 > slots_.size() * 7 && !Grow()) return false;
+  Slot& s = slots_[Probe(key)];
+  if (s.row == kNone) ++size_;
+  s.key = key;
+  s.row = row;
+  return true;
+}
+
+void KeyIndex::Erase(uint64_t key) {
+  if (slots_.empty()) return;
+  size_t hole = Probe(key);
+  if (slots_[hole].row == kNone) return;
+  --size_;
+  // Shift back every entry of the run after the hole whose home does not
+  // lie cyclically in (hole, j]: its probe passed the hole.
+  for (size_t j = (hole + 1) & mask_; slots_[j].row != kNone;
+       j = (j + 1) & mask_) {
+    const size_t home = Home(slots_[j].key);
+    const bool stays =
+        hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (stays) continue;
+    slots_[hole] = slots_[j];
+    hole = j;
+  }
+  slots_[hole].row = kNone;
+}
+
+}  // namespace ps::table
