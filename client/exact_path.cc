@@ -1,9 +1,11 @@
 #include "client/exact_path.h"
 
+#include <algorithm>
 #include <cstring>
-#include <unordered_map>
 
 #include "client/push_shape.h"
+#include "kernels/value_section.h"
+#include "protocol/inbox_slot.h"
 
 namespace ps::worker {
 
@@ -11,31 +13,50 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
                        std::span<const float> grads) {
   const uint32_t dim = spec_.dim();
   PS_RETURN_IF_ERROR(CheckPushShape(spec_, keys.size(), grads.size()));
+  // The server would refuse the whole packet; say so here instead.
+  if (!kernels::AllFinite(grads.data(), grads.size())) {
+    return InvalidArgument("push to table " + spec_.name() +
+                           " carries a non-finite gradient");
+  }
+  std::lock_guard<std::mutex> lock(push_mu_);
   const uint32_t shards = servers_.size();
-  std::vector<proto::ControlRequest> requests(shards);
-  std::vector<std::unordered_map<uint64_t, uint32_t>> position(shards);
-  for (uint32_t s = 0; s < shards; ++s) {
-    auto* p = requests[s].mutable_exact_push();
-    p->set_table_id(spec_.id());
-    p->set_step(clock_.current());
-  }
+  shards_.resize(shards);
+  for (ShardPush& sp : shards_) sp.order.clear();
   for (size_t i = 0; i < keys.size(); ++i) {
-    const uint32_t s = router_.map().ShardOfKey(keys[i]);
-    auto* p = requests[s].mutable_exact_push();
-    auto [it, fresh] =
-        position[s].try_emplace(keys[i], static_cast<uint32_t>(p->keys_size()));
-    const float* g = grads.data() + i * dim;
-    if (fresh) {
-      p->add_keys(keys[i]);
-      for (uint32_t j = 0; j < dim; ++j) p->add_values(g[j]);
-    } else {
-      float* v = p->mutable_values()->mutable_data() + size_t{it->second} * dim;
-      for (uint32_t j = 0; j < dim; ++j) v[j] += g[j];
-    }
+    shards_[router_.map().ShardOfKey(keys[i])].order.emplace_back(
+        keys[i], static_cast<uint32_t>(i));
   }
+  protocol::SparsePacketMeta meta;
+  meta.table_id = spec_.id();
+  meta.sender_id = clock_.worker_id();
+  meta.step = clock_.current();
+  meta.row_dim = dim;
+  meta.value_type = kernels::ValueType::kFp32;
   for (uint32_t s = 0; s < shards; ++s) {
-    if (requests[s].exact_push().keys_size() == 0) continue;
-    PS_RETURN_IF_ERROR(servers_[s].Call(requests[s]).status());
+    ShardPush& sp = shards_[s];
+    if (sp.order.empty()) continue;
+    // Sorted by key, then by position: a key's gradients are summed in the
+    // order they were given.
+    std::sort(sp.order.begin(), sp.order.end());
+    sp.keys.clear();
+    sp.values.clear();
+    for (const auto& [key, position] : sp.order) {
+      const float* g = grads.data() + size_t{position} * dim;
+      if (sp.keys.empty() || sp.keys.back() != key) {
+        sp.keys.push_back(key);
+        sp.values.insert(sp.values.end(), g, g + dim);
+      } else {
+        float* sum = sp.values.data() + sp.values.size() - dim;
+        for (uint32_t j = 0; j < dim; ++j) sum[j] += g[j];
+      }
+    }
+    meta.shard_id = s;
+    InboxWriter& inbox = servers_[s].inbox();
+    // Headroom for the slot header's prefix (InboxWriter::WritePackets).
+    PS_RETURN_IF_ERROR(protocol::EncodeKeyedPackets(
+        meta, sp.keys, sp.values, inbox.max_packet_bytes(), &bytes_, &packets_,
+        protocol::InboxSlotHeader::kPrefixBytes));
+    PS_RETURN_IF_ERROR(inbox.WritePackets(bytes_, packets_));
   }
   return Status::OK();
 }

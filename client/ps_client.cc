@@ -82,10 +82,10 @@ class PsClient::Impl {
     PS_RETURN_IF_ERROR(posted);
     return servers->FlushInboxes();
   }
-  // One push of keyed gradients, complete on return.
+  // One push of keyed gradients, complete on return (in the inboxes).
   Status RunPush(ClientTable* t, std::span<const uint64_t> keys,
                  std::span<const float> grads) {
-    if (t->exact != nullptr) return t->exact->Push(keys, grads);
+    if (t->exact != nullptr) return Flushed(t->exact->Push(keys, grads));
     return Flushed(t->push->Post(keys, grads));
   }
 };

@@ -12,13 +12,14 @@
 // Pushes are sent in the table's push value type and sparsification (with
 // error feedback), split per shard into self-contained packets and written
 // one-sidedly into the worker's inbox on each server (credit-based: a full
-// inbox makes Push wait). Pulls of HASHED and DENSE tables read rows straight
-// out of server memory; EXACT tables go through the server.
+// inbox makes Push wait); an EXACT table's packets carry keys (fp32 values,
+// no sparsification), which the server resolves to rows. Pulls of HASHED
+// and DENSE tables read rows straight out of server memory; EXACT tables
+// go through the server.
 //
-// When calls complete: a Push of a HASHED or DENSE table returns once its
-// packets are in the servers' inboxes, not once they are applied (a Pull
-// right after it may not see it yet); WaitApplied, a bsp Clock or a Barrier
-// waits for that. A Push of an EXACT table returns once applied. A Pull
+// When calls complete: a Push returns once its packets are in the servers'
+// inboxes, not once they are applied (a Pull right after it may not see it
+// yet); WaitApplied, a bsp Clock or a Barrier waits for that. A Pull
 // returns once the rows are in `out`. Each call below says its own.
 //
 // Consistency (the servers' --consistency): Clock() ends a step. async: it

@@ -68,6 +68,7 @@ uint64_t ApplyLoop::DrainOnce() {
 void ApplyLoop::Prepare(Scratch* scratch) const {
   const size_t max_packet = protocol::MaxPacketBytes(inboxes_->slot_bytes());
   scratch->rows.resize(max_packet);
+  scratch->keys.resize(max_packet);
   scratch->values.resize(max_packet);
 }
 
@@ -162,6 +163,23 @@ uint32_t ApplyLoop::Consume(uint32_t worker, uint32_t budget,
   return consumed;
 }
 
+Status ApplyLoop::ApplyKeyedPacket(
+    std::span<const uint8_t> packet, const protocol::SparsePacketHeader& header,
+    const protocol::SparsePacketExpectations& expect, TableShard& table,
+    Scratch* scratch, uint64_t* rows_applied, RejectReason* reason) {
+  PS_RETURN_IF_ERROR(protocol::DecodeKeyedPacket(
+      packet, header, expect, scratch->keys, scratch->values));
+  const size_t n = header.row_count;
+  *reason = RejectReason::kApply;
+  Status s = table.table().ApplyKeys(
+      header.meta.step, std::span<const uint64_t>(scratch->keys.data(), n),
+      std::span<const float>(scratch->values.data(), n * table.dim()));
+  if (!s.ok()) return s.WithContext("table " + table.spec().name());
+  table.CountApplied(n);
+  *rows_applied = n;
+  return Status::OK();
+}
+
 double ApplyLoop::BusySeconds(uint32_t thread) const {
   uint64_t ns = 0;
   for (uint32_t w = thread; w < inboxes_->workers(); w += threads_) {
@@ -182,6 +200,7 @@ Status ApplyLoop::ApplyPacket(const uint8_t* slot,
   protocol::SparsePacketExpectations expect;
   expect.table_rows = uint64_t{UINT32_MAX} + 1;
   expect.shard_id = shard_->shard_id();
+  expect.index = protocol::PacketIndex::kAny;  // the table says which below
   auto header = protocol::ParseSparsePacketHeader(packet, expect);
   if (!header.ok()) return header.status();
   const uint32_t table_id = header->meta.table_id;
@@ -190,17 +209,26 @@ Status ApplyLoop::ApplyPacket(const uint8_t* slot,
   if (table == nullptr) {
     return NotFound("unknown table id " + std::to_string(table_id));
   }
-  if (table->table().access() != table::RowAccess::kRegion) {
-    return InvalidArgument("table " + table->spec().name() + " (id " +
-                           std::to_string(table_id) +
-                           ") is read through the server (EXACT): its pushes "
-                           "go through the control channel, not the inbox");
-  }
+  // A table whose rows sit at fixed places takes packets of rows; one that
+  // finds a key's row itself (EXACT) takes keyed packets.
+  const bool keyed = table->table().access() != table::RowAccess::kRegion;
+  expect.index =
+      keyed ? protocol::PacketIndex::kKeys : protocol::PacketIndex::kRows;
   expect.table_rows = table->rows();
   expect.row_dim = table->dim();
   expect.table_id = table_id;
   expect.max_row_count = static_cast<uint32_t>(scratch->rows.size());
+  if (protocol::IsKeyed(header->meta.index_encoding) != keyed) {
+    return InvalidArgument(
+        std::string(keyed ? "packet of rows" : "keyed packet") + " for table " +
+        table->spec().name() + " (id " + std::to_string(table_id) +
+        "): an EXACT table takes keyed packets, the other kinds packets of "
+        "rows");
+  }
   *reason = RejectReason::kPayload;
+  if (keyed)
+    return ApplyKeyedPacket(packet, *header, expect, *table, scratch,
+                            rows_applied, reason);
   if (table->table().DecodesPackets()) {
     // A table that decodes packets itself (a device table: from its own copy
     // of the packet, as the slot stays writable by its worker).

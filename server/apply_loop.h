@@ -8,12 +8,15 @@
 // makes concurrent applies safe (server/shard.h).
 //
 // A packet is checked before a single row is touched: length field within
-// the slot, header (magic, version, lengths, shard), table known and not
-// EXACT, then the full decode (checksum, row bounds, dim, finite values)
-// into this thread's own buffers. Decoding into private buffers first also
-// means a peer that scribbles over the slot while we read it can spoil only
-// its own gradient, never our bounds. A bad packet is counted, logged once
-// per sender with the reason, and skipped: the head moves on.
+// the slot, header (magic, version, lengths, shard), table known and of the
+// packet's kind (rows for HASHED and DENSE, keys for EXACT:
+// protocol::PacketIndex), then the full decode (checksum, row bounds, dim,
+// finite values) into this thread's own buffers. A keyed packet's keys go to
+// the table (table::Table::ApplyKeys), which resolves them to rows. Decoding
+// into private buffers first also means a peer that scribbles over the slot
+// while we read it can spoil only its own gradient, never our bounds. A bad
+// packet is counted, logged once per sender with the reason, and skipped: the
+// head moves on.
 //
 // A table on a device (ps_server --device) decodes on the device instead:
 // the packet goes to table::DeviceParamTable::ApplyPacket as it is in the
@@ -43,6 +46,7 @@
 
 #include "base/status.h"
 #include "protocol/inbox_slot.h"
+#include "protocol/sparse_packet.h"
 #include "server/inboxes.h"
 #include "server/server_stats.h"
 #include "server/shard.h"
@@ -90,6 +94,7 @@ class ApplyLoop {
  private:
   struct Scratch {
     std::vector<uint32_t> rows;
+    std::vector<uint64_t> keys;  // keyed packets (EXACT tables)
     std::vector<float> values;
   };
   // Per inbox: the next packet's number minus one. Only its owner thread
@@ -110,6 +115,12 @@ class ApplyLoop {
                      const protocol::InboxSlotHeader& slot_header,
                      Scratch* scratch, uint64_t* rows_applied,
                      RejectReason* reason);
+  // The rest of ApplyPacket for a keyed packet (an EXACT table's).
+  Status ApplyKeyedPacket(std::span<const uint8_t> packet,
+                          const protocol::SparsePacketHeader& header,
+                          const protocol::SparsePacketExpectations& expect,
+                          TableShard& table, Scratch* scratch,
+                          uint64_t* rows_applied, RejectReason* reason);
 
   Shard* const shard_;
   Inboxes* const inboxes_;

@@ -12,10 +12,9 @@ Keys are int64 or uint64 arrays (or tensors); rows and gradients float32,
 (keys, dim) or flat. Where an argument is a torch tensor, results are
 tensors too, and ``out=`` pulls straight into the caller's buffer (no copy).
 
-When calls complete (the C++ PsClient, client/ps_client.h): a push of
-a HASHED or DENSE table returns once its packets are in the servers'
-inboxes, not once they are applied; ``wait_applied()``, a bsp ``clock()`` or
-``barrier()`` waits for that. A push of an EXACT table returns once applied.
+When calls complete (the C++ PsClient, client/ps_client.h): a push returns
+once its packets are in the servers' inboxes, not once they are applied;
+``wait_applied()``, a bsp ``clock()`` or ``barrier()`` waits for that.
 A pull returns once the rows are in ``out``. The ``*_async`` forms return a
 handle at once; its ``wait()`` returns when the blocking call would have
 (with the pulled rows), and the arrays must stay untouched until then.
@@ -164,8 +163,8 @@ class Client:
     def push(self, table, keys, grads):
         """Adds ``grads`` ((len(keys), dim) or flat float32) to the keys'
         rows through the table's optimizer; duplicate keys are summed first.
-        Returns once the gradient is in the servers' inboxes (HASHED, DENSE)
-        or applied (EXACT). Pushes from several threads run in parallel."""
+        Returns once the gradient is in the servers' inboxes. Pushes from
+        several threads run in parallel."""
         t = self.table(table)
         k = _arrays.as_keys(keys)
         g = _arrays.as_array(grads, "grads", "float32")

@@ -104,6 +104,8 @@ int ExactWorker(LineChannel& ch, const TestCluster& cluster, uint32_t w) {
       for (int i = 0; i < 3; ++i) PS_CHILD_OK(PushGroup(*client, Group('D')));
       break;
   }
+  // Pushes are in the inboxes when they return; applied after this.
+  PS_CHILD_OK(client->WaitApplied());
   PS_CHILD_CHECK(ch.Send("pushed"));
   if (w != 0) {
     PS_CHILD_CHECK(ch.Receive(timeout_ms) == "exit");
@@ -143,6 +145,7 @@ int ExactWorker(LineChannel& ch, const TestCluster& cluster, uint32_t w) {
     PS_CHILD_OK(PushGroup(*client, c1));
   }
   PS_CHILD_OK(PushGroup(*client, Group('E')));
+  PS_CHILD_OK(client->WaitApplied());
   problem = CheckGroup(*client, "C1", c1, 6.0f);
   if (problem.empty()) problem = CheckGroup(*client, "C2", c2, 0.0f);
   if (problem.empty()) problem = CheckGroup(*client, "D", Group('D'), 0.0f);

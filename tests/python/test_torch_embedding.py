@@ -106,7 +106,7 @@ def test_gradient_with_offsets(client):
 
 
 def test_exact_table_embedding(client):
-    """An EXACT table (push applied on return): rows start at zero."""
+    """An EXACT table: rows start at zero."""
     emb = ps.torch.Embedding(client, "exact", mode="sum")
     keys, inverse = torch.unique(IDS.reshape(-1), return_inverse=True)
     ref = nn.EmbeddingBag(len(keys), DIM, mode="sum")

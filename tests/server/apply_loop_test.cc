@@ -83,6 +83,37 @@ class ApplyLoopTest : public ::testing::Test {
     return out;
   }
 
+  static std::vector<uint8_t> EncodeKeyed(uint32_t table, uint32_t dim,
+                                          std::vector<uint64_t> keys,
+                                          std::vector<float> values,
+                                          uint64_t step = 0) {
+    protocol::SparsePacketMeta meta;
+    meta.step = step;
+    meta.table_id = table;
+    meta.row_dim = dim;
+    std::vector<uint8_t> out;
+    std::vector<protocol::EncodedPacket> packets;
+    Status s = protocol::EncodeKeyedPackets(
+        meta, keys, values, protocol::MaxPacketBytes(kSlotBytes), &out,
+        &packets);
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(packets.size(), 1u);
+    return out;
+  }
+
+  // The row of `key` in EXACT table `table` (zeros without one).
+  float KeyRow(uint32_t table, uint64_t key) {
+    float value = -1.0f;
+    bool present = false;
+    EXPECT_TRUE(shard_->Find(table)
+                    ->table()
+                    .ReadKeys(std::span<const uint64_t>(&key, 1),
+                              std::span<float>(&value, 1),
+                              std::span<bool>(&present, 1))
+                    .ok());
+    return value;
+  }
+
   // What PutWithNotify does: bytes first, sequence word last (release).
   void Write(uint32_t worker, uint64_t n, const void* packet, uint32_t length,
              uint32_t length_field) {
@@ -108,6 +139,25 @@ class ApplyLoopTest : public ::testing::Test {
   std::unique_ptr<Inboxes> inboxes_;
   std::unique_ptr<ServerStats> stats_;
 };
+
+TEST_F(ApplyLoopTest, KeyedPacketsApplyToExactTablesOnly) {
+  auto loop = MakeLoop(1);
+  // Keys of any size; table 3 is EXACT, "sum", admits at the first push.
+  Write(0, 1, EncodeKeyed(3, 1, {7, 1ull << 40, ~0ull}, {1.5f, 2.0f, -3.0f}));
+  Write(0, 2, EncodeKeyed(3, 1, {7}, {0.5f}));
+  EXPECT_EQ(loop->DrainOnce(), 2u);
+  EXPECT_EQ(stats_->packets_rejected(), 0u);
+  EXPECT_EQ(stats_->rows_applied(), 4u);
+  EXPECT_FLOAT_EQ(KeyRow(3, 7), 2.0f);
+  EXPECT_FLOAT_EQ(KeyRow(3, 1ull << 40), 2.0f);
+  EXPECT_FLOAT_EQ(KeyRow(3, ~0ull), -3.0f);
+  EXPECT_FLOAT_EQ(KeyRow(3, 8), 0.0f);
+  // A keyed packet for a table of rows is refused, the table untouched.
+  Write(0, 3, EncodeKeyed(1, 1, {3}, {1.0f}));
+  EXPECT_EQ(loop->DrainOnce(), 1u);
+  EXPECT_EQ(stats_->packets_rejected(), 1u);
+  EXPECT_FLOAT_EQ(Row(1, 3), 0.0f);
+}
 
 TEST_F(ApplyLoopTest, ValidPacketsApplyThroughTheTableOptimizer) {
   auto loop = MakeLoop(1);
