@@ -13,11 +13,6 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
                        std::span<const float> grads) {
   const uint32_t dim = spec_.dim();
   PS_RETURN_IF_ERROR(CheckPushShape(spec_, keys.size(), grads.size()));
-  // The server would refuse the whole packet; say so here instead.
-  if (!kernels::AllFinite(grads.data(), grads.size())) {
-    return InvalidArgument("push to table " + spec_.name() +
-                           " carries a non-finite gradient");
-  }
   std::lock_guard<std::mutex> lock(push_mu_);
   const uint32_t shards = servers_.size();
   shards_.resize(shards);
@@ -50,6 +45,16 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
         for (uint32_t j = 0; j < dim; ++j) sum[j] += g[j];
       }
     }
+    // The server would refuse a whole packet with a non-finite sum (finite
+    // gradients may sum to infinity): say so here, before any is sent.
+    if (!kernels::AllFinite(sp.values.data(), sp.values.size())) {
+      return InvalidArgument("push to table " + spec_.name() +
+                             " carries a non-finite gradient (or sum)");
+    }
+  }
+  for (uint32_t s = 0; s < shards; ++s) {
+    ShardPush& sp = shards_[s];
+    if (sp.order.empty()) continue;
     meta.shard_id = s;
     InboxWriter& inbox = servers_[s].inbox();
     // Headroom for the slot header's prefix (InboxWriter::WritePackets).

@@ -171,10 +171,10 @@ struct SparsePacketExpectations {
 StatusOr<SparsePacketHeader> ParseSparsePacketHeader(
     std::span<const uint8_t> packet, const SparsePacketExpectations& expect);
 
-// The table fields of `expect` (row_dim, table_id, shard_id, max_row_count)
-// checked against a header ParseSparsePacketHeader returned, with the same
-// statuses it gives: for a caller that parsed with loose expectations to
-// find the table and now knows what to expect.
+// The table fields of `expect` (index, row_dim, table_id, shard_id,
+// max_row_count) checked against a header ParseSparsePacketHeader returned,
+// with the same statuses it gives: for a caller that parsed with loose
+// expectations to find the table and now knows what to expect.
 Status CheckSparsePacketExpectations(const SparsePacketHeader& header,
                                      const SparsePacketExpectations& expect);
 

@@ -78,6 +78,8 @@ Status DecodeParsed(std::span<const uint8_t> packet,
                     const SparsePacketHeader& h,
                     const SparsePacketExpectations& expect,
                     std::span<uint32_t> rows_out, std::span<float> values_out) {
+  if (IsKeyed(h.meta.index_encoding))
+    return InvalidArgument("keyed packet given to the row decoder");
   PS_RETURN_IF_ERROR(CheckChecksumAndPadding(packet, h));
   const uint64_t values = uint64_t{h.row_count} * h.meta.row_dim;
   if (rows_out.size() < h.row_count || values_out.size() < values)
@@ -135,6 +137,8 @@ Status DecodeSparsePacketRows(
     SparsePacketHeader* header_out) {
   PS_ASSIGN_OR_RETURN(SparsePacketHeader h,
                       ParseSparsePacketHeader(packet, expect));
+  if (IsKeyed(h.meta.index_encoding))
+    return InvalidArgument("keyed packet given to the row decoder");
   PS_RETURN_IF_ERROR(CheckChecksumAndPadding(packet, h));
   const uint64_t dim = h.meta.row_dim;
   const uint64_t values = uint64_t{h.row_count} * dim;

@@ -9,6 +9,7 @@
 
 #include "protocol/inbox_ring.h"
 #include "protocol/inbox_slot.h"
+#include "protocol/shard_map.h"
 #include "protocol/sparse_packet.h"
 #include "server/idle_spin.h"
 
@@ -68,7 +69,6 @@ uint64_t ApplyLoop::DrainOnce() {
 void ApplyLoop::Prepare(Scratch* scratch) const {
   const size_t max_packet = protocol::MaxPacketBytes(inboxes_->slot_bytes());
   scratch->rows.resize(max_packet);
-  scratch->keys.resize(max_packet);
   scratch->values.resize(max_packet);
 }
 
@@ -167,9 +167,27 @@ Status ApplyLoop::ApplyKeyedPacket(
     std::span<const uint8_t> packet, const protocol::SparsePacketHeader& header,
     const protocol::SparsePacketExpectations& expect, TableShard& table,
     Scratch* scratch, uint64_t* rows_applied, RejectReason* reason) {
+  // Sized on the first keyed packet: a server without EXACT tables needs
+  // no key buffer.
+  if (scratch->keys.size() < scratch->rows.size()) {
+    scratch->keys.resize(scratch->rows.size());
+  }
   PS_RETURN_IF_ERROR(protocol::DecodeKeyedPacket(
       packet, header, expect, scratch->keys, scratch->values));
   const size_t n = header.row_count;
+  // Every key must be this shard's: a row made elsewhere would never be
+  // pulled, yet take capacity and go into checkpoints.
+  const auto map =
+      protocol::ShardMap::ForTable(table.spec(), shard_->num_shards());
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t owner = map.ShardOfKey(scratch->keys[i]);
+    if (owner != shard_->shard_id()) {
+      return InvalidArgument("key " + std::to_string(scratch->keys[i]) +
+                             " of table " + table.spec().name() +
+                             " belongs to shard " + std::to_string(owner) +
+                             ", not " + std::to_string(shard_->shard_id()));
+    }
+  }
   *reason = RejectReason::kApply;
   Status s = table.table().ApplyKeys(
       header.meta.step, std::span<const uint64_t>(scratch->keys.data(), n),

@@ -5,8 +5,9 @@
 // (server/apply_loop.h) and the control service (server/control_service.h),
 // and answers control requests: hello -> ClusterInfo with the descriptors
 // of this worker's inbox, the status words and every table's rows; exact
-// pushes and pulls; stats; status (ps_ctl status: server_status.cc, also
-// answered while starting or stopping); shutdown.
+// pulls (and exact pushes from workers built before EXACT pushes went
+// through the inboxes as keyed packets); stats; status (ps_ctl status:
+// server_status.cc, also answered while starting or stopping); shutdown.
 //
 //   auto server = Server::Create(options).value();   // allocates, listens
 //   server->Start();        // restores (agreed with the other shards), applies

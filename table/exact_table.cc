@@ -76,7 +76,10 @@ uint32_t ExactTable::AllocateRow(uint64_t key) {
   float* v = values_.data() + uint64_t{row} * dim_;
   InitializeRow(spec().initializer(), key, std::span<float>(v, dim_));
   optimizer_.ResetEntries(uint64_t{row} * dim_, dim_);
-  if (!row_of_key_.Insert(key, row)) {  // no memory to grow the index
+  if (!row_of_key_.Insert(key, row)) {
+    LOG_FIRST_N(WARNING, 1) << Where(spec())
+                            << ": no memory to grow the key index; new keys "
+                               "are refused as if the shard were full";
     free_rows_.push_back(row);
     return kNoRow;
   }
@@ -316,6 +319,12 @@ Status ExactTable::FinishRestore(TableTarget* target) {
   });
   for (size_t i : order) {
     const uint32_t row = AllocateRow(saved.ids[i]);
+    if (row == kNoRow) {
+      FreeAllRows();
+      return ResourceExhausted("restoring " + Where(spec()) +
+                               ": no memory for key " +
+                               std::to_string(saved.ids[i]));
+    }
     const uint64_t at = uint64_t{row} * dim_;
     std::copy_n(&saved.values[i * dim_], dim_, values_.data() + at);
     for (int k = 0; k < optimizer_.arrays(); ++k) {

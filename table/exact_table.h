@@ -5,6 +5,9 @@
 // - Admission: a key gets a row at its admit_after_pushes-th push (counted
 //   per key occurrence); the gradients of earlier pushes are dropped and
 //   counted. Rare keys, most of a CTR key space, so never take memory.
+// - Optimizer steps: one per ApplyKeys call, i.e. per keyed packet (a push
+//   of many keys may span packets), as HASHED tables count per packet when
+//   they do not fold steps.
 // - Eviction by age: every push carries the worker's step; a row whose last
 //   update is more than evict_after_steps older than the step of a push is
 //   freed (checked on pushes, oldest-updated rows first, so a push costs

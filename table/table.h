@@ -28,9 +28,9 @@
 //
 // How the next kinds plug in:
 //   - an exact-key table whose index workers read one-sidedly: access()
-//     becomes a region again (the index and rows registered), ApplyKeys
-//     comes from the inbox (keyed packets, through ApplyPacket) instead of
-//     the control channel; snapshot and restore stay these rows.
+//     becomes a region again (the index and rows registered); ApplyKeys
+//     already comes from the inbox (keyed packets, server/apply_loop.h);
+//     snapshot and restore stay these rows.
 //   - a tiered table (cold rows on disk): access() says per key whether a
 //     row is in memory (a worker that finds it is not asks the server,
 //     whose ReadKeys brings it in); applies bring rows in first; its

@@ -164,7 +164,7 @@ class Client:
         """Adds ``grads`` ((len(keys), dim) or flat float32) to the keys'
         rows through the table's optimizer; duplicate keys are summed first.
         Returns once the gradient is in the servers' inboxes. Pushes from
-        several threads run in parallel."""
+        several threads run in parallel (one table's take turns)."""
         t = self.table(table)
         k = _arrays.as_keys(keys)
         g = _arrays.as_array(grads, "grads", "float32")

@@ -213,6 +213,17 @@ TEST(KeyedPacketTest, TheKindsNeverPassForEachOther) {
   SparsePacketExpectations rows_expect{.table_rows = 1000, .row_dim = 1};
   EXPECT_TRUE(DecodeSparsePacket(keyed, rows_expect, rows, values, nullptr)
                   .Is(StatusCode::kInvalidArgument));
+  // Not even by a caller that admits both kinds.
+  SparsePacketExpectations rows_or_keys = rows_expect;
+  rows_or_keys.index = PacketIndex::kAny;
+  auto keyed_header = ParseSparsePacketHeader(keyed, rows_or_keys);
+  ASSERT_TRUE(keyed_header.ok());
+  EXPECT_TRUE(
+      DecodeSparsePacket(keyed, *keyed_header, rows_or_keys, rows, values)
+          .Is(StatusCode::kInvalidArgument));
+  EXPECT_TRUE(DecodeSparsePacketRows(
+                  keyed, rows_or_keys, [](uint32_t, const float*) {}, nullptr)
+                  .Is(StatusCode::kInvalidArgument));
   // A packet of rows is not decoded as keys.
   std::vector<uint8_t> out;
   std::vector<EncodedPacket> packets;

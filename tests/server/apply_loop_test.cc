@@ -6,12 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "protocol/shard_map.h"
 #include "protocol/sparse_packet.h"
 #include "protocol/table_config.h"
 #include "table/param_table.h"
@@ -157,6 +159,23 @@ TEST_F(ApplyLoopTest, KeyedPacketsApplyToExactTablesOnly) {
   EXPECT_EQ(loop->DrainOnce(), 1u);
   EXPECT_EQ(stats_->packets_rejected(), 1u);
   EXPECT_FLOAT_EQ(Row(1, 3), 0.0f);
+}
+
+TEST_F(ApplyLoopTest, KeyedPacketsWithKeysOfAnotherShardAreRefused) {
+  Build(/*shard_id=*/0, /*num_shards=*/2, 2);
+  auto loop = MakeLoop(1);
+  const auto map = protocol::ShardMap::ForTable(config_.table(2), 2);
+  uint64_t mine = 0, theirs = 0;
+  while (map.ShardOfKey(mine) != 0) ++mine;
+  while (map.ShardOfKey(theirs) != 1) ++theirs;
+  Write(0, 1,
+        EncodeKeyed(3, 1, {std::min(mine, theirs), std::max(mine, theirs)},
+                    {1.0f, 1.0f}));
+  Write(0, 2, EncodeKeyed(3, 1, {mine}, {1.0f}));
+  EXPECT_EQ(loop->DrainOnce(), 2u);
+  EXPECT_EQ(stats_->packets_rejected(), 1u);  // nothing of it applied
+  EXPECT_FLOAT_EQ(KeyRow(3, mine), 1.0f);
+  EXPECT_FLOAT_EQ(KeyRow(3, theirs), 0.0f);
 }
 
 TEST_F(ApplyLoopTest, ValidPacketsApplyThroughTheTableOptimizer) {
