@@ -57,13 +57,17 @@ ROWS_TABLES = """
 table { id: 1 name: "rows" kind: HASHED dim: 4 capacity: 4096
         push_value_type: FP32 optimizer { name: "sgd" learning_rate: 1 }
         initializer { name: "zeros" } }
+table { id: 2 name: "ids" kind: EXACT dim: 4 capacity: 4096
+        admit_after_pushes: 1 optimizer { name: "sgd" learning_rate: 1 } }
 """
 ROWS_STEPS = 60
 # Under 5 % loss a step takes ~1 s (most steps wait out a tcp
 # retransmission timeout, 200 ms or more): that case runs fewer steps.
 LOSS_STEPS = 20
+# The same keys and gradients go into the EXACT table too (keyed packets in
+# the inboxes): its rows must come out as bit-identical as the HASHED ones.
 ROWS_JOB = ["--batch_keys=256", "--key_space=4096", "--integer_gradients",
-            "--gradient_scale=4", "--report_every=1"]
+            "--gradient_scale=4", "--report_every=1", "--exact_table=ids"]
 STEP_LINE = r"^worker (\d+): step (\d+), clock (\d+)"
 
 LR_TABLES = """

@@ -37,6 +37,10 @@ DEFINE_string(servers, "",
 DEFINE_string(table, "",
               "Name of the table to train (default: the first table the "
               "servers serve).");
+DEFINE_string(exact_table, "",
+              "Also pull and push each step's keys and gradients in this "
+              "EXACT table (of the same dim), and write its rows with "
+              "--rows_out.");
 DEFINE_uint64(steps, 100, "Steps to run; 0 runs until SIGTERM/SIGINT.");
 DEFINE_uint32(batch_keys, 1000, "Keys pulled and pushed per step.");
 DEFINE_uint64(key_space, 1000000,
@@ -85,9 +89,11 @@ int Fail(const std::string& what, const ps::Status& s) {
 // One line per server ("shard S: packets_applied A rows_applied R
 // packets_rejected J"), then "row K B0 B1 ..." per row, each value's bits in
 // hex: equal files mean bit-identical rows.
-ps::Status WriteRows(ps::worker::PsClient& client,
-                     const ps::proto::TableSpec& table, size_t num_servers,
-                     const std::string& path) {
+// Every row of `table` (or every key of --key_space), pulled, as hex bits
+// of its floats: "<prefix> <row> bits...".
+ps::Status PrintRows(ps::worker::PsClient& client,
+                     const ps::proto::TableSpec& table, const char* prefix,
+                     std::FILE* f) {
   const uint32_t dim = table.dim();
   const bool dense = table.kind() == ps::proto::DENSE;
   const uint64_t rows = dense ? table.capacity() : FLAGS_key_space;
@@ -96,6 +102,22 @@ ps::Status WriteRows(ps::worker::PsClient& client,
   std::vector<float> values(rows * dim);
   PS_RETURN_IF_ERROR(dense ? client.PullDense(table.id(), values)
                            : client.Pull(table.id(), keys, values));
+  for (uint64_t r = 0; r < rows; ++r) {
+    std::fprintf(f, "%s %llu", prefix, static_cast<unsigned long long>(r));
+    for (uint32_t j = 0; j < dim; ++j) {
+      uint32_t bits;
+      std::memcpy(&bits, &values[r * dim + j], sizeof(bits));
+      std::fprintf(f, " %08x", bits);
+    }
+    std::fputc('\n', f);
+  }
+  return ps::Status::OK();
+}
+
+ps::Status WriteRows(ps::worker::PsClient& client,
+                     const ps::proto::TableSpec& table,
+                     const ps::proto::TableSpec* exact, size_t num_servers,
+                     const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
     return ps::IOError("cannot write " + path + ": " + std::strerror(errno));
@@ -114,17 +136,12 @@ ps::Status WriteRows(ps::worker::PsClient& client,
                  static_cast<unsigned long long>(stats->rows_applied()),
                  static_cast<unsigned long long>(stats->packets_rejected()));
   }
-  for (uint64_t r = 0; r < rows; ++r) {
-    std::fprintf(f, "row %llu", static_cast<unsigned long long>(r));
-    for (uint32_t j = 0; j < dim; ++j) {
-      uint32_t bits;
-      std::memcpy(&bits, &values[r * dim + j], sizeof(bits));
-      std::fprintf(f, " %08x", bits);
-    }
-    std::fputc('\n', f);
+  ps::Status s = PrintRows(client, table, "row", f);
+  if (s.ok() && exact != nullptr) s = PrintRows(client, *exact, "exact", f);
+  if (std::fclose(f) != 0 && s.ok()) {
+    return ps::IOError("cannot write " + path);
   }
-  if (std::fclose(f) != 0) return ps::IOError("cannot write " + path);
-  return ps::Status::OK();
+  return s;
 }
 
 }  // namespace
@@ -187,6 +204,18 @@ int main(int argc, char** argv) {
                  FLAGS_table.c_str());
     return 2;
   }
+  const ps::proto::TableSpec* exact = nullptr;
+  if (!FLAGS_exact_table.empty()) {
+    exact = client->table(FLAGS_exact_table);
+    if (exact == nullptr || exact->kind() != ps::proto::EXACT ||
+        exact->dim() != table->dim()) {
+      std::fprintf(stderr,
+                   "ps_test_worker: --exact_table '%s' is not an EXACT table "
+                   "of dim %u on the servers\n",
+                   FLAGS_exact_table.c_str(), table->dim());
+      return 2;
+    }
+  }
   const uint32_t dim = table->dim();
   const bool dense = table->kind() == ps::proto::DENSE;
   const size_t rows = dense ? table->capacity() : FLAGS_batch_keys;
@@ -218,6 +247,12 @@ int main(int argc, char** argv) {
     s = dense ? client->PushDense(table->id(), grads)
               : client->Push(table->id(), keys, grads);
     if (!s.ok()) return Fail("push", s);
+    if (exact != nullptr && !dense) {
+      s = client->Pull(exact->id(), keys, weights);
+      if (!s.ok()) return Fail("exact pull", s);
+      s = client->Push(exact->id(), keys, grads);
+      if (!s.ok()) return Fail("exact push", s);
+    }
     auto clock = client->Clock();
     if (!clock.ok()) return Fail("clock", clock.status());
     ++step;
@@ -247,7 +282,8 @@ int main(int argc, char** argv) {
   if (!FLAGS_rows_out.empty()) {
     s = client->Barrier();
     if (!s.ok()) return Fail("barrier", s);
-    s = WriteRows(*client, *table, options.servers.size(), FLAGS_rows_out);
+    s = WriteRows(*client, *table, exact, options.servers.size(),
+                  FLAGS_rows_out);
     if (!s.ok()) return Fail("rows", s);
   }
   return 0;
