@@ -81,19 +81,58 @@ StatusOr<size_t> CutPackets(const SparsePacketMeta& meta,
         good_size = size;
       }
     }
-    if (good_end == start) {
-      return InvalidArgument(
-          "max_packet_bytes " + Num(max_packet_bytes) +
-          " cannot hold one row of dimension " + Num(dim) +
-          (int8 ? " (whole int8 blocks of " + Num(meta.int8_block) + ")" : ""));
-    }
-    packets->push_back(EncodedPacket{total, static_cast<size_t>(good_size),
-                                     start,
-                                     static_cast<uint32_t>(good_end - start)});
-    total += good_size;
+    PS_RETURN_IF_ERROR(AddCutPacket(meta, max_packet_bytes, "row", start,
+                                    good_end, good_size, &total, packets));
     start = good_end;
   }
   return total;
+}
+
+Status CheckEncodeArgs(const SparsePacketMeta& meta, PacketIndex kind,
+                       size_t headroom, size_t n, size_t values) {
+  PS_RETURN_IF_ERROR(CheckMeta(meta, kind));
+  if (headroom % 4 != 0)
+    return InvalidArgument("headroom " + Num(headroom) +
+                           " is not a multiple of 4");
+  const uint64_t dim = meta.row_dim;
+  if (values != n * dim)
+    return InvalidArgument("values has " + Num(values) + " floats, " + Num(n) +
+                           (kind == PacketIndex::kKeys ? " keys" : " rows") +
+                           " of dimension " + Num(dim) + " need " +
+                           Num(n * dim));
+  return Status::OK();
+}
+
+Status AddCutPacket(const SparsePacketMeta& meta, size_t max_packet_bytes,
+                    const char* what, size_t start, size_t end, uint64_t size,
+                    size_t* total, std::vector<EncodedPacket>* packets) {
+  if (end == start) {
+    const bool int8 = meta.value_type == ValueType::kInt8;
+    return InvalidArgument(
+        "max_packet_bytes " + Num(max_packet_bytes) + " cannot hold one " +
+        what + " of dimension " + Num(meta.row_dim) +
+        (int8 ? " (whole int8 blocks of " + Num(meta.int8_block) + ")" : ""));
+  }
+  packets->push_back(EncodedPacket{*total, static_cast<size_t>(size), start,
+                                   static_cast<uint32_t>(end - start)});
+  *total += size;
+  return Status::OK();
+}
+
+void FinishPacket(const SparsePacketMeta& meta, const EncodedPacket& pk,
+                  uint32_t index_bytes, std::span<const float> values,
+                  uint8_t* p) {
+  uint8_t* idx = p + kSparsePacketHeaderBytes;
+  uint8_t* vals = idx + Align4(index_bytes);
+  std::memset(idx + index_bytes, 0, vals - (idx + index_bytes));
+  const size_t count = size_t{pk.row_count} * meta.row_dim;
+  kernels::WriteValueSection(meta.value_type, meta.int8_block,
+                             values.data() + pk.first_row * meta.row_dim, count,
+                             vals);
+  uint8_t* vend = vals + 4 * ScaleCount(meta, count) +
+                  count * kernels::ValueTypeBytes(meta.value_type);
+  std::memset(vend, 0, p + pk.size - vend);
+  WriteHeader(meta, pk.row_count, index_bytes, pk.size, p);
 }
 
 }  // namespace internal
@@ -108,16 +147,9 @@ Status EncodeInto(const SparsePacketMeta& meta, std::span<const uint32_t> rows,
                   size_t headroom, std::vector<uint8_t>* out,
                   std::vector<EncodedPacket>* packets) {
   packets->clear();
-  PS_RETURN_IF_ERROR(CheckMeta(meta, PacketIndex::kRows));
-  if (headroom % 4 != 0)
-    return InvalidArgument("headroom " + Num(headroom) +
-                           " is not a multiple of 4");
-  const uint64_t dim = meta.row_dim;
   const size_t n = rows.size();
-  if (values.size() != n * dim)
-    return InvalidArgument("values has " + Num(values.size()) + " floats, " +
-                           Num(n) + " rows of dimension " + Num(dim) +
-                           " need " + Num(n * dim));
+  PS_RETURN_IF_ERROR(
+      CheckEncodeArgs(meta, PacketIndex::kRows, headroom, n, values.size()));
   if (n == 0) return Status::OK();
   // One branch-free pass (it vectorises), then the position for the
   // message only when it failed.
@@ -152,17 +184,7 @@ Status EncodeInto(const SparsePacketMeta& meta, std::span<const uint32_t> rows,
       std::memcpy(w, r, 4 * size_t{pk.row_count});
       w += 4 * size_t{pk.row_count};
     }
-    const uint32_t index_bytes = static_cast<uint32_t>(w - idx);
-    uint8_t* vals = idx + Align4(index_bytes);
-    std::memset(w, 0, vals - w);
-    const size_t count = size_t{pk.row_count} * dim;
-    kernels::WriteValueSection(meta.value_type, meta.int8_block,
-                               values.data() + pk.first_row * dim, count, vals);
-    uint8_t* end = p + pk.size;
-    uint8_t* vend = vals + 4 * ScaleCount(meta, count) +
-                    count * kernels::ValueTypeBytes(meta.value_type);
-    std::memset(vend, 0, end - vend);
-    WriteHeader(meta, pk.row_count, index_bytes, pk.size, p);
+    FinishPacket(meta, pk, static_cast<uint32_t>(w - idx), values, p);
   }
   return Status::OK();
 }

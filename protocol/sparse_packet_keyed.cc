@@ -56,32 +56,22 @@ StatusOr<size_t> CutKeyedPackets(const SparsePacketMeta& meta,
   size_t total = 0;
   for (size_t start = 0; start < n;) {
     uint64_t index_bytes = 0, good_size = 0;
-    size_t end = start, good_end = start;
-    while (end < n && end - start < UINT32_MAX) {
-      const uint64_t delta =
-          end == start ? keys[end] : keys[end] - keys[end - 1];
-      const uint64_t next_index = index_bytes + Varint64Bytes(delta);
+    size_t good_end = start;
+    for (size_t end = start; end < n && end - start < UINT32_MAX; ++end) {
+      index_bytes +=
+          Varint64Bytes(end == start ? keys[end] : keys[end] - keys[end - 1]);
       const uint64_t size =
           kSparsePacketHeaderBytes +
-          PayloadBytes(meta, next_index, (end + 1 - start) * dim);
+          PayloadBytes(meta, index_bytes, (end + 1 - start) * dim);
       if (size > limit) break;
-      index_bytes = next_index;
-      ++end;
-      if (!int8 || end == n || (end * dim) % meta.int8_block == 0) {
-        good_end = end;
+      // int8 packets end only where the values so far fill whole blocks.
+      if (!int8 || end + 1 == n || ((end + 1) * dim) % meta.int8_block == 0) {
+        good_end = end + 1;
         good_size = size;
       }
     }
-    if (good_end == start) {
-      return InvalidArgument(
-          "max_packet_bytes " + Num(max_packet_bytes) +
-          " cannot hold one key of dimension " + Num(dim) +
-          (int8 ? " (whole int8 blocks of " + Num(meta.int8_block) + ")" : ""));
-    }
-    packets->push_back(EncodedPacket{total, static_cast<size_t>(good_size),
-                                     start,
-                                     static_cast<uint32_t>(good_end - start)});
-    total += good_size;
+    PS_RETURN_IF_ERROR(AddCutPacket(meta, max_packet_bytes, "key", start,
+                                    good_end, good_size, &total, packets));
     start = good_end;
   }
   return total;
@@ -92,16 +82,9 @@ Status EncodeKeyedInto(const SparsePacketMeta& meta,
                        std::span<const float> values, size_t max_packet_bytes,
                        size_t headroom, std::vector<uint8_t>* out,
                        std::vector<EncodedPacket>* packets) {
-  PS_RETURN_IF_ERROR(CheckMeta(meta, PacketIndex::kKeys));
-  if (headroom % 4 != 0)
-    return InvalidArgument("headroom " + Num(headroom) +
-                           " is not a multiple of 4");
-  const uint64_t dim = meta.row_dim;
   const size_t n = keys.size();
-  if (values.size() != n * dim)
-    return InvalidArgument("values has " + Num(values.size()) + " floats, " +
-                           Num(n) + " keys of dimension " + Num(dim) +
-                           " need " + Num(n * dim));
+  PS_RETURN_IF_ERROR(
+      CheckEncodeArgs(meta, PacketIndex::kKeys, headroom, n, values.size()));
   for (size_t i = 1; i < n; ++i) {
     if (keys[i] <= keys[i - 1])
       return InvalidArgument("keys are not strictly increasing at position " +
@@ -122,16 +105,7 @@ Status EncodeKeyedInto(const SparsePacketMeta& meta,
       w = PutVarint64(i == 0 ? key : key - prev, w);
       prev = key;
     }
-    const uint32_t index_bytes = static_cast<uint32_t>(w - idx);
-    uint8_t* vals = idx + Align4(index_bytes);
-    std::memset(w, 0, vals - w);
-    const size_t count = size_t{pk.row_count} * dim;
-    kernels::WriteValueSection(meta.value_type, meta.int8_block,
-                               values.data() + pk.first_row * dim, count, vals);
-    uint8_t* vend = vals + 4 * ScaleCount(meta, count) +
-                    count * kernels::ValueTypeBytes(meta.value_type);
-    std::memset(vend, 0, p + pk.size - vend);
-    WriteHeader(meta, pk.row_count, index_bytes, pk.size, p);
+    FinishPacket(meta, pk, static_cast<uint32_t>(w - idx), values, p);
   }
   return Status::OK();
 }

@@ -153,14 +153,8 @@ Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
   apply_rows_.clear();
   apply_grads_.clear();
   const uint32_t admit = std::max<uint32_t>(spec().admit_after_pushes(), 1);
-  constexpr size_t kPrefetchAhead = 16;
-  for (size_t i = 0; i < std::min(kPrefetchAhead, keys.size()); ++i) {
-    row_of_key_.Prefetch(keys[i]);
-  }
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (i + kPrefetchAhead < keys.size()) {
-      row_of_key_.Prefetch(keys[i + kPrefetchAhead]);
-    }
+    row_of_key_.PrefetchFor(keys, i);
     const uint64_t key = keys[i];
     uint32_t row = kNoRow;
     if (const uint32_t found = row_of_key_.Find(key);
@@ -233,14 +227,8 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
                            " keys given buffers of the wrong size");
   }
   std::lock_guard<std::mutex> lock(mu_);
-  constexpr size_t kPrefetchAhead = 16;
-  for (size_t i = 0; i < std::min(kPrefetchAhead, keys.size()); ++i) {
-    row_of_key_.Prefetch(keys[i]);
-  }
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (i + kPrefetchAhead < keys.size()) {
-      row_of_key_.Prefetch(keys[i + kPrefetchAhead]);
-    }
+    row_of_key_.PrefetchFor(keys, i);
     float* dst = out.data() + i * dim_;
     const uint32_t row = row_of_key_.Find(keys[i]);
     present[i] = row != KeyIndex::kNone;

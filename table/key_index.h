@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace ps::table {
@@ -29,12 +30,22 @@ class KeyIndex {
   bool Insert(uint64_t key, uint32_t row);
   // Forgets `key`; absent: nothing.
   void Erase(uint64_t key);
-  // Asks the CPU to load the slot `key`'s probe starts at: a caller that
-  // looks up many keys prefetches a few ahead, so the cache misses of a
-  // large index overlap instead of queuing.
-  void Prefetch(uint64_t key) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[Home(key)]);
+  // For a loop that looks up keys[0], keys[1], ... in turn: called at each
+  // i, asks the CPU to load the slot where the probe of the key
+  // kPrefetchAhead further starts (at i == 0, of the first ones too), so
+  // the cache misses of a large index overlap instead of queuing.
+  void PrefetchFor(std::span<const uint64_t> keys, size_t i) const {
+    if (slots_.empty()) return;
+    if (i == 0) {
+      for (size_t j = 0; j < kPrefetchAhead && j < keys.size(); ++j) {
+        __builtin_prefetch(&slots_[Home(keys[j])]);
+      }
+    }
+    if (i + kPrefetchAhead < keys.size()) {
+      __builtin_prefetch(&slots_[Home(keys[i + kPrefetchAhead])]);
+    }
   }
+  static constexpr size_t kPrefetchAhead = 16;
   size_t size() const { return size_; }
 
   // fn(key, row) for every entry, in no order.

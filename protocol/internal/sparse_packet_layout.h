@@ -94,6 +94,26 @@ Status CheckChecksumAndPadding(std::span<const uint8_t> packet,
 Status DecodeValues(std::span<const uint8_t> packet,
                     const SparsePacketHeader& h, std::span<float> values_out);
 
+// The checks both encoders make first: `meta` (of encoder kind `kind`),
+// `headroom` (a multiple of 4), `values` floats for `n` rows or keys.
+Status CheckEncodeArgs(const SparsePacketMeta& meta, PacketIndex kind,
+                       size_t headroom, size_t n, size_t values);
+
+// Appends the packet a cut found, rows or keys [start, end) in `size`
+// bytes at *total, and adds its size to *total; kInvalidArgument saying
+// that one `what` ("row", "key") does not fit when end == start.
+Status AddCutPacket(const SparsePacketMeta& meta, size_t max_packet_bytes,
+                    const char* what, size_t start, size_t end, uint64_t size,
+                    size_t* total, std::vector<EncodedPacket>* packets);
+
+// Writes the rest of packet `pk` at `p` once its index section is in place
+// (index_bytes long): the padding after it, the value section of its rows'
+// `values` (all of the push's values), the padding after that, then the
+// header (checksum last).
+void FinishPacket(const SparsePacketMeta& meta, const EncodedPacket& pk,
+                  uint32_t index_bytes, std::span<const float> values,
+                  uint8_t* p);
+
 // Where the packets of a push end: greedy, each packet grows row by row
 // while it fits in `max_packet_bytes`; int8 packets end only where the
 // values so far fill whole blocks. Appends one EncodedPacket (offset, size,
