@@ -82,7 +82,8 @@ class PsClient::Impl {
     PS_RETURN_IF_ERROR(posted);
     return servers->FlushInboxes();
   }
-  // One push of keyed gradients, complete on return (in the inboxes).
+  // One push of keys and their gradients, complete on return (in the
+  // inboxes).
   Status RunPush(ClientTable* t, std::span<const uint64_t> keys,
                  std::span<const float> grads) {
     if (t->exact != nullptr) return Flushed(t->exact->Push(keys, grads));
