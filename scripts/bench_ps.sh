@@ -19,6 +19,10 @@
 #       Ours counts keys applied with SGD; the peer's server does nothing.
 #   push_1M_dim16_shm, pull_1M_dim16_shm (GB/s of values, keys x 16 x 4 B)
 #       1M keys into bench16 (2M rows x dim 16), 1 server.
+#   exact_{push,pull}_1M_{shm,tcp}: 1M keys into an EXACT table (dim 1,
+#       sgd, every key admitted at its first push: keyed packets through the
+#       inboxes, pulls through the server), 1 server. Peer: the same on a
+#       HASHED table in this run; ratio = EXACT / HASHED.
 #   rss_worker_10M_shm, rss_server_10M_shm (MiB): peak RSS (VmHWM) of the
 #       worker and the server of the push_10M_shm run. It counts the shared
 #       memory a process touched: the server's table region, and the rows a
@@ -83,6 +87,13 @@ TABLES
 }
 table "$work/bench1.tables" bench1 16777216 1
 table "$work/bench16.tables" bench16 2097152 16
+# An EXACT table as the issue that brought keyed pushes measured it: every
+# key admitted at its first push, room for every fresh key of the run.
+cat >"$work/exact1.tables" <<TABLES
+table { id: 1 name: "exact1" kind: EXACT dim: 1 capacity: 16777216
+        admit_after_pushes: 1
+        optimizer { name: "sgd" learning_rate: 0.01 } }
+TABLES
 
 # run NAME SERVERS WORKERS TRANSPORT TABLES TABLE DIM ARGS...: one cluster
 # with ps_bench as its workers (ARGS are more ps_bench flags); appends
@@ -158,6 +169,20 @@ for transport in shm tcp; do
         rows+="row ${m}_$c \"M keys/s\" ${m}_mkeys_per_s_$c - -"$'\n'
       done
     done
+  done
+done
+
+# EXACT against HASHED, both dim 1, 1 server, the same key count and runs.
+for transport in shm tcp; do
+  for kind in exact hashed; do
+    tables="$work/exact1.tables" tab=exact1
+    [ "$kind" = hashed ] && tables="$work/bench1.tables" tab=bench1
+    run "${kind}_${label16}_$transport" 1 1 "$transport" "$tables" "$tab" 1 \
+      $both --keys="$keys16"
+  done
+  for m in push pull; do
+    c="${label16}_$transport"
+    rows+="row exact_${m}_$c \"M keys/s\" ${m}_mkeys_per_s_exact_$c ${m}_mkeys_per_s_hashed_$c higher HASHED table, same run"$'\n'
   done
 done
 
