@@ -9,7 +9,6 @@
 
 #include "protocol/inbox_ring.h"
 #include "protocol/inbox_slot.h"
-#include "protocol/shard_map.h"
 #include "protocol/sparse_packet.h"
 #include "server/idle_spin.h"
 
@@ -174,27 +173,16 @@ Status ApplyLoop::ApplyKeyedPacket(
   }
   PS_RETURN_IF_ERROR(protocol::DecodeKeyedPacket(
       packet, header, expect, scratch->keys, scratch->values));
-  const size_t n = header.row_count;
-  // Every key must be this shard's: a row made elsewhere would never be
-  // pulled, yet take capacity and go into checkpoints.
-  const auto map =
-      protocol::ShardMap::ForTable(table.spec(), shard_->num_shards());
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t owner = map.ShardOfKey(scratch->keys[i]);
-    if (owner != shard_->shard_id()) {
-      return InvalidArgument("key " + std::to_string(scratch->keys[i]) +
-                             " of table " + table.spec().name() +
-                             " belongs to shard " + std::to_string(owner) +
-                             ", not " + std::to_string(shard_->shard_id()));
-    }
-  }
+  const std::span<const uint64_t> keys(scratch->keys.data(), header.row_count);
+  PS_RETURN_IF_ERROR(shard_->CheckKeysAreMine(table.spec(), keys));
   *reason = RejectReason::kApply;
   Status s = table.table().ApplyKeys(
-      header.meta.step, std::span<const uint64_t>(scratch->keys.data(), n),
-      std::span<const float>(scratch->values.data(), n * table.dim()));
+      header.meta.step, keys,
+      std::span<const float>(scratch->values.data(),
+                             keys.size() * table.dim()));
   if (!s.ok()) return s.WithContext("table " + table.spec().name());
-  table.CountApplied(n);
-  *rows_applied = n;
+  table.CountApplied(keys.size());
+  *rows_applied = keys.size();
   return Status::OK();
 }
 

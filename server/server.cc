@@ -9,7 +9,6 @@
 
 #include "checkpoint/checkpoint_root.h"
 #include "protocol/control_channel.h"
-#include "protocol/shard_map.h"
 #include "protocol/spec_choices.h"
 
 namespace ps::server {
@@ -379,17 +378,10 @@ StatusOr<table::Table*> Server::FindKeyed(uint32_t table_id) const {
 
 Status Server::ExactPush(const proto::ExactPushRequest& r) {
   PS_ASSIGN_OR_RETURN(table::Table * t, FindKeyed(r.table_id()));
-  const auto map =
-      protocol::ShardMap::ForTable(t->spec(), shard_->num_shards());
-  for (uint64_t key : r.keys()) {
-    if (map.ShardOfKey(key) != shard_->shard_id()) {
-      return InvalidArgument("key " + std::to_string(key) +
-                             " does not belong to shard " +
-                             std::to_string(shard_->shard_id()));
-    }
-  }
+  const std::span<const uint64_t> keys(r.keys().data(), r.keys_size());
+  PS_RETURN_IF_ERROR(shard_->CheckKeysAreMine(t->spec(), keys));
   return t->ApplyKeys(
-      r.step(), std::span<const uint64_t>(r.keys().data(), r.keys_size()),
+      r.step(), keys,
       std::span<const float>(r.values().data(), r.values_size()));
 }
 

@@ -59,6 +59,21 @@ std::string TableShard::Describe() const {
   return s + ", " + table_->Placement();
 }
 
+Status Shard::CheckKeysAreMine(const proto::TableSpec& spec,
+                               std::span<const uint64_t> keys) const {
+  const auto map = protocol::ShardMap::ForTable(spec, num_shards_);
+  for (uint64_t key : keys) {
+    const uint32_t owner = map.ShardOfKey(key);
+    if (owner != shard_id_) {
+      return InvalidArgument("key " + std::to_string(key) + " of table " +
+                             spec.name() + " belongs to shard " +
+                             std::to_string(owner) + ", not " +
+                             std::to_string(shard_id_));
+    }
+  }
+  return Status::OK();
+}
+
 StatusOr<std::unique_ptr<Shard>> Shard::Create(
     xfer::Context* context, const proto::TableConfig& config, uint32_t shard_id,
     uint32_t num_shards, std::optional<int> device, StepPushes pushes) {

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,11 @@ class Shard {
   const std::vector<std::unique_ptr<TableShard>>& tables() const {
     return tables_;
   }
+  // OK when every key of an EXACT table's push is this shard's (a row made
+  // elsewhere would never be pulled, yet take capacity and go into
+  // checkpoints); kInvalidArgument naming the first that is not.
+  Status CheckKeysAreMine(const proto::TableSpec& spec,
+                          std::span<const uint64_t> keys) const;
 
  private:
   Shard() = default;

@@ -1,8 +1,8 @@
 // DeviceParamTable's Table side that needs no CUDA of its own (built with
 // the CUDA table and with the stub alike): applies of host-decoded rows,
 // and checkpoints as host copies of the rows.
-#include <cstdio>
 #include <new>
+#include <string>
 
 #include "table/device_param_table.h"
 
@@ -16,10 +16,7 @@ Status DeviceParamTable::ApplyRows(uint64_t /*step*/,
 }
 
 std::string DeviceParamTable::Placement() const {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.1f MB on cuda:%d", bytes() / 1e6,
-                device_);
-  return text;
+  return Table::Placement() + " on cuda:" + std::to_string(device_);
 }
 
 Status DeviceParamTable::Snapshot(TableSnapshot* out) const {

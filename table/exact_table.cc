@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <numeric>
 #include <string>
 
@@ -256,9 +255,7 @@ uint64_t ExactTable::bytes() const {
 }
 
 std::string ExactTable::Placement() const {
-  char text[48];
-  std::snprintf(text, sizeof(text), "at most %.1f MB", bytes() / 1e6);
-  return text;
+  return "at most " + Table::Placement();
 }
 
 Status ExactTable::Snapshot(TableSnapshot* out) const {

@@ -6,7 +6,9 @@ namespace ps::table {
 namespace {
 
 // A 64-bit finalizer (MurmurHash3's fmix64): every key bit moves every
-// slot bit.
+// slot bit. Not protocol::Mix64 on purpose: that one picks a key's shard,
+// so all keys of one shard share its low bits modulo the shard count, and
+// slots chosen by it would crowd.
 uint64_t Mix(uint64_t k) {
   k ^= k >> 33;
   k *= 0xff51afd7ed558ccdull;
