@@ -16,6 +16,9 @@ using Deadline = std::chrono::steady_clock::time_point;
 
 // Deadline `ms` milliseconds from now.
 Deadline DeadlineIn(int64_t ms);
+// Milliseconds left until `deadline`, rounded up, and at least 1: a timeout
+// argument that must be positive (ConnectTcp's) when little or none is left.
+int MsUntil(Deadline deadline);
 
 class UniqueFd {
  public:

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "net/connect.h"
+#include "net/handshake_retry.h"
 #include "net/message_frame.h"
 #include "net/socket_error.h"
 #include "net/transfer.h"
@@ -82,12 +83,16 @@ StatusOr<ControlClient> ControlClient::Connect(const std::string& address,
   if (options.timeout_ms <= 0) {
     return InvalidArgument("control client timeout must be positive");
   }
-  PS_ASSIGN_OR_RETURN(auto fd, net::ConnectTcp(address, options.timeout_ms));
   ControlClient client;
-  client.fd_ = std::move(fd);
   client.address_ = address;
   client.options_ = options;
-  PS_RETURN_IF_ERROR(client.Authenticate());
+  PS_RETURN_IF_ERROR(net::RetryDroppedHandshake(
+      "control connection to server " + address, DeadlineIn(options.timeout_ms),
+      [&](Deadline deadline) -> Status {
+        PS_ASSIGN_OR_RETURN(client.fd_,
+                            net::ConnectTcp(address, net::MsUntil(deadline)));
+        return client.Authenticate();
+      }));
   return client;
 }
 
@@ -201,10 +206,8 @@ Status ControlClient::Redial(net::Deadline deadline) {
   auto sleep = std::chrono::milliseconds(10);
   Status last;
   while (net::Deadline::clock::now() < deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - net::Deadline::clock::now());
     Options once = options_;
-    once.timeout_ms = static_cast<int>(std::max<int64_t>(1, left.count()));
+    once.timeout_ms = net::MsUntil(deadline);
     StatusOr<ControlClient> fresh = Connect(address_, once);
     if (fresh.ok()) {
       StatusOr<proto::ControlReply> r = fresh->Call(*rejoin_);

@@ -11,6 +11,7 @@
 #include "core/internal/context_impl.h"
 #include "core/internal/hello.h"
 #include "core/internal/transport_registry.h"
+#include "net/handshake_retry.h"
 
 namespace ps::xfer::internal {
 
@@ -53,11 +54,18 @@ StatusOr<std::shared_ptr<Endpoint>> ContextImpl::Connect(
   // One deadline for connecting and every step of the hello, also on a
   // provider's own connection (hello_again): a silent or slow listener
   // fails Connect in time.
+  // A listener that gave a slow hello up is dialed again (lossy paths).
   const net::Deadline deadline = net::DeadlineIn(options_.peer_timeout_ms);
-  PS_ASSIGN_OR_RETURN(net::UniqueFd fd,
-                      net::ConnectTcp(address, options_.peer_timeout_ms));
-  PS_ASSIGN_OR_RETURN(proto::HelloReply reply,
-                      Handshake(me, fd.get(), hello, address, deadline));
+  net::UniqueFd fd;
+  proto::HelloReply reply;
+  PS_RETURN_IF_ERROR(net::RetryDroppedHandshake(
+      options_.name + ": xfer connection to " + address, deadline,
+      [&](net::Deadline until) -> Status {
+        PS_ASSIGN_OR_RETURN(fd, net::ConnectTcp(address, net::MsUntil(until)));
+        PS_ASSIGN_OR_RETURN(reply,
+                            Handshake(me, fd.get(), hello, address, until));
+        return Status::OK();
+      }));
   DialedPeer peer;
   peer.address = address;
   peer.reply = &reply;

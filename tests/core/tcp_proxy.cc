@@ -96,7 +96,8 @@ void TcpProxy::Loop() {
           continue;
         }
         Capture(p, side, buffer, static_cast<size_t>(n));
-        if (side == 1 && dropping_.load()) {
+        if ((side == 1 && dropping_.load()) ||
+            (side == 0 && dropping_requests_.load())) {
           dropped_.fetch_add(static_cast<uint64_t>(n));
           continue;
         }

@@ -3,9 +3,10 @@
 // ends live: what a middlebox resetting connections does. Reset() sends a
 // TCP reset to both ends of every relayed connection; while refusing, new
 // connections are reset as they arrive (a peer that looks unreachable);
-// while dropping replies, what the listener sends is read and thrown away
-// (replies lost on the way). It also keeps the first bytes each connection
-// carried either way: what an eavesdropper on the path sees.
+// while dropping replies (or requests), what the listener (the connector)
+// sends is read and thrown away (lost on the way). It also keeps the first
+// bytes each connection carried either way: what an eavesdropper on the path
+// sees.
 //
 // Thread-safe: every method from any thread; one relay thread.
 #pragma once
@@ -34,6 +35,9 @@ class TcpProxy {
   void SetRefusing(bool on) { refusing_.store(on); }
   // While on, the bytes from the listener are dropped, not relayed.
   void SetDroppingReplies(bool on) { dropping_.store(on); }
+  // While on, the bytes from the connector are dropped, not relayed (a
+  // request lost on the way: the listener waits for it).
+  void SetDroppingRequests(bool on) { dropping_requests_.store(on); }
   // Bytes dropped so far.
   uint64_t dropped() const { return dropped_.load(); }
   // Connections accepted so far.
@@ -65,6 +69,7 @@ class TcpProxy {
   uint16_t port_ = 0;
   std::atomic<bool> refusing_{false};
   std::atomic<bool> dropping_{false};
+  std::atomic<bool> dropping_requests_{false};
   std::atomic<uint64_t> dropped_{0};
   mutable std::mutex captured_mu_;
   std::vector<Captured> captured_;  // guarded by captured_mu_

@@ -4,7 +4,8 @@
 // silent, drip a valid hello byte by byte, or never answer must neither
 // delay other connections nor hang the connecting side; a peer without the
 // cluster secret (or with another) gets nothing; an unknown request is
-// answered with an error before the connection closes.
+// answered with an error before the connection closes; a hello the
+// listener gave up (loss on the path) is dialed again.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -28,6 +29,7 @@
 #include "net/connect.h"
 #include "net/message_frame.h"
 #include "net/transfer.h"
+#include "tests/core/tcp_proxy.h"
 #include "tests/fixed_time_zone.h"
 
 namespace ps::testing {
@@ -136,6 +138,25 @@ TEST(XferHelloTest, ConnectGivesUpOnASilentListener) {
   const Status s = result.get();
   EXPECT_TRUE(s.Is(StatusCode::kTimeout)) << s;
   EXPECT_LT(SecondsSince(start), 2.0);
+}
+
+// A hello that outlasts the listener's handshake deadline (loss on the
+// path) is cut off there; Connect dials again while its own deadline allows.
+TEST(XferHelloTest, AHelloTheListenerGaveUpIsDialedAgain) {
+  ContextOptions o = Options("target");
+  o.handshake_timeout_ms = 300;
+  auto target = Context::Create(o).value();
+  TcpProxy proxy(target->address());
+  proxy.SetDroppingRequests(true);  // until the first hello was given up
+  std::thread heal([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    proxy.SetDroppingRequests(false);
+  });
+  auto origin = Context::Create(Options("origin", /*timeout_ms=*/5000)).value();
+  auto ep = origin->Connect(proxy.address());
+  heal.join();
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  EXPECT_GE(proxy.accepted(), 2);
 }
 
 TEST(XferHelloTest, OnlyPeersWithTheSecretConnect) {

@@ -3,7 +3,8 @@
 // (tests/core/tcp_proxy.h): a call on a connection reset while idle goes out
 // on a new one, after the rejoin request; a query whose reply was lost is
 // asked again; a request that must not run twice (an exact-key push) is not
-// sent again and fails; a server that exits is not redialed.
+// sent again and fails; a server that exits is not redialed. And the first
+// connect: a handshake the server gave up is dialed again.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -119,6 +120,46 @@ TEST_F(ControlReconnectTest, StoppedServerIsNotWaitedFor) {
   const auto start = Clock::now();
   auto r = client_->Call(Stats());
   EXPECT_FALSE(r.ok());
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(2000));
+}
+
+// On a lossy path the handshake can outlast the server's handshake deadline;
+// the server then closes the connection. Connect dials again rather than
+// failing while its own timeout allows.
+TEST(ControlConnectTest, AHandshakeTheServerGaveUpIsDialedAgain) {
+  ControlService::Options o;
+  o.handshake_timeout_ms = 300;
+  auto service =
+      ControlService::Listen(o, [](const proto::ControlRequest&, ControlPeer*) {
+        return proto::ControlReply();
+      });
+  ASSERT_TRUE(service.ok()) << service.status();
+  ASSERT_TRUE((*service)->Start().ok());
+  testing::TcpProxy proxy((*service)->address());
+  // The client's first message is lost until the server has given the
+  // first handshake up (after 300 ms).
+  proxy.SetDroppingRequests(true);
+  std::thread heal([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    proxy.SetDroppingRequests(false);
+  });
+  auto c = ControlClient::Connect(proxy.address(),
+                                  {.timeout_ms = 5000, .secret = {}});
+  heal.join();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_GE(proxy.accepted(), 2);
+  proto::ControlRequest stats;
+  stats.set_stats(true);
+  EXPECT_TRUE(c->Call(stats).ok());
+}
+
+// A refused connection is not a dropped handshake: it fails at once.
+TEST(ControlConnectTest, ARefusedConnectionIsNotRetried) {
+  const auto start = Clock::now();
+  // Nothing listens on port 1 of the loopback.
+  auto c =
+      ControlClient::Connect("127.0.0.1:1", {.timeout_ms = 5000, .secret = {}});
+  EXPECT_FALSE(c.ok());
   EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(2000));
 }
 
