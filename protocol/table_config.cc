@@ -151,8 +151,12 @@ Status ValidateTableSpec(const proto::TableSpec& t) {
   }
   auto init = InitializerKindOf(t.initializer());
   if (!init.ok()) return init.status().WithContext(where);
-  if (t.kind() == proto::EXACT && t.admit_after_pushes() == 0) {
-    return InvalidArgument(where + ": admit_after_pushes must be >= 1");
+  if (t.kind() == proto::EXACT &&
+      (t.admit_after_pushes() == 0 ||
+       t.admit_after_pushes() > kMaxAdmitAfterPushes)) {
+    return InvalidArgument(where + ": admit_after_pushes must be in [1, " +
+                           std::to_string(kMaxAdmitAfterPushes) + "], not " +
+                           std::to_string(t.admit_after_pushes()));
   }
   if (t.admit_after_examples() > kMaxAdmitAfterExamples) {
     return InvalidArgument(where + ": admit_after_examples must be in [0, " +

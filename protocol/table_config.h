@@ -24,10 +24,14 @@ StatusOr<proto::TableConfig> ParseTableConfig(const std::string& text);
 
 // The largest admit_after_examples (the workers' sketch counts to 65535).
 inline constexpr uint32_t kMaxAdmitAfterExamples = 65535;
+// The largest admit_after_pushes of an EXACT table (its server-side sketch,
+// table/admission_sketch.h, counts to 65535 too).
+inline constexpr uint32_t kMaxAdmitAfterPushes = 65535;
 
 // Checks one table: dim >= 1, capacity >= 1, known optimizer with valid
 // hyper-parameters, known sparsify method and initializer (by string or
-// enum, and the two agreeing), EXACT settings, admit_after_examples (in
+// enum, and the two agreeing), EXACT settings (admit_after_pushes in
+// [1, kMaxAdmitAfterPushes]), admit_after_examples (in
 // [0, kMaxAdmitAfterExamples]) or adaptive_admission (reliability in
 // [0, 1)), neither on DENSE tables.
 Status ValidateTableSpec(const proto::TableSpec& spec);

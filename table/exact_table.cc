@@ -1,7 +1,5 @@
 #include "table/exact_table.h"
 
-#include <glog/logging.h>
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -18,6 +16,16 @@ std::string Where(const proto::TableSpec& spec) {
          ")";
 }
 
+// Counters per sketch row over the whole table: twice the bound, so that
+// keys waiting for admission rarely share a counter, at most 2^25 (256 MB
+// of sketches).
+uint64_t SketchWidth(const proto::TableSpec& spec, int partitions) {
+  if (spec.admit_after_pushes() <= 1) return 0;  // nothing to count
+  const uint64_t total =
+      std::min<uint64_t>(2 * spec.capacity(), uint64_t{1} << 25);
+  return std::max<uint64_t>(total / partitions, 64);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
@@ -27,7 +35,7 @@ StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
   }
   PS_RETURN_IF_ERROR(protocol::ValidateTableSpec(spec));
   PS_RETURN_IF_ERROR(ValidateInitializer(spec.initializer()));
-  if (spec.capacity() >= kNoRow) {
+  if (spec.capacity() >= ExactPartition::kNoRow) {
     return InvalidArgument(Where(spec) + ": capacity " +
                            std::to_string(spec.capacity()) +
                            " rows per shard exceeds 2^32 - 1");
@@ -39,98 +47,64 @@ ExactTable::ExactTable(const proto::TableSpec& spec)
     : Table(spec),
       dim_(spec.dim()),
       capacity_(spec.capacity()),
-      max_pending_(std::max<size_t>(4 * spec.capacity(), 1 << 16)),
-      optimizer_(spec) {}
-
-uint32_t ExactTable::AllocateRow(uint64_t key) {
-  uint32_t row;
-  if (!free_rows_.empty()) {
-    row = free_rows_.back();
-    free_rows_.pop_back();
-  } else if (key_of_row_.size() < capacity_) {
-    row = static_cast<uint32_t>(key_of_row_.size());
-    // Without memory for one more row the table acts as full: the push is
-    // dropped and counted, and every array keeps its size.
-    const uint64_t floats = values_.size() + dim_;
-    if (!optimizer_.Resize(floats).ok()) return kNoRow;
-    try {
-      values_.resize(floats);
-      key_of_row_.push_back(0);
-      last_update_.push_back(0);
-      prev_.push_back(kNoRow);
-      next_.push_back(kNoRow);
-    } catch (const std::bad_alloc&) {
-      values_.resize(floats - dim_);
-      key_of_row_.resize(row);
-      last_update_.resize(row);
-      prev_.resize(row);
-      next_.resize(row);
-      (void)optimizer_.Resize(floats - dim_);  // shrinking: cannot fail
-      return kNoRow;
-    }
-  } else {
-    return kNoRow;
+      state_arrays_(OptimizerState(spec).arrays()),
+      budget_(spec.capacity()) {
+  const uint64_t width = SketchWidth(spec, kPartitions);
+  for (auto& p : partitions_) {
+    p = std::make_unique<ExactPartition>(this->spec(), &budget_, width);
   }
-  key_of_row_[row] = key;
-  float* v = values_.data() + uint64_t{row} * dim_;
-  InitializeRow(spec().initializer(), key, std::span<float>(v, dim_));
-  optimizer_.ResetEntries(uint64_t{row} * dim_, dim_);
-  if (!row_of_key_.Insert(key, row)) {
-    LOG_FIRST_N(WARNING, 1) << Where(spec())
-                            << ": no memory to grow the key index; new keys "
-                               "are refused as if the shard were full";
-    free_rows_.push_back(row);
-    return kNoRow;
+}
+
+void ExactTable::Group(std::span<const uint64_t> keys, Grouped* out) {
+  // A counting sort by partition: stable, so each partition sees its keys
+  // in the push's order (duplicates of a key apply in turn).
+  std::vector<uint64_t> hash(keys.size());
+  uint32_t count[kPartitions] = {};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    hash[i] = KeyIndex::Mix(keys[i]);
+    ++count[hash[i] >> (64 - kPartitionBits)];
   }
-  ++counters_.rows;
-  return row;
+  out->begin[0] = 0;
+  for (int p = 0; p < kPartitions; ++p) {
+    out->begin[p + 1] = out->begin[p] + count[p];
+  }
+  out->positions.resize(keys.size());
+  out->hashes.resize(keys.size());
+  uint32_t next[kPartitions];
+  std::copy_n(out->begin, kPartitions, next);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint32_t at = next[hash[i] >> (64 - kPartitionBits)]++;
+    out->positions[at] = static_cast<uint32_t>(i);
+    out->hashes[at] = hash[i];
+  }
 }
 
-void ExactTable::Unlink(uint32_t row) {
-  uint32_t p = prev_[row], n = next_[row];
-  if (p != kNoRow)
-    next_[p] = n;
-  else
-    oldest_ = n;
-  if (n != kNoRow)
-    prev_[n] = p;
-  else
-    newest_ = p;
-  prev_[row] = next_[row] = kNoRow;
+PartitionKeys ExactTable::Part(const Grouped& g, int p,
+                               std::span<const uint64_t> keys,
+                               std::span<const float> values) {
+  const size_t b = g.begin[p], n = g.begin[p + 1] - b;
+  return PartitionKeys{
+      .keys = keys,
+      .values = values,
+      .positions = std::span<const uint32_t>(g.positions).subspan(b, n),
+      .hashes = std::span<const uint64_t>(g.hashes).subspan(b, n)};
 }
 
-void ExactTable::Touch(uint32_t row, uint64_t step) {
-  last_update_[row] = std::max(last_update_[row], step);
-  if (newest_ == row) return;
-  if (prev_[row] != kNoRow || oldest_ == row) Unlink(row);
-  prev_[row] = newest_;
-  next_[row] = kNoRow;
-  if (newest_ != kNoRow) next_[newest_] = row;
-  newest_ = row;
-  if (oldest_ == kNoRow) oldest_ = row;
-}
-
-void ExactTable::FreeRow(uint32_t row) {
-  Unlink(row);
-  row_of_key_.Erase(key_of_row_[row]);
-  free_rows_.push_back(row);
-  --counters_.rows;
-}
-
-void ExactTable::FreeAllRows() {
-  while (oldest_ != kNoRow) FreeRow(oldest_);
-  pending_.clear();
-  optimizer_.set_steps(0);
-}
-
-void ExactTable::EvictOlderThan(uint64_t step) {
+void ExactTable::SweepForStep(uint64_t step) {
   const uint64_t age = spec().evict_after_steps();
   if (age == 0) return;
-  while (oldest_ != kNoRow && step > last_update_[oldest_] &&
-         step - last_update_[oldest_] > age) {
-    FreeRow(oldest_);
-    ++counters_.evicted;
-  }
+  uint64_t swept = swept_step_.load();
+  do {
+    if (step <= swept) return;  // this step (or a newer one) was swept
+  } while (!swept_step_.compare_exchange_weak(swept, step));
+  for (auto& p : partitions_) p->EvictOlderThan(step);
+}
+
+std::vector<std::unique_lock<std::shared_mutex>> ExactTable::LockAll() const {
+  std::vector<std::unique_lock<std::shared_mutex>> locks;
+  locks.reserve(kPartitions);
+  for (const auto& p : partitions_) locks.emplace_back(p->lock());
+  return locks;
 }
 
 Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
@@ -141,117 +115,65 @@ Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
                            std::to_string(keys.size() * dim_) +
                            " values, got " + std::to_string(values.size()));
   }
+  if (keys.size() >= UINT32_MAX) {
+    return InvalidArgument(Where(spec()) + ": more than 2^32 keys in a push");
+  }
   for (float v : values) {
     if (!std::isfinite(v)) {
       return InvalidArgument(Where(spec()) +
                              ": push carries a non-finite value");
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  EvictOlderThan(step);
-  apply_rows_.clear();
-  apply_grads_.clear();
-  const uint32_t admit = std::max<uint32_t>(spec().admit_after_pushes(), 1);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    row_of_key_.PrefetchFor(keys, i);
-    const uint64_t key = keys[i];
-    uint32_t row = kNoRow;
-    if (const uint32_t found = row_of_key_.Find(key);
-        found != KeyIndex::kNone) {
-      row = found;
-    } else {
-      auto p = pending_.find(key);
-      uint32_t seen = (p == pending_.end() ? 0 : p->second) + 1;
-      if (seen >= admit) {
-        row = AllocateRow(key);
-        if (row == kNoRow) {
-          ++counters_.refused_full;
-          if (!logged_full_) {
-            logged_full_ = true;
-            LOG(WARNING) << Where(spec()) << ": memory bound reached: all "
-                         << capacity_
-                         << " rows of this shard are in use; new keys are "
-                            "not admitted until eviction frees rows"
-                         << (spec().evict_after_steps() == 0
-                                 ? " (evict_after_steps is 0: never)"
-                                 : "");
-          }
-        } else if (p != pending_.end()) {
-          pending_.erase(p);
-        }
-      }
-      if (row == kNoRow) {
-        ++counters_.dropped_pushes;
-        if (p != pending_.end()) {
-          p->second = seen;
-        } else if (pending_.size() < max_pending_) {
-          pending_.emplace(key, seen);
-        } else if (!logged_pending_full_) {
-          logged_pending_full_ = true;
-          LOG(WARNING) << Where(spec()) << ": " << pending_.size()
-                       << " keys wait for admission (the bound); pushes of "
-                          "further new keys are not counted";
-        }
-        continue;
-      }
-    }
-    Touch(row, step);
-    apply_rows_.push_back(row);
-    apply_grads_.insert(apply_grads_.end(), values.begin() + i * dim_,
-                        values.begin() + (i + 1) * dim_);
+  SweepForStep(step);
+  Grouped g;
+  Group(keys, &g);
+  // One optimizer step per push, taken by the first partition that applies.
+  uint64_t optimizer_step = 0;
+  auto take_step = [&] {
+    if (optimizer_step == 0) optimizer_step = optimizer_steps_.fetch_add(1) + 1;
+    return optimizer_step;
+  };
+  Status first;
+  for (int p = 0; p < kPartitions; ++p) {
+    if (g.begin[p] == g.begin[p + 1]) continue;
+    Status s = partitions_[p]->Apply(step, Part(g, p, keys, values), take_step);
+    if (first.ok()) first = s;
   }
-  counters_.admission_pending = pending_.size();
-  if (apply_rows_.empty()) return Status::OK();
-  if (!optimizer_.optimizer()) {
-    const float scale = optimizer_.add_scale();
-    for (size_t i = 0; i < apply_rows_.size(); ++i) {
-      float* row = values_.data() + uint64_t{apply_rows_[i]} * dim_;
-      const float* g = apply_grads_.data() + i * dim_;
-      for (uint32_t j = 0; j < dim_; ++j) row[j] += scale * g[j];
-    }
-    return Status::OK();
-  }
-  return kernels::ApplyOptimizerToRows(
-      *optimizer_.optimizer(), optimizer_.NextStep(),
-      optimizer_.View(values_.data(), key_of_row_.size(), dim_), apply_rows_,
-      apply_grads_);
+  return first;
 }
 
 Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
                             std::span<float> out,
                             std::span<bool> present) const {
-  if (out.size() != keys.size() * dim_ || present.size() != keys.size()) {
+  if (out.size() != keys.size() * dim_ || present.size() != keys.size() ||
+      keys.size() >= UINT32_MAX) {
     return InvalidArgument(Where(spec()) + ": pull of " +
                            std::to_string(keys.size()) +
                            " keys given buffers of the wrong size");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    row_of_key_.PrefetchFor(keys, i);
-    float* dst = out.data() + i * dim_;
-    const uint32_t row = row_of_key_.Find(keys[i]);
-    present[i] = row != KeyIndex::kNone;
-    if (present[i]) {
-      std::copy_n(values_.data() + uint64_t{row} * dim_, dim_, dst);
-    } else {
-      std::fill_n(dst, dim_, 0.0f);
-    }
+  Grouped g;
+  Group(keys, &g);
+  for (int p = 0; p < kPartitions; ++p) {
+    if (g.begin[p] == g.begin[p + 1]) continue;
+    partitions_[p]->Read(Part(g, p, keys, {}), out, present);
   }
   return Status::OK();
 }
 
 bool ExactTable::HasRow(uint64_t key) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return row_of_key_.Find(key) != KeyIndex::kNone;
+  return PartitionOf(key).HasRow(key);
 }
 
 TableCounters ExactTable::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return counters_;
+  TableCounters total;
+  for (const auto& p : partitions_) total += p->counters();
+  return total;
 }
 
 uint64_t ExactTable::bytes() const {
-  return capacity_ * dim_ * sizeof(float) * (1 + optimizer_.arrays());
+  uint64_t sketches = 0;
+  for (const auto& p : partitions_) sketches += p->sketch_bytes();
+  return capacity_ * dim_ * sizeof(float) * (1 + state_arrays_) + sketches;
 }
 
 std::string ExactTable::Placement() const {
@@ -259,30 +181,29 @@ std::string ExactTable::Placement() const {
 }
 
 Status ExactTable::Snapshot(TableSnapshot* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  const int arrays = optimizer_.arrays();
+  auto locks = LockAll();
   out->ids.clear();
   out->values.clear();
   for (auto& state : out->state) state.clear();
   out->last_update.clear();
-  out->state_arrays = arrays;
-  out->optimizer_steps = optimizer_.steps();
-  row_of_key_.ForEach([&](uint64_t key, uint32_t row) {
-    const uint64_t at = uint64_t{row} * dim_;
-    out->ids.push_back(key);
-    out->values.insert(out->values.end(), values_.begin() + at,
-                       values_.begin() + at + dim_);
-    for (int k = 0; k < arrays; ++k) {
-      const float* state = optimizer_.array(k) + at;
-      out->state[k].insert(out->state[k].end(), state, state + dim_);
-    }
-    out->last_update.push_back(last_update_[row]);
-  });
+  out->state_arrays = state_arrays_;
+  out->optimizer_steps = optimizer_steps_.load();
+  for (const auto& p : partitions_) {
+    p->ForEachRowLocked([&](uint64_t key, const float* values,
+                            const float* const* state, uint64_t last_update) {
+      out->ids.push_back(key);
+      out->values.insert(out->values.end(), values, values + dim_);
+      for (int k = 0; k < state_arrays_; ++k) {
+        out->state[k].insert(out->state[k].end(), state[k], state[k] + dim_);
+      }
+      out->last_update.push_back(last_update);
+    });
+  }
   return Status::OK();
 }
 
 Status ExactTable::PrepareRestore(TableTarget* target) {
-  target->state_arrays = optimizer_.arrays();
+  target->state_arrays = state_arrays_;
   return Status::OK();
 }
 
@@ -294,30 +215,32 @@ Status ExactTable::FinishRestore(TableTarget* target) {
                              " keys exceed its capacity of " +
                              std::to_string(capacity_) + " rows per shard");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  FreeAllRows();  // an earlier candidate's rows must not stay
-  // Oldest first, so the least-recently-updated list comes out in order.
+  auto locks = LockAll();
+  auto free_all = [&] {
+    for (auto& p : partitions_) p->FreeAllRowsLocked();
+  };
+  free_all();  // an earlier candidate's rows must not stay
+  // Oldest first, so the least-recently-updated lists come out in order.
   std::vector<size_t> order(saved.ids.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return saved.last_update[a] < saved.last_update[b];
   });
+  const float* state[kernels::kMaxOptimizerStates] = {};
   for (size_t i : order) {
-    const uint32_t row = AllocateRow(saved.ids[i]);
-    if (row == kNoRow) {
-      FreeAllRows();
+    for (int k = 0; k < state_arrays_; ++k)
+      state[k] = &saved.state[k][i * dim_];
+    if (!PartitionOf(saved.ids[i])
+             .RestoreRowLocked(saved.ids[i], &saved.values[i * dim_], state,
+                               saved.last_update[i])) {
+      free_all();
       return ResourceExhausted("restoring " + Where(spec()) +
                                ": no memory for key " +
                                std::to_string(saved.ids[i]));
     }
-    const uint64_t at = uint64_t{row} * dim_;
-    std::copy_n(&saved.values[i * dim_], dim_, values_.data() + at);
-    for (int k = 0; k < optimizer_.arrays(); ++k) {
-      std::copy_n(&saved.state[k][i * dim_], dim_, optimizer_.array(k) + at);
-    }
-    Touch(row, saved.last_update[i]);
   }
-  optimizer_.set_steps(target->optimizer_steps);
+  optimizer_steps_.store(target->optimizer_steps);
+  swept_step_.store(0);
   return Status::OK();
 }
 

@@ -1,20 +1,27 @@
 // ExactTable: one shard of an EXACT table, for key spaces too large or too
-// open for the hashing trick. The shard keeps its own key -> row index
-// (table/key_index.h: open addressing, prefetched a few keys ahead):
+// open for the hashing trick. Its keys are split over kPartitions
+// partitions by the high bits of their hash (table/exact_partition.h), each
+// with its own key -> row index (table/key_index.h), rows and lock:
 //
 // - Admission: a key gets a row at its admit_after_pushes-th push (counted
 //   per key occurrence); the gradients of earlier pushes are dropped and
-//   counted. Rare keys, most of a CTR key space, so never take memory.
+//   counted. The counts live in a bounded count-min sketch per partition
+//   (table/admission_sketch.h: 16 bytes per row of the bound, however
+//   many distinct keys arrive, aged so that a key must be frequent lately);
+//   a key may be admitted a push early when it shares every counter with
+//   others. Rare keys, most of a CTR key space, so never take a row.
 // - Optimizer steps: one per ApplyKeys call, i.e. per keyed packet (a push
 //   of many keys may span packets), as HASHED tables count per packet when
 //   they do not fold steps.
-// - Eviction by age: every push carries the worker's step; a row whose last
-//   update is more than evict_after_steps older than the step of a push is
-//   freed (checked on pushes, oldest-updated rows first, so a push costs
-//   O(rows it evicts), not O(rows)).
-// - Memory bound: at most `capacity` rows (TableSpec.capacity is per shard
-//   for EXACT tables). Reaching it is logged once, clearly; from then on new
-//   keys are not admitted (counted) until eviction frees rows.
+// - Eviction by age: every push carries the worker's step; rows whose last
+//   update is more than evict_after_steps older are freed, oldest first (so
+//   it costs O(rows it evicts), not O(rows)): in the partitions a push
+//   touches, at each push, and in all of them at the first push of a newer
+//   step than any before.
+// - Memory bound: at most `capacity` rows in use over all partitions
+//   (TableSpec.capacity is per shard for EXACT tables). Reaching it is
+//   logged once, clearly; from then on new keys are not admitted (counted)
+//   until eviction frees rows.
 //
 // Rows live in local memory, not in registered memory: workers reach exact
 // rows only through the server (RowAccess::kThroughServer), because only
@@ -26,23 +33,25 @@
 // ExactTable is a Table (table/table.h): ApplyKeys and ReadKeys; its
 // checkpoints are its keys with their rows, state and last update.
 //
-// Thread-safe: one mutex per table; apply threads and control connections
-// call in.
+// Thread-safe, without a table-wide lock: a call locks the partitions of
+// its keys one at a time (readers shared, applies exclusive), so apply
+// threads and readers of other partitions go on. A snapshot or restore
+// locks every partition for its duration.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
+#include <shared_mutex>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
 #include "base/status_or.h"
 #include "protocol/ps.pb.h"
+#include "table/exact_partition.h"
 #include "table/key_index.h"
-#include "table/optimizer_state.h"
 #include "table/table.h"
 
 namespace ps::table {
@@ -68,7 +77,7 @@ class ExactTable final : public Table {
 
   bool HasRow(uint64_t key) const;
   TableCounters counters() const override;
-  // The bound: capacity rows with their state.
+  // The bound: capacity rows with their state, and the sketches.
   uint64_t bytes() const override;
   std::string Placement() const override;
 
@@ -81,41 +90,37 @@ class ExactTable final : public Table {
   Status FinishRestore(TableTarget* target) override;
 
  private:
-  static constexpr uint32_t kNoRow = UINT32_MAX;
+  static constexpr int kPartitionBits = 6;
+  static constexpr int kPartitions = 1 << kPartitionBits;
 
   explicit ExactTable(const proto::TableSpec& spec);
 
-  // All below: mu_ held.
-  uint32_t AllocateRow(uint64_t key);  // kNoRow when full
-  void FreeRow(uint32_t row);
-  void Touch(uint32_t row, uint64_t step);  // moves to the newest end
-  void Unlink(uint32_t row);
-  void EvictOlderThan(uint64_t step);
-  void FreeAllRows();  // empty again (before a restore), counters kept
+  // The push's keys grouped by partition (each group in the push's order),
+  // with their hashes; what one call hands each partition.
+  struct Grouped {
+    std::vector<uint32_t> positions;
+    std::vector<uint64_t> hashes;  // in positions' order
+    uint32_t begin[kPartitions + 1] = {};
+  };
+  static void Group(std::span<const uint64_t> keys, Grouped* out);
+  static PartitionKeys Part(const Grouped& g, int p,
+                            std::span<const uint64_t> keys,
+                            std::span<const float> values);
+  ExactPartition& PartitionOf(uint64_t key) const {
+    return *partitions_[KeyIndex::Mix(key) >> (64 - kPartitionBits)];
+  }
+  // Evicts by age once per newer step (see the header).
+  void SweepForStep(uint64_t step);
+  // Every partition locked exclusively, in order (snapshot, restore).
+  std::vector<std::unique_lock<std::shared_mutex>> LockAll() const;
 
   const uint32_t dim_;
   const uint64_t capacity_;
-  // Pending admission counts are bounded too (a stream of distinct keys must
-  // not grow memory without end); beyond the bound new keys wait.
-  const size_t max_pending_;
-
-  mutable std::mutex mu_;
-  KeyIndex row_of_key_;
-  std::unordered_map<uint64_t, uint32_t> pending_;  // key -> pushes so far
-  std::vector<float> values_;                       // rows_allocated * dim
-  OptimizerState optimizer_;  // its arrays: rows_allocated * dim each
-  std::vector<uint64_t> key_of_row_;
-  std::vector<uint64_t> last_update_;
-  // Doubly linked list of rows in use, least recently updated first.
-  std::vector<uint32_t> prev_, next_;
-  uint32_t oldest_ = kNoRow, newest_ = kNoRow;
-  std::vector<uint32_t> free_rows_;
-  bool logged_full_ = false;
-  bool logged_pending_full_ = false;
-  TableCounters counters_;
-  // Scratch for one Push (reused, so steady pushes do not allocate).
-  std::vector<uint32_t> apply_rows_;
-  std::vector<float> apply_grads_;
+  const int state_arrays_;  // the optimizer's, per parameter
+  std::atomic<uint64_t> optimizer_steps_{0};
+  std::atomic<uint64_t> swept_step_{0};
+  RowBudget budget_;
+  std::unique_ptr<ExactPartition> partitions_[kPartitions];
 };
 
 }  // namespace ps::table

@@ -5,19 +5,6 @@
 namespace ps::table {
 namespace {
 
-// A 64-bit finalizer (MurmurHash3's fmix64): every key bit moves every
-// slot bit. Not protocol::Mix64 on purpose: that one picks a key's shard,
-// so all keys of one shard share its low bits modulo the shard count, and
-// slots chosen by it would crowd.
-uint64_t Mix(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
-}
-
 constexpr size_t kMinSlots = 16;
 
 }  // namespace

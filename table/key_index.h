@@ -4,10 +4,11 @@
 // (no tombstones), so a lookup reads one or two cache lines where
 // std::unordered_map chases a node pointer per key (measured: its finds
 // and rehashes were about 60% of a server applying fresh EXACT keys).
-// Keys are mixed before they pick a slot, so sequential or patterned ids
-// spread too. Growing doubles the array and moves every entry (the caller
-// is stopped meanwhile: an index that grows in the background is issue
-// 39's next step).
+// Keys are mixed before they pick a slot (Mix, whose low bits pick it), so
+// sequential or patterned ids spread too. Growing doubles the array and
+// moves every entry; the caller is stopped meanwhile, which is why an
+// ExactTable keeps one index per partition (table/exact_partition.h): a
+// growth stops one partition's keys, not the table.
 //
 // Not thread-safe: the table holds it under its own lock.
 #pragma once
@@ -23,6 +24,20 @@ class KeyIndex {
  public:
   static constexpr uint32_t kNone = UINT32_MAX;
 
+  // A 64-bit finalizer (MurmurHash3's fmix64): every key bit moves every
+  // bit of the hash. Not protocol::Mix64 on purpose: that one picks a key's
+  // shard, so all keys of one shard share its low bits modulo the shard
+  // count, and slots chosen by it would crowd. Its low bits pick a slot;
+  // callers may use its high bits (ExactTable's partition).
+  static uint64_t Mix(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return k;
+  }
+
   // The row of `key`, or kNone.
   uint32_t Find(uint64_t key) const;
   // Maps `key` (absent) to `row` (not kNone). False when the array cannot
@@ -30,22 +45,13 @@ class KeyIndex {
   bool Insert(uint64_t key, uint32_t row);
   // Forgets `key`; absent: nothing.
   void Erase(uint64_t key);
-  // For a loop that looks up keys[0], keys[1], ... in turn: called at each
-  // i, asks the CPU to load the slot where the probe of the key
-  // kPrefetchAhead further starts (at i == 0, of the first ones too), so
-  // the cache misses of a large index overlap instead of queuing.
-  void PrefetchFor(std::span<const uint64_t> keys, size_t i) const {
-    if (slots_.empty()) return;
-    if (i == 0) {
-      for (size_t j = 0; j < kPrefetchAhead && j < keys.size(); ++j) {
-        __builtin_prefetch(&slots_[Home(keys[j])]);
-      }
-    }
-    if (i + kPrefetchAhead < keys.size()) {
-      __builtin_prefetch(&slots_[Home(keys[i + kPrefetchAhead])]);
-    }
-  }
+  // Asks the CPU to load the slot where the probe of `key` starts: a loop
+  // over many keys calls it kPrefetchAhead keys ahead, so that the cache
+  // misses of a large index overlap instead of queuing.
   static constexpr size_t kPrefetchAhead = 16;
+  void Prefetch(uint64_t key) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[Home(key)]);
+  }
   size_t size() const { return size_; }
 
   // fn(key, row) for every entry, in no order.

@@ -2,7 +2,8 @@
 // EXACT tables up to kMaxAdmitAfterExamples, refused on DENSE tables and
 // above the bound with a message that names the table and the field; and
 // adaptive_admission: its reliability in [0, 1), not with
-// admit_after_examples, not on DENSE tables.
+// admit_after_examples, not on DENSE tables. And an EXACT table's
+// admit_after_pushes in [1, kMaxAdmitAfterPushes] (its server's sketch).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -44,6 +45,25 @@ TEST(AdmissionSpecTest, AboveTheBoundIsRefusedNamingTheTable) {
   EXPECT_EQ(config.status().message(),
             "table 'emb' (id 3): admit_after_examples must be in [0, 65535] "
             "(0: off), not 65536");
+}
+
+TEST(AdmissionSpecTest, AdmitAfterPushesIsBoundedByTheServersSketch) {
+  auto exact = [](uint32_t n) {
+    return ParseTableConfig(
+        "table { id: 3 name: \"ids\" kind: EXACT dim: 2 capacity: 100 "
+        "admit_after_pushes: " +
+        std::to_string(n) + " }");
+  };
+  EXPECT_TRUE(exact(1).ok());
+  EXPECT_TRUE(exact(kMaxAdmitAfterPushes).ok());
+  for (uint32_t n : {0u, kMaxAdmitAfterPushes + 1}) {
+    auto config = exact(n);
+    ASSERT_FALSE(config.ok()) << n;
+    EXPECT_EQ(config.status().message(),
+              "table 'ids' (id 3): admit_after_pushes must be in [1, 65535], "
+              "not " +
+                  std::to_string(n));
+  }
 }
 
 TEST(AdmissionSpecTest, RefusedOnDenseTables) {

@@ -1,0 +1,207 @@
+#include "table/exact_partition.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <new>
+
+#include "table/initializer.h"
+
+namespace ps::table {
+
+ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
+                               uint64_t sketch_width)
+    : spec_(spec),
+      dim_(spec.dim()),
+      admit_(std::max<uint32_t>(spec.admit_after_pushes(), 1)),
+      budget_(budget),
+      sketch_width_(sketch_width),
+      optimizer_(spec) {
+  if (sketch_width_ != 0) sketch_.emplace(sketch_width_);
+}
+
+uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
+  if (!budget_->Take()) {
+    ++counters_.refused_full;
+    if (budget_->FirstRefusal()) {
+      LOG(WARNING) << "exact table '" << spec_.name() << "' (id " << spec_.id()
+                   << "): memory bound reached: all " << budget_->bound()
+                   << " rows of this shard are in use; new keys are not "
+                      "admitted until eviction frees rows"
+                   << (spec_.evict_after_steps() == 0
+                           ? " (evict_after_steps is 0: never)"
+                           : "");
+    }
+    return kNoRow;
+  }
+  uint32_t row;
+  if (!free_rows_.empty()) {
+    row = free_rows_.back();
+    free_rows_.pop_back();
+  } else {
+    row = static_cast<uint32_t>(key_of_row_.size());
+    // Without memory for one more row the table acts as full: the push is
+    // dropped and counted, and every array keeps its size.
+    const uint64_t floats = values_.size() + dim_;
+    bool grown = optimizer_.Resize(floats).ok();
+    if (grown) {
+      try {
+        values_.resize(floats);
+        key_of_row_.push_back(0);
+        last_update_.push_back(0);
+        prev_.push_back(kNoRow);
+        next_.push_back(kNoRow);
+      } catch (const std::bad_alloc&) {
+        values_.resize(floats - dim_);
+        key_of_row_.resize(row);
+        last_update_.resize(row);
+        prev_.resize(row);
+        next_.resize(row);
+        (void)optimizer_.Resize(floats - dim_);  // shrinking: cannot fail
+        grown = false;
+      }
+    }
+    if (!grown) {
+      budget_->Give();
+      ++counters_.refused_full;
+      return kNoRow;
+    }
+  }
+  key_of_row_[row] = key;
+  last_update_[row] = 0;
+  float* v = values_.data() + uint64_t{row} * dim_;
+  InitializeRow(spec_.initializer(), key, std::span<float>(v, dim_));
+  optimizer_.ResetEntries(uint64_t{row} * dim_, dim_);
+  if (!row_of_key_.Insert(key, row)) {
+    LOG_FIRST_N(WARNING, 1) << "exact table '" << spec_.name()
+                            << "': no memory to grow the key index; new keys "
+                               "are refused as if the shard were full";
+    free_rows_.push_back(row);
+    budget_->Give();
+    ++counters_.refused_full;
+    return kNoRow;
+  }
+  if (sketch_) sketch_->Forget(hash);  // admitted: no longer waits
+  ++counters_.rows;
+  return row;
+}
+
+void ExactPartition::Unlink(uint32_t row) {
+  uint32_t p = prev_[row], n = next_[row];
+  if (p != kNoRow)
+    next_[p] = n;
+  else
+    oldest_ = n;
+  if (n != kNoRow)
+    prev_[n] = p;
+  else
+    newest_ = p;
+  prev_[row] = next_[row] = kNoRow;
+}
+
+void ExactPartition::Touch(uint32_t row, uint64_t step) {
+  last_update_[row] = std::max(last_update_[row], step);
+  if (newest_ == row) return;
+  if (prev_[row] != kNoRow || oldest_ == row) Unlink(row);
+  prev_[row] = newest_;
+  next_[row] = kNoRow;
+  if (newest_ != kNoRow) next_[newest_] = row;
+  newest_ = row;
+  if (oldest_ == kNoRow) oldest_ = row;
+}
+
+void ExactPartition::FreeRow(uint32_t row) {
+  Unlink(row);
+  row_of_key_.Erase(key_of_row_[row]);
+  free_rows_.push_back(row);
+  budget_->Give();
+  --counters_.rows;
+}
+
+Status ExactPartition::ApplyGathered(uint64_t optimizer_step) {
+  if (!optimizer_.optimizer()) {
+    const float scale = optimizer_.add_scale();
+    for (size_t i = 0; i < apply_rows_.size(); ++i) {
+      float* row = values_.data() + uint64_t{apply_rows_[i]} * dim_;
+      const float* g = apply_grads_.data() + i * dim_;
+      for (uint32_t j = 0; j < dim_; ++j) row[j] += scale * g[j];
+    }
+    return Status::OK();
+  }
+  return kernels::ApplyOptimizerToRows(
+      *optimizer_.optimizer(), optimizer_step,
+      optimizer_.View(values_.data(), key_of_row_.size(), dim_), apply_rows_,
+      apply_grads_);
+}
+
+void ExactPartition::Read(const PartitionKeys& in, std::span<float> out,
+                          std::span<bool> present) const {
+  std::shared_lock lock(mu_);
+  const size_t n = in.positions.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + KeyIndex::kPrefetchAhead < n) {
+      row_of_key_.Prefetch(in.keys[in.positions[i + KeyIndex::kPrefetchAhead]]);
+    }
+    const uint32_t at = in.positions[i];
+    float* dst = out.data() + uint64_t{at} * dim_;
+    const uint32_t row = row_of_key_.Find(in.keys[at]);
+    present[at] = row != KeyIndex::kNone;
+    if (present[at]) {
+      std::copy_n(values_.data() + uint64_t{row} * dim_, dim_, dst);
+    } else {
+      std::fill_n(dst, dim_, 0.0f);
+    }
+  }
+}
+
+void ExactPartition::EvictOlderThan(uint64_t step) {
+  std::unique_lock lock(mu_);
+  EvictOlderThanLocked(step);
+}
+
+void ExactPartition::EvictOlderThanLocked(uint64_t step) {
+  const uint64_t age = spec_.evict_after_steps();
+  if (age == 0) return;
+  while (oldest_ != kNoRow && step > last_update_[oldest_] &&
+         step - last_update_[oldest_] > age) {
+    FreeRow(oldest_);
+    ++counters_.evicted;
+  }
+}
+
+bool ExactPartition::HasRow(uint64_t key) const {
+  std::shared_lock lock(mu_);
+  return row_of_key_.Find(key) != KeyIndex::kNone;
+}
+
+TableCounters ExactPartition::counters() const {
+  std::shared_lock lock(mu_);
+  TableCounters c = counters_;
+  c.admission_pending = sketch_ ? sketch_->EstimatedKeys() : 0;
+  return c;
+}
+
+uint64_t ExactPartition::sketch_bytes() const {
+  return sketch_ ? sketch_->bytes() : 0;
+}
+
+void ExactPartition::FreeAllRowsLocked() {
+  while (oldest_ != kNoRow) FreeRow(oldest_);
+  if (sketch_) sketch_.emplace(sketch_width_);
+}
+
+bool ExactPartition::RestoreRowLocked(uint64_t key, const float* values,
+                                      const float* const* state,
+                                      uint64_t last_update) {
+  const uint32_t row = AllocateRow(key, KeyIndex::Mix(key));
+  if (row == kNoRow) return false;
+  const uint64_t at = uint64_t{row} * dim_;
+  std::copy_n(values, dim_, values_.data() + at);
+  for (int k = 0; k < optimizer_.arrays(); ++k) {
+    std::copy_n(state[k], dim_, optimizer_.array(k) + at);
+  }
+  Touch(row, last_update);
+  return true;
+}
+
+}  // namespace ps::table

@@ -1,0 +1,194 @@
+// ExactPartition: one lock's worth of an ExactTable (table/exact_table.h).
+// The table splits its keys over kPartitions of these by the high bits of
+// KeyIndex::Mix(key); each holds its keys' index, rows, optimizer state,
+// least-recently-updated list, free rows and admission sketch under one
+// reader-writer lock of its own. Apply threads and readers of different
+// partitions never wait for each other, and a partition whose index or
+// arrays grow stops only its own keys.
+//
+// What the partitions share, the table owns and hands in: the spec, the
+// per-shard memory bound (RowBudget, rows in use across all partitions)
+// and the optimizer step of a push.
+//
+// Thread safety: every method takes the partition's lock itself (shared for
+// reads, exclusive for changes), except the *Locked ones, whose caller
+// holds it exclusively (lock()).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "protocol/ps.pb.h"
+#include "table/admission_sketch.h"
+#include "table/key_index.h"
+#include "table/optimizer_state.h"
+#include "table/table_counters.h"
+
+namespace ps::table {
+
+// Rows in use across a table's partitions, against its bound. Lock-free.
+class RowBudget {
+ public:
+  explicit RowBudget(uint64_t bound) : bound_(bound) {}
+  // Takes one row; false (nothing taken) at the bound.
+  bool Take() {
+    uint64_t used = used_.load(std::memory_order_relaxed);
+    do {
+      if (used >= bound_) return false;
+    } while (!used_.compare_exchange_weak(used, used + 1,
+                                          std::memory_order_relaxed));
+    return true;
+  }
+  void Give(uint64_t rows = 1) {
+    used_.fetch_sub(rows, std::memory_order_relaxed);
+  }
+  uint64_t bound() const { return bound_; }
+  // True the first time it is called: the refusal that is logged.
+  bool FirstRefusal() { return !refused_.exchange(true); }
+
+ private:
+  const uint64_t bound_;
+  std::atomic<uint64_t> used_{0};
+  std::atomic<bool> refused_{false};
+};
+
+// The keys of one push that fall in one partition: positions into the
+// push's keys (and its values, dim floats per key), in the push's order,
+// with each key's KeyIndex::Mix hash.
+struct PartitionKeys {
+  std::span<const uint64_t> keys;
+  std::span<const float> values;  // empty for reads
+  std::span<const uint32_t> positions;
+  std::span<const uint64_t> hashes;  // of keys[positions[i]]
+};
+
+class ExactPartition {
+ public:
+  static constexpr uint32_t kNoRow = UINT32_MAX;
+
+  // `sketch_width` 0: no admission sketch (every key is admitted at its
+  // first push).
+  ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
+                 uint64_t sketch_width);
+
+  // Applies the gradients of `in`'s keys at worker step `step`, after
+  // freeing this partition's rows idle for more than evict_after_steps
+  // before `step`: a key with a row is updated; one without is counted in the
+  // sketch and gets a row once its count reaches the spec's admit_after_pushes
+  // (and the budget has one), else its gradient is dropped and counted.
+  // `optimizer_step()` gives the push's optimizer step (the table takes one
+  // per push, the first time a partition asks). Returns the first
+  // non-OK status of the optimizer kernel.
+  template <class StepFn>
+  Status Apply(uint64_t step, const PartitionKeys& in, StepFn optimizer_step);
+
+  // Copies each key's row to out[positions[i] * dim ...]; present[] false
+  // and zeros for keys without one.
+  void Read(const PartitionKeys& in, std::span<float> out,
+            std::span<bool> present) const;
+
+  // Frees rows whose last update is more than evict_after_steps (not 0)
+  // before `step`, oldest first.
+  void EvictOlderThan(uint64_t step);
+
+  bool HasRow(uint64_t key) const;
+  // Rows, evictions, drops and refusals of this partition; keys waiting
+  // for admission as the sketch estimates them.
+  TableCounters counters() const;
+  uint64_t sketch_bytes() const;
+
+  // For a snapshot or a restore of the whole table, which locks every
+  // partition (in order) for its duration.
+  std::shared_mutex& lock() const { return mu_; }
+  // fn(key, values, state arrays (as float pointers), last update) per row.
+  template <class Fn>
+  void ForEachRowLocked(Fn fn) const;
+  // Empty again: every row freed (back to the budget), the sketch cleared;
+  // counters kept.
+  void FreeAllRowsLocked();
+  // A row for `key` (absent) with `values`, `state` (arrays x dim floats
+  // each) and `last_update`; false when the budget or memory has none.
+  bool RestoreRowLocked(uint64_t key, const float* values,
+                        const float* const* state, uint64_t last_update);
+
+ private:
+  uint32_t AllocateRow(uint64_t key, uint64_t hash);  // kNoRow when none
+  void FreeRow(uint32_t row);
+  void Touch(uint32_t row, uint64_t step);  // moves to the newest end
+  void Unlink(uint32_t row);
+  void EvictOlderThanLocked(uint64_t step);
+  Status ApplyGathered(uint64_t optimizer_step);
+
+  const proto::TableSpec& spec_;  // the table's, which outlives us
+  const uint32_t dim_;
+  const uint32_t admit_;
+  RowBudget* const budget_;
+
+  mutable std::shared_mutex mu_;
+  KeyIndex row_of_key_;
+  std::optional<AdmissionSketch> sketch_;
+  const uint64_t sketch_width_;
+  std::vector<float> values_;  // rows allocated * dim
+  OptimizerState optimizer_;   // the rule and state arrays; steps unused
+  std::vector<uint64_t> key_of_row_;
+  std::vector<uint64_t> last_update_;
+  // Doubly linked list of rows in use, least recently updated first.
+  std::vector<uint32_t> prev_, next_;
+  uint32_t oldest_ = kNoRow, newest_ = kNoRow;
+  std::vector<uint32_t> free_rows_;
+  TableCounters counters_;  // admission_pending unused (the sketch says)
+  // Scratch of one Apply (reused, so steady pushes do not allocate).
+  std::vector<uint32_t> apply_rows_;
+  std::vector<float> apply_grads_;
+};
+
+template <class StepFn>
+Status ExactPartition::Apply(uint64_t step, const PartitionKeys& in,
+                             StepFn optimizer_step) {
+  std::unique_lock lock(mu_);
+  EvictOlderThanLocked(step);
+  apply_rows_.clear();
+  apply_grads_.clear();
+  const size_t n = in.positions.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + KeyIndex::kPrefetchAhead < n) {
+      row_of_key_.Prefetch(in.keys[in.positions[i + KeyIndex::kPrefetchAhead]]);
+    }
+    const uint32_t at = in.positions[i];
+    const uint64_t key = in.keys[at];
+    uint32_t row = row_of_key_.Find(key);
+    if (row == KeyIndex::kNone) {
+      const uint32_t seen = sketch_ ? sketch_->Add(in.hashes[i]) : 1;
+      row = seen >= admit_ ? AllocateRow(key, in.hashes[i]) : kNoRow;
+      if (row == kNoRow) {
+        ++counters_.dropped_pushes;
+        continue;
+      }
+    }
+    Touch(row, step);
+    apply_rows_.push_back(row);
+    const float* g = in.values.data() + uint64_t{at} * dim_;
+    apply_grads_.insert(apply_grads_.end(), g, g + dim_);
+  }
+  if (apply_rows_.empty()) return Status::OK();
+  return ApplyGathered(optimizer_.optimizer() ? optimizer_step() : 0);
+}
+
+template <class Fn>
+void ExactPartition::ForEachRowLocked(Fn fn) const {
+  const float* state[kernels::kMaxOptimizerStates] = {};
+  row_of_key_.ForEach([&](uint64_t key, uint32_t row) {
+    const uint64_t at = uint64_t{row} * dim_;
+    for (int k = 0; k < optimizer_.arrays(); ++k) {
+      state[k] = optimizer_.array(k) + at;
+    }
+    fn(key, values_.data() + at, state, last_update_[row]);
+  });
+}
+
+}  // namespace ps::table

@@ -1,0 +1,203 @@
+// ExactTable from many threads at once, as a server's apply threads and
+// control connections call it: writers apply to keys of their own, an
+// evictor pushes short-lived keys at rising steps (so eviction sweeps run
+// beside everything else), readers and a snapshotter read rows meanwhile.
+// Every row read must be whole (each push adds {1, 2}: a row is {n, 2n}),
+// and at the end every writer's key holds exactly its pushes: no update is
+// lost or applied twice, whatever the partitions' interleaving. Run under
+// TSan by the concurrency label.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "table/exact_table.h"
+#include "table/key_index.h"
+
+namespace ps::table {
+namespace {
+
+constexpr int kWriters = 3;
+constexpr uint64_t kKeysPerWriter = 1500;
+constexpr int kRounds = 150;
+constexpr size_t kBatch = 200;
+// Writers push at a step the evictor never comes near: their rows stay.
+constexpr uint64_t kWriterStep = uint64_t{1} << 40;
+
+// Eviction frees rows oldest-updated first and stops at the first row young
+// enough, which assumes steps rise with time, as a job's do. The writers'
+// fixed step would break that for rows beside theirs, so writers and
+// evictor keep to halves of the partitions (the high bit of the hash that
+// picks one).
+bool InWriterHalf(uint64_t key) { return (KeyIndex::Mix(key) >> 63) == 0; }
+
+// Keys from `first` on (stride 1) that fall in the wanted half.
+std::vector<uint64_t> KeysInHalf(uint64_t first, size_t n, bool writer_half) {
+  std::vector<uint64_t> keys;
+  for (uint64_t k = first; keys.size() < n; ++k) {
+    if (InWriterHalf(k) == writer_half) keys.push_back(k);
+  }
+  return keys;
+}
+
+std::vector<uint64_t> EvictorKeys(uint64_t step) {
+  return KeysInHalf(step << 20, 64, false);
+}
+
+proto::TableSpec Spec() {
+  proto::TableSpec s;
+  s.set_id(1);
+  s.set_name("ids");
+  s.set_kind(proto::EXACT);
+  s.set_dim(2);
+  s.set_capacity(1 << 16);
+  s.set_admit_after_pushes(1);
+  s.set_evict_after_steps(2);
+  s.mutable_optimizer()->set_name("sum");
+  return s;
+}
+
+// "" when every present row is {n, 2n} with n a whole number >= 1.
+std::string CheckRows(const std::vector<float>& v,
+                      const std::vector<bool>& present) {
+  for (size_t i = 0; i < present.size(); ++i) {
+    if (!present[i]) continue;
+    const float a = v[2 * i], b = v[2 * i + 1];
+    if (b != 2 * a || a < 1 || a != static_cast<float>(static_cast<int>(a))) {
+      return "row " + std::to_string(i) + " is {" + std::to_string(a) + ", " +
+             std::to_string(b) + "}";
+    }
+  }
+  return "";
+}
+
+TEST(ExactTableConcurrencyTest, ApplyReadEvictAndSnapshotAtOnce) {
+  auto table = ExactTable::Create(Spec()).value();
+  std::atomic<bool> stop{false};
+  std::atomic<int> problems{0};
+  std::vector<std::vector<uint32_t>> pushes(
+      kWriters, std::vector<uint32_t>(kKeysPerWriter, 0));
+  std::vector<std::vector<uint64_t>> writer_keys;
+  for (int w = 0; w < kWriters; ++w) {
+    writer_keys.push_back(
+        KeysInHalf(uint64_t(w + 1) << 40, kKeysPerWriter, true));
+  }
+
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      std::mt19937_64 rng(w);
+      std::vector<uint64_t> keys(kBatch);
+      const std::vector<float> grads = [] {
+        std::vector<float> g;
+        for (size_t i = 0; i < kBatch; ++i) g.insert(g.end(), {1.0f, 2.0f});
+        return g;
+      }();
+      for (int r = 0; r < kRounds; ++r) {
+        for (auto& k : keys) {
+          const uint64_t i = rng() % kKeysPerWriter;
+          k = writer_keys[w][i];
+          ++pushes[w][i];
+        }
+        if (!table->ApplyKeys(kWriterStep, keys, grads).ok()) ++problems;
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    // Short-lived keys at rising steps: each step's sweep frees the rows
+    // of two steps before.
+    const std::vector<float> grads(2 * 64, 1.0f);
+    for (uint64_t step = 1; step <= 300; ++step) {
+      const std::vector<uint64_t> keys = EvictorKeys(step);
+      if (!table->ApplyKeys(step, keys, grads).ok()) ++problems;
+    }
+  });
+  auto read_until_stopped = [&](int seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<uint64_t> keys(kBatch);
+    std::vector<float> out(2 * kBatch);
+    std::unique_ptr<bool[]> present(new bool[kBatch]);
+    while (!stop.load()) {
+      for (auto& k : keys) {
+        k = writer_keys[rng() % kWriters][rng() % kKeysPerWriter];
+      }
+      if (!table->ReadKeys(keys, out, {present.get(), kBatch}).ok()) {
+        ++problems;
+        continue;
+      }
+      std::string bad = CheckRows(
+          out, std::vector<bool>(present.get(), present.get() + kBatch));
+      if (!bad.empty()) {
+        ADD_FAILURE() << "a reader saw " << bad;
+        ++problems;
+      }
+    }
+  };
+  std::thread reader1(read_until_stopped, 100),
+      reader2(read_until_stopped, 101);
+  std::thread snapshotter([&] {
+    while (!stop.load()) {
+      TableSnapshot snap;
+      if (!table->Snapshot(&snap).ok()) ++problems;
+      std::vector<float> mine;
+      std::vector<bool> present;
+      for (size_t i = 0; i < snap.ids.size(); ++i) {
+        if (!InWriterHalf(snap.ids[i])) continue;  // an evictor key
+        mine.insert(mine.end(), {snap.values[2 * i], snap.values[2 * i + 1]});
+        present.push_back(true);
+      }
+      std::string bad = CheckRows(mine, present);
+      if (!bad.empty()) {
+        ADD_FAILURE() << "a snapshot held " << bad;
+        ++problems;
+      }
+    }
+  });
+  for (auto& t : threads) t.join();
+  stop = true;
+  reader1.join();
+  reader2.join();
+  snapshotter.join();
+  EXPECT_EQ(problems.load(), 0);
+
+  // Every writer key holds exactly its pushes.
+  uint64_t expected_rows = 0;
+  for (int w = 0; w < kWriters; ++w) {
+    const std::vector<uint64_t>& keys = writer_keys[w];
+    std::vector<float> out(2 * kKeysPerWriter);
+    std::unique_ptr<bool[]> present(new bool[kKeysPerWriter]);
+    ASSERT_TRUE(
+        table->ReadKeys(keys, out, {present.get(), kKeysPerWriter}).ok());
+    for (uint64_t i = 0; i < kKeysPerWriter; ++i) {
+      const uint32_t n = pushes[w][i];
+      ASSERT_EQ(present[i], n > 0) << "writer " << w << " key " << i;
+      ASSERT_EQ(out[2 * i], static_cast<float>(n))
+          << "writer " << w << " key " << i;
+      ASSERT_EQ(out[2 * i + 1], 2.0f * n);
+      expected_rows += n > 0;
+    }
+  }
+  // Beside them, only the evictor's rows that no sweep freed yet.
+  std::vector<uint64_t> last_keys;
+  for (uint64_t step = 1; step <= 300; ++step) {
+    for (uint64_t k : EvictorKeys(step)) last_keys.push_back(k);
+  }
+  std::vector<float> out(2 * last_keys.size());
+  std::unique_ptr<bool[]> present(new bool[last_keys.size()]);
+  ASSERT_TRUE(
+      table->ReadKeys(last_keys, out, {present.get(), last_keys.size()}).ok());
+  const uint64_t evictor_rows =
+      std::count(present.get(), present.get() + last_keys.size(), true);
+  const TableCounters c = table->counters();
+  EXPECT_EQ(c.rows, expected_rows + evictor_rows);
+  EXPECT_EQ(c.evicted, 300 * 64 - evictor_rows);
+  EXPECT_GT(c.evicted, 0u);
+}
+
+}  // namespace
+}  // namespace ps::table
