@@ -158,6 +158,14 @@ Status ValidateTableSpec(const proto::TableSpec& t) {
                            std::to_string(kMaxAdmitAfterPushes) + "], not " +
                            std::to_string(t.admit_after_pushes()));
   }
+  if (t.kind() != proto::EXACT &&
+      t.when_full() != proto::WHEN_FULL_EVICT_LEAST_RECENT) {
+    return InvalidArgument(where + ": when_full is for EXACT tables");
+  }
+  if (!proto::ExactWhenFull_IsValid(t.when_full())) {
+    return InvalidArgument(where + ": unknown when_full " +
+                           std::to_string(t.when_full()));
+  }
   if (t.admit_after_examples() > kMaxAdmitAfterExamples) {
     return InvalidArgument(where + ": admit_after_examples must be in [0, " +
                            std::to_string(kMaxAdmitAfterExamples) +

@@ -31,7 +31,8 @@ inline constexpr uint32_t kMaxAdmitAfterPushes = 65535;
 // Checks one table: dim >= 1, capacity >= 1, known optimizer with valid
 // hyper-parameters, known sparsify method and initializer (by string or
 // enum, and the two agreeing), EXACT settings (admit_after_pushes in
-// [1, kMaxAdmitAfterPushes]), admit_after_examples (in
+// [1, kMaxAdmitAfterPushes], a known when_full, only on EXACT tables),
+// admit_after_examples (in
 // [0, kMaxAdmitAfterExamples]) or adaptive_admission (reliability in
 // [0, 1)), neither on DENSE tables.
 Status ValidateTableSpec(const proto::TableSpec& spec);

@@ -38,6 +38,9 @@ std::string TableShard::Describe() const {
          (spec_.evict_after_steps() == 0
               ? std::string("never")
               : std::to_string(spec_.evict_after_steps()) + " steps") +
+         (spec_.when_full() == proto::WHEN_FULL_REFUSE
+              ? ", refuse new keys when full"
+              : ", new keys take the least recently updated rows when full") +
          ", " + opt + ", " + table_->Placement();
     return s;
   }

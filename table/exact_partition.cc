@@ -20,20 +20,34 @@ ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
   if (sketch_width_ != 0) sketch_.emplace(sketch_width_);
 }
 
-uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
-  if (!budget_->Take()) {
-    ++counters_.refused_full;
-    if (budget_->FirstRefusal()) {
-      LOG(WARNING) << "exact table '" << spec_.name() << "' (id " << spec_.id()
-                   << "): memory bound reached: all " << budget_->bound()
-                   << " rows of this shard are in use; new keys are not "
-                      "admitted until eviction frees rows"
-                   << (spec_.evict_after_steps() == 0
-                           ? " (evict_after_steps is 0: never)"
-                           : "");
-    }
-    return kNoRow;
+bool ExactPartition::TakeFromBudget() {
+  if (budget_->Take()) return true;
+  const bool evict = spec_.when_full() == proto::WHEN_FULL_EVICT_LEAST_RECENT;
+  if (budget_->FirstRefusal()) {
+    LOG(WARNING) << "exact table '" << spec_.name() << "' (id " << spec_.id()
+                 << "): memory bound reached: all " << budget_->bound()
+                 << " rows of this shard are in use; "
+                 << (evict ? "from now on a new key takes the least recently "
+                             "updated row of its partition (when_full)"
+                           : std::string("new keys are not admitted until "
+                                         "eviction frees rows") +
+                                 (spec_.evict_after_steps() == 0
+                                      ? " (evict_after_steps is 0: never)"
+                                      : ""));
   }
+  // Only this partition's rows are ours to free (its lock is held). One
+  // without rows refuses; so does one whose freed row another thread took.
+  if (evict && oldest_ != kNoRow) {
+    FreeRow(oldest_);
+    ++counters_.evicted;
+    if (budget_->Take()) return true;
+  }
+  ++counters_.refused_full;
+  return false;
+}
+
+uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
+  if (!TakeFromBudget()) return kNoRow;
   uint32_t row;
   if (!free_rows_.empty()) {
     row = free_rows_.back();
@@ -132,26 +146,6 @@ Status ExactPartition::ApplyGathered(uint64_t optimizer_step) {
       *optimizer_.optimizer(), optimizer_step,
       optimizer_.View(values_.data(), key_of_row_.size(), dim_), apply_rows_,
       apply_grads_);
-}
-
-void ExactPartition::Read(const PartitionKeys& in, std::span<float> out,
-                          std::span<bool> present) const {
-  std::shared_lock lock(mu_);
-  const size_t n = in.positions.size();
-  for (size_t i = 0; i < n; ++i) {
-    if (i + KeyIndex::kPrefetchAhead < n) {
-      row_of_key_.Prefetch(in.keys[in.positions[i + KeyIndex::kPrefetchAhead]]);
-    }
-    const uint32_t at = in.positions[i];
-    float* dst = out.data() + uint64_t{at} * dim_;
-    const uint32_t row = row_of_key_.Find(in.keys[at]);
-    present[at] = row != KeyIndex::kNone;
-    if (present[at]) {
-      std::copy_n(values_.data() + uint64_t{row} * dim_, dim_, dst);
-    } else {
-      std::fill_n(dst, dim_, 0.0f);
-    }
-  }
 }
 
 void ExactPartition::EvictOlderThan(uint64_t step) {

@@ -62,7 +62,7 @@ class RowBudget {
 // with each key's KeyIndex::Mix hash.
 struct PartitionKeys {
   std::span<const uint64_t> keys;
-  std::span<const float> values;  // empty for reads
+  std::span<const float> values;  // dim floats per key
   std::span<const uint32_t> positions;
   std::span<const uint64_t> hashes;  // of keys[positions[i]]
 };
@@ -78,19 +78,27 @@ class ExactPartition {
 
   // Applies the gradients of `in`'s keys at worker step `step`, after
   // freeing this partition's rows idle for more than evict_after_steps
-  // before `step`: a key with a row is updated; one without is counted in the
-  // sketch and gets a row once its count reaches the spec's admit_after_pushes
-  // (and the budget has one), else its gradient is dropped and counted.
+  // before `step`: a key with a row is updated; one without is counted in
+  // the sketch and gets a row once its count reaches the spec's
+  // admit_after_pushes and the budget has one (at the bound: as when_full
+  // says), else its gradient is dropped and counted.
   // `optimizer_step()` gives the push's optimizer step (the table takes one
   // per push, the first time a partition asks). Returns the first
   // non-OK status of the optimizer kernel.
   template <class StepFn>
   Status Apply(uint64_t step, const PartitionKeys& in, StepFn optimizer_step);
 
-  // Copies each key's row to out[positions[i] * dim ...]; present[] false
-  // and zeros for keys without one.
-  void Read(const PartitionKeys& in, std::span<float> out,
-            std::span<bool> present) const;
+  // The row of `key` (of this partition; `hash` is KeyIndex::Mix(key)):
+  // dim floats, valid while the
+  // caller holds lock() shared, or null without one. ExactTable::ReadKeys
+  // locks every partition for a chunk of keys, so that it reads them in
+  // their order without grouping them.
+  const float* FindLocked(uint64_t key, uint64_t hash) const {
+    const uint32_t row = row_of_key_.Find(key, hash);
+    return row == KeyIndex::kNone ? nullptr
+                                  : values_.data() + uint64_t{row} * dim_;
+  }
+  void PrefetchLocked(uint64_t hash) const { row_of_key_.Prefetch(hash); }
 
   // Frees rows whose last update is more than evict_after_steps (not 0)
   // before `step`, oldest first.
@@ -102,8 +110,8 @@ class ExactPartition {
   TableCounters counters() const;
   uint64_t sketch_bytes() const;
 
-  // For a snapshot or a restore of the whole table, which locks every
-  // partition (in order) for its duration.
+  // For reads, snapshots and restores of the whole table, which lock every
+  // partition (in order).
   std::shared_mutex& lock() const { return mu_; }
   // fn(key, values, state arrays (as float pointers), last update) per row.
   template <class Fn>
@@ -118,6 +126,9 @@ class ExactPartition {
 
  private:
   uint32_t AllocateRow(uint64_t key, uint64_t hash);  // kNoRow when none
+  // One row of the bound for a new key; at the bound, frees this
+  // partition's least recently updated row first when when_full says so.
+  bool TakeFromBudget();
   void FreeRow(uint32_t row);
   void Touch(uint32_t row, uint64_t step);  // moves to the newest end
   void Unlink(uint32_t row);
@@ -157,11 +168,11 @@ Status ExactPartition::Apply(uint64_t step, const PartitionKeys& in,
   const size_t n = in.positions.size();
   for (size_t i = 0; i < n; ++i) {
     if (i + KeyIndex::kPrefetchAhead < n) {
-      row_of_key_.Prefetch(in.keys[in.positions[i + KeyIndex::kPrefetchAhead]]);
+      row_of_key_.Prefetch(in.hashes[i + KeyIndex::kPrefetchAhead]);
     }
     const uint32_t at = in.positions[i];
     const uint64_t key = in.keys[at];
-    uint32_t row = row_of_key_.Find(key);
+    uint32_t row = row_of_key_.Find(key, in.hashes[i]);
     if (row == KeyIndex::kNone) {
       const uint32_t seen = sketch_ ? sketch_->Add(in.hashes[i]) : 1;
       row = seen >= admit_ ? AllocateRow(key, in.hashes[i]) : kNoRow;

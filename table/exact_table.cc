@@ -151,11 +151,39 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
                            std::to_string(keys.size()) +
                            " keys given buffers of the wrong size");
   }
-  Grouped g;
-  Group(keys, &g);
-  for (int p = 0; p < kPartitions; ++p) {
-    if (g.begin[p] == g.begin[p + 1]) continue;
-    partitions_[p]->Read(Part(g, p, keys, {}), out, present);
+  // Chunks of keys in their order, every partition locked shared for a
+  // chunk: no grouping pass, output written in order, and an apply waits
+  // for at most one chunk. Two passes per chunk: the first resolves keys to
+  // rows (index slots prefetched ahead) and prefetches the rows, the second
+  // copies them, by then in cache whatever order the rows lie in.
+  constexpr size_t kChunk = 4096;
+  const float* rows[kChunk];
+  uint64_t hashes[kChunk];
+  for (size_t begin = 0; begin < keys.size(); begin += kChunk) {
+    const size_t n = std::min(keys.size() - begin, kChunk);
+    const uint64_t* chunk = keys.data() + begin;
+    for (size_t i = 0; i < n; ++i) hashes[i] = KeyIndex::Mix(chunk[i]);
+    std::shared_lock<std::shared_mutex> locks[kPartitions];
+    for (int p = 0; p < kPartitions; ++p) {
+      locks[p] = std::shared_lock(partitions_[p]->lock());
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (i + KeyIndex::kPrefetchAhead < n) {
+        const uint64_t ahead = hashes[i + KeyIndex::kPrefetchAhead];
+        Partition(ahead).PrefetchLocked(ahead);
+      }
+      rows[i] = Partition(hashes[i]).FindLocked(chunk[i], hashes[i]);
+      if (rows[i] != nullptr) __builtin_prefetch(rows[i]);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      float* dst = out.data() + (begin + i) * dim_;
+      present[begin + i] = rows[i] != nullptr;
+      if (rows[i] != nullptr) {
+        std::copy_n(rows[i], dim_, dst);
+      } else {
+        std::fill_n(dst, dim_, 0.0f);
+      }
+    }
   }
   return Status::OK();
 }

@@ -20,8 +20,10 @@
 //   step than any before.
 // - Memory bound: at most `capacity` rows in use over all partitions
 //   (TableSpec.capacity is per shard for EXACT tables). Reaching it is
-//   logged once, clearly; from then on new keys are not admitted (counted)
-//   until eviction frees rows.
+//   logged once, clearly. Then, by when_full: a new key takes the least
+//   recently updated row of its partition (the default: an approximate LRU
+//   over the shard, counted as evicted), or is not admitted (counted)
+//   until eviction by age frees rows.
 //
 // Rows live in local memory, not in registered memory: workers reach exact
 // rows only through the server (RowAccess::kThroughServer), because only
@@ -106,8 +108,12 @@ class ExactTable final : public Table {
   static PartitionKeys Part(const Grouped& g, int p,
                             std::span<const uint64_t> keys,
                             std::span<const float> values);
+  // The partition of the key whose KeyIndex::Mix is `hash`.
+  ExactPartition& Partition(uint64_t hash) const {
+    return *partitions_[hash >> (64 - kPartitionBits)];
+  }
   ExactPartition& PartitionOf(uint64_t key) const {
-    return *partitions_[KeyIndex::Mix(key) >> (64 - kPartitionBits)];
+    return Partition(KeyIndex::Mix(key));
   }
   // Evicts by age once per newer step (see the header).
   void SweepForStep(uint64_t step);

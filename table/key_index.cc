@@ -17,11 +17,6 @@ size_t KeyIndex::Probe(uint64_t key) const {
   return i;
 }
 
-uint32_t KeyIndex::Find(uint64_t key) const {
-  if (slots_.empty()) return kNone;
-  return slots_[Probe(key)].row;
-}
-
 bool KeyIndex::Grow() {
   const size_t slots = slots_.empty() ? kMinSlots : 2 * slots_.size();
   std::vector<Slot> old;

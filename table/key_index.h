@@ -38,19 +38,27 @@ class KeyIndex {
     return k;
   }
 
-  // The row of `key`, or kNone.
-  uint32_t Find(uint64_t key) const;
+  // The row of `key`, or kNone. `hash` is Mix(key), for a caller that
+  // computed it already (ExactTable picks partitions by it).
+  uint32_t Find(uint64_t key) const { return Find(key, Mix(key)); }
+  uint32_t Find(uint64_t key, uint64_t hash) const {
+    if (slots_.empty()) return kNone;
+    size_t i = hash & mask_;
+    while (slots_[i].row != kNone && slots_[i].key != key) i = (i + 1) & mask_;
+    return slots_[i].row;
+  }
   // Maps `key` (absent) to `row` (not kNone). False when the array cannot
   // grow (no memory): nothing changed then.
   bool Insert(uint64_t key, uint32_t row);
   // Forgets `key`; absent: nothing.
   void Erase(uint64_t key);
-  // Asks the CPU to load the slot where the probe of `key` starts: a loop
+  // Asks the CPU to load the slot where the probe of a key starts: a loop
   // over many keys calls it kPrefetchAhead keys ahead, so that the cache
   // misses of a large index overlap instead of queuing.
   static constexpr size_t kPrefetchAhead = 16;
-  void Prefetch(uint64_t key) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[Home(key)]);
+  // `hash` is Mix(key).
+  void Prefetch(uint64_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & mask_]);
   }
   size_t size() const { return size_; }
 

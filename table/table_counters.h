@@ -9,7 +9,7 @@ namespace ps::table {
 
 struct TableCounters {
   uint64_t rows = 0;               // keys that hold a row now
-  uint64_t evicted = 0;            // rows freed by age
+  uint64_t evicted = 0;            // rows freed by age or for room
   uint64_t admission_pending = 0;  // keys pushed, not yet admitted
   uint64_t dropped_pushes = 0;     // key pushes not applied (not admitted)
   uint64_t refused_full = 0;       // admissions refused: shard at capacity

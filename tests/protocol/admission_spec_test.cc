@@ -3,7 +3,8 @@
 // above the bound with a message that names the table and the field; and
 // adaptive_admission: its reliability in [0, 1), not with
 // admit_after_examples, not on DENSE tables. And an EXACT table's
-// admit_after_pushes in [1, kMaxAdmitAfterPushes] (its server's sketch).
+// admit_after_pushes in [1, kMaxAdmitAfterPushes] (its server's sketch),
+// and when_full only on EXACT tables.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -64,6 +65,24 @@ TEST(AdmissionSpecTest, AdmitAfterPushesIsBoundedByTheServersSketch) {
               "not " +
                   std::to_string(n));
   }
+}
+
+TEST(AdmissionSpecTest, WhenFullIsForExactTablesAndKnownValues) {
+  auto with = [](const std::string& kind, const std::string& when) {
+    return ParseTableConfig("table { id: 3 name: \"t\" kind: " + kind +
+                            " dim: 2 capacity: 100 admit_after_pushes: 1 "
+                            "when_full: " +
+                            when + " }");
+  };
+  EXPECT_TRUE(with("EXACT", "WHEN_FULL_REFUSE").ok());
+  auto hashed = with("HASHED", "WHEN_FULL_REFUSE");
+  ASSERT_FALSE(hashed.ok());
+  EXPECT_EQ(hashed.status().message(),
+            "table 't' (id 3): when_full is for EXACT tables");
+  auto unknown = with("EXACT", "7");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("when_full"), std::string::npos)
+      << unknown.status().message();
 }
 
 TEST(AdmissionSpecTest, RefusedOnDenseTables) {

@@ -9,6 +9,8 @@
 #include <limits>
 #include <vector>
 
+#include "table/key_index.h"
+
 namespace ps::table {
 namespace {
 
@@ -90,7 +92,9 @@ TEST(ExactTableTest, RowsIdleLongerThanTheAgeAreEvictedOnPush) {
 }
 
 TEST(ExactTableTest, MemoryBoundRefusesNewKeysUntilEvictionFreesRows) {
-  auto t = ExactTable::Create(Spec(3, 1, 10)).value();
+  proto::TableSpec spec = Spec(3, 1, 10);
+  spec.set_when_full(proto::WHEN_FULL_REFUSE);
+  auto t = ExactTable::Create(spec).value();
   const std::vector<float> g(4 * 2, 1.0f);
   const std::vector<uint64_t> keys{10, 11, 12, 13};
   ASSERT_TRUE(t->ApplyKeys(1, keys, g).ok());
@@ -116,6 +120,34 @@ TEST(ExactTableTest, MemoryBoundRefusesNewKeysUntilEvictionFreesRows) {
   c = t->counters();
   EXPECT_EQ(c.rows, 1u);
   EXPECT_EQ(c.evicted, 3u);
+}
+
+// The default at the bound: a new key takes the least recently updated row
+// of its partition. Keys of one partition make that the shard's LRU row.
+TEST(ExactTableTest, AtTheBoundANewKeyTakesTheLeastRecentlyUpdatedRow) {
+  auto t = ExactTable::Create(Spec(3, 1, 0)).value();
+  std::vector<uint64_t> same;  // keys of one partition (the top 6 hash bits)
+  for (uint64_t k = 0; same.size() < 5; ++k) {
+    if (KeyIndex::Mix(k) >> 58 == 0) same.push_back(k);
+  }
+  const std::vector<float> g{1.0f, 1.0f};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(t->ApplyKeys(i + 1, std::vector<uint64_t>{same[i]}, g).ok());
+  }
+  // same[0] is updated again: same[1] is now the least recent.
+  ASSERT_TRUE(t->ApplyKeys(4, std::vector<uint64_t>{same[0]}, g).ok());
+  ASSERT_TRUE(t->ApplyKeys(5, std::vector<uint64_t>{same[3]}, g).ok());
+  EXPECT_TRUE(t->HasRow(same[3]));
+  EXPECT_FALSE(t->HasRow(same[1]));
+  EXPECT_TRUE(t->HasRow(same[0]));
+  EXPECT_TRUE(t->HasRow(same[2]));
+  TableCounters c = t->counters();
+  EXPECT_EQ(c.rows, 3u);
+  EXPECT_EQ(c.evicted, 1u);
+  EXPECT_EQ(c.refused_full, 0u);
+  // The freed row starts over for its new key: from the initializer.
+  bool present = false;
+  EXPECT_EQ(PullOne(*t, same[3], &present), (std::vector<float>{-1.0f, -1.0f}));
 }
 
 TEST(ExactTableTest, DuplicateKeysInOnePushAddUp) {
