@@ -321,19 +321,13 @@ class StreamServer::Connection {
       if (!received.ok()) return received;
       return Reply(h, copy_failed);
     }
-    // The origin's completion goes out before this side learns of the put:
-    // a target that takes the notification as its cue to exit must not
-    // close the connection on an origin still waiting for the put's reply.
-    // (This thread serves the connection's requests in order, so nothing
-    // from the origin overtakes the flag and the notification.)
-    Status replied = Reply(h, Status::OK());
     if (flag != nullptr) __atomic_store_n(flag, h.operand0, __ATOMIC_RELEASE);
     if (cell.has_value()) {
       notify_.ring->Publish(
           *cell, Notification{notify_.peer_instance, notify_region->id(),
                               h.operand1, h.operand0});
     }
-    return replied;
+    return Reply(h, Status::OK());
   }
 
   Status ServeGet(const wire::RequestHeader& h) {
