@@ -12,7 +12,8 @@
 //
 // Thread safety: every method takes the partition's lock itself (shared for
 // reads, exclusive for changes), except the *Locked ones, whose caller
-// holds it exclusively (lock()).
+// holds lock(): shared for FindLocked, PrefetchLocked and ForEachRowLocked,
+// exclusively for the others.
 #pragma once
 
 #include <atomic>
@@ -89,10 +90,9 @@ class ExactPartition {
   Status Apply(uint64_t step, const PartitionKeys& in, StepFn optimizer_step);
 
   // The row of `key` (of this partition; `hash` is KeyIndex::Mix(key)):
-  // dim floats, valid while the
-  // caller holds lock() shared, or null without one. ExactTable::ReadKeys
-  // locks every partition for a chunk of keys, so that it reads them in
-  // their order without grouping them.
+  // dim floats, valid while the caller holds lock(), or null without one.
+  // ExactTable::ReadKeys locks every partition for a chunk of keys, so that
+  // it reads them in their order without grouping them.
   const float* FindLocked(uint64_t key, uint64_t hash) const {
     const uint32_t row = row_of_key_.Find(key, hash);
     return row == KeyIndex::kNone ? nullptr
