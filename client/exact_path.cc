@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "client/push_shape.h"
+#include "client/sorted_sums.h"
 #include "kernels/value_section.h"
 #include "protocol/inbox_slot.h"
 
@@ -36,14 +37,8 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
     sp.keys.clear();
     sp.values.clear();
     for (const auto& [key, position] : sp.order) {
-      const float* g = grads.data() + size_t{position} * dim;
-      if (sp.keys.empty() || sp.keys.back() != key) {
-        sp.keys.push_back(key);
-        sp.values.insert(sp.values.end(), g, g + dim);
-      } else {
-        float* sum = sp.values.data() + sp.values.size() - dim;
-        for (uint32_t j = 0; j < dim; ++j) sum[j] += g[j];
-      }
+      AddToSortedSums(key, grads.data() + size_t{position} * dim, dim, &sp.keys,
+                      &sp.values);
     }
     // The server would refuse a whole packet with a non-finite sum (finite
     // gradients may sum to infinity): say so here, before any is sent.

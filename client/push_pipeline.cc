@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "client/push_shape.h"
+#include "client/sorted_sums.h"
 #include "protocol/inbox_slot.h"
 #include "protocol/table_config.h"
 
@@ -217,15 +218,8 @@ Status PushPipeline::PushSorted(std::span<const uint64_t> keys,
     st.rows.clear();
     st.values.clear();
     for (uint64_t p : pairs) {
-      const uint32_t row = PackedRow(p);
-      const float* g = grads.data() + size_t{PackedIndex(p)} * dim;
-      if (st.rows.empty() || st.rows.back() != row) {
-        st.rows.push_back(row);
-        st.values.insert(st.values.end(), g, g + dim);
-      } else {
-        float* v = st.values.data() + st.values.size() - dim;
-        for (uint32_t j = 0; j < dim; ++j) v[j] += g[j];
-      }
+      AddToSortedSums(PackedRow(p), grads.data() + size_t{PackedIndex(p)} * dim,
+                      dim, &st.rows, &st.values);
     }
     status = SendRows(s, PushType(), st.rows, st.values, st.buffers);
   }

@@ -59,13 +59,13 @@ class RowBudget {
 };
 
 // The keys of one push that fall in one partition: positions into the
-// push's keys (and its values, dim floats per key), in the push's order,
-// with each key's KeyIndex::Mix hash.
+// push's keys (and its values, dim floats per key, and their KeyIndex::Mix
+// hashes), in the push's order.
 struct PartitionKeys {
   std::span<const uint64_t> keys;
   std::span<const float> values;  // dim floats per key
   std::span<const uint32_t> positions;
-  std::span<const uint64_t> hashes;  // of keys[positions[i]]
+  std::span<const uint64_t> hashes;  // one per key, as keys
 };
 
 class ExactPartition {
@@ -168,14 +168,16 @@ Status ExactPartition::Apply(uint64_t step, const PartitionKeys& in,
   const size_t n = in.positions.size();
   for (size_t i = 0; i < n; ++i) {
     if (i + KeyIndex::kPrefetchAhead < n) {
-      row_of_key_.Prefetch(in.hashes[i + KeyIndex::kPrefetchAhead]);
+      row_of_key_.Prefetch(
+          in.hashes[in.positions[i + KeyIndex::kPrefetchAhead]]);
     }
     const uint32_t at = in.positions[i];
     const uint64_t key = in.keys[at];
-    uint32_t row = row_of_key_.Find(key, in.hashes[i]);
+    const uint64_t hash = in.hashes[at];
+    uint32_t row = row_of_key_.Find(key, hash);
     if (row == KeyIndex::kNone) {
-      const uint32_t seen = sketch_ ? sketch_->Add(in.hashes[i]) : 1;
-      row = seen >= admit_ ? AllocateRow(key, in.hashes[i]) : kNoRow;
+      const uint32_t seen = sketch_ ? sketch_->Add(hash) : 1;
+      row = seen >= admit_ ? AllocateRow(key, hash) : kNoRow;
       if (row == kNoRow) {
         ++counters_.dropped_pushes;
         continue;

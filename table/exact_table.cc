@@ -1,10 +1,10 @@
 #include "table/exact_table.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 #include <string>
 
+#include "kernels/value_section.h"
 #include "protocol/table_config.h"
 #include "table/initializer.h"
 
@@ -58,24 +58,22 @@ ExactTable::ExactTable(const proto::TableSpec& spec)
 void ExactTable::Group(std::span<const uint64_t> keys, Grouped* out) {
   // A counting sort by partition: stable, so each partition sees its keys
   // in the push's order (duplicates of a key apply in turn).
-  std::vector<uint64_t> hash(keys.size());
+  out->hashes.resize(keys.size());
   uint32_t count[kPartitions] = {};
   for (size_t i = 0; i < keys.size(); ++i) {
-    hash[i] = KeyIndex::Mix(keys[i]);
-    ++count[hash[i] >> (64 - kPartitionBits)];
+    out->hashes[i] = KeyIndex::Mix(keys[i]);
+    ++count[out->hashes[i] >> (64 - kPartitionBits)];
   }
   out->begin[0] = 0;
   for (int p = 0; p < kPartitions; ++p) {
     out->begin[p + 1] = out->begin[p] + count[p];
   }
   out->positions.resize(keys.size());
-  out->hashes.resize(keys.size());
   uint32_t next[kPartitions];
   std::copy_n(out->begin, kPartitions, next);
   for (size_t i = 0; i < keys.size(); ++i) {
-    const uint32_t at = next[hash[i] >> (64 - kPartitionBits)]++;
-    out->positions[at] = static_cast<uint32_t>(i);
-    out->hashes[at] = hash[i];
+    out->positions[next[out->hashes[i] >> (64 - kPartitionBits)]++] =
+        static_cast<uint32_t>(i);
   }
 }
 
@@ -87,7 +85,7 @@ PartitionKeys ExactTable::Part(const Grouped& g, int p,
       .keys = keys,
       .values = values,
       .positions = std::span<const uint32_t>(g.positions).subspan(b, n),
-      .hashes = std::span<const uint64_t>(g.hashes).subspan(b, n)};
+      .hashes = g.hashes};
 }
 
 void ExactTable::SweepForStep(uint64_t step) {
@@ -118,11 +116,8 @@ Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
   if (keys.size() >= UINT32_MAX) {
     return InvalidArgument(Where(spec()) + ": more than 2^32 keys in a push");
   }
-  for (float v : values) {
-    if (!std::isfinite(v)) {
-      return InvalidArgument(Where(spec()) +
-                             ": push carries a non-finite value");
-    }
+  if (!kernels::AllFinite(values.data(), values.size())) {
+    return InvalidArgument(Where(spec()) + ": push carries a non-finite value");
   }
   SweepForStep(step);
   Grouped g;

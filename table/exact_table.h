@@ -44,7 +44,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <shared_mutex>
 #include <span>
 #include <vector>
@@ -100,9 +99,10 @@ class ExactTable final : public Table {
   // The push's keys grouped by partition (each group in the push's order),
   // with their hashes; what one call hands each partition.
   struct Grouped {
-    std::vector<uint32_t> positions;
-    std::vector<uint64_t> hashes;  // in positions' order
-    uint32_t begin[kPartitions + 1] = {};
+    std::vector<uint64_t> hashes;     // KeyIndex::Mix of each key
+    std::vector<uint32_t> positions;  // of the keys, partition by partition
+    uint32_t begin[kPartitions + 1] =
+        {};  // partition p: [begin[p], begin[p+1])
   };
   static void Group(std::span<const uint64_t> keys, Grouped* out);
   static PartitionKeys Part(const Grouped& g, int p,

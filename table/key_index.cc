@@ -9,14 +9,6 @@ constexpr size_t kMinSlots = 16;
 
 }  // namespace
 
-size_t KeyIndex::Home(uint64_t key) const { return Mix(key) & mask_; }
-
-size_t KeyIndex::Probe(uint64_t key) const {
-  size_t i = Home(key);
-  while (slots_[i].row != kNone && slots_[i].key != key) i = (i + 1) & mask_;
-  return i;
-}
-
 bool KeyIndex::Grow() {
   const size_t slots = slots_.empty() ? kMinSlots : 2 * slots_.size();
   std::vector<Slot> old;
@@ -29,7 +21,7 @@ bool KeyIndex::Grow() {
   }
   mask_ = slots - 1;
   for (const Slot& s : old) {
-    if (s.row != kNone) slots_[Probe(s.key)] = s;
+    if (s.row != kNone) slots_[Probe(s.key, Mix(s.key))] = s;
   }
   return true;
 }
@@ -37,7 +29,7 @@ bool KeyIndex::Grow() {
 bool KeyIndex::Insert(uint64_t key, uint32_t row) {
   // At most 70% full: probes stay short.
   if ((size_ + 1) * 10 > slots_.size() * 7 && !Grow()) return false;
-  Slot& s = slots_[Probe(key)];
+  Slot& s = slots_[Probe(key, Mix(key))];
   if (s.row == kNone) ++size_;
   s.key = key;
   s.row = row;
@@ -46,7 +38,7 @@ bool KeyIndex::Insert(uint64_t key, uint32_t row) {
 
 void KeyIndex::Erase(uint64_t key) {
   if (slots_.empty()) return;
-  size_t hole = Probe(key);
+  size_t hole = Probe(key, Mix(key));
   if (slots_[hole].row == kNone) return;
   --size_;
   // Shift back every entry of the run after the hole whose home does not

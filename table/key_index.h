@@ -15,7 +15,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <vector>
 
 namespace ps::table {
@@ -42,10 +41,7 @@ class KeyIndex {
   // computed it already (ExactTable picks partitions by it).
   uint32_t Find(uint64_t key) const { return Find(key, Mix(key)); }
   uint32_t Find(uint64_t key, uint64_t hash) const {
-    if (slots_.empty()) return kNone;
-    size_t i = hash & mask_;
-    while (slots_[i].row != kNone && slots_[i].key != key) i = (i + 1) & mask_;
-    return slots_[i].row;
+    return slots_.empty() ? kNone : slots_[Probe(key, hash)].row;
   }
   // Maps `key` (absent) to `row` (not kNone). False when the array cannot
   // grow (no memory): nothing changed then.
@@ -75,9 +71,14 @@ class KeyIndex {
     uint64_t key = 0;
     uint32_t row = kNone;  // kNone: empty
   };
-  size_t Home(uint64_t key) const;
-  // The slot holding `key`, or the empty slot where its probe ends.
-  size_t Probe(uint64_t key) const;
+  size_t Home(uint64_t key) const { return Mix(key) & mask_; }
+  // The slot holding `key` (whose Mix is `hash`), or the empty slot where
+  // its probe ends.
+  size_t Probe(uint64_t key, uint64_t hash) const {
+    size_t i = hash & mask_;
+    while (slots_[i].row != kNone && slots_[i].key != key) i = (i + 1) & mask_;
+    return i;
+  }
   bool Grow();
 
   std::vector<Slot> slots_;
