@@ -15,9 +15,8 @@ ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
       dim_(spec.dim()),
       admit_(std::max<uint32_t>(spec.admit_after_pushes(), 1)),
       budget_(budget),
-      sketch_width_(sketch_width),
       optimizer_(spec) {
-  if (sketch_width_ != 0) sketch_.emplace(sketch_width_);
+  if (sketch_width != 0) sketch_.emplace(sketch_width);
 }
 
 bool ExactPartition::TakeFromBudget() {
@@ -181,7 +180,7 @@ uint64_t ExactPartition::sketch_bytes() const {
 
 void ExactPartition::FreeAllRowsLocked() {
   while (oldest_ != kNoRow) FreeRow(oldest_);
-  if (sketch_) sketch_.emplace(sketch_width_);
+  if (sketch_) sketch_.emplace(sketch_->width());
 }
 
 bool ExactPartition::RestoreRowLocked(uint64_t key, const float* values,

@@ -143,7 +143,6 @@ class ExactPartition {
   mutable std::shared_mutex mu_;
   KeyIndex row_of_key_;
   std::optional<AdmissionSketch> sketch_;
-  const uint64_t sketch_width_;
   std::vector<float> values_;  // rows allocated * dim
   OptimizerState optimizer_;   // the rule and state arrays; steps unused
   std::vector<uint64_t> key_of_row_;

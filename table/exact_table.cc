@@ -46,7 +46,6 @@ StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
 ExactTable::ExactTable(const proto::TableSpec& spec)
     : Table(spec),
       dim_(spec.dim()),
-      capacity_(spec.capacity()),
       state_arrays_(OptimizerState(spec).arrays()),
       budget_(spec.capacity()) {
   const uint64_t width = SketchWidth(spec, kPartitions);
@@ -196,7 +195,8 @@ TableCounters ExactTable::counters() const {
 uint64_t ExactTable::bytes() const {
   uint64_t sketches = 0;
   for (const auto& p : partitions_) sketches += p->sketch_bytes();
-  return capacity_ * dim_ * sizeof(float) * (1 + state_arrays_) + sketches;
+  return budget_.bound() * dim_ * sizeof(float) * (1 + state_arrays_) +
+         sketches;
 }
 
 std::string ExactTable::Placement() const {
@@ -232,11 +232,11 @@ Status ExactTable::PrepareRestore(TableTarget* target) {
 
 Status ExactTable::FinishRestore(TableTarget* target) {
   const TableSnapshot& saved = target->exact;
-  if (saved.ids.size() > capacity_) {
-    return ResourceExhausted("restoring " + Where(spec()) + ": " +
-                             std::to_string(saved.ids.size()) +
-                             " keys exceed its capacity of " +
-                             std::to_string(capacity_) + " rows per shard");
+  if (saved.ids.size() > budget_.bound()) {
+    return ResourceExhausted(
+        "restoring " + Where(spec()) + ": " + std::to_string(saved.ids.size()) +
+        " keys exceed its capacity of " + std::to_string(budget_.bound()) +
+        " rows per shard");
   }
   auto locks = LockAll();
   auto free_all = [&] {

@@ -121,7 +121,6 @@ class ExactTable final : public Table {
   std::vector<std::unique_lock<std::shared_mutex>> LockAll() const;
 
   const uint32_t dim_;
-  const uint64_t capacity_;
   const int state_arrays_;  // the optimizer's, per parameter
   std::atomic<uint64_t> optimizer_steps_{0};
   std::atomic<uint64_t> swept_step_{0};
