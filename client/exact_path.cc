@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "client/key_order.h"
 #include "client/push_shape.h"
 #include "client/sorted_sums.h"
 #include "kernels/value_section.h"
@@ -33,7 +34,7 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
     if (sp.order.empty()) continue;
     // Sorted by key, then by position: a key's gradients are summed in the
     // order they were given.
-    std::sort(sp.order.begin(), sp.order.end());
+    SortByKey(&sp.order, &sort_scratch_);
     sp.keys.clear();
     sp.values.clear();
     for (const auto& [key, position] : sp.order) {
@@ -68,31 +69,25 @@ Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
                            std::to_string(out.size()) + " values, need " +
                            std::to_string(keys.size() * dim));
   }
+  if (keys.size() > UINT32_MAX) {
+    return InvalidArgument("pull of more than 2^32 keys");
+  }
   const uint32_t shards = servers_.size();
-  std::vector<proto::ControlRequest> requests(shards);
-  std::vector<std::vector<size_t>> origin(shards);
-  for (uint32_t s = 0; s < shards; ++s) {
-    requests[s].mutable_exact_pull()->set_table_id(spec_.id());
-  }
+  std::vector<ShardPull> split(shards);
   for (size_t i = 0; i < keys.size(); ++i) {
-    const uint32_t s = router_.map().ShardOfKey(keys[i]);
-    requests[s].mutable_exact_pull()->add_keys(keys[i]);
-    origin[s].push_back(i);
+    ShardPull& sp = split[router_.map().ShardOfKey(keys[i])];
+    sp.keys.push_back(keys[i]);
+    sp.positions.push_back(static_cast<uint32_t>(i));
   }
   for (uint32_t s = 0; s < shards; ++s) {
-    if (origin[s].empty()) continue;
-    PS_ASSIGN_OR_RETURN(proto::ControlReply reply,
-                        servers_[s].Call(requests[s]));
-    const auto& values = reply.exact_pull().values();
-    if (static_cast<size_t>(values.size()) != origin[s].size() * dim) {
-      return Corruption(servers_[s].name() + " answered an exact pull of " +
-                        std::to_string(origin[s].size()) + " keys with " +
-                        std::to_string(values.size()) + " values");
+    if (split[s].keys.empty()) continue;
+    LookupChannel* lookups = servers_[s].lookups();
+    if (lookups == nullptr) {
+      return Internal(servers_[s].name() + " holds EXACT table " +
+                      spec_.name() + " but announced no lookup replies");
     }
-    for (size_t j = 0; j < origin[s].size(); ++j) {
-      std::memcpy(out.data() + origin[s][j] * dim, values.data() + j * dim,
-                  sizeof(float) * dim);
-    }
+    PS_RETURN_IF_ERROR(lookups->Lookup(spec_.id(), dim, split[s].keys,
+                                       split[s].positions, out.data()));
   }
   return Status::OK();
 }

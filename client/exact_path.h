@@ -9,12 +9,16 @@
 // caller's flush puts them in place (ServerGroup::FlushInboxes), and
 // WaitApplied, a bsp Clock or a Barrier waits for them to be applied.
 //
-// Pull: one ExactPull request per shard over the control channel; the call
-// completes when every shard answered.
+// Pull: the keys of each shard, in the caller's order, looked up through
+// that server's LookupChannel (lookup packets in the same inbox, rows read
+// one-sidedly from the worker's reply region: client/lookup_channel.h), so
+// a pull sees this worker's earlier pushes once they are applied in order.
+// Shards are asked one after another; the call completes when every row is
+// in place.
 //
 // Thread-safe: one push of the table at a time (a mutex: the encode
-// buffers are the table's); pulls only read the table's fixed state, and
-// the control channels serialize the requests.
+// buffers are the table's); pulls keep their buffers on the stack and the
+// lookup channels serialize lookups per server.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "client/key_order.h"
 #include "client/server_group.h"
 #include "client/shard_router.h"
 #include "client/worker_clock.h"
@@ -45,10 +50,15 @@ class ExactPath {
   Status Pull(std::span<const uint64_t> keys, std::span<float> out);
 
  private:
+  // One shard's part of a pull: its keys and where each goes in the output.
+  struct ShardPull {
+    std::vector<uint64_t> keys;
+    std::vector<uint32_t> positions;
+  };
   // One shard's part of a push: its distinct keys, ascending, and their
   // summed gradients.
   struct ShardPush {
-    std::vector<std::pair<uint64_t, uint32_t>> order;  // (key, position)
+    std::vector<KeyPosition> order;
     std::vector<uint64_t> keys;
     std::vector<float> values;
   };
@@ -59,6 +69,7 @@ class ExactPath {
   const WorkerClock& clock_;
   std::mutex push_mu_;  // one push at a time: the buffers below
   std::vector<ShardPush> shards_;
+  std::vector<KeyPosition> sort_scratch_;
   std::vector<uint8_t> bytes_;
   std::vector<protocol::EncodedPacket> packets_;
 };

@@ -81,7 +81,19 @@ Status ServerLink::Open(xfer::Context& xfer, const Options& options) {
   io.server = name_;
   io.counters = options.counters;
   inbox_ = std::make_unique<InboxWriter>(std::move(io));
-  return inbox_->Start();
+  PS_RETURN_IF_ERROR(inbox_->Start());
+  if (info_.lookup_reply_region().empty()) return Status::OK();
+  LookupChannel::Options lo;
+  lo.endpoint = endpoint_;
+  PS_ASSIGN_OR_RETURN(
+      lo.reply, import(info_.lookup_reply_region(), "lookup reply region"));
+  lo.inbox = inbox_.get();
+  lo.worker_id = options.worker_id;
+  lo.shard = shard_;
+  lo.timeout_ms = options.timeout_ms;
+  lo.server = name_;
+  lookups_ = std::make_unique<LookupChannel>(std::move(lo));
+  return lookups_->Start();
 }
 
 StatusOr<proto::ControlReply> ServerLink::Call(

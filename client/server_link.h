@@ -1,7 +1,8 @@
 // ServerLink: this worker's connection to one server (one shard): the
 // control channel it said hello on, the xfer endpoint, the regions the
 // server exported (each table's rows, the status words, this worker's
-// inbox) and the InboxWriter on that inbox.
+// inbox and lookup replies), the InboxWriter on that inbox and, on a server
+// with EXACT tables, the LookupChannel that reads their rows.
 //
 // Thread-safe: Call serializes requests on the control channel; the
 // endpoint and the inbox writer are thread-safe themselves.
@@ -17,6 +18,7 @@
 #include "base/status.h"
 #include "base/status_or.h"
 #include "client/inbox_writer.h"
+#include "client/lookup_channel.h"
 #include "client/shard_router.h"
 #include "core/context.h"
 #include "protocol/control_channel.h"
@@ -54,6 +56,9 @@ class ServerLink {
     return rows_.at(table_id);
   }
   InboxWriter& inbox() const { return *inbox_; }
+  // Null when the server announced no lookup replies (it has no EXACT
+  // table).
+  LookupChannel* lookups() const { return lookups_.get(); }
 
   // One control request; completes when the reply arrives.
   StatusOr<proto::ControlReply> Call(const proto::ControlRequest& request);
@@ -76,6 +81,7 @@ class ServerLink {
   std::unordered_map<uint32_t, xfer::RemoteRegion> rows_;  // by table id
   xfer::RemoteRegion status_;
   std::unique_ptr<InboxWriter> inbox_;
+  std::unique_ptr<LookupChannel> lookups_;
 };
 
 }  // namespace ps::worker

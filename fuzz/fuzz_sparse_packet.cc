@@ -1,4 +1,5 @@
-// libFuzzer target: the sparse packet decoders (rows and keyed) must reject
+// libFuzzer target: the sparse packet decoders (rows and keyed) and the
+// lookup packet parser (protocol/lookup_packet.h) must reject
 // or accept any input without reading or writing outside their buffers, and
 // whatever they accept must keep its promises (rows increasing and in
 // range, keys increasing, values finite; a keyed packet is never taken for
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "protocol/lookup_packet.h"
 #include "protocol/sparse_packet.h"
 
 namespace {
@@ -68,6 +70,26 @@ void DecodeKeyed(const std::vector<uint8_t>& packet, uint32_t row_dim) {
     Check(std::isfinite(vals[i]));
 }
 
+// The lookup parser: what it admits holds as many keys as its length says,
+// at least one, and a reply offset the server may write at.
+void ParseLookup(const std::vector<uint8_t>& packet, uint32_t shard) {
+  using namespace ps::protocol;
+  auto r = ParseLookupPacket(packet, shard);
+  if (!r.ok()) {
+    Check(!r.status().message().empty());
+    return;
+  }
+  Check(IsLookupPacket(packet) && !r->keys.empty() &&
+        packet.size() == kLookupPacketHeaderBytes + 8 * r->keys.size());
+  Check(r->request != 0 && r->reply_offset >= kLookupReplyHeaderBytes &&
+        r->reply_offset % kLookupReplyOffsetAlign == 0);
+  Check(r->meta.shard_id == shard &&
+        UncheckedLookupRequest(packet) == r->request);
+  uint64_t sum = 0;
+  for (uint64_t k : r->keys) sum += k;  // every key inside the packet
+  (void)sum;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -87,5 +109,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   DecodeOne(packet, table_rows, row_dim);
   DecodeKeyed(packet, row_dim);
+  ParseLookup(packet, data[6] % 4);
   return 0;
 }

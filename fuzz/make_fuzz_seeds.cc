@@ -1,10 +1,11 @@
 // Writes a few valid packets (one per value type and index encoding, keyed
-// ones too) as seed inputs for fuzz_sparse_packet, each with the 8-byte
-// expectations prefix.
+// ones too, and a lookup packet) as seed inputs for fuzz_sparse_packet, each
+// with the 8-byte expectations prefix.
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "protocol/lookup_packet.h"
 #include "protocol/sparse_packet.h"
 
 int main(int argc, char** argv) {
@@ -42,5 +43,21 @@ int main(int argc, char** argv) {
       std::fclose(f);
     }
   }
+  // A lookup for shard 2 (the prefix's byte 6 picks the shard, mod 4).
+  std::vector<uint8_t> out;
+  std::vector<EncodedPacket> packets;
+  const std::vector<uint64_t> keys = {9, 3, ~0ull};
+  if (!EncodeLookupPackets(LookupMeta{.table_id = 1, .shard_id = 2}, keys, 1,
+                           256, 8, 4096, 0, &out, &packets)
+           .ok()) {
+    return 1;
+  }
+  std::vector<uint8_t> input = {0xff, 0xff, 0, 0, 2, 0, 2, 0};
+  input.insert(input.end(), out.begin(), out.end());
+  std::string path = std::string(argv[1]) + "/seed" + std::to_string(n++);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return 1;
+  std::fwrite(input.data(), 1, input.size(), f);
+  std::fclose(f);
   return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "protocol/inbox_ring.h"
 #include "protocol/inbox_slot.h"
+#include "protocol/lookup_packet.h"
 #include "protocol/sparse_packet.h"
 #include "server/idle_spin.h"
 
@@ -137,9 +138,11 @@ uint32_t ApplyLoop::Consume(uint32_t worker, uint32_t budget,
     if (consumed == 0) busy_since = std::chrono::steady_clock::now();
     uint64_t rows = 0;
     RejectReason reason = RejectReason::kSlot;
-    Status s = ApplyPacket(slot, slot_header, scratch, &rows, &reason);
+    bool lookup = false;
+    Status s = ApplyPacket(worker, slot, slot_header, scratch, &rows, &reason,
+                           &lookup);
     if (s.ok()) {
-      stats_->PacketApplied(worker, rows, slot_header.length);
+      if (!lookup) stats_->PacketApplied(worker, rows, slot_header.length);
     } else if (stats_->PacketRejected(worker, reason)) {
       LOG(WARNING) << "rejected packet " << head + 1 << " from "
                    << WorkerName(worker) << ": " << s.ToString()
@@ -194,13 +197,82 @@ double ApplyLoop::BusySeconds(uint32_t thread) const {
   return static_cast<double>(ns) * 1e-9;
 }
 
-Status ApplyLoop::ApplyPacket(const uint8_t* slot,
+Status ApplyLoop::AnswerLookup(uint32_t worker, std::span<const uint8_t> packet,
+                               Scratch* scratch, RejectReason* reason) {
+  xfer::MemoryRegion* reply = inboxes_->reply_region(worker);
+  if (reply == nullptr) {
+    *reason = RejectReason::kTable;
+    return InvalidArgument(
+        "lookup packet, but this server has no table that answers lookups "
+        "(no EXACT table)");
+  }
+  // A copy that only this thread writes: the slot stays writable by its
+  // worker until the head passes it.
+  scratch->packet.assign(packet.begin(), packet.end());
+  uint8_t* region = static_cast<uint8_t*>(reply->data());
+  Status s =
+      ReadLookup(scratch->packet, region, reply->size(), scratch, reason);
+  const uint64_t request = protocol::UncheckedLookupRequest(scratch->packet);
+  if (!s.ok() && request != 0) protocol::WriteLookupRefusal(region, request, s);
+  return s;
+}
+
+Status ApplyLoop::ReadLookup(std::span<const uint8_t> packet, uint8_t* reply,
+                             uint64_t reply_bytes, Scratch* scratch,
+                             RejectReason* reason) {
+  *reason = RejectReason::kHeader;
+  PS_ASSIGN_OR_RETURN(protocol::LookupRequest lookup,
+                      protocol::ParseLookupPacket(packet, shard_->shard_id()));
+  *reason = RejectReason::kTable;
+  TableShard* table = shard_->Find(lookup.meta.table_id);
+  if (table == nullptr) {
+    return NotFound("lookup in unknown table id " +
+                    std::to_string(lookup.meta.table_id));
+  }
+  if (table->table().access() != table::RowAccess::kThroughServer) {
+    return InvalidArgument("lookup in table " + table->spec().name() +
+                           ": only EXACT tables answer lookups (workers read "
+                           "the other kinds' rows themselves)");
+  }
+  *reason = RejectReason::kPayload;
+  const size_t n = lookup.keys.size();
+  const uint64_t row_bytes = uint64_t{table->dim()} * sizeof(float);
+  if (lookup.reply_offset > reply_bytes ||
+      protocol::LookupReplySpan(n, row_bytes) >
+          reply_bytes - lookup.reply_offset) {
+    return OutOfRange("lookup of " + std::to_string(n) + " rows of " +
+                      std::to_string(row_bytes) + " bytes at reply offset " +
+                      std::to_string(lookup.reply_offset) +
+                      " runs past the reply region's " +
+                      std::to_string(reply_bytes) + " bytes");
+  }
+  PS_RETURN_IF_ERROR(shard_->CheckKeysAreMine(table->spec(), lookup.keys));
+  if (scratch->present_size < n) {
+    scratch->present = std::make_unique<bool[]>(n);
+    scratch->present_size = n;
+  }
+  *reason = RejectReason::kApply;
+  float* rows = reinterpret_cast<float*>(reply + lookup.reply_offset);
+  Status s = table->table().ReadKeys(
+      lookup.keys, std::span<float>(rows, n * table->dim()),
+      std::span<bool>(scratch->present.get(), n));
+  if (!s.ok()) return s.WithContext("table " + table->spec().name());
+  protocol::WriteLookupAnswered(reply, lookup.request);
+  stats_->LookupAnswered(n);
+  return Status::OK();
+}
+
+Status ApplyLoop::ApplyPacket(uint32_t worker, const uint8_t* slot,
                               const protocol::InboxSlotHeader& slot_header,
                               Scratch* scratch, uint64_t* rows_applied,
-                              RejectReason* reason) {
+                              RejectReason* reason, bool* lookup) {
   *reason = RejectReason::kSlot;
   PS_RETURN_IF_ERROR(slot_header.Validate(inboxes_->slot_bytes()));
   const std::span<const uint8_t> packet = slot_header.Packet(slot);
+  if (protocol::IsLookupPacket(packet)) {
+    *lookup = true;
+    return AnswerLookup(worker, packet, scratch, reason);
+  }
   *reason = RejectReason::kHeader;
 
   protocol::SparsePacketExpectations expect;

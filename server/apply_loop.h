@@ -25,6 +25,15 @@
 // decodes, validates and applies on the GPU. Its refusals count like the
 // host decode's: kPayload for a bad packet, kApply for a CUDA failure.
 //
+// A lookup packet (protocol/lookup_packet.h) is answered rather than
+// applied: copied out of the slot first (the worker may still write there),
+// checked (header, checksum, a table that answers lookups, the reply's
+// room, keys of this shard), then the keys' rows are read from the table
+// (table::Table::ReadKeys, under its locks) into the worker's reply region
+// and the request marked answered. A refused lookup is counted and logged
+// as a bad packet is, and its refusal written to the reply region, so the
+// waiting worker gets the reason instead of a timeout.
+//
 // Idle policy: poll for `spin_us` (only while packets come within that
 // window: server/idle_spin.h), then sleep until a packet rings the
 // inboxes' doorbell (server/inboxes.h), so an idle server costs no CPU. With
@@ -96,6 +105,10 @@ class ApplyLoop {
     std::vector<uint32_t> rows;
     std::vector<uint64_t> keys;  // keyed packets (EXACT tables)
     std::vector<float> values;
+    // Lookups: the packet's copy, and which keys had rows.
+    std::vector<uint8_t> packet;
+    std::unique_ptr<bool[]> present;
+    size_t present_size = 0;
   };
   // Per inbox: the next packet's number minus one. Only its owner thread
   // touches it; padded so two owners never share a line.
@@ -111,10 +124,18 @@ class ApplyLoop {
   uint32_t Consume(uint32_t worker, uint32_t budget, Scratch* scratch);
   // Validates and applies the packet of `slot`, whose header the caller read
   // once (its sequence showed the packet); returns why it was refused.
-  Status ApplyPacket(const uint8_t* slot,
+  // `lookup`: set when it was a lookup (counted apart from applied packets).
+  Status ApplyPacket(uint32_t worker, const uint8_t* slot,
                      const protocol::InboxSlotHeader& slot_header,
                      Scratch* scratch, uint64_t* rows_applied,
-                     RejectReason* reason);
+                     RejectReason* reason, bool* lookup);
+  // A lookup packet of `worker`'s: answered into its reply region, or
+  // refused there.
+  Status AnswerLookup(uint32_t worker, std::span<const uint8_t> packet,
+                      Scratch* scratch, RejectReason* reason);
+  Status ReadLookup(std::span<const uint8_t> packet, uint8_t* reply,
+                    uint64_t reply_bytes, Scratch* scratch,
+                    RejectReason* reason);
   // The rest of ApplyPacket for a keyed packet (an EXACT table's).
   Status ApplyKeyedPacket(std::span<const uint8_t> packet,
                           const protocol::SparsePacketHeader& header,

@@ -7,7 +7,8 @@ namespace ps::server {
 StatusOr<std::unique_ptr<Inboxes>> Inboxes::Create(xfer::Context* context,
                                                    uint32_t workers,
                                                    uint32_t slots,
-                                                   uint32_t slot_bytes) {
+                                                   uint32_t slot_bytes,
+                                                   bool lookups) {
   if (workers == 0 || workers > 65536) {
     return InvalidArgument("number of workers must be in [1, 65536], not " +
                            std::to_string(workers));
@@ -38,6 +39,15 @@ StatusOr<std::unique_ptr<Inboxes>> Inboxes::Create(xfer::Context* context,
           std::to_string(inbox_bytes) + " bytes): " + r.status().ToString());
     }
     in->inbox_regions_.push_back(std::move(*r));
+    if (!lookups) continue;
+    auto reply = context->Allocate(inbox_bytes, xfer::kRemoteRead);
+    if (!reply.ok()) {
+      return ResourceExhausted("cannot allocate the lookup replies of worker " +
+                               std::to_string(w) + " (" +
+                               std::to_string(inbox_bytes) +
+                               " bytes): " + reply.status().ToString());
+    }
+    in->reply_regions_.push_back(std::move(*reply));
   }
   auto s = context->Allocate(in->words_.Bytes(), xfer::kRemoteAll);
   if (!s.ok()) {

@@ -4,7 +4,10 @@
 // One inbox region per worker (slots x slot_bytes, remote-writable), so a
 // worker's descriptor grants it exactly its own ring, and one status region
 // (remote read, write and atomics: workers read inbox heads and write their
-// clocks there).
+// clocks there). On a server with tables that workers reach only through
+// it (EXACT tables), also one lookup reply region per worker, as large as
+// its inbox and remote-readable by it alone: the apply thread answers the
+// worker's lookup packets there (protocol/lookup_packet.h).
 //
 // The doorbell: the inbox regions are kNotifyEvents, so every packet's
 // PutWithNotify also queues a notification in the context (core/
@@ -54,11 +57,12 @@ class Inboxes {
  public:
   // kInvalidArgument for a bad layout (no workers, no slots, slot_bytes not
   // a multiple of 64 or too small for a packet), kResourceExhausted when the
-  // memory cannot be allocated.
+  // memory cannot be allocated. `lookups`: with reply regions (see above).
   static StatusOr<std::unique_ptr<Inboxes>> Create(xfer::Context* context,
                                                    uint32_t workers,
                                                    uint32_t slots,
-                                                   uint32_t slot_bytes);
+                                                   uint32_t slot_bytes,
+                                                   bool lookups = false);
 
   uint32_t workers() const { return words_.workers; }
   uint32_t slots() const { return slots_; }
@@ -71,6 +75,10 @@ class Inboxes {
   }
   const std::shared_ptr<xfer::MemoryRegion>& status_region() const {
     return status_region_;
+  }
+  // Null without lookups.
+  xfer::MemoryRegion* reply_region(uint32_t worker) const {
+    return reply_regions_.empty() ? nullptr : reply_regions_[worker].get();
   }
 
   // The slot that packet `packet_number` (1-based) of `worker` goes into.
@@ -134,6 +142,7 @@ class Inboxes {
   uint32_t slots_ = 0;
   uint32_t slot_bytes_ = 0;
   std::vector<std::shared_ptr<xfer::MemoryRegion>> inbox_regions_;
+  std::vector<std::shared_ptr<xfer::MemoryRegion>> reply_regions_;
   std::shared_ptr<xfer::MemoryRegion> status_region_;
 };
 

@@ -113,9 +113,14 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   }
   s->checkpointer_ = std::make_unique<Checkpointer>(
       o.checkpoint, s->shard_.get(), s->peers_.get(), s->context_->instance());
+  // Lookup replies only where a table needs them (server/inboxes.h).
+  bool lookups = false;
+  for (const auto& t : s->shard_->tables()) {
+    lookups |= t->table().access() == table::RowAccess::kThroughServer;
+  }
   PS_ASSIGN_OR_RETURN(s->inboxes_,
                       Inboxes::Create(s->context_.get(), o.num_workers,
-                                      o.inbox_slots, o.slot_bytes));
+                                      o.inbox_slots, o.slot_bytes, lookups));
   s->stats_ = std::make_unique<ServerStats>(o.num_workers);
   s->workers_.resize(o.num_workers);
   s->apply_ = std::make_unique<ApplyLoop>(s->shard_.get(), s->inboxes_.get(),
@@ -353,6 +358,9 @@ proto::ControlReply Server::Hello(const proto::WorkerHello& hello,
   info->set_inbox_slots(inboxes_->slots());
   info->set_slot_bytes(inboxes_->slot_bytes());
   info->set_status_region(inboxes_->status_region()->descriptor());
+  if (const xfer::MemoryRegion* reply = inboxes_->reply_region(w)) {
+    info->set_lookup_reply_region(reply->descriptor());
+  }
   // Both spellings: workers of this build read the enum, workers and tools
   // built before it the string.
   info->set_consistency_mode(options_.consistency);

@@ -59,6 +59,13 @@ void Server::AddMetrics(metrics::Registry* registry) const {
     }
     sink.Gauge("ps_server_inbox_slots", "Slots of each worker's inbox.",
                {{"shard", shard}}, inboxes_->slots());
+    sink.Counter("ps_server_lookups_total",
+                 "Lookup packets (pulls of EXACT tables) answered.",
+                 {{"shard", shard}},
+                 static_cast<double>(st.lookups_answered()));
+    sink.Counter("ps_server_lookup_keys_total",
+                 "Keys read by the lookups answered.", {{"shard", shard}},
+                 static_cast<double>(st.lookup_keys()));
     for (uint32_t t = 0; t < apply_->threads(); ++t) {
       sink.Counter("ps_server_apply_busy_seconds_total",
                    "Time an apply thread spent applying packets, in seconds.",

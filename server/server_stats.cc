@@ -80,6 +80,8 @@ proto::StatsReply ServerStats::ToProto(
   r.set_exact_rows(exact.rows);
   r.set_exact_evicted(exact.evicted);
   r.set_exact_admission_pending(exact.admission_pending);
+  r.set_lookups_answered(lookups_answered());
+  r.set_lookup_keys(lookup_keys());
   for (uint32_t w = 0; w < num_workers_; ++w) {
     uint64_t n = rejected_from(w);
     if (n > 0) (*r.mutable_rejected_by_sender())[WorkerName(w)] = n;
@@ -99,6 +101,10 @@ std::string ServerStats::ToLogLine(const table::TableCounters& exact) const {
                std::to_string(n);
   }
   if (!senders.empty()) line += " (" + senders + ")";
+  if (lookups_answered() > 0) {
+    line += ", answered " + std::to_string(lookups_answered()) + " lookups (" +
+            std::to_string(lookup_keys()) + " keys)";
+  }
   line += ", exact rows " + std::to_string(exact.rows) + " (evicted " +
           std::to_string(exact.evicted) + ", pending " +
           std::to_string(exact.admission_pending) + ", dropped pushes " +

@@ -46,6 +46,18 @@ class ServerStats {
     w.rows.fetch_add(rows, std::memory_order_relaxed);
     w.bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
+  // Apply threads: a lookup packet answered `keys` keys (not counted as a
+  // packet applied; a refused one is counted as rejected).
+  void LookupAnswered(uint64_t keys) {
+    lookups_answered_.fetch_add(1, std::memory_order_relaxed);
+    lookup_keys_.fetch_add(keys, std::memory_order_relaxed);
+  }
+  uint64_t lookups_answered() const {
+    return lookups_answered_.load(std::memory_order_relaxed);
+  }
+  uint64_t lookup_keys() const {
+    return lookup_keys_.load(std::memory_order_relaxed);
+  }
   // Counts a rejected packet from the inbox of `worker`; returns true the
   // first time this worker has a packet rejected (the caller logs then, and
   // only then, so a misbehaving worker cannot flood the log).
@@ -81,6 +93,8 @@ class ServerStats {
   std::atomic<uint64_t> packets_applied_{0};
   std::atomic<uint64_t> packets_rejected_{0};
   std::atomic<uint64_t> rows_applied_{0};
+  std::atomic<uint64_t> lookups_answered_{0};
+  std::atomic<uint64_t> lookup_keys_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> rejected_by_worker_;
   struct PerWorker {
     std::atomic<uint64_t> packets{0}, rows{0}, bytes{0};

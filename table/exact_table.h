@@ -28,9 +28,11 @@
 // Rows live in local memory, not in registered memory: workers reach exact
 // rows only through the server (RowAccess::kThroughServer), because only
 // the server knows where a key's row is. Pushes arrive as keyed packets in
-// the inboxes (the apply threads call ApplyKeys), pulls as ExactPull
-// requests on the control channel (ReadKeys). Storage grows with the rows
-// in use, up to the bound.
+// the inboxes (the apply threads call ApplyKeys), pulls as lookup packets
+// in the same inboxes (ReadKeys into the worker's reply region:
+// protocol/lookup_packet.h; tools and workers of older builds may still ask
+// with an ExactPull request on the control channel). Storage grows with
+// the rows in use, up to the bound.
 //
 // ExactTable is a Table (table/table.h): ApplyKeys and ReadKeys; its
 // checkpoints are its keys with their rows, state and last update.

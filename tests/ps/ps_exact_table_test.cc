@@ -13,7 +13,10 @@
 // exact_rows shrinks to the 10 of C1, and those keys pull as zeros again.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tests/core/process_harness.h"
@@ -203,6 +206,64 @@ TEST_P(ExactTableTest, AdmissionByPushCountAndEvictionByAge) {
   for (uint32_t w = 0; w < kWorkers; ++w) {
     EXPECT_EQ(WaitChild(workers[w], timeout_ms), 0) << "worker " << w;
   }
+  Status stopped = (*cluster)->Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped;
+}
+
+// Pulls go through the inboxes as lookups (client/lookup_channel.h): with
+// small inboxes (4 slots of 4 KiB, so 16 KiB of lookup replies: 1,000 rows
+// of dim 2 a chunk, 496 keys a packet) a pull of 5,000 keys in random order,
+// some repeated and some without a row, spans five chunks of two packets
+// and more, and each key still reads its own row. A pull right after a
+// push, without waiting for it to be applied, reads the push: the lookup
+// follows it through the same inbox.
+TEST_P(ExactTableTest, PullsInManyChunksReadEachKeysRowAndFollowPushes) {
+  ClusterOptions o;
+  o.num_servers = 1;
+  o.num_workers = 1;
+  o.transport = GetParam();
+  o.tables = R"(
+    table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 10000
+            push_value_type: FP32 optimizer { name: "sum" }
+            admit_after_pushes: 1 }
+  )";
+  o.extra_flags = {"--inbox_slots=4", "--slot_bytes=4096"};
+  auto cluster = TestCluster::Start(o, "exact-chunks");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = ConnectWorker(**cluster, 0);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<uint64_t> pushed;
+  std::vector<float> grads;
+  for (uint64_t i = 0; i < 4000; ++i) {
+    pushed.push_back(i * 0x9e3779b97f4a7c15ull + 1);
+    grads.push_back(static_cast<float>(i));
+    grads.push_back(-static_cast<float>(i) - 0.5f);
+  }
+  ASSERT_TRUE((*client)->Push(kTable, pushed, grads).ok());
+  // Every pushed key once, 500 of them twice, 500 keys never pushed.
+  std::vector<uint64_t> keys = pushed;
+  for (uint64_t i = 0; i < 500; ++i) keys.push_back(pushed[i * 7]);
+  for (uint64_t i = 0; i < 500; ++i) keys.push_back(~i);
+  std::mt19937_64 rng(5);
+  std::shuffle(keys.begin(), keys.end(), rng);
+  std::vector<float> out(keys.size() * 2, -1.0f);
+  Status s = (*client)->Pull(kTable, keys, out);
+  ASSERT_TRUE(s.ok()) << s;
+  std::unordered_map<uint64_t, size_t> index;
+  for (size_t i = 0; i < pushed.size(); ++i) index[pushed[i]] = i;
+  size_t wrong = 0;
+  for (size_t j = 0; j < keys.size(); ++j) {
+    auto it = index.find(keys[j]);
+    const float want0 = it == index.end() ? 0.0f : grads[2 * it->second];
+    const float want1 = it == index.end() ? 0.0f : grads[2 * it->second + 1];
+    wrong += out[2 * j] != want0 || out[2 * j + 1] != want1;
+  }
+  EXPECT_EQ(wrong, 0u) << "of " << keys.size() << " keys";
+  // Five chunks of 1,000 keys, each in packets of 496 + 496 + 8 keys.
+  auto stats = (*client)->Stats(0);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->lookups_answered(), 15u);
+  EXPECT_EQ(stats->lookup_keys(), keys.size());
   Status stopped = (*cluster)->Stop();
   EXPECT_TRUE(stopped.ok()) << stopped;
 }

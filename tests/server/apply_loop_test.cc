@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "protocol/lookup_packet.h"
 #include "protocol/shard_map.h"
 #include "protocol/sparse_packet.h"
 #include "protocol/table_config.h"
@@ -52,8 +53,9 @@ class ApplyLoopTest : public ::testing::Test {
     shard_ = Shard::Create(context_.get(), *config, shard_id, num_shards,
                            std::nullopt, pushes)
                  .value();
-    inboxes_ =
-        Inboxes::Create(context_.get(), workers, kSlots, kSlotBytes).value();
+    inboxes_ = Inboxes::Create(context_.get(), workers, kSlots, kSlotBytes,
+                               /*lookups=*/true)
+                   .value();
     stats_ = std::make_unique<ServerStats>(workers);
   }
 
@@ -101,6 +103,29 @@ class ApplyLoopTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s;
     EXPECT_EQ(packets.size(), 1u);
     return out;
+  }
+
+  static std::vector<uint8_t> EncodeLookup(uint32_t table,
+                                           std::vector<uint64_t> keys,
+                                           uint64_t request,
+                                           uint64_t reply_offset = 256,
+                                           uint32_t shard = 0) {
+    protocol::LookupMeta meta{.table_id = table, .shard_id = shard};
+    std::vector<uint8_t> out;
+    std::vector<protocol::EncodedPacket> packets;
+    Status s = protocol::EncodeLookupPackets(
+        meta, keys, request, reply_offset, sizeof(float),
+        protocol::MaxPacketBytes(kSlotBytes), 0, &out, &packets);
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(packets.size(), 1u);
+    return out;
+  }
+
+  const uint8_t* Reply(uint32_t worker) const {
+    return static_cast<const uint8_t*>(inboxes_->reply_region(worker)->data());
+  }
+  protocol::LookupReplyHeader ReplyHeader(uint32_t worker) const {
+    return protocol::LookupReplyHeader::Parse(Reply(worker));
   }
 
   // The row of `key` in EXACT table `table` (zeros without one).
@@ -176,6 +201,81 @@ TEST_F(ApplyLoopTest, KeyedPacketsWithKeysOfAnotherShardAreRefused) {
   EXPECT_EQ(stats_->packets_rejected(), 1u);  // nothing of it applied
   EXPECT_FLOAT_EQ(KeyRow(3, mine), 1.0f);
   EXPECT_FLOAT_EQ(KeyRow(3, theirs), 0.0f);
+}
+
+TEST_F(ApplyLoopTest, LookupsAreAnsweredIntoTheirWorkersReplyRegion) {
+  auto loop = MakeLoop(1);
+  // The push comes first in the same inbox: the lookup sees it applied.
+  Write(0, 1, EncodeKeyed(3, 1, {7, 9}, {1.5f, 2.0f}));
+  Write(0, 2, EncodeLookup(3, {9, 8, 7}, /*request=*/1, /*reply_offset=*/320));
+  EXPECT_EQ(loop->DrainOnce(), 2u);
+  EXPECT_EQ(stats_->packets_rejected(), 0u);
+  EXPECT_EQ(stats_->lookups_answered(), 1u);
+  EXPECT_EQ(stats_->lookup_keys(), 3u);
+  EXPECT_EQ(stats_->packets_applied(), 1u);  // the push; lookups apart
+  const protocol::LookupReplyHeader h = ReplyHeader(0);
+  EXPECT_EQ(h.answered, 1u);
+  EXPECT_EQ(h.failed_request, 0u);
+  const float* rows = reinterpret_cast<const float*>(Reply(0) + 320);
+  EXPECT_FLOAT_EQ(rows[0], 2.0f);
+  EXPECT_FLOAT_EQ(rows[1], 0.0f);  // no row: zeros
+  EXPECT_FLOAT_EQ(rows[2], 1.5f);
+  // The other worker's replies are untouched.
+  EXPECT_EQ(ReplyHeader(1).answered, 0u);
+}
+
+TEST_F(ApplyLoopTest, RefusedLookupsSayWhyInTheReplyAndTheNextIsAnswered) {
+  Build(/*shard_id=*/0, /*num_shards=*/2, 2);
+  auto loop = MakeLoop(1);
+  const auto map = protocol::ShardMap::ForTable(config_.table(2), 2);
+  uint64_t mine = 0, theirs = 0;
+  while (map.ShardOfKey(mine) != 0) ++mine;
+  while (map.ShardOfKey(theirs) != 1) ++theirs;
+  const uint64_t region = inboxes_->reply_region(0)->size();
+  struct Case {
+    std::vector<uint8_t> packet;
+    StatusCode code;
+    const char* message;
+  };
+  const Case cases[] = {
+      {EncodeLookup(1, {mine}, 1), StatusCode::kInvalidArgument,
+       "only EXACT tables"},
+      {EncodeLookup(99, {mine}, 2), StatusCode::kNotFound, "unknown table"},
+      {EncodeLookup(3, {mine, theirs}, 3), StatusCode::kInvalidArgument,
+       "belongs to shard 1"},
+      {EncodeLookup(3, std::vector<uint64_t>(40, mine), 4, region - 64),
+       StatusCode::kOutOfRange, "past the reply region"},
+      {EncodeLookup(3, {mine}, 5, 256, /*shard=*/1),
+       StatusCode::kInvalidArgument, "for shard 1"},
+  };
+  uint64_t n = 0;
+  for (const Case& c : cases) {
+    Write(0, ++n, c.packet);
+    EXPECT_EQ(loop->DrainOnce(), 1u);
+    const protocol::LookupReplyHeader h = ReplyHeader(0);
+    EXPECT_EQ(h.answered, n);
+    EXPECT_EQ(h.failed_request, n);
+    EXPECT_EQ(h.failure.code(), c.code) << h.failure;
+    EXPECT_NE(h.failure.message().find(c.message), std::string::npos)
+        << h.failure;
+  }
+  EXPECT_EQ(stats_->packets_rejected(), n);
+  EXPECT_EQ(stats_->lookups_answered(), 0u);
+  // A damaged packet is refused under the request number it carries.
+  ++n;
+  std::vector<uint8_t> damaged = EncodeLookup(3, {mine}, n);
+  damaged.back() ^= 1;
+  Write(0, n, damaged);
+  EXPECT_EQ(loop->DrainOnce(), 1u);
+  EXPECT_EQ(ReplyHeader(0).failed_request, n);
+  EXPECT_EQ(ReplyHeader(0).failure.code(), StatusCode::kCorruption);
+  // The next good one is answered, its refusal record left as it was.
+  ++n;
+  Write(0, n, EncodeLookup(3, {mine}, n));
+  EXPECT_EQ(loop->DrainOnce(), 1u);
+  EXPECT_EQ(ReplyHeader(0).answered, n);
+  EXPECT_EQ(ReplyHeader(0).failed_request, n - 1);
+  EXPECT_EQ(stats_->lookups_answered(), 1u);
 }
 
 TEST_F(ApplyLoopTest, ValidPacketsApplyThroughTheTableOptimizer) {

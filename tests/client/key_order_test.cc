@@ -1,0 +1,45 @@
+// SortByKey (client/key_order.h) orders (key, position) pairs exactly as
+// std::sort does: for keys spread over the whole range, for small ids that
+// all fall into one bucket, with duplicates, and below the size where it
+// sorts in one go.
+#include "client/key_order.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+namespace ps::worker {
+namespace {
+
+std::vector<KeyPosition> Pairs(size_t n, uint64_t key_mask, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<KeyPosition> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    v[i] = {rng() & key_mask, static_cast<uint32_t>(i)};
+  }
+  return v;
+}
+
+void ExpectSortedLikeStdSort(std::vector<KeyPosition> v) {
+  std::vector<KeyPosition> want = v, scratch;
+  std::sort(want.begin(), want.end());
+  SortByKey(&v, &scratch);
+  EXPECT_EQ(v, want);
+}
+
+TEST(KeyOrderTest, SpreadKeysSortAsStdSortDoes) {
+  ExpectSortedLikeStdSort(Pairs(300000, ~0ull, 1));
+}
+
+TEST(KeyOrderTest, SmallIdsInOneBucketWithDuplicatesSortAsStdSortDoes) {
+  ExpectSortedLikeStdSort(Pairs(100000, 0xfff, 2));  // ~25 copies a key
+}
+
+TEST(KeyOrderTest, FewPairsSortAsStdSortDoes) {
+  ExpectSortedLikeStdSort(Pairs(1000, ~0ull, 3));
+  ExpectSortedLikeStdSort({});
+}
+
+}  // namespace
+}  // namespace ps::worker
