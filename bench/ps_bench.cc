@@ -19,6 +19,14 @@
 // one warm-up iteration, in M keys/s and GB/s (GB/s counts the keys' values,
 // keys * dim * 4 bytes).
 //
+// resident: one set of --keys keys, pushed once into the table (timed
+// until applied: "insert", each key gets a row of an EXACT table), then
+// pulled and checked (the share of keys whose row is what an SGD step from
+// a zero row gives for the pushed gradient: "hit"), then --iterations
+// timed pulls of the same keys ("pull_resident") and --iterations timed
+// pushes to them ("push_resident"), medians. With several workers each
+// pushes and pulls its own keys.
+//
 // train: --batches steps shaped like CTR training, each a Pull then a Push
 // (+ WaitApplied) of --batch_examples x --example_keys keys; prints pushes
 // per second (steps / time spent pushing) and the p50 / p99 latency of one
@@ -37,6 +45,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -64,8 +73,10 @@ DEFINE_uint32(dim, 1, "Expected row dimension of --table (checked).");
 DEFINE_string(table, "", "Table id or name (default: the first table).");
 DEFINE_uint32(iterations, 5, "Timed iterations per mode (median reported).");
 DEFINE_string(mode, "both",
-              "push, pull, both (throughput of --keys-key operations) or "
-              "train (latency of --batches training-sized steps).");
+              "push, pull, both (throughput of --keys-key operations of "
+              "fresh keys), resident (insert, then pulls and pushes of the "
+              "same keys: see the header) or train (latency of --batches "
+              "training-sized steps).");
 DEFINE_uint32(batches, 500,
               "train: timed steps (after 20 warm-up steps), each a Pull and "
               "a Push of one batch.");
@@ -92,13 +103,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Mode { kPush, kPull, kBoth, kTrain };
+enum class Mode { kPush, kPull, kBoth, kResident, kTrain };
 
 bool ParseMode(const std::string& name, Mode* mode) {
   static constexpr std::pair<std::string_view, Mode> kModes[] = {
       {"push", Mode::kPush},
       {"pull", Mode::kPull},
       {"both", Mode::kBoth},
+      {"resident", Mode::kResident},
       {"train", Mode::kTrain}};
   for (const auto& [text, m] : kModes) {
     if (text == name) {
@@ -115,6 +127,7 @@ constexpr uint32_t kTrainWarmupBatches = 20;
 struct Bench {
   ps::worker::PsClient* client = nullptr;
   uint32_t table = 0;
+  float learning_rate = 0;  // the table's sgd rate (resident's check)
   size_t dim = 1;
   uint32_t num_workers = 1;
   std::mt19937_64 rng;
@@ -249,6 +262,70 @@ int RunPull(Bench& b, size_t n) {
   return 0;
 }
 
+// Push + WaitApplied (a Barrier with several workers) of keys and grads;
+// the seconds it took.
+ps::Status TimedPush(Bench& b, std::span<const uint64_t> keys,
+                     std::span<const float> grads, double* seconds) {
+  PS_RETURN_IF_ERROR(Sync(b));
+  auto t0 = Clock::now();
+  PS_RETURN_IF_ERROR(b.client->Push(b.table, keys, grads));
+  PS_RETURN_IF_ERROR(b.num_workers > 1 ? b.client->Barrier()
+                                       : b.client->WaitApplied());
+  *seconds = Seconds(t0, Clock::now());
+  return ps::Status::OK();
+}
+
+int RunResident(Bench& b, size_t n) {
+  std::vector<uint64_t> keys(n);
+  std::vector<float> grads(n * b.dim), out(n * b.dim);
+  Draw(&b.rng, keys, grads);
+  double insert = 0;
+  if (ps::Status s = TimedPush(b, keys, grads, &insert); !s.ok()) {
+    return Fail("insert", s);
+  }
+  PrintResult("insert", RateOf(b, n, insert));
+  // One SGD step from a zero row: -lr * g (rounded once whichever way the
+  // kernel computes it). A HASHED table's colliding keys share a row, so
+  // they miss.
+  if (ps::Status s = b.client->Pull(b.table, keys, out); !s.ok()) {
+    return Fail("pull", s);
+  }
+  size_t hits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    bool hit = true;
+    for (size_t d = 0; d < b.dim; ++d) {
+      const float want = -(b.learning_rate * grads[i * b.dim + d]);
+      hit &= std::fabs(out[i * b.dim + d] - want) <=
+             1e-6f * std::fabs(want) + 1e-30f;
+    }
+    hits += hit;
+  }
+  std::printf("RESULT mode=verify hit_fraction=%.6f\n",
+              static_cast<double>(hits) / static_cast<double>(n));
+  std::vector<double> pulls, pushes;
+  for (uint32_t it = 0; it < FLAGS_iterations; ++it) {
+    ps::Status s = Sync(b);
+    if (!s.ok()) return Fail("barrier", s);
+    auto t0 = Clock::now();
+    s = b.client->Pull(b.table, keys, out);
+    if (!s.ok()) return Fail("pull", s);
+    s = Sync(b);
+    if (!s.ok()) return Fail("barrier", s);
+    pulls.push_back(Seconds(t0, Clock::now()));
+  }
+  for (uint32_t it = 0; it < FLAGS_iterations; ++it) {
+    Draw(&b.rng, {}, grads);
+    double seconds = 0;
+    if (ps::Status s = TimedPush(b, keys, grads, &seconds); !s.ok()) {
+      return Fail("push", s);
+    }
+    pushes.push_back(seconds);
+  }
+  PrintResult("pull_resident", RateOf(b, n, Median(pulls)));
+  PrintResult("push_resident", RateOf(b, n, Median(pushes)));
+  return 0;
+}
+
 int RunTrain(Bench& b) {
   const size_t n = size_t{FLAGS_batch_examples} * FLAGS_example_keys;
   std::vector<uint64_t> keys(n);
@@ -344,8 +421,9 @@ int main(int argc, char** argv) {
   }
   Mode mode = Mode::kBoth;
   if (!ParseMode(FLAGS_mode, &mode)) {
-    std::fprintf(stderr,
-                 "ps_bench: --mode must be push, pull, both or train\n");
+    std::fprintf(
+        stderr,
+        "ps_bench: --mode must be push, pull, both, resident or train\n");
     return 2;
   }
   if (FLAGS_iterations == 0 || FLAGS_keys == 0 || FLAGS_batches == 0 ||
@@ -408,6 +486,7 @@ int main(int argc, char** argv) {
   b.client = client.get();
   b.table = spec->id();
   b.dim = spec->dim();
+  b.learning_rate = spec->optimizer().learning_rate();
   b.num_workers = FLAGS_num_workers;
   ps::metrics::Registry registry;
   std::unique_ptr<ps::metrics::Exporter> exporter;
@@ -448,6 +527,7 @@ int main(int argc, char** argv) {
   if (rc == 0 && (mode == Mode::kPull || mode == Mode::kBoth)) {
     rc = RunPull(b, FLAGS_keys);
   }
+  if (rc == 0 && mode == Mode::kResident) rc = RunResident(b, FLAGS_keys);
   if (rc == 0) rc = ReportPeakRss(server_pids);
   return rc;
 }

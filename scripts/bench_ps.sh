@@ -23,6 +23,18 @@
 #       sgd, every key admitted at its first push: keyed packets through the
 #       inboxes, pulls through the server), 1 server. Peer: the same on a
 #       HASHED table in this run; ratio = EXACT / HASHED.
+#   exact_insert_10M_{shm,tcp}, exact_pull_10M_{shm,tcp},
+#   exact_push_resident_10M_{shm,tcp}: ps_bench --mode=resident, 10M keys,
+#       1 server: one push of 10M fresh keys (each gets a row), then pulls
+#       and pushes of the same keys (medians of 5). Peer: the same on the
+#       HASHED table bench1 in this run; ratio = EXACT / HASHED. The EXACT
+#       run must read back what was pushed for at least 99% of the keys
+#       (exact_pull_hit_10M_*; a HASHED table's colliding keys share rows).
+#   exact_{pull,push_resident}_10M_shm_vs_pslite: the EXACT figures against
+#       the ps-lite peer of the push_10M rows.
+#   exact_train_{push,pull}_{p50,p99}_ms (shm): 500 steps of 1,000 examples
+#       x 39 fresh keys (a Pull, then a Push + WaitApplied) into exact1
+#       against the same into bench1; lower is better.
 #   rss_worker_10M_shm, rss_server_10M_shm (MiB): peak RSS (VmHWM) of the
 #       worker and the server of the push_10M_shm run. It counts the shared
 #       memory a process touched: the server's table region, and the rows a
@@ -186,6 +198,36 @@ for transport in shm tcp; do
   done
 done
 
+# EXACT against HASHED at 10M keys, keys that have rows (see above).
+for transport in shm tcp; do
+  for kind in exact hashed; do
+    tables="$work/exact1.tables" tab=exact1
+    [ "$kind" = hashed ] && tables="$work/bench1.tables" tab=bench1
+    run "${kind}_resident_${label}_$transport" 1 1 "$transport" "$tables" \
+      "$tab" 1 --mode=resident --iterations="$iters" --keys="$keys"
+  done
+  c="${label}_$transport"
+  hit=$(awk -v s="verify_hit_fraction_exact_resident_$c" '$1 == s { print $2 }' "$work/results")
+  if ! awk -v h="$hit" 'BEGIN { exit !(h >= 0.99) }'; then
+    echo "bench_ps: the EXACT table read back what was pushed for only $hit of the keys ($transport); want >= 0.99" >&2
+    exit 1
+  fi
+  rows+="row exact_pull_hit_$c fraction verify_hit_fraction_exact_resident_$c verify_hit_fraction_hashed_resident_$c higher HASHED table, same run"$'\n'
+  rows+="row exact_insert_$c \"M keys/s\" insert_mkeys_per_s_exact_resident_$c insert_mkeys_per_s_hashed_resident_$c higher HASHED table, same run"$'\n'
+  for m in pull push; do
+    rows+="row exact_${m}$([ $m = push ] && echo _resident)_$c \"M keys/s\" ${m}_resident_mkeys_per_s_exact_resident_$c ${m}_resident_mkeys_per_s_hashed_resident_$c higher HASHED table, same run"$'\n'
+  done
+done
+for kind in exact hashed; do
+  tables="$work/exact1.tables" tab=exact1
+  [ "$kind" = hashed ] && tables="$work/bench1.tables" tab=bench1
+  run "${kind}_train" 1 1 shm "$tables" "$tab" 1 --mode=train \
+    --batches="$batches" --batch_examples=1000 --example_keys=39
+done
+for f in push_p50 push_p99 pull_p50 pull_p99; do
+  rows+="row exact_train_${f}_ms ms train_${f}_ms_exact_train train_${f}_ms_hashed_train lower HASHED table, same run"$'\n'
+done
+
 if [ "$scaling" = 1 ]; then
   scale="--mode=both --iterations=$scale_iters --keys=$keys"
   for r in 1 10 100; do
@@ -254,6 +296,8 @@ fi
     echo "row push_10M_$t \"M keys/s\" push_mkeys_per_s_${label}_dim1_1srv_$t $peer_push higher $peer_label"
     echo "row pull_10M_$t \"M keys/s\" pull_mkeys_per_s_${label}_dim1_1srv_$t $peer_pull higher $peer_label"
   done
+  echo "row exact_pull_${label}_shm_vs_pslite \"M keys/s\" pull_resident_mkeys_per_s_exact_resident_${label}_shm $peer_pull higher $peer_label"
+  echo "row exact_push_resident_${label}_shm_vs_pslite \"M keys/s\" push_resident_mkeys_per_s_exact_resident_${label}_shm $peer_push higher $peer_label"
   echo "row push_1M_dim16_shm GB/s push_gb_per_s_${label16}_dim16_1srv_shm - -"
   echo "row pull_1M_dim16_shm GB/s pull_gb_per_s_${label16}_dim16_1srv_shm - -"
   echo "row rss_worker_10M_shm MiB rss_worker_peak_mib_${label}_dim1_1srv_shm - -"
