@@ -10,11 +10,12 @@
 namespace ps::table {
 
 ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
-                               uint64_t sketch_width)
+                               uint64_t sketch_width, Reclaim reclaim)
     : spec_(spec),
       dim_(spec.dim()),
       admit_(std::max<uint32_t>(spec.admit_after_pushes(), 1)),
       budget_(budget),
+      reclaim_(std::move(reclaim)),
       optimizer_(spec) {
   if (sketch_width != 0) sketch_.emplace(sketch_width);
 }
@@ -34,15 +35,36 @@ bool ExactPartition::TakeFromBudget() {
                                       ? " (evict_after_steps is 0: never)"
                                       : ""));
   }
-  // Only this partition's rows are ours to free (its lock is held). One
-  // without rows refuses; so does one whose freed row another thread took.
-  if (evict && oldest_ != kNoRow) {
-    FreeRow(oldest_);
-    ++counters_.evicted;
-    if (budget_->Take()) return true;
+  // The shard's least recently updated row: another partition's when it is
+  // older than ours (and that partition's lock is free), else ours. A
+  // partition without rows whose reclaim found none refuses; so does one
+  // whose freed row another thread took first.
+  if (evict) {
+    const uint64_t own = oldest_ == kNoRow ? UINT64_MAX : last_update_[oldest_];
+    bool freed = reclaim_ && reclaim_(*this, own);
+    if (!freed && oldest_ != kNoRow) {
+      FreeRow(oldest_);
+      ++counters_.evicted;
+      freed = true;
+    }
+    if (freed && budget_->Take()) return true;
   }
   ++counters_.refused_full;
   return false;
+}
+
+bool ExactPartition::TryEvictOldest() {
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || oldest_ == kNoRow) return false;
+  FreeRow(oldest_);
+  ++counters_.evicted;
+  PublishOldest();
+  return true;
+}
+
+void ExactPartition::PublishOldest() {
+  oldest_update_.store(oldest_ == kNoRow ? UINT64_MAX : last_update_[oldest_],
+                       std::memory_order_relaxed);
 }
 
 uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
@@ -160,6 +182,7 @@ void ExactPartition::EvictOlderThanLocked(uint64_t step) {
     FreeRow(oldest_);
     ++counters_.evicted;
   }
+  PublishOldest();
 }
 
 bool ExactPartition::HasRow(uint64_t key) const {
@@ -180,6 +203,7 @@ uint64_t ExactPartition::sketch_bytes() const {
 
 void ExactPartition::FreeAllRowsLocked() {
   while (oldest_ != kNoRow) FreeRow(oldest_);
+  PublishOldest();
   if (sketch_) sketch_.emplace(sketch_->width());
 }
 
@@ -194,6 +218,7 @@ bool ExactPartition::RestoreRowLocked(uint64_t key, const float* values,
     std::copy_n(state[k], dim_, optimizer_.array(k) + at);
   }
   Touch(row, last_update);
+  PublishOldest();
   return true;
 }
 

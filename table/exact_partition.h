@@ -7,17 +7,20 @@
 // arrays grow stops only its own keys.
 //
 // What the partitions share, the table owns and hands in: the spec, the
-// per-shard memory bound (RowBudget, rows in use across all partitions)
-// and the optimizer step of a push.
+// per-shard memory bound (RowBudget, rows in use across all partitions),
+// the optimizer step of a push, and at the bound the way to a row of
+// another partition (Reclaim: a partition with few or no rows of its own
+// frees the shard's least recently updated row, wherever it is).
 //
 // Thread safety: every method takes the partition's lock itself (shared for
 // reads, exclusive for changes), except the *Locked ones, whose caller
 // holds lock(): shared for FindLocked, PrefetchLocked and ForEachRowLocked,
-// exclusively for the others.
+// exclusively for the others. oldest_update() reads an atomic, no lock.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <shared_mutex>
 #include <span>
@@ -71,11 +74,17 @@ struct PartitionKeys {
 class ExactPartition {
  public:
   static constexpr uint32_t kNoRow = UINT32_MAX;
+  // At the bound, with when_full evicting: frees the least recently
+  // updated row of a partition other than `asking` if it was updated
+  // before `update` (the asking partition's own oldest row's); true when
+  // it freed one (the row went back to the budget).
+  using Reclaim =
+      std::function<bool(const ExactPartition& asking, uint64_t update)>;
 
   // `sketch_width` 0: no admission sketch (every key is admitted at its
-  // first push).
+  // first push). `reclaim` may be empty (then only own rows are evicted).
   ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
-                 uint64_t sketch_width);
+                 uint64_t sketch_width, Reclaim reclaim = {});
 
   // Applies the gradients of `in`'s keys at worker step `step`, after
   // freeing this partition's rows idle for more than evict_after_steps
@@ -103,6 +112,18 @@ class ExactPartition {
   // Frees rows whose last update is more than evict_after_steps (not 0)
   // before `step`, oldest first.
   void EvictOlderThan(uint64_t step);
+
+  // The last update of this partition's least recently updated row
+  // (UINT64_MAX without rows), as of the end of its last change: what
+  // Reclaim compares, read without the lock.
+  uint64_t oldest_update() const {
+    return oldest_update_.load(std::memory_order_relaxed);
+  }
+  // Frees this partition's least recently updated row (counted as
+  // evicted) if its lock is free right now and it has one: a partition
+  // that holds its own lock may ask another without waiting for it, so two
+  // never wait for each other.
+  bool TryEvictOldest();
 
   bool HasRow(uint64_t key) const;
   // Rows, evictions, drops and refusals of this partition; keys waiting
@@ -134,11 +155,15 @@ class ExactPartition {
   void Unlink(uint32_t row);
   void EvictOlderThanLocked(uint64_t step);
   Status ApplyGathered(uint64_t optimizer_step);
+  // Stores oldest_update() after a change (lock held exclusively).
+  void PublishOldest();
 
   const proto::TableSpec& spec_;  // the table's, which outlives us
   const uint32_t dim_;
   const uint32_t admit_;
   RowBudget* const budget_;
+  const Reclaim reclaim_;
+  std::atomic<uint64_t> oldest_update_{UINT64_MAX};
 
   mutable std::shared_mutex mu_;
   KeyIndex row_of_key_;
@@ -187,6 +212,7 @@ Status ExactPartition::Apply(uint64_t step, const PartitionKeys& in,
     const float* g = in.values.data() + uint64_t{at} * dim_;
     apply_grads_.insert(apply_grads_.end(), g, g + dim_);
   }
+  PublishOldest();
   if (apply_rows_.empty()) return Status::OK();
   return ApplyGathered(optimizer_.optimizer() ? optimizer_step() : 0);
 }

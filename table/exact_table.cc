@@ -49,9 +49,28 @@ ExactTable::ExactTable(const proto::TableSpec& spec)
       state_arrays_(OptimizerState(spec).arrays()),
       budget_(spec.capacity()) {
   const uint64_t width = SketchWidth(spec, kPartitions);
+  auto reclaim = [this](const ExactPartition& asking, uint64_t update) {
+    return FreeOlderRow(asking, update);
+  };
   for (auto& p : partitions_) {
-    p = std::make_unique<ExactPartition>(this->spec(), &budget_, width);
+    p = std::make_unique<ExactPartition>(this->spec(), &budget_, width,
+                                         reclaim);
   }
+}
+
+bool ExactTable::FreeOlderRow(const ExactPartition& asking, uint64_t update) {
+  // The partitions' oldest updates are read without their locks: a row
+  // updated meanwhile makes this pick a partition whose oldest row is a
+  // little newer than the oldest, which the approximate LRU allows.
+  ExactPartition* oldest = nullptr;
+  for (const auto& p : partitions_) {
+    const uint64_t u = p->oldest_update();
+    if (p.get() != &asking && u < update) {
+      update = u;
+      oldest = p.get();
+    }
+  }
+  return oldest != nullptr && oldest->TryEvictOldest();
 }
 
 void ExactTable::Group(std::span<const uint64_t> keys, Grouped* out) {

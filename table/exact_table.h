@@ -21,9 +21,11 @@
 // - Memory bound: at most `capacity` rows in use over all partitions
 //   (TableSpec.capacity is per shard for EXACT tables). Reaching it is
 //   logged once, clearly. Then, by when_full: a new key takes the least
-//   recently updated row of its partition (the default: an approximate LRU
-//   over the shard, counted as evicted), or is not admitted (counted)
-//   until eviction by age frees rows.
+//   recently updated row of the shard (the default, counted as evicted: its
+//   partition's oldest row, or another partition's when that one is older,
+//   found by each partition's published oldest update and taken only if
+//   that partition's lock is free: an approximate LRU by step), or is not
+//   admitted (counted) until eviction by age frees rows.
 //
 // Rows live in local memory, not in registered memory: workers reach exact
 // rows only through the server (RowAccess::kThroughServer), because only
@@ -119,6 +121,9 @@ class ExactTable final : public Table {
   }
   // Evicts by age once per newer step (see the header).
   void SweepForStep(uint64_t step);
+  // ExactPartition::Reclaim: frees the oldest row of the partition other
+  // than `asking` whose oldest row is the oldest and older than `update`.
+  bool FreeOlderRow(const ExactPartition& asking, uint64_t update);
   // Every partition locked exclusively, in order (snapshot, restore).
   std::vector<std::unique_lock<std::shared_mutex>> LockAll() const;
 

@@ -22,6 +22,12 @@ TABLES = (table_text(1, "grad", dim=DIM, capacity=1 << 20,
                      learning_rate=1.0, initializer="normal", scale=0.1,
                      seed=5) +
           table_text(3, "exact", kind="EXACT", dim=DIM, capacity=4096,
+                     extra="admit_after_pushes: 1 ") +
+          # Rows idle for more than 2 steps are freed.
+          table_text(4, "exact_age", kind="EXACT", dim=DIM, capacity=4096,
+                     extra="admit_after_pushes: 1 evict_after_steps: 2 ") +
+          # 8 rows a shard: new keys take the least recently updated rows.
+          table_text(5, "exact_bound", kind="EXACT", dim=DIM, capacity=8,
                      extra="admit_after_pushes: 1 "))
 
 # A batch of 4 bags of 5 ids with repeats inside and across bags.
@@ -116,6 +122,55 @@ def test_exact_table_embedding(client):
     grad, _ = pushed_gradient(client, "exact", keys,
                               lambda: nonlinear_loss(emb(IDS)).backward())
     torch.testing.assert_close(grad, ref.weight.grad, atol=1e-5, rtol=0)
+
+
+def evicted(client):
+    """Rows of EXACT tables freed so far, over both shards."""
+    return sum(client.stats(s).get("exact_evicted", 0) for s in range(2))
+
+
+def train_step(emb, ids):
+    nonlinear_loss(emb(ids)).backward()
+
+
+def test_exact_embedding_rows_evicted_by_age_read_as_zeros(client):
+    """Rows an Embedding trained, left idle for more than
+    evict_after_steps while other ids train on, are freed: they pull as
+    zeros (a new id's row), the fresh ones keep their values."""
+    emb = ps.torch.Embedding(client, "exact_age", mode="sum")
+    idle = torch.tensor([[1001, 1002, 1003, 1004]], dtype=torch.int64)
+    busy = torch.tensor([[2001, 2002, 2003, 2004]], dtype=torch.int64)
+    before = evicted(client)
+    train_step(emb, idle)
+    for _ in range(4):
+        train_step(emb, busy)
+        client.wait_applied()
+        client.clock()
+    train_step(emb, busy)
+    client.wait_applied()
+    assert torch.count_nonzero(client.pull("exact_age", idle[0])) == 0
+    assert torch.all(client.pull("exact_age", busy[0]).abs().sum(1) > 0)
+    assert evicted(client) - before == 4
+
+
+def test_exact_embedding_at_its_bound_keeps_the_latest_rows(client):
+    """An Embedding trains 160 ids, 4 a step, into a table of 8 rows a
+    shard: the last step's ids keep their rows (the least recently updated
+    rows of the shard made room, whichever partition held them), the
+    earliest were evicted, and no shard holds more than its bound."""
+    emb = ps.torch.Embedding(client, "exact_bound", mode="sum")
+    before = evicted(client)
+    for first in range(0, 160, 4):
+        ids = torch.arange(first, first + 4, dtype=torch.int64).reshape(1, 4)
+        train_step(emb, ids + 5000)
+        client.wait_applied()
+        client.clock()
+    latest = torch.arange(156, 160, dtype=torch.int64) + 5000
+    earliest = torch.arange(0, 4, dtype=torch.int64) + 5000
+    assert torch.all(client.pull("exact_bound", latest).abs().sum(1) > 0)
+    assert torch.count_nonzero(client.pull("exact_bound", earliest)) == 0
+    # 160 rows taken, at most 16 held: the rest were evicted.
+    assert evicted(client) - before >= 160 - 16
 
 
 class TinyCtr(nn.Module):

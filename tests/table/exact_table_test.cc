@@ -150,6 +150,45 @@ TEST(ExactTableTest, AtTheBoundANewKeyTakesTheLeastRecentlyUpdatedRow) {
   EXPECT_EQ(PullOne(*t, same[3], &present), (std::vector<float>{-1.0f, -1.0f}));
 }
 
+// The bound is the shard's, and so is the LRU: a key whose partition holds
+// no row (or only newer ones) takes the least recently updated row of
+// another partition.
+TEST(ExactTableTest, AtTheBoundTheShardsLeastRecentRowGoesWhicheverPartition) {
+  auto t = ExactTable::Create(Spec(3, 1, 0)).value();
+  // Keys of four different partitions (the top 6 hash bits).
+  std::vector<uint64_t> keys;
+  std::vector<uint64_t> partitions;
+  for (uint64_t k = 0; keys.size() < 4; ++k) {
+    const uint64_t p = KeyIndex::Mix(k) >> 58;
+    if (std::find(partitions.begin(), partitions.end(), p) != partitions.end())
+      continue;
+    partitions.push_back(p);
+    keys.push_back(k);
+  }
+  const std::vector<float> g{1.0f, 1.0f};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(t->ApplyKeys(i + 1, std::vector<uint64_t>{keys[i]}, g).ok());
+  }
+  // keys[0] is updated again: keys[1] is now the shard's least recent.
+  ASSERT_TRUE(t->ApplyKeys(4, std::vector<uint64_t>{keys[0]}, g).ok());
+  // keys[3]'s partition is empty: keys[1]'s row goes.
+  ASSERT_TRUE(t->ApplyKeys(5, std::vector<uint64_t>{keys[3]}, g).ok());
+  EXPECT_TRUE(t->HasRow(keys[3]));
+  EXPECT_FALSE(t->HasRow(keys[1]));
+  EXPECT_TRUE(t->HasRow(keys[0]));
+  EXPECT_TRUE(t->HasRow(keys[2]));
+  TableCounters c = t->counters();
+  EXPECT_EQ(c.rows, 3u);
+  EXPECT_EQ(c.evicted, 1u);
+  EXPECT_EQ(c.refused_full, 0u);
+  // keys[1] comes back: now keys[2]'s row (step 3) is the oldest.
+  ASSERT_TRUE(t->ApplyKeys(6, std::vector<uint64_t>{keys[1]}, g).ok());
+  EXPECT_TRUE(t->HasRow(keys[1]));
+  EXPECT_FALSE(t->HasRow(keys[2]));
+  EXPECT_TRUE(t->HasRow(keys[0]));
+  EXPECT_TRUE(t->HasRow(keys[3]));
+}
+
 TEST(ExactTableTest, DuplicateKeysInOnePushAddUp) {
   auto t = ExactTable::Create(Spec(10, 2, 0, 1)).value();
   // The second occurrence admits the key and applies; the first is dropped.
