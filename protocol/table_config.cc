@@ -162,6 +162,18 @@ Status ValidateTableSpec(const proto::TableSpec& t) {
       t.when_full() != proto::WHEN_FULL_EVICT_LEAST_RECENT) {
     return InvalidArgument(where + ": when_full is for EXACT tables");
   }
+  if (t.kind() != proto::EXACT &&
+      (t.evict_after_steps() != 0 || t.evict_after_seconds() != 0)) {
+    return InvalidArgument(where +
+                           ": evict_after_steps and evict_after_seconds are "
+                           "for EXACT tables");
+  }
+  if (t.evict_after_seconds() > kMaxEvictAfterSeconds) {
+    return InvalidArgument(where + ": evict_after_seconds must be at most " +
+                           std::to_string(kMaxEvictAfterSeconds) +
+                           " (0: never), not " +
+                           std::to_string(t.evict_after_seconds()));
+  }
   if (!proto::ExactWhenFull_IsValid(t.when_full())) {
     return InvalidArgument(where + ": unknown when_full " +
                            std::to_string(t.when_full()));

@@ -27,11 +27,15 @@ inline constexpr uint32_t kMaxAdmitAfterExamples = 65535;
 // The largest admit_after_pushes of an EXACT table (its server-side sketch,
 // table/admission_sketch.h, counts to 65535 too).
 inline constexpr uint32_t kMaxAdmitAfterPushes = 65535;
+// The largest evict_after_seconds (about 31 years; the table keeps a row's
+// last update in seconds as 32 bits).
+inline constexpr uint64_t kMaxEvictAfterSeconds = 1000000000;
 
 // Checks one table: dim >= 1, capacity >= 1, known optimizer with valid
 // hyper-parameters, known sparsify method and initializer (by string or
 // enum, and the two agreeing), EXACT settings (admit_after_pushes in
-// [1, kMaxAdmitAfterPushes], a known when_full, only on EXACT tables),
+// [1, kMaxAdmitAfterPushes], a known when_full, evict_after_seconds at
+// most kMaxEvictAfterSeconds; when_full and evictions only on EXACT tables),
 // admit_after_examples (in
 // [0, kMaxAdmitAfterExamples]) or adaptive_admission (reliability in
 // [0, 1)), neither on DENSE tables.

@@ -20,6 +20,19 @@ std::string Megabytes(uint64_t bytes) {
   return buf;
 }
 
+// "1000 steps or 3600 s idle", "never".
+std::string EvictionText(const proto::TableSpec& spec) {
+  std::string s;
+  if (spec.evict_after_steps() != 0) {
+    s = std::to_string(spec.evict_after_steps()) + " steps";
+  }
+  if (spec.evict_after_seconds() != 0) {
+    s += (s.empty() ? "" : " or ") +
+         std::to_string(spec.evict_after_seconds()) + " s";
+  }
+  return s.empty() ? "never" : s + " idle";
+}
+
 }  // namespace
 
 std::string TableShard::Describe() const {
@@ -35,9 +48,7 @@ std::string TableShard::Describe() const {
     s += "up to " + std::to_string(spec_.capacity()) +
          " keys on this shard, admit after " +
          std::to_string(spec_.admit_after_pushes()) + " pushes, evict after " +
-         (spec_.evict_after_steps() == 0
-              ? std::string("never")
-              : std::to_string(spec_.evict_after_steps()) + " steps") +
+         EvictionText(spec_) +
          (spec_.when_full() == proto::WHEN_FULL_REFUSE
               ? ", refuse new keys when full"
               : ", new keys take the least recently updated rows when full") +

@@ -84,12 +84,14 @@ uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
         values_.resize(floats);
         key_of_row_.push_back(0);
         last_update_.push_back(0);
+        if (spec_.evict_after_seconds() != 0) updated_s_.push_back(0);
         prev_.push_back(kNoRow);
         next_.push_back(kNoRow);
       } catch (const std::bad_alloc&) {
         values_.resize(floats - dim_);
         key_of_row_.resize(row);
         last_update_.resize(row);
+        updated_s_.resize(std::min<size_t>(updated_s_.size(), row));
         prev_.resize(row);
         next_.resize(row);
         (void)optimizer_.Resize(floats - dim_);  // shrinking: cannot fail
@@ -134,8 +136,9 @@ void ExactPartition::Unlink(uint32_t row) {
   prev_[row] = next_[row] = kNoRow;
 }
 
-void ExactPartition::Touch(uint32_t row, uint64_t step) {
+void ExactPartition::Touch(uint32_t row, uint64_t step, uint32_t now_s) {
   last_update_[row] = std::max(last_update_[row], step);
+  if (!updated_s_.empty()) updated_s_[row] = now_s;
   if (newest_ == row) return;
   if (prev_[row] != kNoRow || oldest_ == row) Unlink(row);
   prev_[row] = newest_;
@@ -169,16 +172,29 @@ Status ExactPartition::ApplyGathered(uint64_t optimizer_step) {
       apply_grads_);
 }
 
-void ExactPartition::EvictOlderThan(uint64_t step) {
+void ExactPartition::EvictIdle(uint64_t step, uint32_t now_s) {
   std::unique_lock lock(mu_);
-  EvictOlderThanLocked(step);
+  EvictIdleLocked(step, now_s);
 }
 
-void ExactPartition::EvictOlderThanLocked(uint64_t step) {
-  const uint64_t age = spec_.evict_after_steps();
-  if (age == 0) return;
-  while (oldest_ != kNoRow && step > last_update_[oldest_] &&
-         step - last_update_[oldest_] > age) {
+bool ExactPartition::IdleLocked(uint32_t row, uint64_t step,
+                                uint32_t now_s) const {
+  const uint64_t steps = spec_.evict_after_steps();
+  const uint64_t seconds = spec_.evict_after_seconds();
+  return (steps != 0 && step > last_update_[row] &&
+          step - last_update_[row] > steps) ||
+         (seconds != 0 && now_s > updated_s_[row] &&
+          now_s - updated_s_[row] > seconds);
+}
+
+void ExactPartition::EvictIdleLocked(uint64_t step, uint32_t now_s) {
+  if (spec_.evict_after_steps() == 0 && spec_.evict_after_seconds() == 0) {
+    return;
+  }
+  // Oldest first, up to the first row young enough by both measures: the
+  // list is in update order, which is the order of the seconds and, as a
+  // job's steps rise with time, nearly that of the steps.
+  while (oldest_ != kNoRow && IdleLocked(oldest_, step, now_s)) {
     FreeRow(oldest_);
     ++counters_.evicted;
   }
@@ -209,7 +225,7 @@ void ExactPartition::FreeAllRowsLocked() {
 
 bool ExactPartition::RestoreRowLocked(uint64_t key, const float* values,
                                       const float* const* state,
-                                      uint64_t last_update) {
+                                      uint64_t last_update, uint32_t now_s) {
   const uint32_t row = AllocateRow(key, KeyIndex::Mix(key));
   if (row == kNoRow) return false;
   const uint64_t at = uint64_t{row} * dim_;
@@ -217,7 +233,7 @@ bool ExactPartition::RestoreRowLocked(uint64_t key, const float* values,
   for (int k = 0; k < optimizer_.arrays(); ++k) {
     std::copy_n(state[k], dim_, optimizer_.array(k) + at);
   }
-  Touch(row, last_update);
+  Touch(row, last_update, now_s);
   PublishOldest();
   return true;
 }

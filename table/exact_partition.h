@@ -86,17 +86,19 @@ class ExactPartition {
   ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
                  uint64_t sketch_width, Reclaim reclaim = {});
 
-  // Applies the gradients of `in`'s keys at worker step `step`, after
-  // freeing this partition's rows idle for more than evict_after_steps
-  // before `step`: a key with a row is updated; one without is counted in
-  // the sketch and gets a row once its count reaches the spec's
-  // admit_after_pushes and the budget has one (at the bound: as when_full
-  // says), else its gradient is dropped and counted.
+  // Applies the gradients of `in`'s keys at worker step `step` and time
+  // `now_s` (the table's seconds), after freeing this partition's rows
+  // idle for more than evict_after_steps before `step` or
+  // evict_after_seconds before `now_s`: a key with a row is updated; one
+  // without is counted in the sketch and gets a row once its count reaches the
+  // spec's admit_after_pushes and the budget has one (at the bound: as
+  // when_full says), else its gradient is dropped and counted.
   // `optimizer_step()` gives the push's optimizer step (the table takes one
   // per push, the first time a partition asks). Returns the first
   // non-OK status of the optimizer kernel.
   template <class StepFn>
-  Status Apply(uint64_t step, const PartitionKeys& in, StepFn optimizer_step);
+  Status Apply(uint64_t step, uint32_t now_s, const PartitionKeys& in,
+               StepFn optimizer_step);
 
   // The row of `key` (of this partition; `hash` is KeyIndex::Mix(key)):
   // dim floats, valid while the caller holds lock(), or null without one.
@@ -110,8 +112,9 @@ class ExactPartition {
   void PrefetchLocked(uint64_t hash) const { row_of_key_.Prefetch(hash); }
 
   // Frees rows whose last update is more than evict_after_steps (not 0)
-  // before `step`, oldest first.
-  void EvictOlderThan(uint64_t step);
+  // before `step` or evict_after_seconds (not 0) before `now_s`, least
+  // recently updated first.
+  void EvictIdle(uint64_t step, uint32_t now_s);
 
   // The last update of this partition's least recently updated row
   // (UINT64_MAX without rows), as of the end of its last change: what
@@ -141,9 +144,12 @@ class ExactPartition {
   // counters kept.
   void FreeAllRowsLocked();
   // A row for `key` (absent) with `values`, `state` (arrays x dim floats
-  // each) and `last_update`; false when the budget or memory has none.
+  // each) and `last_update` (a step), updated at `now_s` as far as
+  // evict_after_seconds is concerned; false when the budget or memory has
+  // none.
   bool RestoreRowLocked(uint64_t key, const float* values,
-                        const float* const* state, uint64_t last_update);
+                        const float* const* state, uint64_t last_update,
+                        uint32_t now_s);
 
  private:
   uint32_t AllocateRow(uint64_t key, uint64_t hash);  // kNoRow when none
@@ -151,9 +157,11 @@ class ExactPartition {
   // partition's least recently updated row first when when_full says so.
   bool TakeFromBudget();
   void FreeRow(uint32_t row);
-  void Touch(uint32_t row, uint64_t step);  // moves to the newest end
+  // Moves `row` to the newest end, updated at `step` and `now_s`.
+  void Touch(uint32_t row, uint64_t step, uint32_t now_s);
   void Unlink(uint32_t row);
-  void EvictOlderThanLocked(uint64_t step);
+  void EvictIdleLocked(uint64_t step, uint32_t now_s);
+  bool IdleLocked(uint32_t row, uint64_t step, uint32_t now_s) const;
   Status ApplyGathered(uint64_t optimizer_step);
   // Stores oldest_update() after a change (lock held exclusively).
   void PublishOldest();
@@ -172,6 +180,10 @@ class ExactPartition {
   OptimizerState optimizer_;   // the rule and state arrays; steps unused
   std::vector<uint64_t> key_of_row_;
   std::vector<uint64_t> last_update_;
+  // The table's second of each row's last update; only with
+  // evict_after_seconds. The list below is in the order rows were last
+  // updated, so in these seconds' order too.
+  std::vector<uint32_t> updated_s_;
   // Doubly linked list of rows in use, least recently updated first.
   std::vector<uint32_t> prev_, next_;
   uint32_t oldest_ = kNoRow, newest_ = kNoRow;
@@ -183,10 +195,10 @@ class ExactPartition {
 };
 
 template <class StepFn>
-Status ExactPartition::Apply(uint64_t step, const PartitionKeys& in,
-                             StepFn optimizer_step) {
+Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
+                             const PartitionKeys& in, StepFn optimizer_step) {
   std::unique_lock lock(mu_);
-  EvictOlderThanLocked(step);
+  EvictIdleLocked(step, now_s);
   apply_rows_.clear();
   apply_grads_.clear();
   const size_t n = in.positions.size();
@@ -207,7 +219,7 @@ Status ExactPartition::Apply(uint64_t step, const PartitionKeys& in,
         continue;
       }
     }
-    Touch(row, step);
+    Touch(row, step, now_s);
     apply_rows_.push_back(row);
     const float* g = in.values.data() + uint64_t{at} * dim_;
     apply_grads_.insert(apply_grads_.end(), g, g + dim_);

@@ -1,6 +1,7 @@
 #include "table/exact_table.h"
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <string>
 
@@ -29,7 +30,7 @@ uint64_t SketchWidth(const proto::TableSpec& spec, int partitions) {
 }  // namespace
 
 StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
-    const proto::TableSpec& spec) {
+    const proto::TableSpec& spec, SecondsClock clock) {
   if (spec.kind() != proto::EXACT) {
     return InvalidArgument("table '" + spec.name() + "' is not an EXACT table");
   }
@@ -40,13 +41,23 @@ StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
                            std::to_string(spec.capacity()) +
                            " rows per shard exceeds 2^32 - 1");
   }
-  return std::unique_ptr<ExactTable>(new ExactTable(spec));
+  if (!clock) {
+    const auto start = std::chrono::steady_clock::now();
+    clock = [start] {
+      return static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::seconds>(
+              std::chrono::steady_clock::now() - start)
+              .count());
+    };
+  }
+  return std::unique_ptr<ExactTable>(new ExactTable(spec, std::move(clock)));
 }
 
-ExactTable::ExactTable(const proto::TableSpec& spec)
+ExactTable::ExactTable(const proto::TableSpec& spec, SecondsClock clock)
     : Table(spec),
       dim_(spec.dim()),
       state_arrays_(OptimizerState(spec).arrays()),
+      clock_(std::move(clock)),
       budget_(spec.capacity()) {
   const uint64_t width = SketchWidth(spec, kPartitions);
   auto reclaim = [this](const ExactPartition& asking, uint64_t update) {
@@ -106,14 +117,22 @@ PartitionKeys ExactTable::Part(const Grouped& g, int p,
       .hashes = g.hashes};
 }
 
-void ExactTable::SweepForStep(uint64_t step) {
-  const uint64_t age = spec().evict_after_steps();
-  if (age == 0) return;
-  uint64_t swept = swept_step_.load();
-  do {
-    if (step <= swept) return;  // this step (or a newer one) was swept
-  } while (!swept_step_.compare_exchange_weak(swept, step));
-  for (auto& p : partitions_) p->EvictOlderThan(step);
+void ExactTable::Sweep(uint64_t step, uint32_t now_s) {
+  // Claims the sweep of this step (or second) unless one of a newer one
+  // was claimed already.
+  auto claim = [](auto& swept, auto now) {
+    auto seen = swept.load();
+    do {
+      if (now <= seen) return false;
+    } while (!swept.compare_exchange_weak(seen, now));
+    return true;
+  };
+  const bool by_step =
+      spec().evict_after_steps() != 0 && claim(swept_step_, step);
+  const bool by_time =
+      spec().evict_after_seconds() != 0 && claim(swept_second_, now_s);
+  if (!by_step && !by_time) return;
+  for (auto& p : partitions_) p->EvictIdle(step, now_s);
 }
 
 std::vector<std::unique_lock<std::shared_mutex>> ExactTable::LockAll() const {
@@ -137,7 +156,8 @@ Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
   if (!kernels::AllFinite(values.data(), values.size())) {
     return InvalidArgument(Where(spec()) + ": push carries a non-finite value");
   }
-  SweepForStep(step);
+  const uint32_t now_s = NowSeconds();
+  Sweep(step, now_s);
   Grouped g;
   Group(keys, &g);
   // One optimizer step per push, taken by the first partition that applies.
@@ -149,7 +169,8 @@ Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
   Status first;
   for (int p = 0; p < kPartitions; ++p) {
     if (g.begin[p] == g.begin[p + 1]) continue;
-    Status s = partitions_[p]->Apply(step, Part(g, p, keys, values), take_step);
+    Status s =
+        partitions_[p]->Apply(step, now_s, Part(g, p, keys, values), take_step);
     if (first.ok()) first = s;
   }
   return first;
@@ -269,12 +290,13 @@ Status ExactTable::FinishRestore(TableTarget* target) {
     return saved.last_update[a] < saved.last_update[b];
   });
   const float* state[kernels::kMaxOptimizerStates] = {};
+  const uint32_t now_s = NowSeconds();
   for (size_t i : order) {
     for (int k = 0; k < state_arrays_; ++k)
       state[k] = &saved.state[k][i * dim_];
     if (!PartitionOf(saved.ids[i])
              .RestoreRowLocked(saved.ids[i], &saved.values[i * dim_], state,
-                               saved.last_update[i])) {
+                               saved.last_update[i], now_s)) {
       free_all();
       return ResourceExhausted("restoring " + Where(spec()) +
                                ": no memory for key " +
@@ -283,6 +305,7 @@ Status ExactTable::FinishRestore(TableTarget* target) {
   }
   optimizer_steps_.store(target->optimizer_steps);
   swept_step_.store(0);
+  swept_second_.store(0);
   return Status::OK();
 }
 

@@ -17,7 +17,12 @@
 //   update is more than evict_after_steps older are freed, oldest first (so
 //   it costs O(rows it evicts), not O(rows)): in the partitions a push
 //   touches, at each push, and in all of them at the first push of a newer
-//   step than any before.
+//   step than any before. Likewise by wall-clock age: rows not updated for
+//   more than evict_after_seconds seconds of the table's clock (a steady
+//   clock, seconds since the table was made; restored rows count as
+//   updated when restored) are freed by the pushes, all partitions at the
+//   first push of each newer second. A table nobody pushes to keeps its
+//   rows until the next push.
 // - Memory bound: at most `capacity` rows in use over all partitions
 //   (TableSpec.capacity is per shard for EXACT tables). Reaching it is
 //   logged once, clearly. Then, by when_full: a new key takes the least
@@ -47,6 +52,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <shared_mutex>
 #include <span>
@@ -63,9 +69,13 @@ namespace ps::table {
 
 class ExactTable final : public Table {
  public:
+  // The table's clock for evict_after_seconds: whole seconds, never
+  // going back. Empty: a steady clock, seconds since Create.
+  using SecondsClock = std::function<uint64_t()>;
+
   // kInvalidArgument for a spec that is not a valid EXACT table.
   static StatusOr<std::unique_ptr<ExactTable>> Create(
-      const proto::TableSpec& spec);
+      const proto::TableSpec& spec, SecondsClock clock = {});
 
   RowAccess access() const override { return RowAccess::kThroughServer; }
 
@@ -98,7 +108,8 @@ class ExactTable final : public Table {
   static constexpr int kPartitionBits = 6;
   static constexpr int kPartitions = 1 << kPartitionBits;
 
-  explicit ExactTable(const proto::TableSpec& spec);
+  ExactTable(const proto::TableSpec& spec, SecondsClock clock);
+  uint32_t NowSeconds() const { return static_cast<uint32_t>(clock_()); }
 
   // The push's keys grouped by partition (each group in the push's order),
   // with their hashes; what one call hands each partition.
@@ -119,8 +130,9 @@ class ExactTable final : public Table {
   ExactPartition& PartitionOf(uint64_t key) const {
     return Partition(KeyIndex::Mix(key));
   }
-  // Evicts by age once per newer step (see the header).
-  void SweepForStep(uint64_t step);
+  // Evicts by age in every partition once per newer step and, with
+  // evict_after_seconds, once per newer second (see the header).
+  void Sweep(uint64_t step, uint32_t now_s);
   // ExactPartition::Reclaim: frees the oldest row of the partition other
   // than `asking` whose oldest row is the oldest and older than `update`.
   bool FreeOlderRow(const ExactPartition& asking, uint64_t update);
@@ -130,7 +142,9 @@ class ExactTable final : public Table {
   const uint32_t dim_;
   const int state_arrays_;  // the optimizer's, per parameter
   std::atomic<uint64_t> optimizer_steps_{0};
+  const SecondsClock clock_;
   std::atomic<uint64_t> swept_step_{0};
+  std::atomic<uint32_t> swept_second_{0};
   RowBudget budget_;
   std::unique_ptr<ExactPartition> partitions_[kPartitions];
 };

@@ -4,7 +4,8 @@
 // adaptive_admission: its reliability in [0, 1), not with
 // admit_after_examples, not on DENSE tables. And an EXACT table's
 // admit_after_pushes in [1, kMaxAdmitAfterPushes] (its server's sketch),
-// and when_full only on EXACT tables.
+// and when_full, evict_after_steps and evict_after_seconds (at most
+// kMaxEvictAfterSeconds) only on EXACT tables.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -83,6 +84,31 @@ TEST(AdmissionSpecTest, WhenFullIsForExactTablesAndKnownValues) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("when_full"), std::string::npos)
       << unknown.status().message();
+}
+
+TEST(AdmissionSpecTest, EvictionIsForExactTablesAndBounded) {
+  auto with = [](const std::string& kind, const std::string& evict) {
+    return ParseTableConfig("table { id: 3 name: \"t\" kind: " + kind +
+                            " dim: 2 capacity: 100 admit_after_pushes: 1 " +
+                            evict + " }");
+  };
+  EXPECT_TRUE(with("EXACT", "evict_after_seconds: 3600").ok());
+  EXPECT_TRUE(
+      with("EXACT", "evict_after_seconds: 1000000000 evict_after_steps: 5")
+          .ok());
+  for (const char* evict :
+       {"evict_after_seconds: 60", "evict_after_steps: 5"}) {
+    auto hashed = with("HASHED", evict);
+    ASSERT_FALSE(hashed.ok()) << evict;
+    EXPECT_EQ(hashed.status().message(),
+              "table 't' (id 3): evict_after_steps and evict_after_seconds "
+              "are for EXACT tables");
+  }
+  auto huge = with("EXACT", "evict_after_seconds: 1000000001");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("evict_after_seconds must be at most"),
+            std::string::npos)
+      << huge.status().message();
 }
 
 TEST(AdmissionSpecTest, RefusedOnDenseTables) {

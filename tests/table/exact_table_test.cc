@@ -91,6 +91,38 @@ TEST(ExactTableTest, RowsIdleLongerThanTheAgeAreEvictedOnPush) {
   EXPECT_TRUE(present);
 }
 
+// Wall-clock age, on the table's clock (a fake one here): rows not updated
+// for more than evict_after_seconds go at the next push, all partitions at
+// the first push of a newer second; an update keeps a row young.
+TEST(ExactTableTest, RowsIdleLongerThanTheSecondsAreEvictedOnPush) {
+  proto::TableSpec spec = Spec(100, 1, 0);
+  spec.set_evict_after_seconds(60);
+  uint64_t now = 1000;
+  auto t = ExactTable::Create(spec, [&now] { return now; }).value();
+  const std::vector<float> g{1.0f, 1.0f};
+  ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{1}, g).ok());
+  ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{2}, g).ok());
+  now = 1030;
+  ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{3}, g).ok());
+  now = 1060;  // 60 s idle: not more than the age
+  ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{2}, g).ok());
+  EXPECT_TRUE(t->HasRow(1));
+  now = 1061;  // key 1: 61 s; key 2 was updated at 1060, key 3 at 1030
+  ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{4}, g).ok());
+  EXPECT_FALSE(t->HasRow(1));
+  EXPECT_TRUE(t->HasRow(2));
+  EXPECT_TRUE(t->HasRow(3));
+  EXPECT_TRUE(t->HasRow(4));
+  now = 1121;  // a push sweeps every partition: 2 and 3 go, 4 (60 s) stays
+  ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{4}, g).ok());
+  EXPECT_FALSE(t->HasRow(2));
+  EXPECT_FALSE(t->HasRow(3));
+  EXPECT_TRUE(t->HasRow(4));
+  TableCounters c = t->counters();
+  EXPECT_EQ(c.evicted, 3u);
+  EXPECT_EQ(c.rows, 1u);
+}
+
 TEST(ExactTableTest, MemoryBoundRefusesNewKeysUntilEvictionFreesRows) {
   proto::TableSpec spec = Spec(3, 1, 10);
   spec.set_when_full(proto::WHEN_FULL_REFUSE);
