@@ -28,11 +28,13 @@ bool ExactPartition::TakeFromBudget() {
                  << "): memory bound reached: all " << budget_->bound()
                  << " rows of this shard are in use; "
                  << (evict ? "from now on a new key takes the least recently "
-                             "updated row of its partition (when_full)"
+                             "updated row of the shard (when_full)"
                            : std::string("new keys are not admitted until "
                                          "eviction frees rows") +
-                                 (spec_.evict_after_steps() == 0
-                                      ? " (evict_after_steps is 0: never)"
+                                 (spec_.evict_after_steps() == 0 &&
+                                          spec_.evict_after_seconds() == 0
+                                      ? " (evict_after_steps and "
+                                        "evict_after_seconds are 0: never)"
                                       : ""));
   }
   // The shard's least recently updated row: another partition's when it is

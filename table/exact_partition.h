@@ -191,6 +191,7 @@ class ExactPartition {
   TableCounters counters_;  // admission_pending unused (the sketch says)
   // Scratch of one Apply (reused, so steady pushes do not allocate).
   std::vector<uint32_t> apply_rows_;
+  std::vector<uint32_t> missing_;  // positions of keys without a row
   std::vector<float> apply_grads_;
 };
 
@@ -201,6 +202,21 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
   EvictIdleLocked(step, now_s);
   apply_rows_.clear();
   apply_grads_.clear();
+  missing_.clear();
+  auto gather = [&](uint32_t row, uint32_t at) {
+    Touch(row, step, now_s);
+    apply_rows_.push_back(row);
+    const float* g = in.values.data() + uint64_t{at} * dim_;
+    apply_grads_.insert(apply_grads_.end(), g, g + dim_);
+  };
+  auto flush = [&] {
+    if (apply_rows_.empty()) return Status::OK();
+    Status s = ApplyGathered(optimizer_.optimizer() ? optimizer_step() : 0);
+    apply_rows_.clear();
+    apply_grads_.clear();
+    return s;
+  };
+  // Keys with rows first, applied together.
   const size_t n = in.positions.size();
   for (size_t i = 0; i < n; ++i) {
     if (i + KeyIndex::kPrefetchAhead < n) {
@@ -208,25 +224,39 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
           in.hashes[in.positions[i + KeyIndex::kPrefetchAhead]]);
     }
     const uint32_t at = in.positions[i];
+    const uint32_t row = row_of_key_.Find(in.keys[at], in.hashes[at]);
+    if (row == KeyIndex::kNone) {
+      missing_.push_back(at);
+    } else {
+      gather(row, at);
+    }
+  }
+  Status first = flush();
+  // Then the keys without: admission, and at the bound the least recently
+  // updated row. When every row of this partition waits in the gather, the
+  // row taken next would be one of them, and the gradient gathered for its
+  // old key would land on the new key's: those are applied first.
+  for (uint32_t at : missing_) {
     const uint64_t key = in.keys[at];
     const uint64_t hash = in.hashes[at];
-    uint32_t row = row_of_key_.Find(key, hash);
+    uint32_t row = row_of_key_.Find(key, hash);  // admitted by a duplicate
     if (row == KeyIndex::kNone) {
       const uint32_t seen = sketch_ ? sketch_->Add(hash) : 1;
+      if (seen >= admit_ && apply_rows_.size() >= counters_.rows) {
+        Status s = flush();
+        if (first.ok()) first = s;
+      }
       row = seen >= admit_ ? AllocateRow(key, hash) : kNoRow;
       if (row == kNoRow) {
         ++counters_.dropped_pushes;
         continue;
       }
     }
-    Touch(row, step, now_s);
-    apply_rows_.push_back(row);
-    const float* g = in.values.data() + uint64_t{at} * dim_;
-    apply_grads_.insert(apply_grads_.end(), g, g + dim_);
+    gather(row, at);
   }
+  Status s = flush();
   PublishOldest();
-  if (apply_rows_.empty()) return Status::OK();
-  return ApplyGathered(optimizer_.optimizer() ? optimizer_step() : 0);
+  return first.ok() ? s : first;
 }
 
 template <class Fn>

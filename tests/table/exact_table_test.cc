@@ -221,6 +221,31 @@ TEST(ExactTableTest, AtTheBoundTheShardsLeastRecentRowGoesWhicheverPartition) {
   EXPECT_TRUE(t->HasRow(keys[3]));
 }
 
+// A push of more new keys of one partition than the bound holds: each
+// gradient lands on its own key's row, never on a row the same push updated
+// for a key it then evicted (the evicted key's gradient is not carried over
+// to the key that takes its row).
+TEST(ExactTableTest, APushThatEvictsItsOwnRowsAppliesEachGradientToItsKey) {
+  proto::TableSpec spec = Spec(2, 1, 0, /*dim=*/1);
+  spec.mutable_optimizer()->set_name("sum");
+  auto t = ExactTable::Create(spec).value();
+  std::vector<uint64_t> same;  // keys of one partition, ascending
+  for (uint64_t k = 0; same.size() < 5; ++k) {
+    if (KeyIndex::Mix(k) >> 58 == 0) same.push_back(k);
+  }
+  const std::vector<float> g{1.0f, 10.0f, 100.0f, 1000.0f, 10000.0f};
+  ASSERT_TRUE(t->ApplyKeys(1, same, g).ok());
+  // Two rows: the last two keys hold them, each with its own gradient.
+  for (size_t i = 0; i < same.size(); ++i) {
+    bool present = false;
+    const std::vector<float> row = PullOne(*t, same[i], &present);
+    if (present) {
+      EXPECT_EQ(row[0], g[i]) << "key " << i;
+    }
+  }
+  EXPECT_EQ(t->counters().rows, 2u);
+}
+
 TEST(ExactTableTest, DuplicateKeysInOnePushAddUp) {
   auto t = ExactTable::Create(Spec(10, 2, 0, 1)).value();
   // The second occurrence admits the key and applies; the first is dropped.
