@@ -83,8 +83,10 @@ Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
     if (split[s].keys.empty()) continue;
     LookupChannel* lookups = servers_[s].lookups();
     if (lookups == nullptr) {
-      return Internal(servers_[s].name() + " holds EXACT table " +
-                      spec_.name() + " but announced no lookup replies");
+      return NotSupported(servers_[s].name() + " holds EXACT table " +
+                          spec_.name() +
+                          " but answers no lookups (a server built before "
+                          "them: pulls need a server of this build)");
     }
     PS_RETURN_IF_ERROR(lookups->Lookup(spec_.id(), dim, split[s].keys,
                                        split[s].positions, out.data()));

@@ -92,6 +92,9 @@ StatusOr<LookupRequest> ParseLookupPacket(std::span<const uint8_t> packet,
                       " bytes is shorter than a header and one key");
   }
   const uint8_t* p = packet.data();
+  if (reinterpret_cast<uintptr_t>(p) % alignof(uint64_t) != 0) {
+    return InvalidArgument("lookup packet not 8-byte aligned (copy it first)");
+  }
   if (LoadU32(p + kOffMagic) != kLookupPacketMagic) {
     return Corruption("not a lookup packet (bad magic)");
   }

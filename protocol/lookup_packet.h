@@ -110,7 +110,7 @@ struct LookupRequest {
   LookupMeta meta;
   uint64_t request = 0;
   uint64_t reply_offset = 0;
-  std::span<const uint64_t> keys;  // unaligned reads are fine on our targets
+  std::span<const uint64_t> keys;
 };
 
 // The request number of a packet with a lookup header, before anything is
@@ -121,9 +121,10 @@ uint64_t UncheckedLookupRequest(std::span<const uint8_t> packet);
 // Validates everything but the keys' values: magic, version, reserved
 // bytes, the length against key_count, the checksum, key_count >= 1,
 // request >= 1, reply_offset aligned and past the header, and the shard.
-// `packet` must stay unchanged while the result is used (copy a slot
-// first). Corruption for damaged bytes; kInvalidArgument for a packet for
-// another shard or a version this build does not know.
+// `packet` must be 8-byte aligned and stay unchanged while the result is
+// used (copy a slot first into memory of one's own). Corruption for damaged
+// bytes; kInvalidArgument for a packet for another shard, a version this
+// build does not know, or a misaligned packet.
 StatusOr<LookupRequest> ParseLookupPacket(std::span<const uint8_t> packet,
                                           uint32_t shard_id);
 

@@ -135,6 +135,13 @@ TEST(LookupPacketTest, EveryDamagedFieldIsRefusedByName) {
   EXPECT_EQ(UncheckedLookupRequest(std::span(good.data(), 40)), 0u);
   EXPECT_EQ(ParseLookupPacket(std::span(good.data(), 48), 1).status().code(),
             StatusCode::kCorruption);
+  // A packet the caller did not copy to an aligned place.
+  std::vector<uint8_t> shifted(good.size() + 4);
+  std::memcpy(shifted.data() + 4, good.data(), good.size());
+  EXPECT_EQ(ParseLookupPacket(std::span(shifted.data() + 4, good.size()), 1)
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
   // One key cut off: the length disagrees with the count.
   EXPECT_EQ(ParseLookupPacket(std::span(good.data(), good.size() - 8), 1)
                 .status()
