@@ -26,10 +26,9 @@ LookupChannel::LookupChannel(Options options) : options_(std::move(options)) {
 }
 
 Status LookupChannel::ReadHeader(uint8_t* header) {
-  Status s = options_.endpoint->Get(header, protocol::kLookupReplyHeaderBytes,
-                                    options_.reply, 0);
-  if (!s.ok()) return s.WithContext(options_.server + ": lookup replies");
-  return s;
+  return options_.endpoint
+      ->Get(header, protocol::kLookupReplyHeaderBytes, options_.reply, 0)
+      .WithContext(options_.server + ": lookup replies");
 }
 
 Status LookupChannel::Start() {

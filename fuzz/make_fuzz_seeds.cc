@@ -8,6 +8,21 @@
 #include "protocol/lookup_packet.h"
 #include "protocol/sparse_packet.h"
 
+namespace {
+
+// Writes DIR/seed<n>: the 8-byte expectations prefix, then the packet.
+bool WriteSeed(const char* dir, int n, std::vector<uint8_t> input,
+               const std::vector<uint8_t>& packet) {
+  input.insert(input.end(), packet.begin(), packet.end());
+  const std::string path = std::string(dir) + "/seed" + std::to_string(n);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return false;
+  std::fwrite(input.data(), 1, input.size(), f);
+  return std::fclose(f) == 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace ps::protocol;
   if (argc != 2) {
@@ -34,13 +49,9 @@ int main(int argc, char** argv) {
               : EncodeSparsePackets(meta, rows, vals, 4096, &out, &packets);
       if (!encoded.ok()) return 1;
       // table_rows = 1 + 0xffff * 1, row_dim 2, not resealed.
-      std::vector<uint8_t> input = {0xff, 0xff, 0, 0, 2, 0, 0, 0};
-      input.insert(input.end(), out.begin(), out.end());
-      std::string path = std::string(argv[1]) + "/seed" + std::to_string(n++);
-      FILE* f = std::fopen(path.c_str(), "wb");
-      if (f == nullptr) return 1;
-      std::fwrite(input.data(), 1, input.size(), f);
-      std::fclose(f);
+      if (!WriteSeed(argv[1], n++, {0xff, 0xff, 0, 0, 2, 0, 0, 0}, out)) {
+        return 1;
+      }
     }
   }
   // A lookup for shard 2 (the prefix's byte 6 picks the shard, mod 4).
@@ -52,12 +63,5 @@ int main(int argc, char** argv) {
            .ok()) {
     return 1;
   }
-  std::vector<uint8_t> input = {0xff, 0xff, 0, 0, 2, 0, 2, 0};
-  input.insert(input.end(), out.begin(), out.end());
-  std::string path = std::string(argv[1]) + "/seed" + std::to_string(n++);
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return 1;
-  std::fwrite(input.data(), 1, input.size(), f);
-  std::fclose(f);
-  return 0;
+  return WriteSeed(argv[1], n, {0xff, 0xff, 0, 0, 2, 0, 2, 0}, out) ? 0 : 1;
 }

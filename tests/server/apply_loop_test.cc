@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "protocol/lookup_packet.h"
@@ -128,6 +129,15 @@ class ApplyLoopTest : public ::testing::Test {
     return protocol::LookupReplyHeader::Parse(Reply(worker));
   }
 
+  // A key of EXACT table 3 on shard 0 and one on shard 1 (2 shards).
+  std::pair<uint64_t, uint64_t> KeysOfShards0And1() const {
+    const auto map = protocol::ShardMap::ForTable(config_.table(2), 2);
+    uint64_t mine = 0, theirs = 0;
+    while (map.ShardOfKey(mine) != 0) ++mine;
+    while (map.ShardOfKey(theirs) != 1) ++theirs;
+    return {mine, theirs};
+  }
+
   // The row of `key` in EXACT table `table` (zeros without one).
   float KeyRow(uint32_t table, uint64_t key) {
     float value = -1.0f;
@@ -189,10 +199,7 @@ TEST_F(ApplyLoopTest, KeyedPacketsApplyToExactTablesOnly) {
 TEST_F(ApplyLoopTest, KeyedPacketsWithKeysOfAnotherShardAreRefused) {
   Build(/*shard_id=*/0, /*num_shards=*/2, 2);
   auto loop = MakeLoop(1);
-  const auto map = protocol::ShardMap::ForTable(config_.table(2), 2);
-  uint64_t mine = 0, theirs = 0;
-  while (map.ShardOfKey(mine) != 0) ++mine;
-  while (map.ShardOfKey(theirs) != 1) ++theirs;
+  const auto [mine, theirs] = KeysOfShards0And1();
   Write(0, 1,
         EncodeKeyed(3, 1, {std::min(mine, theirs), std::max(mine, theirs)},
                     {1.0f, 1.0f}));
@@ -227,10 +234,7 @@ TEST_F(ApplyLoopTest, LookupsAreAnsweredIntoTheirWorkersReplyRegion) {
 TEST_F(ApplyLoopTest, RefusedLookupsSayWhyInTheReplyAndTheNextIsAnswered) {
   Build(/*shard_id=*/0, /*num_shards=*/2, 2);
   auto loop = MakeLoop(1);
-  const auto map = protocol::ShardMap::ForTable(config_.table(2), 2);
-  uint64_t mine = 0, theirs = 0;
-  while (map.ShardOfKey(mine) != 0) ++mine;
-  while (map.ShardOfKey(theirs) != 1) ++theirs;
+  const auto [mine, theirs] = KeysOfShards0And1();
   const uint64_t region = inboxes_->reply_region(0)->size();
   struct Case {
     std::vector<uint8_t> packet;
