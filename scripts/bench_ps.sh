@@ -215,7 +215,9 @@ for transport in shm tcp; do
   rows+="row exact_pull_hit_$c fraction verify_hit_fraction_exact_resident_$c verify_hit_fraction_hashed_resident_$c higher HASHED table, same run"$'\n'
   rows+="row exact_insert_$c \"M keys/s\" insert_mkeys_per_s_exact_resident_$c insert_mkeys_per_s_hashed_resident_$c higher HASHED table, same run"$'\n'
   for m in pull push; do
-    rows+="row exact_${m}$([ $m = push ] && echo _resident)_$c \"M keys/s\" ${m}_resident_mkeys_per_s_exact_resident_$c ${m}_resident_mkeys_per_s_hashed_resident_$c higher HASHED table, same run"$'\n'
+    row=exact_pull_$c
+    [ "$m" = push ] && row=exact_push_resident_$c
+    rows+="row $row \"M keys/s\" ${m}_resident_mkeys_per_s_exact_resident_$c ${m}_resident_mkeys_per_s_hashed_resident_$c higher HASHED table, same run"$'\n'
   done
 done
 for kind in exact hashed; do
