@@ -278,6 +278,9 @@ Status ExactTable::FinishRestore(TableTarget* target) {
         " keys exceed its capacity of " + std::to_string(budget_.bound()) +
         " rows per shard");
   }
+  // Every partition locked by this thread: the rows fit the bound (checked
+  // above) and all are freed first, so no restore takes a row from a full
+  // budget, which would try the other partitions' locks (held here).
   auto locks = LockAll();
   auto free_all = [&] {
     for (auto& p : partitions_) p->FreeAllRowsLocked();
