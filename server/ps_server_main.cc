@@ -106,7 +106,10 @@ DEFINE_string(device, "",
               "memory). Not over verbs.");
 DEFINE_uint32(inbox_slots, 64,
               "Slots per worker inbox: how many packets a worker may have in "
-              "flight to this server before it waits for credit.");
+              "flight to this server before it waits for credit. A server "
+              "with EXACT tables also gives each worker a lookup reply "
+              "region as large as its inbox (slots x slot bytes), where it "
+              "answers that worker's pulls of them.");
 DEFINE_uint32(slot_bytes, 262144,
               "Bytes per inbox slot (a multiple of 64, >= 256): 16 bytes of "
               "slot header, the rest the largest packet.");

@@ -10,12 +10,15 @@
 namespace ps::table {
 
 ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
-                               uint64_t sketch_width, Reclaim reclaim)
+                               uint64_t sketch_width, double growth_phase,
+                               Reclaim reclaim)
     : spec_(spec),
       dim_(spec.dim()),
       admit_(std::max<uint32_t>(spec.admit_after_pushes(), 1)),
       budget_(budget),
       reclaim_(std::move(reclaim)),
+      first_rows_(64 + static_cast<size_t>(64 * growth_phase)),
+      row_of_key_(55 + static_cast<uint32_t>(20 * growth_phase)),
       optimizer_(spec) {
   if (sketch_width != 0) sketch_.emplace(sketch_width);
 }
@@ -80,7 +83,8 @@ uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
     // Without memory for one more row the table acts as full: the push is
     // dropped and counted, and every array keeps its size.
     const uint64_t floats = values_.size() + dim_;
-    bool grown = optimizer_.Resize(floats).ok();
+    bool grown = row < key_of_row_.capacity() || ReserveRows(row);
+    grown = grown && optimizer_.Resize(floats).ok();
     if (grown) {
       try {
         values_.resize(floats);
@@ -123,6 +127,21 @@ uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
   if (sketch_) sketch_->Forget(hash);  // admitted: no longer waits
   ++counters_.rows;
   return row;
+}
+
+bool ExactPartition::ReserveRows(size_t rows) {
+  const size_t room = std::max(first_rows_, 2 * rows);
+  try {
+    values_.reserve(room * dim_);
+    key_of_row_.reserve(room);
+    last_update_.reserve(room);
+    if (spec_.evict_after_seconds() != 0) updated_s_.reserve(room);
+    prev_.reserve(room);
+    next_.reserve(room);
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  return optimizer_.Reserve(room * dim_).ok();
 }
 
 void ExactPartition::Unlink(uint32_t row) {

@@ -82,9 +82,17 @@ class ExactPartition {
       std::function<bool(const ExactPartition& asking, uint64_t update)>;
 
   // `sketch_width` 0: no admission sketch (every key is admitted at its
-  // first push). `reclaim` may be empty (then only own rows are evicted).
+  // first push). `growth_phase` in [0, 1) sets when this partition's
+  // arrays grow: its key index at 55-75% full, its row arrays from room
+  // for 64-128 rows on, doubling.
+  // Partitions fill at the same pace (keys spread evenly by hash), so with
+  // one growth rule they would all grow in the same push, which would then
+  // stall for every partition's copy; different phases spread the copies
+  // over many pushes. `reclaim` may be empty (then only own rows are
+  // evicted).
   ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
-                 uint64_t sketch_width, Reclaim reclaim = {});
+                 uint64_t sketch_width, double growth_phase = 0,
+                 Reclaim reclaim = {});
 
   // Applies the gradients of `in`'s keys at worker step `step` and time
   // `now_s` (the table's seconds), after freeing this partition's rows
@@ -153,6 +161,9 @@ class ExactPartition {
 
  private:
   uint32_t AllocateRow(uint64_t key, uint64_t hash);  // kNoRow when none
+  // Room for twice `rows` rows (at least first_rows_) in every per-row
+  // array; false without memory.
+  bool ReserveRows(size_t rows);
   // One row of the bound for a new key; at the bound, frees this
   // partition's least recently updated row first when when_full says so.
   bool TakeFromBudget();
@@ -171,6 +182,7 @@ class ExactPartition {
   const uint32_t admit_;
   RowBudget* const budget_;
   const Reclaim reclaim_;
+  const size_t first_rows_;  // room of the first growth; then doubling
   std::atomic<uint64_t> oldest_update_{UINT64_MAX};
 
   mutable std::shared_mutex mu_;

@@ -63,9 +63,10 @@ ExactTable::ExactTable(const proto::TableSpec& spec, SecondsClock clock)
   auto reclaim = [this](const ExactPartition& asking, uint64_t update) {
     return FreeOlderRow(asking, update);
   };
-  for (auto& p : partitions_) {
-    p = std::make_unique<ExactPartition>(this->spec(), &budget_, width,
-                                         reclaim);
+  for (int p = 0; p < kPartitions; ++p) {
+    partitions_[p] = std::make_unique<ExactPartition>(
+        this->spec(), &budget_, width, static_cast<double>(p) / kPartitions,
+        reclaim);
   }
 }
 

@@ -27,8 +27,10 @@ bool KeyIndex::Grow() {
 }
 
 bool KeyIndex::Insert(uint64_t key, uint32_t row) {
-  // At most 70% full: probes stay short.
-  if ((size_ + 1) * 10 > slots_.size() * 7 && !Grow()) return false;
+  // At most max_load_percent full: probes stay short.
+  if ((size_ + 1) * 100 > slots_.size() * max_load_percent_ && !Grow()) {
+    return false;
+  }
   Slot& s = slots_[Probe(key, Mix(key))];
   if (s.row == kNone) ++size_;
   s.key = key;

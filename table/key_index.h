@@ -1,6 +1,7 @@
 // KeyIndex: an exact-key table's map from key (any uint64) to row. Open
 // addressing with linear probing over a power-of-two array of (key, row)
-// slots kept at most 70% full; a deletion shifts the entries behind it back
+// slots kept at most 70% full (or another bound the owner gives, see the
+// constructor); a deletion shifts the entries behind it back
 // (no tombstones), so a lookup reads one or two cache lines where
 // std::unordered_map chases a node pointer per key (measured: its finds
 // and rehashes were about 60% of a server applying fresh EXACT keys).
@@ -22,6 +23,11 @@ namespace ps::table {
 class KeyIndex {
  public:
   static constexpr uint32_t kNone = UINT32_MAX;
+
+  // Grows (doubles) when an insert would fill more than max_load_percent
+  // (in [50, 90]) of the slots.
+  explicit KeyIndex(uint32_t max_load_percent = 70)
+      : max_load_percent_(max_load_percent) {}
 
   // A 64-bit finalizer (MurmurHash3's fmix64): every key bit moves every
   // bit of the hash. Not protocol::Mix64 on purpose: that one picks a key's
@@ -81,6 +87,7 @@ class KeyIndex {
   }
   bool Grow();
 
+  uint32_t max_load_percent_;
   std::vector<Slot> slots_;
   size_t mask_ = 0;  // slots_.size() - 1
   size_t size_ = 0;

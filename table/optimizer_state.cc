@@ -27,6 +27,15 @@ OptimizerState::OptimizerState(const proto::TableSpec& spec) {
   }
 }
 
+Status OptimizerState::Reserve(uint64_t floats) {
+  try {
+    for (int k = 0; k < arrays_; ++k) arrays_data_[k].reserve(floats);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("cannot allocate optimizer state");
+  }
+  return Status::OK();
+}
+
 Status OptimizerState::Resize(uint64_t floats) {
   try {
     for (int k = 0; k < arrays_; ++k) {

@@ -56,6 +56,9 @@ class OptimizerState {
   // (grown geometrically). kResourceExhausted when memory cannot be had
   // (the sizes unchanged then).
   Status Resize(uint64_t floats);
+  // Room for `floats` entries per array without growing (a Resize up to it
+  // then copies nothing); kResourceExhausted without memory.
+  Status Reserve(uint64_t floats);
   float* array(int k) { return arrays_data_[k].data(); }
   const float* array(int k) const { return arrays_data_[k].data(); }
   // Entries [offset, offset + floats) of every array back to their initial
