@@ -45,7 +45,8 @@ bool ExactPartition::TakeFromBudget() {
   // partition without rows whose reclaim found none refuses; so does one
   // whose freed row another thread took first.
   if (evict) {
-    const uint64_t own = oldest_ == kNoRow ? UINT64_MAX : last_update_[oldest_];
+    const uint64_t own =
+        oldest_ == kNoRow ? UINT64_MAX : meta_[oldest_].last_update;
     bool freed = reclaim_ && reclaim_(*this, own);
     if (!freed && oldest_ != kNoRow) {
       FreeRow(oldest_);
@@ -68,8 +69,9 @@ bool ExactPartition::TryEvictOldest() {
 }
 
 void ExactPartition::PublishOldest() {
-  oldest_update_.store(oldest_ == kNoRow ? UINT64_MAX : last_update_[oldest_],
-                       std::memory_order_relaxed);
+  oldest_update_.store(
+      oldest_ == kNoRow ? UINT64_MAX : meta_[oldest_].last_update,
+      std::memory_order_relaxed);
 }
 
 uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
@@ -89,17 +91,13 @@ uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
       try {
         values_.resize(floats);
         key_of_row_.push_back(0);
-        last_update_.push_back(0);
+        meta_.push_back(RowMeta{});
         if (spec_.evict_after_seconds() != 0) updated_s_.push_back(0);
-        prev_.push_back(kNoRow);
-        next_.push_back(kNoRow);
       } catch (const std::bad_alloc&) {
         values_.resize(floats - dim_);
         key_of_row_.resize(row);
-        last_update_.resize(row);
+        meta_.resize(row);
         updated_s_.resize(std::min<size_t>(updated_s_.size(), row));
-        prev_.resize(row);
-        next_.resize(row);
         (void)optimizer_.Resize(floats - dim_);  // shrinking: cannot fail
         grown = false;
       }
@@ -111,7 +109,7 @@ uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
     }
   }
   key_of_row_[row] = key;
-  last_update_[row] = 0;
+  meta_[row].last_update = 0;
   float* v = values_.data() + uint64_t{row} * dim_;
   InitializeRow(spec_.initializer(), key, std::span<float>(v, dim_));
   optimizer_.ResetEntries(uint64_t{row} * dim_, dim_);
@@ -134,10 +132,8 @@ bool ExactPartition::ReserveRows(size_t rows) {
   try {
     values_.reserve(room * dim_);
     key_of_row_.reserve(room);
-    last_update_.reserve(room);
+    meta_.reserve(room);
     if (spec_.evict_after_seconds() != 0) updated_s_.reserve(room);
-    prev_.reserve(room);
-    next_.reserve(room);
   } catch (const std::bad_alloc&) {
     return false;
   }
@@ -145,26 +141,29 @@ bool ExactPartition::ReserveRows(size_t rows) {
 }
 
 void ExactPartition::Unlink(uint32_t row) {
-  uint32_t p = prev_[row], n = next_[row];
-  if (p != kNoRow)
-    next_[p] = n;
-  else
-    oldest_ = n;
-  if (n != kNoRow)
-    prev_[n] = p;
-  else
-    newest_ = p;
-  prev_[row] = next_[row] = kNoRow;
+  RowMeta& m = meta_[row];
+  if (m.prev != kNoRow) {
+    meta_[m.prev].next = m.next;
+  } else {
+    oldest_ = m.next;
+  }
+  if (m.next != kNoRow) {
+    meta_[m.next].prev = m.prev;
+  } else {
+    newest_ = m.prev;
+  }
+  m.prev = m.next = kNoRow;
 }
 
 void ExactPartition::Touch(uint32_t row, uint64_t step, uint32_t now_s) {
-  last_update_[row] = std::max(last_update_[row], step);
+  RowMeta& m = meta_[row];
+  m.last_update = std::max(m.last_update, step);
   if (!updated_s_.empty()) updated_s_[row] = now_s;
   if (newest_ == row) return;
-  if (prev_[row] != kNoRow || oldest_ == row) Unlink(row);
-  prev_[row] = newest_;
-  next_[row] = kNoRow;
-  if (newest_ != kNoRow) next_[newest_] = row;
+  if (m.prev != kNoRow || oldest_ == row) Unlink(row);
+  m.prev = newest_;
+  m.next = kNoRow;
+  if (newest_ != kNoRow) meta_[newest_].next = row;
   newest_ = row;
   if (oldest_ == kNoRow) oldest_ = row;
 }
@@ -202,8 +201,8 @@ bool ExactPartition::IdleLocked(uint32_t row, uint64_t step,
                                 uint32_t now_s) const {
   const uint64_t steps = spec_.evict_after_steps();
   const uint64_t seconds = spec_.evict_after_seconds();
-  return (steps != 0 && step > last_update_[row] &&
-          step - last_update_[row] > steps) ||
+  const uint64_t last = meta_[row].last_update;
+  return (steps != 0 && step > last && step - last > steps) ||
          (seconds != 0 && now_s > updated_s_[row] &&
           now_s - updated_s_[row] > seconds);
 }

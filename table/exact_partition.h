@@ -191,13 +191,19 @@ class ExactPartition {
   std::vector<float> values_;  // rows allocated * dim
   OptimizerState optimizer_;   // the rule and state arrays; steps unused
   std::vector<uint64_t> key_of_row_;
-  std::vector<uint64_t> last_update_;
+  // What an update reads and writes of a row besides its values, in one
+  // 16-byte record (one cache miss, not three): its last update (a step)
+  // and its links in the doubly linked list of rows in use, least
+  // recently updated first.
+  struct RowMeta {
+    uint64_t last_update = 0;
+    uint32_t prev = kNoRow, next = kNoRow;
+  };
+  std::vector<RowMeta> meta_;
   // The table's second of each row's last update; only with
-  // evict_after_seconds. The list below is in the order rows were last
-  // updated, so in these seconds' order too.
+  // evict_after_seconds. The list is in the order rows were last updated,
+  // so in these seconds' order too.
   std::vector<uint32_t> updated_s_;
-  // Doubly linked list of rows in use, least recently updated first.
-  std::vector<uint32_t> prev_, next_;
   uint32_t oldest_ = kNoRow, newest_ = kNoRow;
   std::vector<uint32_t> free_rows_;
   TableCounters counters_;  // admission_pending unused (the sketch says)
@@ -279,7 +285,7 @@ void ExactPartition::ForEachRowLocked(Fn fn) const {
     for (int k = 0; k < optimizer_.arrays(); ++k) {
       state[k] = optimizer_.array(k) + at;
     }
-    fn(key, values_.data() + at, state, last_update_[row]);
+    fn(key, values_.data() + at, state, meta_[row].last_update);
   });
 }
 
