@@ -1,10 +1,9 @@
 #include "client/lookup_channel.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <thread>
 
+#include "client/backoff.h"
 #include "protocol/inbox_slot.h"
 #include "protocol/lookup_packet.h"
 
@@ -68,30 +67,20 @@ Status LookupChannel::Post(uint32_t table_id, size_t row_bytes,
 
 Status LookupChannel::WaitAnswered(const Chunk& chunk) {
   uint8_t header[protocol::kLookupReplyHeaderBytes];
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(options_.timeout_ms);
   // A chunk takes the server from microseconds to tens of milliseconds:
-  // look again at once a few times, then sleep a little longer each time,
-  // up to 50 us (the worker's polls must not take the apply thread's core).
-  auto sleep = std::chrono::microseconds(0);
-  for (int polls = 0;; ++polls) {
+  // sleeps of at most 50 us between looks.
+  Backoff backoff(options_.timeout_ms, /*max_sleep_us=*/50);
+  for (;;) {
     PS_RETURN_IF_ERROR(ReadHeader(header));
     if (protocol::LookupReplyHeader::Parse(header).answered >=
         chunk.last_request) {
       break;
     }
-    if (std::chrono::steady_clock::now() > deadline) {
+    if (!backoff.Wait()) {
       return Timeout(options_.server + " did not answer lookup " +
                      std::to_string(chunk.last_request) + " within " +
                      std::to_string(options_.timeout_ms) + " ms");
     }
-    if (polls < 8) {
-      std::this_thread::yield();
-      continue;
-    }
-    sleep = std::min(std::max(sleep * 2, std::chrono::microseconds(2)),
-                     std::chrono::microseconds(50));
-    std::this_thread::sleep_for(sleep);
   }
   // The read that saw the answer is not ordered inside itself: read once
   // more for the refusal a request of this chunk may have left

@@ -74,6 +74,7 @@ struct PartitionKeys {
 class ExactPartition {
  public:
   static constexpr uint32_t kNoRow = UINT32_MAX;
+  static_assert(kNoRow == KeyIndex::kNone, "a row the index lacks is no row");
   // At the bound, with when_full evicting: frees the least recently
   // updated row of a partition other than `asking` if it was updated
   // before `update` (the asking partition's own oldest row's); true when
@@ -164,8 +165,9 @@ class ExactPartition {
   // Room for twice `rows` rows (at least first_rows_) in every per-row
   // array; false without memory.
   bool ReserveRows(size_t rows);
-  // One row of the bound for a new key; at the bound, frees this
-  // partition's least recently updated row first when when_full says so.
+  // One row of the bound for a new key; at the bound, when when_full says
+  // so, frees the shard's least recently updated row first (Reclaim, or
+  // this partition's own).
   bool TakeFromBudget();
   void FreeRow(uint32_t row);
   // Moves `row` to the newest end, updated at `step` and `now_s`.
@@ -258,17 +260,19 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
     const uint64_t key = in.keys[at];
     const uint64_t hash = in.hashes[at];
     uint32_t row = row_of_key_.Find(key, hash);  // admitted by a duplicate
-    if (row == KeyIndex::kNone) {
+    if (row == kNoRow) {
       const uint32_t seen = sketch_ ? sketch_->Add(hash) : 1;
-      if (seen >= admit_ && apply_rows_.size() >= counters_.rows) {
-        Status s = flush();
-        if (first.ok()) first = s;
+      if (seen >= admit_) {
+        if (apply_rows_.size() >= counters_.rows) {
+          Status s = flush();
+          if (first.ok()) first = s;
+        }
+        row = AllocateRow(key, hash);
       }
-      row = seen >= admit_ ? AllocateRow(key, hash) : kNoRow;
-      if (row == kNoRow) {
-        ++counters_.dropped_pushes;
-        continue;
-      }
+    }
+    if (row == kNoRow) {  // not admitted, or no row for it
+      ++counters_.dropped_pushes;
+      continue;
     }
     gather(row, at);
   }

@@ -157,7 +157,8 @@ Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
   if (!kernels::AllFinite(values.data(), values.size())) {
     return InvalidArgument(Where(spec()) + ": push carries a non-finite value");
   }
-  const uint32_t now_s = NowSeconds();
+  // The clock is read only for a table that evicts by it.
+  const uint32_t now_s = spec().evict_after_seconds() != 0 ? NowSeconds() : 0;
   Sweep(step, now_s);
   Grouped g;
   Group(keys, &g);
