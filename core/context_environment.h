@@ -24,7 +24,7 @@ namespace ps::xfer {
 
 // The value of `name` in `envp` ("NAME=value" entries up to a null
 // pointer, a program's own, as main() receives it); nullopt when absent or
-// when envp is null. The first entry wins, as getenv's does.
+// when envp is null. The first entry wins, as in the C library.
 std::optional<std::string_view> EnvValue(const char* const* envp,
                                          std::string_view name);
 
