@@ -74,24 +74,36 @@ Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
   }
   const uint32_t shards = servers_.size();
   std::vector<ShardPull> split(shards);
+  for (ShardPull& sp : split) {
+    // About a shard's share, so that one pull of many keys grows no vector
+    // over and over.
+    sp.keys.reserve(keys.size() / shards + keys.size() / (8 * shards) + 16);
+    sp.positions.reserve(sp.keys.capacity());
+  }
   for (size_t i = 0; i < keys.size(); ++i) {
     ShardPull& sp = split[router_.map().ShardOfKey(keys[i])];
     sp.keys.push_back(keys[i]);
     sp.positions.push_back(static_cast<uint32_t>(i));
   }
+  // Every shard's lookup in flight at once, begun in shard order (the
+  // channels' rule, client/lookup_channel.h): the servers answer theirs in
+  // parallel while this thread places whichever rows arrive.
+  std::vector<std::unique_ptr<LookupChannel::Ongoing>> lookups;
   for (uint32_t s = 0; s < shards; ++s) {
     if (split[s].keys.empty()) continue;
-    LookupChannel* lookups = servers_[s].lookups();
-    if (lookups == nullptr) {
+    LookupChannel* channel = servers_[s].lookups();
+    if (channel == nullptr) {
       return NotSupported(servers_[s].name() + " holds EXACT table " +
                           spec_.name() +
                           " but answers no lookups (a server built before "
                           "them: pulls need a server of this build)");
     }
-    PS_RETURN_IF_ERROR(lookups->Lookup(spec_.id(), dim, split[s].keys,
+    PS_ASSIGN_OR_RETURN(auto lookup,
+                        channel->Begin(spec_.id(), dim, split[s].keys,
                                        split[s].positions, out.data()));
+    lookups.push_back(std::move(lookup));
   }
-  return Status::OK();
+  return LookupChannel::Drive(lookups);
 }
 
 }  // namespace ps::worker

@@ -13,8 +13,8 @@
 // that server's LookupChannel (lookup packets in the same inbox, rows read
 // one-sidedly from the worker's reply region: client/lookup_channel.h), so
 // a pull sees this worker's earlier pushes once they are applied in order.
-// Shards are asked one after another; the call completes when every row is
-// in place.
+// Every shard's lookup is in flight at once, so the servers answer in
+// parallel; the call completes when every row is in place.
 //
 // Thread-safe: one push of the table at a time (a mutex: the encode
 // buffers are the table's); pulls keep their buffers on the stack and the

@@ -48,14 +48,15 @@ uint64_t LookupChannel::HalfOffset(int half) const {
 }
 
 Status LookupChannel::Post(uint32_t table_id, size_t row_bytes,
-                           std::span<const uint64_t> keys, Chunk* chunk) {
+                           std::span<const uint64_t> keys, int half,
+                           Ongoing::Chunk* chunk) {
   protocol::LookupMeta meta;
   meta.table_id = table_id;
   meta.shard_id = options_.shard;
   meta.sender_id = options_.worker_id;
   PS_RETURN_IF_ERROR(protocol::EncodeLookupPackets(
       meta, keys.subspan(chunk->first, chunk->count), next_request_,
-      HalfOffset(chunk->half), row_bytes,
+      HalfOffset(half), row_bytes,
       protocol::kLookupPacketHeaderBytes + keys_per_packet_ * 8,
       protocol::InboxSlotHeader::kPrefixBytes, &bytes_, &packets_));
   chunk->first_request = next_request_;
@@ -65,40 +66,9 @@ Status LookupChannel::Post(uint32_t table_id, size_t row_bytes,
   return options_.inbox->Flush();
 }
 
-Status LookupChannel::WaitAnswered(const Chunk& chunk) {
-  uint8_t header[protocol::kLookupReplyHeaderBytes];
-  // A chunk takes the server from microseconds to tens of milliseconds:
-  // sleeps of at most 50 us between looks.
-  Backoff backoff(options_.timeout_ms, /*max_sleep_us=*/50);
-  for (;;) {
-    PS_RETURN_IF_ERROR(ReadHeader(header));
-    if (protocol::LookupReplyHeader::Parse(header).answered >=
-        chunk.last_request) {
-      break;
-    }
-    if (!backoff.Wait()) {
-      return Timeout(options_.server + " did not answer lookup " +
-                     std::to_string(chunk.last_request) + " within " +
-                     std::to_string(options_.timeout_ms) + " ms");
-    }
-  }
-  // The read that saw the answer is not ordered inside itself: read once
-  // more for the refusal a request of this chunk may have left
-  // (protocol/lookup_packet.h).
-  PS_RETURN_IF_ERROR(ReadHeader(header));
-  const protocol::LookupReplyHeader h =
-      protocol::LookupReplyHeader::Parse(header);
-  if (h.failed_request >= chunk.first_request &&
-      h.failed_request <= chunk.last_request) {
-    return h.failure.WithContext(options_.server + " refused a lookup");
-  }
-  return Status::OK();
-}
-
-Status LookupChannel::Lookup(uint32_t table_id, uint32_t dim,
-                             std::span<const uint64_t> keys,
-                             std::span<const uint32_t> positions, float* out) {
-  if (keys.empty()) return Status::OK();
+StatusOr<std::unique_ptr<LookupChannel::Ongoing>> LookupChannel::Begin(
+    uint32_t table_id, uint32_t dim, std::span<const uint64_t> keys,
+    std::span<const uint32_t> positions, float* out) {
   const size_t row_bytes = sizeof(float) * dim;
   // The last packet's rows may end up to 63 bytes short of the next
   // 64-byte boundary.
@@ -114,42 +84,130 @@ Status LookupChannel::Lookup(uint32_t table_id, uint32_t dim,
                            std::to_string(row_bytes) +
                            " bytes: start it with more or larger inbox slots");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  rows_.resize(std::min(chunk_keys, keys.size()) * dim);
-  Chunk chunks[2];
-  size_t posted = 0;
-  int in_flight = 0;
-  auto post_next = [&](int half) -> Status {
-    Chunk& c = chunks[half];
-    c.first = posted;
-    c.count = std::min(chunk_keys, keys.size() - posted);
-    c.half = half;
-    posted += c.count;
-    ++in_flight;
-    return Post(table_id, row_bytes, keys, &c);
-  };
-  PS_RETURN_IF_ERROR(post_next(0));
-  if (posted < keys.size()) PS_RETURN_IF_ERROR(post_next(1));
-  for (int half = 0; in_flight > 0; half ^= 1) {
-    const Chunk& c = chunks[half];
-    PS_RETURN_IF_ERROR(WaitAnswered(c));
-    PS_RETURN_IF_ERROR(options_.endpoint
-                           ->Get(rows_.data(), c.count * row_bytes,
-                                 options_.reply, HalfOffset(c.half))
-                           .WithContext(options_.server + ": lookup rows"));
-    --in_flight;
-    const float* src = rows_.data();
-    if (dim == 1) {
-      for (size_t j = 0; j < c.count; ++j) out[positions[c.first + j]] = src[j];
-    } else {
-      for (size_t j = 0; j < c.count; ++j) {
-        std::memcpy(out + size_t{positions[c.first + j]} * dim, src + j * dim,
-                    row_bytes);
-      }
-    }
-    if (posted < keys.size()) PS_RETURN_IF_ERROR(post_next(half));
+  if (keys.empty() || positions.size() != keys.size()) {
+    return InvalidArgument("a lookup of " + std::to_string(keys.size()) +
+                           " keys with " + std::to_string(positions.size()) +
+                           " positions");
   }
-  return Status::OK();
+  std::unique_ptr<Ongoing> lookup(
+      new Ongoing(this, std::unique_lock<std::mutex>(mu_), table_id, dim, keys,
+                  positions, out, chunk_keys));
+  rows_.resize(std::min(chunk_keys, keys.size()) * dim);
+  PS_RETURN_IF_ERROR(lookup->PostNext(0));
+  if (lookup->posted_ < keys.size()) PS_RETURN_IF_ERROR(lookup->PostNext(1));
+  return lookup;
+}
+
+LookupChannel::Ongoing::Ongoing(LookupChannel* channel,
+                                std::unique_lock<std::mutex> lock,
+                                uint32_t table_id, uint32_t dim,
+                                std::span<const uint64_t> keys,
+                                std::span<const uint32_t> positions, float* out,
+                                size_t chunk_keys)
+    : channel_(channel),
+      lock_(std::move(lock)),
+      table_id_(table_id),
+      dim_(dim),
+      keys_(keys),
+      positions_(positions),
+      out_(out),
+      chunk_keys_(chunk_keys) {}
+
+// Chunks still in flight when a lookup is abandoned are harmless: the
+// server answers a worker's requests in order, so the next lookup's rows,
+// in the same halves, are written after theirs and read only once its own
+// requests are answered.
+LookupChannel::Ongoing::~Ongoing() = default;
+
+Status LookupChannel::Ongoing::PostNext(int half) {
+  Chunk& c = chunks_[half];
+  c.first = posted_;
+  c.count = std::min(chunk_keys_, keys_.size() - posted_);
+  posted_ += c.count;
+  ++in_flight_;
+  deadline_ = std::chrono::steady_clock::now() +
+              std::chrono::milliseconds(channel_->options_.timeout_ms);
+  return channel_->Post(table_id_, sizeof(float) * dim_, keys_, half, &c);
+}
+
+StatusOr<bool> LookupChannel::Ongoing::Advance() {
+  if (done()) return false;
+  const Options& o = channel_->options_;
+  const Chunk& c = chunks_[oldest_];
+  uint8_t header[protocol::kLookupReplyHeaderBytes];
+  PS_RETURN_IF_ERROR(channel_->ReadHeader(header));
+  if (protocol::LookupReplyHeader::Parse(header).answered < c.last_request) {
+    if (std::chrono::steady_clock::now() < deadline_) return false;
+    return Timeout(o.server + " did not answer lookup " +
+                   std::to_string(c.last_request) + " within " +
+                   std::to_string(o.timeout_ms) + " ms");
+  }
+  // The read that saw the answer is not ordered inside itself: read once
+  // more for the refusal a request of this chunk may have left
+  // (protocol/lookup_packet.h).
+  PS_RETURN_IF_ERROR(channel_->ReadHeader(header));
+  const protocol::LookupReplyHeader h =
+      protocol::LookupReplyHeader::Parse(header);
+  if (h.failed_request >= c.first_request &&
+      h.failed_request <= c.last_request) {
+    return h.failure.WithContext(o.server + " refused a lookup");
+  }
+  const size_t row_bytes = sizeof(float) * dim_;
+  std::vector<float>& rows = channel_->rows_;
+  PS_RETURN_IF_ERROR(o.endpoint
+                         ->Get(rows.data(), c.count * row_bytes, o.reply,
+                               channel_->HalfOffset(oldest_))
+                         .WithContext(o.server + ": lookup rows"));
+  const float* src = rows.data();
+  const uint32_t* at = positions_.data() + c.first;
+  if (dim_ == 1) {
+    for (size_t j = 0; j < c.count; ++j) out_[at[j]] = src[j];
+  } else {
+    for (size_t j = 0; j < c.count; ++j) {
+      std::memcpy(out_ + size_t{at[j]} * dim_, src + j * dim_, row_bytes);
+    }
+  }
+  --in_flight_;
+  const int half = oldest_;
+  oldest_ ^= 1;
+  if (posted_ < keys_.size()) {
+    PS_RETURN_IF_ERROR(PostNext(half));
+  } else if (in_flight_ > 0) {
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::milliseconds(o.timeout_ms);
+  }
+  return true;
+}
+
+Status LookupChannel::Drive(std::span<const std::unique_ptr<Ongoing>> lookups) {
+  // A chunk takes a server from microseconds to tens of milliseconds:
+  // sleeps of at most 50 us between looks. Each lookup keeps its own
+  // deadline; the backoff's is not used.
+  Backoff backoff(/*timeout_ms=*/0, /*max_sleep_us=*/50);
+  for (;;) {
+    bool all_done = true, progress = false;
+    for (const auto& lookup : lookups) {
+      if (lookup->done()) continue;
+      PS_ASSIGN_OR_RETURN(const bool advanced, lookup->Advance());
+      progress = progress || advanced;
+      all_done = all_done && lookup->done();
+    }
+    if (all_done) return Status::OK();
+    if (progress) {
+      backoff.Progress();
+    } else {
+      backoff.Wait();
+    }
+  }
+}
+
+Status LookupChannel::Lookup(uint32_t table_id, uint32_t dim,
+                             std::span<const uint64_t> keys,
+                             std::span<const uint32_t> positions, float* out) {
+  if (keys.empty()) return Status::OK();
+  std::unique_ptr<Ongoing> lookups[1];
+  PS_ASSIGN_OR_RETURN(lookups[0], Begin(table_id, dim, keys, positions, out));
+  return Drive(lookups);
 }
 
 }  // namespace ps::worker

@@ -7,13 +7,19 @@
 //
 // A lookup of many keys goes in chunks of at most half the reply region's
 // rows, two in flight: while the server answers one chunk, the worker reads
-// out and places the rows of the other.
+// out and places the rows of the other. A lookup can also be begun and
+// advanced step by step (Begin, Ongoing::Advance, Drive), so that one
+// thread keeps lookups on several servers in flight at once.
 //
-// Thread-safe: lookups on one server are serialized (a mutex: the reply
-// region is one per worker and server); the inbox writer interleaves their
-// packets whole with pushes of other threads.
+// Thread-safe: lookups on one server are serialized (a mutex, held by an
+// Ongoing lookup until it is destroyed: the reply region is one per worker
+// and server); the inbox writer interleaves their packets whole with pushes
+// of other threads. A thread that begins lookups on several channels must
+// begin them in one order (ExactPath: by shard), or two such threads could
+// each hold a channel the other waits for.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/status_or.h"
 #include "client/inbox_writer.h"
 #include "core/endpoint.h"
 
@@ -39,6 +46,53 @@ class LookupChannel {
     std::string server;      // for messages
   };
 
+  // One lookup in progress on this channel (from Begin): owns the channel
+  // until destroyed. The keys, positions and output given to Begin must
+  // outlive it. Not thread-safe: one thread advances it.
+  class Ongoing {
+   public:
+    ~Ongoing();
+    Ongoing(const Ongoing&) = delete;
+    Ongoing& operator=(const Ongoing&) = delete;
+
+    // Every row is in place.
+    bool done() const { return in_flight_ == 0; }
+    // When the server answered the oldest chunk in flight: places its rows
+    // and asks for the next chunk, and returns true; false when it has not
+    // answered yet (or done()). kTimeout when the server answered nothing
+    // for timeout_ms; the server's refusal as it gave it.
+    StatusOr<bool> Advance();
+
+   private:
+    friend class LookupChannel;
+    // One chunk asked for: keys [first, first + count) of the lookup, in
+    // half `half` of the reply region, under requests [first_request,
+    // last_request].
+    struct Chunk {
+      size_t first = 0, count = 0;
+      uint64_t first_request = 0, last_request = 0;
+    };
+
+    Ongoing(LookupChannel* channel, std::unique_lock<std::mutex> lock,
+            uint32_t table_id, uint32_t dim, std::span<const uint64_t> keys,
+            std::span<const uint32_t> positions, float* out, size_t chunk_keys);
+    // Asks for the next keys into half `half`.
+    Status PostNext(int half);
+
+    LookupChannel* const channel_;
+    std::unique_lock<std::mutex> lock_;
+    const uint32_t table_id_, dim_;
+    const std::span<const uint64_t> keys_;
+    const std::span<const uint32_t> positions_;
+    float* const out_;
+    const size_t chunk_keys_;
+    Chunk chunks_[2];
+    size_t posted_ = 0;  // keys asked for so far
+    int in_flight_ = 0;  // chunks asked for and not placed yet
+    int oldest_ = 0;     // the half of the oldest chunk in flight
+    std::chrono::steady_clock::time_point deadline_;  // for its answer
+  };
+
   explicit LookupChannel(Options options);
 
   // Reads the reply region's answered word: this worker's requests
@@ -53,25 +107,30 @@ class LookupChannel {
   Status Lookup(uint32_t table_id, uint32_t dim, std::span<const uint64_t> keys,
                 std::span<const uint32_t> positions, float* out);
 
- private:
-  // One chunk asked for: keys [first, first + count) of the lookup, in
-  // half `half` of the reply region, under requests [first_request,
-  // last_request].
-  struct Chunk {
-    size_t first = 0, count = 0;
-    int half = 0;
-    uint64_t first_request = 0, last_request = 0;
-  };
+  // The same lookup, begun: waits for the channel (a lookup of another
+  // thread), asks for the first chunks and returns; Drive (or the caller)
+  // advances it. Refuses empty keys and rows the reply region cannot hold.
+  StatusOr<std::unique_ptr<Ongoing>> Begin(uint32_t table_id, uint32_t dim,
+                                           std::span<const uint64_t> keys,
+                                           std::span<const uint32_t> positions,
+                                           float* out);
 
+  // Advances every lookup until all are done, sleeping briefly while none
+  // is answered: the servers answer theirs at once. The first failure,
+  // and the others are abandoned (their channels serve the next lookups).
+  static Status Drive(std::span<const std::unique_ptr<Ongoing>> lookups);
+
+ private:
   uint64_t HalfOffset(int half) const;
+  // Encodes and posts keys [chunk->first, +count) of a lookup into half
+  // `half`, filling in the chunk's request numbers.
   Status Post(uint32_t table_id, size_t row_bytes,
-              std::span<const uint64_t> keys, Chunk* chunk);
-  // Waits until the chunk is answered; its refusal if it was refused.
-  Status WaitAnswered(const Chunk& chunk);
+              std::span<const uint64_t> keys, int half, Ongoing::Chunk* chunk);
   Status ReadHeader(uint8_t* header);
 
   const Options options_;
-  std::mutex mu_;              // one lookup at a time (the reply region)
+  std::mutex mu_;  // one lookup at a time (the reply region)
+  // Below: used by the lookup that holds mu_.
   uint64_t next_request_ = 1;  // set by Start
   uint64_t half_bytes_ = 0;    // each half of the reply region's rows
   size_t keys_per_packet_ = 0;
