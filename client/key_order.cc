@@ -4,31 +4,69 @@
 #include <bit>
 
 namespace ps::worker {
+namespace {
+
+constexpr size_t kInsertionMax = 16;
+
+// Insertion sort by key, stable: the short runs the radix passes leave.
+void InsertionSortByKey(KeyPosition* first, KeyPosition* last) {
+  for (KeyPosition* i = first + 1; i < last; ++i) {
+    const KeyPosition p = *i;
+    KeyPosition* j = i;
+    for (; j > first && (j - 1)->first > p.first; --j) *j = *(j - 1);
+    *j = p;
+  }
+}
+
+// Sorts the n pairs at `from`, whose keys agree above bit `shift`, by key
+// and stably, leaving them at `out` (`from` or the same range of the
+// other buffer, `to`, which it may overwrite). A most-significant-digit
+// radix sort, 8 bits a pass: each pass scatters into 256 runs, so its
+// writes stay in a few hundred cache lines and pages (one pass into tens of
+// thousands of buckets missed the TLB at nearly every pair), and every
+// pass after the first runs in cache.
+void SortRange(KeyPosition* from, KeyPosition* to, size_t n, int shift,
+               KeyPosition* out) {
+  while (n > kInsertionMax && shift > 0) {
+    // 8 bits a pass, fewer for a small range: runs of a few pairs, without
+    // 256 counters to clear and scan for a hundred pairs.
+    const int bits = std::min(
+        {8, shift, std::max(1, static_cast<int>(std::bit_width(n / 4)))});
+    const uint64_t mask = (uint64_t{1} << bits) - 1;
+    const int runs = 1 << bits;
+    shift -= bits;
+    uint32_t start[257] = {};
+    for (size_t i = 0; i < n; ++i)
+      ++start[((from[i].first >> shift) & mask) + 1];
+    // Keys that agree on these bits too (small ids): nothing to scatter.
+    if (std::find(start + 1, start + runs + 1, n) != start + runs + 1) continue;
+    for (int r = 1; r <= runs; ++r) start[r] += start[r - 1];
+    uint32_t next[256];
+    std::copy_n(start, runs, next);
+    for (size_t i = 0; i < n; ++i) {
+      to[next[(from[i].first >> shift) & mask]++] = from[i];
+    }
+    for (int r = 0; r < runs; ++r) {
+      const uint32_t size = start[r + 1] - start[r];
+      if (size != 0) {
+        SortRange(to + start[r], from + start[r], size, shift, out + start[r]);
+      }
+    }
+    return;
+  }
+  // Few pairs, or pairs of one key (already in position order).
+  if (shift > 0) InsertionSortByKey(from, from + n);
+  if (out != from) std::copy_n(from, n, out);
+}
+
+}  // namespace
 
 void SortByKey(std::vector<KeyPosition>* pairs,
                std::vector<KeyPosition>* scratch) {
-  const size_t n = pairs->size();
-  constexpr size_t kSmall = 1 << 12;  // one std::sort in cache
-  if (n <= kSmall) {
-    std::sort(pairs->begin(), pairs->end());
-    return;
-  }
-  // About 256 pairs a bucket, at most 2^16 buckets (a 256 KiB count
-  // table, still in L2).
-  const int bits = std::min(16, static_cast<int>(std::bit_width(n / 256)));
-  const int shift = 64 - bits;
-  std::vector<uint32_t> start((size_t{1} << bits) + 1, 0);
-  for (const KeyPosition& p : *pairs) ++start[(p.first >> shift) + 1];
-  for (size_t b = 1; b < start.size(); ++b) start[b] += start[b - 1];
-  scratch->resize(n);
-  std::vector<uint32_t> next(start.begin(), start.end() - 1);
-  // Stable: pairs of one bucket keep their order (positions ascending for
-  // a key, as the caller made them).
-  for (const KeyPosition& p : *pairs) (*scratch)[next[p.first >> shift]++] = p;
-  for (size_t b = 0; b + 1 < start.size(); ++b) {
-    std::sort(scratch->begin() + start[b], scratch->begin() + start[b + 1]);
-  }
-  pairs->swap(*scratch);
+  scratch->resize(pairs->size());
+  // Stable throughout: equal keys keep their order, which is the order of
+  // their positions as the caller made them.
+  SortRange(pairs->data(), scratch->data(), pairs->size(), 64, pairs->data());
 }
 
 }  // namespace ps::worker

@@ -1,7 +1,7 @@
 // SortByKey (client/key_order.h) orders (key, position) pairs exactly as
 // std::sort does: for keys spread over the whole range, for small ids that
-// all fall into one bucket, with duplicates, and below the size where it
-// sorts in one go.
+// agree on their high bits, for keys that differ only in middle bits, for
+// one key many times, and for a few pairs.
 #include "client/key_order.h"
 
 #include <gtest/gtest.h>
@@ -34,6 +34,19 @@ TEST(KeyOrderTest, SpreadKeysSortAsStdSortDoes) {
 
 TEST(KeyOrderTest, SmallIdsInOneBucketWithDuplicatesSortAsStdSortDoes) {
   ExpectSortedLikeStdSort(Pairs(100000, 0xfff, 2));  // ~25 copies a key
+}
+
+TEST(KeyOrderTest, KeysVaryingInMiddleBitsOnlySortAsStdSortDoes) {
+  std::vector<KeyPosition> v = Pairs(200000, 0xfff00000ull, 4);
+  for (KeyPosition& p : v) p.first |= 0x8000000000000001ull;
+  ExpectSortedLikeStdSort(v);
+}
+
+TEST(KeyOrderTest, OneKeyManyTimesKeepsPositionOrder) {
+  std::vector<KeyPosition> v = Pairs(50000, 0, 5);
+  v.push_back({1, 50000});
+  v.push_back({0, 50001});
+  ExpectSortedLikeStdSort(v);
 }
 
 TEST(KeyOrderTest, FewPairsSortAsStdSortDoes) {
