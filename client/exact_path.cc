@@ -1,7 +1,9 @@
 #include "client/exact_path.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "client/key_order.h"
 #include "client/push_shape.h"
@@ -18,7 +20,11 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
   std::lock_guard<std::mutex> lock(push_mu_);
   const uint32_t shards = servers_.size();
   shards_.resize(shards);
-  for (ShardPush& sp : shards_) sp.order.clear();
+  for (ShardPush& sp : shards_) {
+    sp.order.clear();
+    sp.keys.clear();  // sums a failed push left unsent
+    sp.values.clear();
+  }
   for (size_t i = 0; i < keys.size(); ++i) {
     shards_[router_.map().ShardOfKey(keys[i])].order.emplace_back(
         keys[i], static_cast<uint32_t>(i));
@@ -29,36 +35,74 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
   meta.step = clock_.current();
   meta.row_dim = dim;
   meta.value_type = kernels::ValueType::kFp32;
-  for (uint32_t s = 0; s < shards; ++s) {
-    ShardPush& sp = shards_[s];
-    if (sp.order.empty()) continue;
-    // Sorted by key, then by position: a key's gradients are summed in the
-    // order they were given.
-    SortByKey(&sp.order, &sort_scratch_);
-    sp.keys.clear();
-    sp.values.clear();
-    for (const auto& [key, position] : sp.order) {
-      AddToSortedSums(key, grads.data() + size_t{position} * dim, dim, &sp.keys,
-                      &sp.values);
+  // The server would refuse a whole packet with a non-finite sum: a push
+  // that would send one fails here, before any of it is sent. When no sum
+  // can reach infinity (every |gradient| below FLT_MAX / 2n for n
+  // gradients), each shard's keys go out run by run as they are sorted, and
+  // the server applies the first runs while the rest sorts; else every sum
+  // is made and checked first.
+  float largest = 0;
+  for (const float g : grads) {
+    const float a = std::fabs(g);
+    if (!(a <= largest)) {  // larger, or NaN
+      if (!std::isfinite(a)) return NonFinite();
+      largest = a;
     }
-    // The server would refuse a whole packet with a non-finite sum (finite
-    // gradients may sum to infinity): say so here, before any is sent.
+  }
+  const bool stream =
+      largest < std::numeric_limits<float>::max() / 2 / (keys.size() + 1);
+  for (uint32_t s = 0; s < shards && !stream; ++s) {
+    ShardPush& sp = shards_[s];
+    SortByKey(&sp.order, &sort_scratch_);
+    AddSums(sp.order, grads, &sp);
     if (!kernels::AllFinite(sp.values.data(), sp.values.size())) {
-      return InvalidArgument("push to table " + spec_.name() +
-                             " carries a non-finite gradient (or sum)");
+      return NonFinite();
     }
   }
   for (uint32_t s = 0; s < shards; ++s) {
     ShardPush& sp = shards_[s];
     if (sp.order.empty()) continue;
     meta.shard_id = s;
-    InboxWriter& inbox = servers_[s].inbox();
-    // Headroom for the slot header's prefix (InboxWriter::WritePackets).
-    PS_RETURN_IF_ERROR(protocol::EncodeKeyedPackets(
-        meta, sp.keys, sp.values, inbox.max_packet_bytes(), &bytes_, &packets_,
-        protocol::InboxSlotHeader::kPrefixBytes));
-    PS_RETURN_IF_ERROR(inbox.WritePackets(bytes_, packets_));
+    if (stream) {
+      PS_RETURN_IF_ERROR(SortByKey(
+          &sp.order, &sort_scratch_, [&](std::span<const KeyPosition> run) {
+            AddSums(run, grads, &sp);
+            return sp.keys.size() < kStreamKeys ? Status::OK()
+                                                : Send(meta, s, &sp);
+          }));
+    }
+    PS_RETURN_IF_ERROR(Send(meta, s, &sp));
   }
+  return Status::OK();
+}
+
+Status ExactPath::NonFinite() const {
+  return InvalidArgument("push to table " + spec_.name() +
+                         " carries a non-finite gradient (or sum)");
+}
+
+void ExactPath::AddSums(std::span<const KeyPosition> sorted,
+                        std::span<const float> grads, ShardPush* sp) const {
+  // Sorted by key, then by position: a key's gradients are summed in the
+  // order they were given.
+  const uint32_t dim = spec_.dim();
+  for (const auto& [key, position] : sorted) {
+    AddToSortedSums(key, grads.data() + size_t{position} * dim, dim, &sp->keys,
+                    &sp->values);
+  }
+}
+
+Status ExactPath::Send(const protocol::SparsePacketMeta& meta, uint32_t shard,
+                       ShardPush* sp) {
+  if (sp->keys.empty()) return Status::OK();
+  InboxWriter& inbox = servers_[shard].inbox();
+  // Headroom for the slot header's prefix (InboxWriter::WritePackets).
+  PS_RETURN_IF_ERROR(protocol::EncodeKeyedPackets(
+      meta, sp->keys, sp->values, inbox.max_packet_bytes(), &bytes_, &packets_,
+      protocol::InboxSlotHeader::kPrefixBytes));
+  PS_RETURN_IF_ERROR(inbox.WritePackets(bytes_, packets_));
+  sp->keys.clear();
+  sp->values.clear();
   return Status::OK();
 }
 

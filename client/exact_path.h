@@ -5,9 +5,11 @@
 // sparse packets (protocol/sparse_packet.h, IndexEncoding::kKeyDeltaVarint)
 // and written into the worker's inbox on that server, as the other kinds'
 // pushes are; the server's apply threads resolve the keys (admission and
-// eviction included). Push returns once the packets are posted: the
-// caller's flush puts them in place (ServerGroup::FlushInboxes), and
-// WaitApplied, a bsp Clock or a Barrier waits for them to be applied.
+// eviction included). A large push goes out in runs of keys as they are
+// sorted, so the server applies while the worker still sorts. Push returns once
+// the packets are posted: the caller's flush puts them in place
+// (ServerGroup::FlushInboxes), and WaitApplied, a bsp Clock or a Barrier waits
+// for them to be applied.
 //
 // Pull: the keys of each shard, in the caller's order, looked up through
 // that server's LookupChannel (lookup packets in the same inbox, rows read
@@ -55,13 +57,25 @@ class ExactPath {
     std::vector<uint64_t> keys;
     std::vector<uint32_t> positions;
   };
-  // One shard's part of a push: its distinct keys, ascending, and their
-  // summed gradients.
+  // One shard's part of a push: its (key, position) pairs, and its distinct
+  // keys, ascending, with their summed gradients, not sent yet.
   struct ShardPush {
     std::vector<KeyPosition> order;
     std::vector<uint64_t> keys;
     std::vector<float> values;
   };
+  // Keys summed before a streamed push sends them: many packets' worth, so
+  // that the packets cut at each send are few.
+  static constexpr size_t kStreamKeys = size_t{1} << 16;
+
+  Status NonFinite() const;
+  // Adds the gradients of `sorted` (pairs in key order) to sp's sums.
+  void AddSums(std::span<const KeyPosition> sorted,
+               std::span<const float> grads, ShardPush* sp) const;
+  // Packs sp's sums into keyed packets, writes them into the shard's inbox
+  // and clears them.
+  Status Send(const protocol::SparsePacketMeta& meta, uint32_t shard,
+              ShardPush* sp);
 
   const proto::TableSpec& spec_;
   const ShardRouter& router_;

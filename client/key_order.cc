@@ -24,9 +24,10 @@ void InsertionSortByKey(KeyPosition* first, KeyPosition* last) {
 // radix sort, 8 bits a pass: each pass scatters into 256 runs, so its
 // writes stay in a few hundred cache lines and pages (one pass into tens of
 // thousands of buckets missed the TLB at nearly every pair), and every
-// pass after the first runs in cache.
-void SortRange(KeyPosition* from, KeyPosition* to, size_t n, int shift,
-               KeyPosition* out) {
+// pass after the first runs in cache. `on_run`, when given, gets each run
+// of the first pass that splits the range once it is sorted.
+Status SortRange(KeyPosition* from, KeyPosition* to, size_t n, int shift,
+                 KeyPosition* out, const SortedRunFn* on_run) {
   while (n > kInsertionMax && shift > 0) {
     // 8 bits a pass, fewer for a small range: runs of a few pairs, without
     // 256 counters to clear and scan for a hundred pairs.
@@ -48,15 +49,19 @@ void SortRange(KeyPosition* from, KeyPosition* to, size_t n, int shift,
     }
     for (int r = 0; r < runs; ++r) {
       const uint32_t size = start[r + 1] - start[r];
-      if (size != 0) {
-        SortRange(to + start[r], from + start[r], size, shift, out + start[r]);
+      if (size == 0) continue;
+      (void)SortRange(to + start[r], from + start[r], size, shift,
+                      out + start[r], nullptr);
+      if (on_run != nullptr) {
+        PS_RETURN_IF_ERROR((*on_run)({out + start[r], size}));
       }
     }
-    return;
+    return Status::OK();
   }
   // Few pairs, or pairs of one key (already in position order).
   if (shift > 0) InsertionSortByKey(from, from + n);
   if (out != from) std::copy_n(from, n, out);
+  return on_run != nullptr && n != 0 ? (*on_run)({out, n}) : Status::OK();
 }
 
 }  // namespace
@@ -66,7 +71,15 @@ void SortByKey(std::vector<KeyPosition>* pairs,
   scratch->resize(pairs->size());
   // Stable throughout: equal keys keep their order, which is the order of
   // their positions as the caller made them.
-  SortRange(pairs->data(), scratch->data(), pairs->size(), 64, pairs->data());
+  (void)SortRange(pairs->data(), scratch->data(), pairs->size(), 64,
+                  pairs->data(), nullptr);
+}
+
+Status SortByKey(std::vector<KeyPosition>* pairs,
+                 std::vector<KeyPosition>* scratch, const SortedRunFn& on_run) {
+  scratch->resize(pairs->size());
+  return SortRange(pairs->data(), scratch->data(), pairs->size(), 64,
+                   pairs->data(), &on_run);
 }
 
 }  // namespace ps::worker

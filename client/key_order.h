@@ -11,15 +11,30 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <utility>
 #include <vector>
+
+#include "base/status.h"
 
 namespace ps::worker {
 
 using KeyPosition = std::pair<uint64_t, uint32_t>;  // (key, position)
 
-// Sorts `pairs` by key, then position; `scratch` is reused between calls.
+// Sorts `pairs` by key, then position (stable: the caller gives equal keys
+// in position order); `scratch` is reused between calls.
 void SortByKey(std::vector<KeyPosition>* pairs,
                std::vector<KeyPosition>* scratch);
+
+// The same, handing each run of the sorted pairs to `on_run` as soon as it
+// is sorted, runs in ascending key order (up to 256 of them, split by the
+// first bits in which the keys differ), so that the caller can send one
+// while the rest sorts. A key's pairs all lie in one run. The first
+// failure of `on_run` stops the sort and is returned; `pairs` is then in no
+// particular order.
+using SortedRunFn = std::function<Status(std::span<const KeyPosition>)>;
+Status SortByKey(std::vector<KeyPosition>* pairs,
+                 std::vector<KeyPosition>* scratch, const SortedRunFn& on_run);
 
 }  // namespace ps::worker

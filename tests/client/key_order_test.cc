@@ -49,6 +49,36 @@ TEST(KeyOrderTest, OneKeyManyTimesKeepsPositionOrder) {
   ExpectSortedLikeStdSort(v);
 }
 
+// The runs handed out as they are sorted: ascending, together the sorted
+// pairs, and no key in two of them; a failure stops the sort.
+TEST(KeyOrderTest, RunsComeInOrderAndKeepEachKeyWhole) {
+  for (uint64_t mask : {~0ull, 0xfffull}) {
+    std::vector<KeyPosition> v = Pairs(200000, mask, 6), scratch;
+    std::vector<KeyPosition> want = v, got;
+    std::sort(want.begin(), want.end());
+    int runs = 0;
+    Status s = SortByKey(&v, &scratch, [&](std::span<const KeyPosition> run) {
+      EXPECT_FALSE(run.empty());
+      if (!got.empty() && !run.empty()) {
+        EXPECT_LT(got.back().first, run.front().first);
+      }
+      got.insert(got.end(), run.begin(), run.end());
+      ++runs;
+      return Status::OK();
+    });
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(got, want);
+    EXPECT_GT(runs, 1) << "mask " << mask;
+  }
+  std::vector<KeyPosition> v = Pairs(200000, ~0ull, 7), scratch;
+  int runs = 0;
+  Status s = SortByKey(&v, &scratch, [&](std::span<const KeyPosition>) {
+    return ++runs == 3 ? Timeout("stop") : Status::OK();
+  });
+  EXPECT_EQ(s.code(), StatusCode::kTimeout);
+  EXPECT_EQ(runs, 3);
+}
+
 TEST(KeyOrderTest, FewPairsSortAsStdSortDoes) {
   ExpectSortedLikeStdSort(Pairs(1000, ~0ull, 3));
   ExpectSortedLikeStdSort({});

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -297,6 +298,89 @@ TEST_P(ExactTableTest, PullsOfTwoShardsAtOnceReadEachKeysRow) {
     EXPECT_GE(shard.lookups_answered(), 6u);
     EXPECT_GT(shard.lookup_keys(), 2000u);
   }
+}
+
+// A push of many keys goes out in runs as they are sorted (ExactPath:
+// more than kStreamKeys distinct keys over two shards, duplicates summed
+// within their run): every key's row is the sum of its gradients. A push
+// with a non-finite gradient, and one of finite gradients whose sum is
+// not finite (which takes the path that sums everything first), are
+// refused before anything is sent: no row changes.
+TEST_P(ExactTableTest, LargePushesStreamAndNonFiniteOnesChangeNothing) {
+  ClusterOptions o;
+  o.num_servers = 2;
+  o.num_workers = 1;
+  o.transport = GetParam();
+  o.tables = R"(
+    table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 400000
+            push_value_type: FP32 optimizer { name: "sum" }
+            admit_after_pushes: 1 }
+  )";
+  auto cluster = TestCluster::Start(o, "exact-stream");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = ConnectWorker(**cluster, 0);
+  ASSERT_TRUE(client.ok()) << client.status();
+  // 300,000 distinct keys, the first 1,000 of them given three times.
+  constexpr uint64_t kKeys = 300000;
+  std::vector<uint64_t> keys;
+  std::vector<float> grads;
+  auto give = [&](uint64_t i, float scale) {
+    keys.push_back(i * 0x9e3779b97f4a7c15ull + 3);
+    grads.push_back(scale * static_cast<float>(i % 1000));
+    grads.push_back(scale);
+  };
+  for (uint64_t i = 0; i < kKeys; ++i) give(i, 1.0f);
+  for (uint64_t i = 0; i < 1000; ++i) give(i, 2.0f);
+  for (uint64_t i = 0; i < 1000; ++i) give(i, 0.5f);
+  std::vector<uint64_t> order(keys.size());
+  std::mt19937_64 rng(9);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<uint64_t> shuffled_keys;
+  std::vector<float> shuffled_grads;
+  for (uint64_t i : order) {
+    shuffled_keys.push_back(keys[i]);
+    shuffled_grads.push_back(grads[2 * i]);
+    shuffled_grads.push_back(grads[2 * i + 1]);
+  }
+  ASSERT_TRUE((*client)->Push(kTable, shuffled_keys, shuffled_grads).ok());
+  ASSERT_TRUE((*client)->WaitApplied().ok());
+
+  std::vector<uint64_t> pulled(keys.begin(), keys.begin() + kKeys);
+  auto expect_rows = [&](const char* after) {
+    std::vector<float> out(kKeys * 2, -1.0f);
+    Status s = (*client)->Pull(kTable, pulled, out);
+    ASSERT_TRUE(s.ok()) << s;
+    size_t wrong = 0;
+    for (uint64_t i = 0; i < kKeys; ++i) {
+      const float scale = i < 1000 ? 3.5f : 1.0f;
+      wrong += out[2 * i] != scale * static_cast<float>(i % 1000) ||
+               out[2 * i + 1] != scale;
+    }
+    EXPECT_EQ(wrong, 0u) << "of " << kKeys << " keys, " << after;
+  };
+  expect_rows("after the push");
+
+  // A NaN at the end of a large push: refused, nothing sent.
+  std::vector<float> bad = shuffled_grads;
+  bad.back() = std::numeric_limits<float>::quiet_NaN();
+  Status s = (*client)->Push(kTable, shuffled_keys, bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("non-finite"), std::string::npos) << s;
+  // Finite gradients, one key's two of them summing past FLT_MAX.
+  bad = shuffled_grads;
+  const uint64_t twice = shuffled_keys[0];
+  std::vector<uint64_t> overflow_keys = shuffled_keys;
+  overflow_keys.push_back(twice);
+  bad[0] = 3e38f;
+  bad.push_back(3e38f);
+  bad.push_back(0.0f);
+  s = (*client)->Push(kTable, overflow_keys, bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  ASSERT_TRUE((*client)->WaitApplied().ok());
+  expect_rows("after the refused pushes");
+  Status stopped = (*cluster)->Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped;
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ExactTableTest, ClusterTransports(),
