@@ -59,8 +59,8 @@ Status SortRange(KeyPosition* from, KeyPosition* to, size_t n, int shift,
     return Status::OK();
   }
   // Few pairs, or pairs of one key (already in position order).
-  if (shift > 0) InsertionSortByKey(from, from + n);
-  if (out != from) std::copy_n(from, n, out);
+  if (shift > 0 && n > 1) InsertionSortByKey(from, from + n);
+  if (out != from && n != 0) std::copy_n(from, n, out);
   return on_run != nullptr && n != 0 ? (*on_run)({out, n}) : Status::OK();
 }
 
