@@ -65,9 +65,9 @@ class LookupChannel {
 
    private:
     friend class LookupChannel;
-    // One chunk asked for: keys [first, first + count) of the lookup, in
-    // half `half` of the reply region, under requests [first_request,
-    // last_request].
+    // One chunk asked for: keys [first, first + count) of the lookup,
+    // under requests [first_request, last_request]; chunks_[h] is the one
+    // whose rows go into half h of the reply region.
     struct Chunk {
       size_t first = 0, count = 0;
       uint64_t first_request = 0, last_request = 0;
