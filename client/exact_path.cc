@@ -51,12 +51,13 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
   }
   const bool stream =
       largest < std::numeric_limits<float>::max() / 2 / (keys.size() + 1);
-  for (uint32_t s = 0; s < shards && !stream; ++s) {
-    ShardPush& sp = shards_[s];
-    SortByKey(&sp.order, &sort_scratch_);
-    AddSums(sp.order, grads, &sp);
-    if (!kernels::AllFinite(sp.values.data(), sp.values.size())) {
-      return NonFinite();
+  if (!stream) {
+    for (ShardPush& sp : shards_) {
+      SortByKey(&sp.order, &sort_scratch_);
+      AddSums(sp.order, grads, &sp);
+      if (!kernels::AllFinite(sp.values.data(), sp.values.size())) {
+        return NonFinite();
+      }
     }
   }
   for (uint32_t s = 0; s < shards; ++s) {

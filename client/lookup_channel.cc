@@ -93,6 +93,7 @@ StatusOr<std::unique_ptr<LookupChannel::Ongoing>> LookupChannel::Begin(
       new Ongoing(this, std::unique_lock<std::mutex>(mu_), table_id, dim, keys,
                   positions, out, chunk_keys));
   rows_.resize(std::min(chunk_keys, keys.size()) * dim);
+  lookup->RestartDeadline();
   PS_RETURN_IF_ERROR(lookup->PostNext(0));
   if (lookup->posted_ < keys.size()) PS_RETURN_IF_ERROR(lookup->PostNext(1));
   return lookup;
@@ -119,14 +120,17 @@ LookupChannel::Ongoing::Ongoing(LookupChannel* channel,
 // requests are answered.
 LookupChannel::Ongoing::~Ongoing() = default;
 
+void LookupChannel::Ongoing::RestartDeadline() {
+  deadline_ = std::chrono::steady_clock::now() +
+              std::chrono::milliseconds(channel_->options_.timeout_ms);
+}
+
 Status LookupChannel::Ongoing::PostNext(int half) {
   Chunk& c = chunks_[half];
   c.first = posted_;
   c.count = std::min(chunk_keys_, keys_.size() - posted_);
   posted_ += c.count;
   ++in_flight_;
-  deadline_ = std::chrono::steady_clock::now() +
-              std::chrono::milliseconds(channel_->options_.timeout_ms);
   return channel_->Post(table_id_, sizeof(float) * dim_, keys_, half, &c);
 }
 
@@ -168,14 +172,10 @@ StatusOr<bool> LookupChannel::Ongoing::Advance() {
     }
   }
   --in_flight_;
+  RestartDeadline();
   const int half = oldest_;
   oldest_ ^= 1;
-  if (posted_ < keys_.size()) {
-    PS_RETURN_IF_ERROR(PostNext(half));
-  } else if (in_flight_ > 0) {
-    deadline_ = std::chrono::steady_clock::now() +
-                std::chrono::milliseconds(o.timeout_ms);
-  }
+  if (posted_ < keys_.size()) PS_RETURN_IF_ERROR(PostNext(half));
   return true;
 }
 
@@ -199,15 +199,6 @@ Status LookupChannel::Drive(std::span<const std::unique_ptr<Ongoing>> lookups) {
       backoff.Wait();
     }
   }
-}
-
-Status LookupChannel::Lookup(uint32_t table_id, uint32_t dim,
-                             std::span<const uint64_t> keys,
-                             std::span<const uint32_t> positions, float* out) {
-  if (keys.empty()) return Status::OK();
-  std::unique_ptr<Ongoing> lookups[1];
-  PS_ASSIGN_OR_RETURN(lookups[0], Begin(table_id, dim, keys, positions, out));
-  return Drive(lookups);
 }
 
 }  // namespace ps::worker

@@ -7,9 +7,9 @@
 //
 // A lookup of many keys goes in chunks of at most half the reply region's
 // rows, two in flight: while the server answers one chunk, the worker reads
-// out and places the rows of the other. A lookup can also be begun and
-// advanced step by step (Begin, Ongoing::Advance, Drive), so that one
-// thread keeps lookups on several servers in flight at once.
+// out and places the rows of the other. A lookup is begun (Begin) and
+// advanced step by step (Ongoing::Advance, or Drive for several), so that
+// one thread keeps lookups on several servers in flight at once.
 //
 // Thread-safe: lookups on one server are serialized (a mutex, held by an
 // Ongoing lookup until it is destroyed: the reply region is one per worker
@@ -78,6 +78,8 @@ class LookupChannel {
             std::span<const uint32_t> positions, float* out, size_t chunk_keys);
     // Asks for the next keys into half `half`.
     Status PostNext(int half);
+    // The server has timeout_ms from now to answer the oldest chunk.
+    void RestartDeadline();
 
     LookupChannel* const channel_;
     std::unique_lock<std::mutex> lock_;
@@ -90,7 +92,7 @@ class LookupChannel {
     size_t posted_ = 0;  // keys asked for so far
     int in_flight_ = 0;  // chunks asked for and not placed yet
     int oldest_ = 0;     // the half of the oldest chunk in flight
-    std::chrono::steady_clock::time_point deadline_;  // for its answer
+    std::chrono::steady_clock::time_point deadline_;  // oldest chunk's answer
   };
 
   explicit LookupChannel(Options options);
@@ -99,17 +101,14 @@ class LookupChannel {
   // continue from there (a restarted worker never reuses a number).
   Status Start();
 
-  // Reads the rows of `keys` of table `table_id` (`dim` floats each) and
-  // writes key j's row at out + positions[j] * dim; a key without a row
-  // reads as zeros. Completes when every row is in place. kTimeout when
-  // the server answers no chunk within timeout_ms; the server's refusal
-  // (unknown table, a key of another shard, ...) as it gave it.
-  Status Lookup(uint32_t table_id, uint32_t dim, std::span<const uint64_t> keys,
-                std::span<const uint32_t> positions, float* out);
-
-  // The same lookup, begun: waits for the channel (a lookup of another
-  // thread), asks for the first chunks and returns; Drive (or the caller)
-  // advances it. Refuses empty keys and rows the reply region cannot hold.
+  // Begins a lookup of the rows of `keys` of table `table_id` (`dim`
+  // floats each): waits for the channel (a lookup of another thread), asks
+  // for the first chunks and returns; Drive (or the caller) advances it
+  // until key j's row is at out + positions[j] * dim (a key without a row
+  // reads as zeros). Refuses empty keys and rows the reply region cannot
+  // hold. Advance gives kTimeout when the server answers no chunk within
+  // timeout_ms, and the server's refusal (unknown table, a key of another
+  // shard, ...) as it gave it.
   StatusOr<std::unique_ptr<Ongoing>> Begin(uint32_t table_id, uint32_t dim,
                                            std::span<const uint64_t> keys,
                                            std::span<const uint32_t> positions,

@@ -11,7 +11,6 @@ constexpr size_t kMinSlots = 16;
 
 bool KeyIndex::Grow() {
   const size_t slots = slots_.empty() ? kMinSlots : 2 * slots_.size();
-  if (slots > UINT32_MAX) return false;  // HomeOf scales 32 bits
   std::vector<Slot> old;
   try {
     old.swap(slots_);
@@ -20,6 +19,7 @@ bool KeyIndex::Grow() {
     slots_.swap(old);
     return false;
   }
+  mask_ = slots - 1;
   for (const Slot& s : old) {
     if (s.row != kNone) slots_[Probe(s.key, Mix(s.key))] = s;
   }
@@ -45,8 +45,9 @@ void KeyIndex::Erase(uint64_t key) {
   --size_;
   // Shift back every entry of the run after the hole whose home does not
   // lie cyclically in (hole, j]: its probe passed the hole.
-  for (size_t j = Next(hole); slots_[j].row != kNone; j = Next(j)) {
-    const size_t home = HomeOf(Mix(slots_[j].key));
+  for (size_t j = (hole + 1) & mask_; slots_[j].row != kNone;
+       j = (j + 1) & mask_) {
+    const size_t home = Home(slots_[j].key);
     const bool stays =
         hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
     if (stays) continue;

@@ -1,17 +1,16 @@
 // KeyIndex: an exact-key table's map from key (any uint64) to row. Open
-// addressing with linear probing over an array of 12-byte (key, row) slots
-// kept at most 70% full (or another bound the owner gives, see the
-// constructor); a deletion shifts the entries behind it back
-// (no tombstones), so a lookup reads one or two cache lines where
+// addressing with linear probing over a power-of-two array of 12-byte
+// (key, row) slots kept at most 70% full (or another bound the owner gives,
+// see the constructor); a deletion shifts the entries behind it back (no
+// tombstones), so a lookup reads one or two cache lines where
 // std::unordered_map chases a node pointer per key (measured: its finds
 // and rehashes were about 60% of a server applying fresh EXACT keys).
-// Keys are mixed before they pick a slot (Mix, whose low 32 bits pick it,
-// scaled to the array's size), so sequential or patterned ids spread too.
-// Growing doubles the array and moves every entry; the caller is stopped
-// meanwhile, which is why an ExactTable keeps one index per partition
-// (table/exact_partition.h): a growth stops one partition's keys, not the
-// table. (Growing by 1.5 instead was measured: at 20M keys it saved less
-// memory than it cost in inserts.)
+// Keys are mixed before they pick a slot (Mix, whose low bits pick it), so
+// sequential or patterned ids spread too. Growing doubles the array and
+// moves every entry; the caller is stopped meanwhile, which is why an
+// ExactTable keeps one index per partition (table/exact_partition.h): a
+// growth stops one partition's keys, not the table. (Growing by 1.5 instead
+// was measured: at 20M keys it saved less memory than it cost in inserts.)
 //
 // Not thread-safe: the table holds it under its own lock.
 #pragma once
@@ -62,7 +61,7 @@ class KeyIndex {
   static constexpr size_t kPrefetchAhead = 16;
   // `hash` is Mix(key).
   void Prefetch(uint64_t hash) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[HomeOf(hash)]);
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & mask_]);
   }
   size_t size() const { return size_; }
 
@@ -85,24 +84,19 @@ class KeyIndex {
   };
   static_assert(sizeof(Slot) == 12);
 
-  // The slot where the probe of a key whose Mix is `hash` starts: its low
-  // 32 bits scaled to the array (ExactTable picks partitions by the high
-  // bits, which all keys of one index share).
-  size_t HomeOf(uint64_t hash) const {
-    return static_cast<size_t>(((hash & 0xffffffffu) * slots_.size()) >> 32);
-  }
-  size_t Next(size_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
+  size_t Home(uint64_t key) const { return Mix(key) & mask_; }
   // The slot holding `key` (whose Mix is `hash`), or the empty slot where
   // its probe ends.
   size_t Probe(uint64_t key, uint64_t hash) const {
-    size_t i = HomeOf(hash);
-    while (slots_[i].row != kNone && slots_[i].key != key) i = Next(i);
+    size_t i = hash & mask_;
+    while (slots_[i].row != kNone && slots_[i].key != key) i = (i + 1) & mask_;
     return i;
   }
   bool Grow();
 
   uint32_t max_load_percent_;
-  std::vector<Slot> slots_;  // fewer than 2^32 (HomeOf)
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;  // slots_.size() - 1
   size_t size_ = 0;
 };
 
