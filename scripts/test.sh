@@ -72,7 +72,9 @@ run_suite() {  # $1: sanitizer list or empty
   # Our own reads of those buffers stay checked.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:intercept_send=0}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+  # tests/tsan.supp: what TSan cannot judge in RocksDB, which is not built
+  # with it (the file says why).
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp}
   # The 1M-row training acceptance runs (label acceptance) take minutes per
   # model on 2 cores: they run only when asked for (--acceptance).
   # The deployment checks (labels deploy, multihost, slurm) and the metrics

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 #include "table/initializer.h"
@@ -11,13 +12,14 @@ namespace ps::table {
 
 ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
                                uint64_t sketch_width, double growth_phase,
-                               Reclaim reclaim)
+                               Reclaim reclaim, ColdRowStore* cold)
     : spec_(spec),
       dim_(spec.dim()),
       admit_(std::max<uint32_t>(spec.admit_after_pushes(), 1)),
       budget_(budget),
       reclaim_(std::move(reclaim)),
       first_rows_(64 + static_cast<size_t>(64 * growth_phase)),
+      cold_(cold),
       row_of_key_(55 + static_cast<uint32_t>(20 * growth_phase)),
       optimizer_(spec) {
   if (sketch_width != 0) sketch_.emplace(sketch_width);
@@ -25,47 +27,178 @@ ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
 
 bool ExactPartition::TakeFromBudget() {
   if (budget_->Take()) return true;
-  const bool evict = spec_.when_full() == proto::WHEN_FULL_EVICT_LEAST_RECENT;
+  const bool evict = spec_.when_full() != proto::WHEN_FULL_REFUSE;
   if (budget_->FirstRefusal()) {
     LOG(WARNING) << "exact table '" << spec_.name() << "' (id " << spec_.id()
                  << "): memory bound reached: all " << budget_->bound()
                  << " rows of this shard are in use; "
-                 << (evict ? "from now on a new key takes the least recently "
-                             "updated row of the shard (when_full)"
-                           : std::string("new keys are not admitted until "
-                                         "eviction frees rows") +
-                                 (spec_.evict_after_steps() == 0 &&
-                                          spec_.evict_after_seconds() == 0
-                                      ? " (evict_after_steps and "
-                                        "evict_after_seconds are 0: never)"
-                                      : ""));
+                 << (cold_ != nullptr
+                         ? "from now on the least recently updated rows of "
+                           "the shard move to disk (" +
+                               cold_->dir() + ") to make room (when_full)"
+                     : evict ? "from now on a new key takes the least "
+                               "recently updated row of the shard (when_full)"
+                             : std::string("new keys are not admitted until "
+                                           "eviction frees rows") +
+                                   (spec_.evict_after_steps() == 0 &&
+                                            spec_.evict_after_seconds() == 0
+                                        ? " (evict_after_steps and "
+                                          "evict_after_seconds are 0: never)"
+                                        : ""));
   }
   // The shard's least recently updated row: another partition's when it is
-  // older than ours (and that partition's lock is free), else ours. A
-  // partition without rows whose reclaim found none refuses; so does one
-  // whose freed row another thread took first.
-  if (evict) {
-    const uint64_t own =
-        oldest_ == kNoRow ? UINT64_MAX : meta_[oldest_].last_update;
+  // older than ours (and that partition's lock is free), else ours. Without
+  // a disk tier, a partition without rows whose reclaim found none refuses;
+  // so does one whose freed row another thread took first. With one, a
+  // refusal would drop the gradient of a key whose row is on disk, so it
+  // frees rows until it gets one; when none can be freed without waiting
+  // (every partition with rows busy: waiting here, lock held, could wait
+  // for a thread that waits for us), it takes one beyond the bound, which
+  // the next rows taken give back (the budget is over, so each frees rows
+  // until it is under, and every Apply begins by moving its own rows out
+  // while it is over). Only the disk refusing rows refuses then.
+  //
+  // Own rows that wait in an Apply's gather are never freed: the gradient
+  // gathered for one would land on the new key's row (and miss its old
+  // key's). Apply gathers rows as it touches them, so they lie at the
+  // newest end and the oldest row waits only when every row does.
+  while (evict) {
+    const bool own_free =
+        oldest_ != kNoRow && apply_rows_.size() < counters_.rows;
+    const uint64_t own = own_free ? meta_[oldest_].last_update : UINT64_MAX;
     bool freed = reclaim_ && reclaim_(*this, own);
-    if (!freed && oldest_ != kNoRow) {
-      FreeRow(oldest_);
-      ++counters_.evicted;
+    if (!freed && own_free) {
+      if (!Retire(oldest_)) break;  // the disk refuses rows (logged)
       freed = true;
     }
     if (freed && budget_->Take()) return true;
+    if (cold_ == nullptr) break;
+    if (!freed) {
+      budget_->Overdraw();
+      return true;
+    }
   }
   ++counters_.refused_full;
   return false;
 }
 
-bool ExactPartition::TryEvictOldest() {
+bool ExactPartition::TryRetireOldest() {
   std::unique_lock lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock() || oldest_ == kNoRow) return false;
-  FreeRow(oldest_);
-  ++counters_.evicted;
+  if (!lock.owns_lock() || oldest_ == kNoRow || !Retire(oldest_)) return false;
   PublishOldest();
   return true;
+}
+
+bool ExactPartition::Retire(uint32_t row) {
+  if (cold_ == nullptr) {
+    FreeRow(row);
+    ++counters_.evicted;
+    return true;
+  }
+  EncodeCold(row, &demoted_record_);
+  const Status s = cold_->Put(key_of_row_[row], demoted_record_);
+  if (!s.ok()) {
+    // The row stays; the new key waits (refused, counted) until the disk
+    // takes rows again. Nothing is lost.
+    LOG_EVERY_N(ERROR, 10000) << "exact table '" << spec_.name()
+                              << "': cannot move a row to disk, so new keys "
+                                 "are refused as if the shard were full: "
+                              << s;
+    return false;
+  }
+  FreeRow(row);
+  ++counters_.demoted;
+  ++counters_.rows_on_disk;
+  return true;
+}
+
+ExactPartition::ColdRow ExactPartition::ViewColdRecord(
+    std::span<const std::byte> record, uint32_t dim, int state_arrays) {
+  ColdRow r{};
+  std::memcpy(&r.last_update, record.data(), sizeof(r.last_update));
+  std::memcpy(&r.updated_s, record.data() + 8, sizeof(r.updated_s));
+  const float* floats = reinterpret_cast<const float*>(record.data() + 16);
+  r.values = floats;
+  for (int k = 0; k < state_arrays; ++k) {
+    r.state[k] = floats + uint64_t{dim} * (1 + k);
+  }
+  return r;
+}
+
+void ExactPartition::EncodeCold(uint32_t row,
+                                std::vector<std::byte>* record) const {
+  const float* state[kernels::kMaxOptimizerStates] = {};
+  const uint64_t at = uint64_t{row} * dim_;
+  for (int k = 0; k < optimizer_.arrays(); ++k) {
+    state[k] = optimizer_.array(k) + at;
+  }
+  EncodeCold(values_.data() + at, state, meta_[row].last_update,
+             updated_s_.empty() ? 0 : updated_s_[row], record);
+}
+
+void ExactPartition::EncodeCold(const float* values, const float* const* state,
+                                uint64_t last_update, uint32_t updated_s,
+                                std::vector<std::byte>* record) const {
+  record->assign(ColdRecordBytes(dim_, optimizer_.arrays()), std::byte{0});
+  std::byte* out = record->data();
+  std::memcpy(out, &last_update, sizeof(last_update));
+  std::memcpy(out + 8, &updated_s, sizeof(updated_s));
+  const size_t row_bytes = sizeof(float) * dim_;
+  std::memcpy(out + 16, values, row_bytes);
+  for (int k = 0; k < optimizer_.arrays(); ++k) {
+    std::memcpy(out + 16 + row_bytes * (1 + k), state[k], row_bytes);
+  }
+}
+
+Status ExactPartition::Promote(uint64_t key, uint64_t hash, uint64_t step,
+                               uint32_t now_s, Promotion* out) {
+  *out = Promotion{};
+  promoted_record_.resize(cold_->record_bytes());
+  auto found = cold_->Get(key, promoted_record_);
+  if (!found.ok()) {
+    return found.status().WithContext("exact table '" + spec_.name() + "'");
+  }
+  if (!*found) return Status::OK();
+  const ColdRow cold =
+      ViewColdRecord(promoted_record_, dim_, optimizer_.arrays());
+  if (Idle(cold.last_update, cold.updated_s, step, now_s)) {
+    // Evicted by age where it lies, as a row in memory would have been.
+    PS_RETURN_IF_ERROR(cold_->Delete(key));
+    --counters_.rows_on_disk;
+    ++counters_.evicted;
+    return Status::OK();
+  }
+  out->on_disk = true;
+  const uint32_t row = AllocateRow(key, hash);  // may move another to disk
+  if (row == kNoRow) return Status::OK();
+  const uint64_t at = uint64_t{row} * dim_;
+  std::copy_n(cold.values, dim_, values_.data() + at);
+  for (int k = 0; k < optimizer_.arrays(); ++k) {
+    std::copy_n(cold.state[k], dim_, optimizer_.array(k) + at);
+  }
+  meta_[row].last_update = cold.last_update;
+  if (!updated_s_.empty()) updated_s_[row] = cold.updated_s;
+  const Status deleted = cold_->Delete(key);
+  if (!deleted.ok()) {
+    // The row stays on disk, where the next push finds it again.
+    FreeRow(row);
+    out->row = kNoRow;
+    return deleted.WithContext("exact table '" + spec_.name() + "'");
+  }
+  --counters_.rows_on_disk;
+  ++counters_.promoted;
+  out->row = row;
+  return Status::OK();
+}
+
+StatusOr<bool> ExactPartition::ReadColdLocked(uint64_t key,
+                                              std::span<float> out) const {
+  std::vector<std::byte> record(cold_->record_bytes());
+  PS_ASSIGN_OR_RETURN(const bool found, cold_->Get(key, record));
+  if (found) {
+    std::memcpy(out.data(), record.data() + 16, sizeof(float) * dim_);
+  }
+  return found;
 }
 
 void ExactPartition::PublishOldest() {
@@ -197,14 +330,17 @@ void ExactPartition::EvictIdle(uint64_t step, uint32_t now_s) {
   EvictIdleLocked(step, now_s);
 }
 
-bool ExactPartition::IdleLocked(uint32_t row, uint64_t step,
-                                uint32_t now_s) const {
+void ExactPartition::GiveBackOverdraftLocked() {
+  while (budget_->over() && oldest_ != kNoRow && Retire(oldest_)) {
+  }
+}
+
+bool ExactPartition::Idle(uint64_t last, uint32_t last_s, uint64_t step,
+                          uint32_t now_s) const {
   const uint64_t steps = spec_.evict_after_steps();
   const uint64_t seconds = spec_.evict_after_seconds();
-  const uint64_t last = meta_[row].last_update;
   return (steps != 0 && step > last && step - last > steps) ||
-         (seconds != 0 && now_s > updated_s_[row] &&
-          now_s - updated_s_[row] > seconds);
+         (seconds != 0 && now_s > last_s && now_s - last_s > seconds);
 }
 
 void ExactPartition::EvictIdleLocked(uint64_t step, uint32_t now_s) {
@@ -214,7 +350,9 @@ void ExactPartition::EvictIdleLocked(uint64_t step, uint32_t now_s) {
   // Oldest first, up to the first row young enough by both measures: the
   // list is in update order, which is the order of the seconds and, as a
   // job's steps rise with time, nearly that of the steps.
-  while (oldest_ != kNoRow && IdleLocked(oldest_, step, now_s)) {
+  while (oldest_ != kNoRow &&
+         Idle(meta_[oldest_].last_update,
+              updated_s_.empty() ? 0 : updated_s_[oldest_], step, now_s)) {
     FreeRow(oldest_);
     ++counters_.evicted;
   }
@@ -239,6 +377,7 @@ uint64_t ExactPartition::sketch_bytes() const {
 
 void ExactPartition::FreeAllRowsLocked() {
   while (oldest_ != kNoRow) FreeRow(oldest_);
+  counters_.rows_on_disk = 0;
   PublishOldest();
   if (sketch_) sketch_.emplace(sketch_->width());
 }
@@ -256,6 +395,16 @@ bool ExactPartition::RestoreRowLocked(uint64_t key, const float* values,
   Touch(row, last_update, now_s);
   PublishOldest();
   return true;
+}
+
+Status ExactPartition::RestoreColdRowLocked(uint64_t key, const float* values,
+                                            const float* const* state,
+                                            uint64_t last_update,
+                                            uint32_t now_s) {
+  EncodeCold(values, state, last_update, now_s, &demoted_record_);
+  PS_RETURN_IF_ERROR(cold_->Put(key, demoted_record_));
+  ++counters_.rows_on_disk;
+  return Status::OK();
 }
 
 }  // namespace ps::table

@@ -10,7 +10,10 @@
 // per-shard memory bound (RowBudget, rows in use across all partitions),
 // the optimizer step of a push, and at the bound the way to a row of
 // another partition (Reclaim: a partition with few or no rows of its own
-// frees the shard's least recently updated row, wherever it is).
+// frees the shard's least recently updated row, wherever it is), and the
+// disk tier, when the table has one (table/cold_row_store.h: a key is in a
+// partition's memory or on disk, never both; it moves between them only
+// under its partition's exclusive lock).
 //
 // Thread safety: every method takes the partition's lock itself (shared for
 // reads, exclusive for changes), except the *Locked ones, whose caller
@@ -27,8 +30,10 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/status_or.h"
 #include "protocol/ps.pb.h"
 #include "table/admission_sketch.h"
+#include "table/cold_row_store.h"
 #include "table/key_index.h"
 #include "table/optimizer_state.h"
 #include "table/table_counters.h"
@@ -48,6 +53,10 @@ class RowBudget {
                                           std::memory_order_relaxed));
     return true;
   }
+  // Takes one row even at the bound (a disk tier's partition that cannot
+  // free one without waiting): Take refuses until enough are given back.
+  void Overdraw() { used_.fetch_add(1, std::memory_order_relaxed); }
+  bool over() const { return used_.load(std::memory_order_relaxed) > bound_; }
   void Give(uint64_t rows = 1) {
     used_.fetch_sub(rows, std::memory_order_relaxed);
   }
@@ -90,21 +99,42 @@ class ExactPartition {
   // one growth rule they would all grow in the same push, which would then
   // stall for every partition's copy; different phases spread the copies
   // over many pushes. `reclaim` may be empty (then only own rows are
-  // evicted).
+  // evicted). `cold`: the table's disk tier (when_full moves rows to disk),
+  // or null.
   ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
                  uint64_t sketch_width, double growth_phase = 0,
-                 Reclaim reclaim = {});
+                 Reclaim reclaim = {}, ColdRowStore* cold = nullptr);
+
+  // A row on disk: one record of ColdRecordBytes, laid out as its last
+  // update (u64), its second of that update (u32, the table's clock), 4
+  // bytes of padding, then dim values and dim floats of each state array.
+  static size_t ColdRecordBytes(uint32_t dim, int state_arrays) {
+    return 16 + sizeof(float) * dim * (1 + state_arrays);
+  }
+  struct ColdRow {
+    uint64_t last_update;
+    uint32_t updated_s;
+    const float* values;
+    const float* state[kernels::kMaxOptimizerStates];
+  };
+  // The fields of `record`, which must lie 4-byte aligned (a std::vector's
+  // data does; RocksDB's buffers need not: copy them first).
+  static ColdRow ViewColdRecord(std::span<const std::byte> record, uint32_t dim,
+                                int state_arrays);
 
   // Applies the gradients of `in`'s keys at worker step `step` and time
   // `now_s` (the table's seconds), after freeing this partition's rows
   // idle for more than evict_after_steps before `step` or
-  // evict_after_seconds before `now_s`: a key with a row is updated; one
-  // without is counted in the sketch and gets a row once its count reaches the
-  // spec's admit_after_pushes and the budget has one (at the bound: as
+  // evict_after_seconds before `now_s`: a key with a row is updated; a key
+  // whose row is on disk has it brought back (unless it is idle by the
+  // same measures: then it is deleted and the key counts as new); one
+  // without is counted in the sketch and gets a row once its count reaches
+  // the spec's admit_after_pushes and the budget has one (at the bound: as
   // when_full says), else its gradient is dropped and counted.
   // `optimizer_step()` gives the push's optimizer step (the table takes one
   // per push, the first time a partition asks). Returns the first
-  // non-OK status of the optimizer kernel.
+  // non-OK status of the optimizer kernel or the disk tier (a key whose row
+  // could not be read has its gradient dropped, counted).
   template <class StepFn>
   Status Apply(uint64_t step, uint32_t now_s, const PartitionKeys& in,
                StepFn optimizer_step);
@@ -119,6 +149,10 @@ class ExactPartition {
                                   : values_.data() + uint64_t{row} * dim_;
   }
   void PrefetchLocked(uint64_t hash) const { row_of_key_.Prefetch(hash); }
+  // With a disk tier, a key FindLocked lacks: copies its row from disk into
+  // `out` (dim floats) and returns true, or false when the disk has none.
+  // Lock held, shared at least.
+  StatusOr<bool> ReadColdLocked(uint64_t key, std::span<float> out) const;
 
   // Frees rows whose last update is more than evict_after_steps (not 0)
   // before `step` or evict_after_seconds (not 0) before `now_s`, least
@@ -131,11 +165,11 @@ class ExactPartition {
   uint64_t oldest_update() const {
     return oldest_update_.load(std::memory_order_relaxed);
   }
-  // Frees this partition's least recently updated row (counted as
-  // evicted) if its lock is free right now and it has one: a partition
-  // that holds its own lock may ask another without waiting for it, so two
-  // never wait for each other.
-  bool TryEvictOldest();
+  // Frees this partition's least recently updated row (moved to disk with
+  // a disk tier, else counted as evicted) if its lock is free right now and
+  // it has one: a partition that holds its own lock may ask another without
+  // waiting for it, so two never wait for each other.
+  bool TryRetireOldest();
 
   bool HasRow(uint64_t key) const;
   // Rows, evictions, drops and refusals of this partition; keys waiting
@@ -149,8 +183,8 @@ class ExactPartition {
   // fn(key, values, state arrays (as float pointers), last update) per row.
   template <class Fn>
   void ForEachRowLocked(Fn fn) const;
-  // Empty again: every row freed (back to the budget), the sketch cleared;
-  // counters kept.
+  // Empty again: every row freed (back to the budget), the sketch cleared,
+  // none counted on disk (the table clears the disk tier); counters kept.
   void FreeAllRowsLocked();
   // A row for `key` (absent) with `values`, `state` (arrays x dim floats
   // each) and `last_update` (a step), updated at `now_s` as far as
@@ -159,6 +193,10 @@ class ExactPartition {
   bool RestoreRowLocked(uint64_t key, const float* values,
                         const float* const* state, uint64_t last_update,
                         uint32_t now_s);
+  // The same row written straight to the disk tier (which must exist).
+  Status RestoreColdRowLocked(uint64_t key, const float* values,
+                              const float* const* state, uint64_t last_update,
+                              uint32_t now_s);
 
  private:
   uint32_t AllocateRow(uint64_t key, uint64_t hash);  // kNoRow when none
@@ -169,12 +207,36 @@ class ExactPartition {
   // so, frees the shard's least recently updated row first (Reclaim, or
   // this partition's own).
   bool TakeFromBudget();
+  // Frees `row` for another key: to disk with a disk tier (counted as
+  // demoted; false, nothing freed, when the disk refuses it), else counted
+  // as evicted.
+  bool Retire(uint32_t row);
+  // A key without a row in memory, with a disk tier: its row brought back
+  // from disk into a row of its own (promoted), or `on_disk` false when the
+  // disk has none (then the key is new, admission decides).
+  struct Promotion {
+    bool on_disk = false;
+    uint32_t row = kNoRow;  // kNoRow on disk: no row free for it now
+  };
+  Status Promote(uint64_t key, uint64_t hash, uint64_t step, uint32_t now_s,
+                 Promotion* out);
+  // The record of a row (ColdRecordBytes) into `record`.
+  void EncodeCold(uint32_t row, std::vector<std::byte>* record) const;
+  void EncodeCold(const float* values, const float* const* state,
+                  uint64_t last_update, uint32_t updated_s,
+                  std::vector<std::byte>* record) const;
   void FreeRow(uint32_t row);
   // Moves `row` to the newest end, updated at `step` and `now_s`.
   void Touch(uint32_t row, uint64_t step, uint32_t now_s);
   void Unlink(uint32_t row);
   void EvictIdleLocked(uint64_t step, uint32_t now_s);
-  bool IdleLocked(uint32_t row, uint64_t step, uint32_t now_s) const;
+  // With a disk tier, while the budget is over the bound (RowBudget::
+  // Overdraw): moves this partition's oldest rows to disk.
+  void GiveBackOverdraftLocked();
+  // A row last updated at step `last` and second `last_s` is idle at
+  // `step`, `now_s` by evict_after_steps or evict_after_seconds.
+  bool Idle(uint64_t last, uint32_t last_s, uint64_t step,
+            uint32_t now_s) const;
   Status ApplyGathered(uint64_t optimizer_step);
   // Stores oldest_update() after a change (lock held exclusively).
   void PublishOldest();
@@ -184,7 +246,8 @@ class ExactPartition {
   const uint32_t admit_;
   RowBudget* const budget_;
   const Reclaim reclaim_;
-  const size_t first_rows_;  // room of the first growth; then doubling
+  const size_t first_rows_;   // room of the first growth; then doubling
+  ColdRowStore* const cold_;  // null: no disk tier
   std::atomic<uint64_t> oldest_update_{UINT64_MAX};
 
   mutable std::shared_mutex mu_;
@@ -213,6 +276,9 @@ class ExactPartition {
   std::vector<uint32_t> apply_rows_;
   std::vector<uint32_t> missing_;  // positions of keys without a row
   std::vector<float> apply_grads_;
+  // Records on their way to and from disk (a promotion may demote another
+  // row on the way, so two).
+  std::vector<std::byte> demoted_record_, promoted_record_;
 };
 
 template <class StepFn>
@@ -220,6 +286,7 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
                              const PartitionKeys& in, StepFn optimizer_step) {
   std::unique_lock lock(mu_);
   EvictIdleLocked(step, now_s);
+  if (cold_ != nullptr) GiveBackOverdraftLocked();
   apply_rows_.clear();
   apply_grads_.clear();
   missing_.clear();
@@ -252,21 +319,36 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
     }
   }
   Status first = flush();
-  // Then the keys without: admission, and at the bound the least recently
-  // updated row. When every row of this partition waits in the gather, the
-  // row taken next would be one of them, and the gradient gathered for its
-  // old key would land on the new key's: those are applied first.
+  // Then the keys without: their rows brought back from disk, or
+  // admission; at the bound either takes the least recently updated row
+  // (moved to disk or freed). When every row of this partition waits in
+  // the gather, the row taken next would be one of them, and the gradient
+  // gathered for its old key would land on the new key's (or miss the copy
+  // on disk): those are applied first.
+  auto flush_if_all_gathered = [&] {
+    if (apply_rows_.size() >= counters_.rows) {
+      Status s = flush();
+      if (first.ok()) first = s;
+    }
+  };
   for (uint32_t at : missing_) {
     const uint64_t key = in.keys[at];
     const uint64_t hash = in.hashes[at];
-    uint32_t row = row_of_key_.Find(key, hash);  // admitted by a duplicate
-    if (row == kNoRow) {
+    // Admitted (or brought back) for an earlier duplicate of the key?
+    uint32_t row = row_of_key_.Find(key, hash);
+    bool on_disk = false;
+    if (row == kNoRow && cold_ != nullptr) {
+      flush_if_all_gathered();
+      Promotion promoted;
+      Status s = Promote(key, hash, step, now_s, &promoted);
+      if (first.ok()) first = s;
+      on_disk = promoted.on_disk || !s.ok();  // unread: not a new key
+      row = promoted.row;
+    }
+    if (row == kNoRow && !on_disk) {
       const uint32_t seen = sketch_ ? sketch_->Add(hash) : 1;
       if (seen >= admit_) {
-        if (apply_rows_.size() >= counters_.rows) {
-          Status s = flush();
-          if (first.ok()) first = s;
-        }
+        flush_if_all_gathered();
         row = AllocateRow(key, hash);
       }
     }

@@ -30,7 +30,7 @@ uint64_t SketchWidth(const proto::TableSpec& spec, int partitions) {
 }  // namespace
 
 StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
-    const proto::TableSpec& spec, SecondsClock clock) {
+    const proto::TableSpec& spec, Options options) {
   if (spec.kind() != proto::EXACT) {
     return InvalidArgument("table '" + spec.name() + "' is not an EXACT table");
   }
@@ -41,6 +41,21 @@ StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
                            std::to_string(spec.capacity()) +
                            " rows per shard exceeds 2^32 - 1");
   }
+  std::unique_ptr<ColdRowStore> cold;
+  if (spec.when_full() == proto::WHEN_FULL_MOVE_TO_DISK) {
+    if (options.disk_tier_dir.empty()) {
+      return InvalidArgument(
+          Where(spec) +
+          ": when_full: WHEN_FULL_MOVE_TO_DISK needs a folder for the disk "
+          "tier (ps_server --disk_tier_dir)");
+    }
+    auto store = ColdRowStore::Open(
+        options.disk_tier_dir, ExactPartition::ColdRecordBytes(
+                                   spec.dim(), OptimizerState(spec).arrays()));
+    if (!store.ok()) return store.status().WithContext(Where(spec));
+    cold = std::move(*store);
+  }
+  SecondsClock& clock = options.clock;
   if (!clock) {
     const auto start = std::chrono::steady_clock::now();
     clock = [start] {
@@ -50,15 +65,18 @@ StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
               .count());
     };
   }
-  return std::unique_ptr<ExactTable>(new ExactTable(spec, std::move(clock)));
+  return std::unique_ptr<ExactTable>(
+      new ExactTable(spec, std::move(clock), std::move(cold)));
 }
 
-ExactTable::ExactTable(const proto::TableSpec& spec, SecondsClock clock)
+ExactTable::ExactTable(const proto::TableSpec& spec, SecondsClock clock,
+                       std::unique_ptr<ColdRowStore> cold)
     : Table(spec),
       dim_(spec.dim()),
       state_arrays_(OptimizerState(spec).arrays()),
       clock_(std::move(clock)),
-      budget_(spec.capacity()) {
+      budget_(spec.capacity()),
+      cold_(std::move(cold)) {
   const uint64_t width = SketchWidth(spec, kPartitions);
   auto reclaim = [this](const ExactPartition& asking, uint64_t update) {
     return FreeOlderRow(asking, update);
@@ -66,7 +84,7 @@ ExactTable::ExactTable(const proto::TableSpec& spec, SecondsClock clock)
   for (int p = 0; p < kPartitions; ++p) {
     partitions_[p] = std::make_unique<ExactPartition>(
         this->spec(), &budget_, width, static_cast<double>(p) / kPartitions,
-        reclaim);
+        reclaim, cold_.get());
   }
 }
 
@@ -82,7 +100,7 @@ bool ExactTable::FreeOlderRow(const ExactPartition& asking, uint64_t update) {
       oldest = p.get();
     }
   }
-  return oldest != nullptr && oldest->TryEvictOldest();
+  return oldest != nullptr && oldest->TryRetireOldest();
 }
 
 void ExactTable::Group(std::span<const uint64_t> keys, Grouped* out) {
@@ -136,13 +154,6 @@ void ExactTable::Sweep(uint64_t step, uint32_t now_s) {
   for (auto& p : partitions_) p->EvictIdle(step, now_s);
 }
 
-std::vector<std::unique_lock<std::shared_mutex>> ExactTable::LockAll() const {
-  std::vector<std::unique_lock<std::shared_mutex>> locks;
-  locks.reserve(kPartitions);
-  for (const auto& p : partitions_) locks.emplace_back(p->lock());
-  return locks;
-}
-
 Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
                              std::span<const float> values) {
   if (values.size() != keys.size() * dim_) {
@@ -159,6 +170,7 @@ Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
   }
   // The clock is read only for a table that evicts by it.
   const uint32_t now_s = spec().evict_after_seconds() != 0 ? NowSeconds() : 0;
+  std::shared_lock applying(applies_mu_);
   Sweep(step, now_s);
   Grouped g;
   Group(keys, &g);
@@ -192,9 +204,15 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
   // for at most one chunk. Two passes per chunk: the first resolves keys to
   // rows (index slots prefetched ahead) and prefetches the rows, the second
   // copies them, by then in cache whatever order the rows lie in.
+  //
+  // With a disk tier, the keys a chunk misses are looked for on disk after
+  // the chunk's locks are gone, each under its own partition's lock (an
+  // apply may have brought its row back meanwhile): a disk read holds up
+  // only applies to that partition.
   constexpr size_t kChunk = 4096;
   const float* rows[kChunk];
   uint64_t hashes[kChunk];
+  std::vector<size_t> misses;
   for (size_t begin = 0; begin < keys.size(); begin += kChunk) {
     const size_t n = std::min(keys.size() - begin, kChunk);
     const uint64_t* chunk = keys.data() + begin;
@@ -218,8 +236,23 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
         std::copy_n(rows[i], dim_, dst);
       } else {
         std::fill_n(dst, dim_, 0.0f);
+        if (cold_ != nullptr) misses.push_back(begin + i);
       }
     }
+  }
+  for (size_t at : misses) {
+    const uint64_t hash = KeyIndex::Mix(keys[at]);
+    ExactPartition& p = Partition(hash);
+    std::shared_lock lock(p.lock());
+    const std::span<float> dst(out.data() + at * dim_, dim_);
+    if (const float* row = p.FindLocked(keys[at], hash)) {
+      std::copy_n(row, dim_, dst.data());
+      present[at] = true;
+      continue;
+    }
+    auto on_disk = p.ReadColdLocked(keys[at], dst);
+    if (!on_disk.ok()) return on_disk.status();
+    present[at] = *on_disk;
   }
   return Status::OK();
 }
@@ -231,6 +264,10 @@ bool ExactTable::HasRow(uint64_t key) const {
 TableCounters ExactTable::counters() const {
   TableCounters total;
   for (const auto& p : partitions_) total += p->counters();
+  if (cold_ != nullptr) {
+    total.disk_bytes_written = cold_->bytes_written();
+    total.disk_bytes_read = cold_->bytes_read();
+  }
   return total;
 }
 
@@ -246,7 +283,7 @@ std::string ExactTable::Placement() const {
 }
 
 Status ExactTable::Snapshot(TableSnapshot* out) const {
-  auto locks = LockAll();
+  std::unique_lock no_applies(applies_mu_);
   out->ids.clear();
   out->values.clear();
   for (auto& state : out->state) state.clear();
@@ -254,6 +291,7 @@ Status ExactTable::Snapshot(TableSnapshot* out) const {
   out->state_arrays = state_arrays_;
   out->optimizer_steps = optimizer_steps_.load();
   for (const auto& p : partitions_) {
+    std::shared_lock lock(p->lock());
     p->ForEachRowLocked([&](uint64_t key, const float* values,
                             const float* const* state, uint64_t last_update) {
       out->ids.push_back(key);
@@ -264,7 +302,20 @@ Status ExactTable::Snapshot(TableSnapshot* out) const {
       out->last_update.push_back(last_update);
     });
   }
-  return Status::OK();
+  if (cold_ == nullptr) return Status::OK();
+  std::vector<std::byte> aligned(cold_->record_bytes());
+  return cold_->ForEach([&](uint64_t key, std::span<const std::byte> record) {
+    std::copy(record.begin(), record.end(), aligned.begin());
+    const ExactPartition::ColdRow row =
+        ExactPartition::ViewColdRecord(aligned, dim_, state_arrays_);
+    out->ids.push_back(key);
+    out->values.insert(out->values.end(), row.values, row.values + dim_);
+    for (int k = 0; k < state_arrays_; ++k) {
+      out->state[k].insert(out->state[k].end(), row.state[k],
+                           row.state[k] + dim_);
+    }
+    out->last_update.push_back(row.last_update);
+  });
 }
 
 Status ExactTable::PrepareRestore(TableTarget* target) {
@@ -274,20 +325,24 @@ Status ExactTable::PrepareRestore(TableTarget* target) {
 
 Status ExactTable::FinishRestore(TableTarget* target) {
   const TableSnapshot& saved = target->exact;
-  if (saved.ids.size() > budget_.bound()) {
+  if (saved.ids.size() > budget_.bound() && cold_ == nullptr) {
     return ResourceExhausted(
         "restoring " + Where(spec()) + ": " + std::to_string(saved.ids.size()) +
         " keys exceed its capacity of " + std::to_string(budget_.bound()) +
         " rows per shard");
   }
-  // Every partition locked by this thread: the rows fit the bound (checked
-  // above) and all are freed first, so no restore takes a row from a full
-  // budget, which would try the other partitions' locks (held here).
-  auto locks = LockAll();
+  // No apply runs meanwhile. The rows fit the bound (checked above) and
+  // all are freed first, so no restore takes a row from a full budget.
+  std::unique_lock no_applies(applies_mu_);
   auto free_all = [&] {
-    for (auto& p : partitions_) p->FreeAllRowsLocked();
+    for (auto& p : partitions_) {
+      std::unique_lock lock(p->lock());
+      p->FreeAllRowsLocked();
+    }
+    return cold_ != nullptr ? cold_->Clear() : Status::OK();
   };
-  free_all();  // an earlier candidate's rows must not stay
+  // An earlier candidate's rows must not stay.
+  PS_RETURN_IF_ERROR(free_all().WithContext("restoring " + Where(spec())));
   // Oldest first, so the least-recently-updated lists come out in order.
   std::vector<size_t> order(saved.ids.size());
   std::iota(order.begin(), order.end(), 0);
@@ -296,13 +351,27 @@ Status ExactTable::FinishRestore(TableTarget* target) {
   });
   const float* state[kernels::kMaxOptimizerStates] = {};
   const uint32_t now_s = NowSeconds();
-  for (size_t i : order) {
+  // With a disk tier, the rows beyond the bound (the oldest) go to disk.
+  const size_t to_disk =
+      saved.ids.size() - std::min<size_t>(saved.ids.size(), budget_.bound());
+  for (size_t n = 0; n < order.size(); ++n) {
+    const size_t i = order[n];
     for (int k = 0; k < state_arrays_; ++k)
       state[k] = &saved.state[k][i * dim_];
-    if (!PartitionOf(saved.ids[i])
-             .RestoreRowLocked(saved.ids[i], &saved.values[i * dim_], state,
-                               saved.last_update[i], now_s)) {
-      free_all();
+    ExactPartition& p = PartitionOf(saved.ids[i]);
+    std::unique_lock lock(p.lock());
+    if (n < to_disk) {
+      Status s = p.RestoreColdRowLocked(saved.ids[i], &saved.values[i * dim_],
+                                        state, saved.last_update[i], now_s);
+      if (!s.ok()) {
+        lock.unlock();
+        (void)free_all();  // the first error is the one to report
+        return s.WithContext("restoring " + Where(spec()));
+      }
+    } else if (!p.RestoreRowLocked(saved.ids[i], &saved.values[i * dim_], state,
+                                   saved.last_update[i], now_s)) {
+      lock.unlock();
+      (void)free_all();
       return ResourceExhausted("restoring " + Where(spec()) +
                                ": no memory for key " +
                                std::to_string(saved.ids[i]));

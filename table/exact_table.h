@@ -30,7 +30,23 @@
 //   partition's oldest row, or another partition's when that one is older,
 //   found by each partition's published oldest update and taken only if
 //   that partition's lock is free: an approximate LRU by step), or is not
-//   admitted (counted) until eviction by age frees rows.
+//   admitted (counted) until eviction by age frees rows, or (a disk tier)
+//   takes that row after it moved, with its optimizer state and last
+//   update, to the table's ColdRowStore (table/cold_row_store.h).
+// - Disk tier (when_full: WHEN_FULL_MOVE_TO_DISK, Options::disk_tier_dir):
+//   the bound is what stays in memory; the rest of the rows wait on disk.
+//   A push of a key whose row is on disk brings it back (moving another
+//   out if the bound says so) and applies it there; a pull reads it from
+//   disk without bringing it back. Eviction by age deletes a row from
+//   either tier: from memory as above, from disk when its key is next
+//   pushed (until then it is read and checkpointed as it was).
+//   Snapshots hold the rows of both tiers; restores fill memory with the
+//   most recently updated rows and put the rest on disk. A push whose
+//   partition has no row to move out while every partition that has one
+//   is busy takes a row beyond the bound instead of waiting (which could
+//   wait for a thread that waits for it); every push then moves its
+//   partition's rows out while the shard is over its bound, so the excess
+//   lasts only while partitions contend.
 //
 // Rows live in local memory, not in registered memory: workers reach exact
 // rows only through the server (RowAccess::kThroughServer), because only
@@ -44,10 +60,14 @@
 // ExactTable is a Table (table/table.h): ApplyKeys and ReadKeys; its
 // checkpoints are its keys with their rows, state and last update.
 //
-// Thread-safe, without a table-wide lock: a call locks the partitions of
-// its keys one at a time (readers shared, applies exclusive), so apply
-// threads and readers of other partitions go on. A snapshot or restore
-// locks every partition for its duration.
+// Thread-safe, without a table-wide lock for applies and reads: a call
+// locks the partitions of its keys one at a time (readers shared, applies
+// exclusive), so apply threads and readers of other partitions go on. A
+// snapshot or restore excludes every apply for its duration (a table-wide
+// shared mutex that applies take shared), and then takes the partitions'
+// locks one at a time: it sees no row change or move, never holds 64 locks
+// and RocksDB's at once, and lets reads go on. A restore is not atomic for
+// those reads (the server restores before it serves).
 #pragma once
 
 #include <atomic>
@@ -56,11 +76,13 @@
 #include <memory>
 #include <shared_mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "base/status_or.h"
 #include "protocol/ps.pb.h"
+#include "table/cold_row_store.h"
 #include "table/exact_partition.h"
 #include "table/key_index.h"
 #include "table/table.h"
@@ -72,10 +94,17 @@ class ExactTable final : public Table {
   // The table's clock for evict_after_seconds: whole seconds, never
   // going back. Empty: a steady clock, seconds since Create.
   using SecondsClock = std::function<uint64_t()>;
+  struct Options {
+    SecondsClock clock;
+    // The disk tier's folder (emptied first: ColdRowStore::Open), used
+    // when the spec's when_full is WHEN_FULL_MOVE_TO_DISK, which needs one.
+    std::string disk_tier_dir;
+  };
 
-  // kInvalidArgument for a spec that is not a valid EXACT table.
+  // kInvalidArgument for a spec that is not a valid EXACT table (or a
+  // disk tier without a folder), kIOError when the disk tier cannot open.
   static StatusOr<std::unique_ptr<ExactTable>> Create(
-      const proto::TableSpec& spec, SecondsClock clock = {});
+      const proto::TableSpec& spec, Options options = {});
 
   RowAccess access() const override { return RowAccess::kThroughServer; }
 
@@ -86,7 +115,8 @@ class ExactTable final : public Table {
   Status ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
                    std::span<const float> values) override;
   // Copies each key's row into out (keys.size() * dim floats); keys without
-  // a row read as zeros and present[i] = false.
+  // a row read as zeros and present[i] = false. Rows on disk are read from
+  // there (kIOError when that fails).
   Status ReadKeys(std::span<const uint64_t> keys, std::span<float> out,
                   std::span<bool> present) const override;
 
@@ -101,14 +131,16 @@ class ExactTable final : public Table {
   // The reader fills target->exact (keys ascending).
   Status PrepareRestore(TableTarget* target) override;
   // Replaces every row with target->exact's, oldest update first.
-  // kResourceExhausted when they exceed the capacity.
+  // kResourceExhausted when they exceed the capacity (with a disk tier: the
+  // oldest go to disk instead).
   Status FinishRestore(TableTarget* target) override;
 
  private:
   static constexpr int kPartitionBits = 6;
   static constexpr int kPartitions = 1 << kPartitionBits;
 
-  ExactTable(const proto::TableSpec& spec, SecondsClock clock);
+  ExactTable(const proto::TableSpec& spec, SecondsClock clock,
+             std::unique_ptr<ColdRowStore> cold);
   uint32_t NowSeconds() const { return static_cast<uint32_t>(clock_()); }
 
   // The push's keys grouped by partition (each group in the push's order),
@@ -133,19 +165,21 @@ class ExactTable final : public Table {
   // Evicts by age in every partition once per newer step and, with
   // evict_after_seconds, once per newer second (see the header).
   void Sweep(uint64_t step, uint32_t now_s);
-  // ExactPartition::Reclaim: frees the oldest row of the partition other
-  // than `asking` whose oldest row is the oldest and older than `update`.
+  // ExactPartition::Reclaim: frees (retires) the oldest row of the
+  // partition other than `asking` whose oldest row is the oldest and older
+  // than `update`.
   bool FreeOlderRow(const ExactPartition& asking, uint64_t update);
-  // Every partition locked exclusively, in order (snapshot, restore).
-  std::vector<std::unique_lock<std::shared_mutex>> LockAll() const;
 
   const uint32_t dim_;
   const int state_arrays_;  // the optimizer's, per parameter
   std::atomic<uint64_t> optimizer_steps_{0};
+  // Applies hold it shared, snapshots and restores exclusively.
+  mutable std::shared_mutex applies_mu_;
   const SecondsClock clock_;
   std::atomic<uint64_t> swept_step_{0};
   std::atomic<uint32_t> swept_second_{0};
   RowBudget budget_;
+  const std::unique_ptr<ColdRowStore> cold_;  // null: no disk tier
   std::unique_ptr<ExactPartition> partitions_[kPartitions];
 };
 

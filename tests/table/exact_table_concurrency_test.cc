@@ -200,7 +200,7 @@ TEST(ExactTableConcurrencyTest, ApplyReadEvictAndSnapshotAtOnce) {
 }
 
 // At the bound, pushers of fresh keys take each other's rows across
-// partitions (ExactPartition::TryEvictOldest, with their own partition's
+// partitions (ExactPartition::TryRetireOldest, with their own partition's
 // lock held) while readers read: no deadlock, no row read torn, the bound
 // holds, and every key pushed is accounted for (holding a row, evicted, or
 // refused while the partitions that held older rows were busy).

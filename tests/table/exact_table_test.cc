@@ -98,7 +98,9 @@ TEST(ExactTableTest, RowsIdleLongerThanTheSecondsAreEvictedOnPush) {
   proto::TableSpec spec = Spec(100, 1, 0);
   spec.set_evict_after_seconds(60);
   uint64_t now = 1000;
-  auto t = ExactTable::Create(spec, [&now] { return now; }).value();
+  ExactTable::Options options;
+  options.clock = [&now] { return now; };
+  auto t = ExactTable::Create(spec, options).value();
   const std::vector<float> g{1.0f, 1.0f};
   ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{1}, g).ok());
   ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{2}, g).ok());

@@ -1,0 +1,483 @@
+// The disk tier of EXACT tables (when_full: WHEN_FULL_MOVE_TO_DISK): rows
+// beyond the memory bound move to a ColdRowStore and back, with their
+// optimizer state, so that a tiered table with a small bound ends every
+// push exactly where the same table entirely in memory does; pulls read
+// rows from either tier; snapshots hold both; restores refill both; eviction
+// by age reaches rows on disk. And ColdRowStore itself.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "table/cold_row_store.h"
+#include "table/exact_table.h"
+
+namespace ps::table {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TEST_TMPDIR");
+    std::string tmpl = std::string(base ? base : "/tmp") + "/tier_test_XXXXXX";
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+proto::TableSpec Spec(uint64_t capacity, bool tier,
+                      const std::string& optimizer = "adagrad") {
+  proto::TableSpec s;
+  s.set_id(5);
+  s.set_name("ids");
+  s.set_kind(proto::EXACT);
+  s.set_dim(3);
+  s.set_capacity(capacity);
+  s.set_admit_after_pushes(1);
+  s.set_when_full(tier ? proto::WHEN_FULL_MOVE_TO_DISK
+                       : proto::WHEN_FULL_EVICT_LEAST_RECENT);
+  s.mutable_optimizer()->set_name(optimizer);
+  s.mutable_optimizer()->set_learning_rate(0.5f);
+  s.mutable_initializer()->set_name("uniform");
+  s.mutable_initializer()->set_scale(0.1f);
+  return s;
+}
+
+std::unique_ptr<ExactTable> Tiered(const proto::TableSpec& spec,
+                                   const std::string& dir) {
+  ExactTable::Options options;
+  options.disk_tier_dir = dir;
+  auto t = ExactTable::Create(spec, options);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+// Every row of a snapshot by key: values, state, last update.
+using Rows =
+    std::map<uint64_t,
+             std::tuple<std::vector<float>, std::vector<float>, uint64_t>>;
+Rows RowsOf(const ExactTable& t) {
+  TableSnapshot snap;
+  EXPECT_TRUE(t.Snapshot(&snap).ok());
+  const uint32_t dim = t.spec().dim();
+  Rows rows;
+  for (size_t i = 0; i < snap.ids.size(); ++i) {
+    std::vector<float> state;
+    for (int k = 0; k < snap.state_arrays; ++k) {
+      state.insert(state.end(), snap.state[k].begin() + i * dim,
+                   snap.state[k].begin() + (i + 1) * dim);
+    }
+    EXPECT_TRUE(
+        rows.emplace(snap.ids[i],
+                     std::make_tuple(std::vector<float>(
+                                         snap.values.begin() + i * dim,
+                                         snap.values.begin() + (i + 1) * dim),
+                                     state, snap.last_update[i]))
+            .second)
+        << "key " << snap.ids[i] << " twice in a snapshot";
+  }
+  return rows;
+}
+
+struct Pulled {
+  std::vector<float> values;
+  std::vector<bool> present;
+  bool operator==(const Pulled&) const = default;
+};
+Pulled Pull(const ExactTable& t, const std::vector<uint64_t>& keys) {
+  Pulled p;
+  p.values.resize(keys.size() * t.spec().dim());
+  std::unique_ptr<bool[]> present(new bool[keys.size()]);
+  EXPECT_TRUE(t.ReadKeys(keys, p.values, {present.get(), keys.size()}).ok());
+  p.present.assign(present.get(), present.get() + keys.size());
+  return p;
+}
+
+TEST(ColdRowStoreTest, PutGetDeleteClearAndForEachInKeyOrder) {
+  TempDir dir;
+  auto store = ColdRowStore::Open(dir.path() + "/store", 8).value();
+  auto record = [](uint64_t v) {
+    std::vector<std::byte> r(8);
+    std::memcpy(r.data(), &v, 8);
+    return r;
+  };
+  for (uint64_t key :
+       {UINT64_MAX, uint64_t{5}, uint64_t{1} << 40, uint64_t{0}}) {
+    ASSERT_TRUE(store->Put(key, record(key ^ 7)).ok());
+  }
+  std::vector<std::byte> got(8);
+  ASSERT_TRUE(store->Get(uint64_t{1} << 40, got).value());
+  EXPECT_EQ(got, record((uint64_t{1} << 40) ^ 7));
+  EXPECT_FALSE(store->Get(6, got).value());
+  ASSERT_TRUE(store->Delete(5).ok());
+  std::vector<uint64_t> keys;
+  ASSERT_TRUE(store
+                  ->ForEach([&](uint64_t key, std::span<const std::byte> r) {
+                    keys.push_back(key);
+                    EXPECT_EQ(std::vector<std::byte>(r.begin(), r.end()),
+                              record(key ^ 7));
+                  })
+                  .ok());
+  EXPECT_EQ(keys, (std::vector<uint64_t>{0, uint64_t{1} << 40, UINT64_MAX}));
+  EXPECT_EQ(store->bytes_written(), 32u);
+  EXPECT_EQ(store->bytes_read(), 8u);
+  ASSERT_TRUE(store->Clear().ok());
+  keys.clear();
+  ASSERT_TRUE(
+      store->ForEach([&](uint64_t key, auto) { keys.push_back(key); }).ok());
+  EXPECT_TRUE(keys.empty());
+  // What a record of the wrong size would be is refused on read.
+  ASSERT_TRUE(store->Put(9, std::vector<std::byte>(4)).ok());
+  auto wrong = store->Get(9, got);
+  EXPECT_EQ(wrong.status().code(), StatusCode::kCorruption) << wrong.status();
+}
+
+TEST(ColdRowStoreTest, OpenEmptiesWhatAnEarlierProcessLeft) {
+  TempDir dir;
+  {
+    auto store = ColdRowStore::Open(dir.path(), 8).value();
+    ASSERT_TRUE(store->Put(1, std::vector<std::byte>(8)).ok());
+  }
+  auto store = ColdRowStore::Open(dir.path(), 8).value();
+  std::vector<std::byte> got(8);
+  EXPECT_FALSE(store->Get(1, got).value());
+}
+
+TEST(ColdRowStoreTest, AFolderThatCannotBeMadeIsAnIOError) {
+  TempDir dir;
+  const std::string file = dir.path() + "/a_file";
+  std::ofstream(file) << "x";
+  auto store = ColdRowStore::Open(file + "/tier", 8);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kIOError) << store.status();
+  EXPECT_NE(store.status().message().find(file), std::string::npos)
+      << store.status();
+}
+
+TEST(ExactTierTest, ATierNeedsAFolder) {
+  auto t = ExactTable::Create(Spec(10, true));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("--disk_tier_dir"), std::string::npos)
+      << t.status();
+}
+
+// The same pushes (integer gradients, keys drawn from a set ten times the
+// bound, steps rising) into a tiered table of 40 rows in memory and into a
+// table that holds them all: after every push both give the same pulls,
+// and at the end the same rows, Adagrad state and last updates; the tiered
+// one kept at most 40 in memory and moved rows both ways.
+TEST(ExactTierTest, RowsMoveBothWaysAndEndWhereAllInMemoryDoes) {
+  TempDir dir;
+  constexpr uint64_t kBound = 40, kKeys = 400;
+  auto tiered = Tiered(Spec(kBound, true), dir.path());
+  auto all = ExactTable::Create(Spec(kKeys, false)).value();
+  std::mt19937_64 rng(11);
+  for (uint64_t step = 1; step <= 60; ++step) {
+    std::vector<uint64_t> keys(30);
+    std::vector<float> grads;
+    for (auto& k : keys) {
+      k = 1000 + rng() % kKeys;
+      for (int j = 0; j < 3; ++j) {
+        grads.push_back(static_cast<float>(int(rng() % 7) - 3));
+      }
+    }
+    ASSERT_TRUE(tiered->ApplyKeys(step, keys, grads).ok());
+    ASSERT_TRUE(all->ApplyKeys(step, keys, grads).ok());
+    std::vector<uint64_t> probe(50);
+    for (auto& k : probe) k = 1000 + rng() % (kKeys + 20);
+    ASSERT_EQ(Pull(*tiered, probe), Pull(*all, probe)) << "step " << step;
+    ASSERT_LE(tiered->counters().rows, kBound);
+  }
+  EXPECT_EQ(RowsOf(*tiered), RowsOf(*all));
+  const TableCounters c = tiered->counters();
+  EXPECT_EQ(c.rows, kBound);
+  EXPECT_EQ(c.rows + c.rows_on_disk, all->counters().rows);
+  EXPECT_GT(c.demoted, 0u);
+  EXPECT_GT(c.promoted, 0u);
+  EXPECT_EQ(c.evicted, 0u);
+  EXPECT_EQ(c.dropped_pushes, 0u);
+  EXPECT_EQ(c.disk_bytes_written,
+            c.demoted * ExactPartition::ColdRecordBytes(3, 1));
+  EXPECT_GT(c.disk_bytes_read, 0u);
+}
+
+TEST(ExactTierTest, SnapshotHoldsBothTiersAndRestoreRefillsThem) {
+  TempDir dir;
+  auto t = Tiered(Spec(50, true), dir.path() + "/a");
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 0; k < 300; ++k) keys.push_back(k * 7919);
+  for (size_t b = 0; b < keys.size(); b += 30) {
+    std::vector<uint64_t> part(keys.begin() + b, keys.begin() + b + 30);
+    ASSERT_TRUE(t->ApplyKeys(b + 1, part, std::vector<float>(90, 1.0f)).ok());
+  }
+  ASSERT_EQ(t->counters().rows_on_disk, 250u);
+  const Rows saved = RowsOf(*t);
+  ASSERT_EQ(saved.size(), 300u);
+
+  TableSnapshot snap;
+  ASSERT_TRUE(t->Snapshot(&snap).ok());
+  auto restore = [&](Table& into) {
+    TableTarget target;
+    EXPECT_TRUE(into.PrepareRestore(&target).ok());
+    target.exact = snap;
+    target.optimizer_steps = snap.optimizer_steps;
+    return into.FinishRestore(&target);
+  };
+  // Into a tiered table of the same bound: the 50 newest in memory.
+  auto again = Tiered(Spec(50, true), dir.path() + "/b");
+  ASSERT_TRUE(again
+                  ->ApplyKeys(1, std::vector<uint64_t>{424242},
+                              std::vector<float>(3, 1.0f))
+                  .ok());  // a row the restore must drop
+  ASSERT_TRUE(restore(*again).ok());
+  EXPECT_EQ(RowsOf(*again), saved);
+  EXPECT_EQ(again->counters().rows, 50u);
+  EXPECT_EQ(again->counters().rows_on_disk, 250u);
+  for (size_t i = 270; i < keys.size(); ++i) {  // pushed last, at step 271
+    EXPECT_TRUE(again->HasRow(keys[i])) << "newest rows stay in memory";
+  }
+  EXPECT_EQ(Pull(*again, keys), Pull(*t, keys));
+  // Into one in memory that is large enough: all in memory.
+  auto big = ExactTable::Create(Spec(300, false)).value();
+  ASSERT_TRUE(restore(*big).ok());
+  EXPECT_EQ(RowsOf(*big), saved);
+  // Into one in memory that is not: refused, as before tiers.
+  auto small = ExactTable::Create(Spec(50, false)).value();
+  EXPECT_EQ(restore(*small).code(), StatusCode::kResourceExhausted);
+}
+
+TEST(ExactTierTest, RowsIdleOnDiskAreEvictedWhenTheirKeyComesBack) {
+  TempDir dir;
+  proto::TableSpec spec = Spec(10, true, "sum");
+  spec.clear_initializer();
+  spec.set_evict_after_steps(5);
+  auto t = Tiered(spec, dir.path());
+  std::vector<uint64_t> old_keys, new_keys;
+  for (uint64_t k = 0; k < 10; ++k) {
+    old_keys.push_back(k);
+    new_keys.push_back(100 + k);
+  }
+  ASSERT_TRUE(t->ApplyKeys(1, old_keys, std::vector<float>(30, 2.0f)).ok());
+  ASSERT_TRUE(t->ApplyKeys(3, new_keys, std::vector<float>(30, 1.0f)).ok());
+  ASSERT_EQ(t->counters().rows_on_disk, 10u);
+  // Still read (and checkpointed) as they were until a push comes.
+  EXPECT_EQ(Pull(*t, {0}).values, (std::vector<float>{2, 2, 2}));
+  // At step 20 the old rows are 19 steps idle: a push of key 0 finds its
+  // row on disk expired, deletes it and starts the key afresh.
+  ASSERT_TRUE(
+      t->ApplyKeys(20, std::vector<uint64_t>{0}, std::vector<float>(3, 1.0f))
+          .ok());
+  EXPECT_EQ(Pull(*t, {0}).values, (std::vector<float>{1, 1, 1}));
+  // The sweep of step 20 freed the new keys' rows (17 steps idle) from
+  // memory, so key 0 found room without moving another row out.
+  const TableCounters c = t->counters();
+  EXPECT_EQ(c.rows, 1u);
+  EXPECT_EQ(c.rows_on_disk, 9u);
+  EXPECT_EQ(c.evicted, 10u + 1u);
+}
+
+// Writers push their own keys (each push adds {1, 2, 3}: a row is
+// {n, 2n, 3n}) into a table of 64 rows in memory, so rows move to disk and
+// back all the time, across partitions (a writer's partition takes another
+// partition's oldest row), while readers pull and a snapshotter snapshots:
+// every row read whole, every key ends with exactly its pushes. Run under
+// TSan by the concurrency label.
+TEST(ExactTierTest, ConcurrentPushesPullsAndSnapshotsKeepExactSums) {
+  TempDir dir;
+  proto::TableSpec spec = Spec(64, true, "sum");
+  spec.clear_initializer();
+  auto table = Tiered(spec, dir.path());
+  constexpr int kWriters = 3, kRounds = 80, kBatch = 40;
+  constexpr uint64_t kKeysPerWriter = 300;
+  std::vector<std::vector<uint32_t>> pushes(
+      kWriters, std::vector<uint32_t>(kKeysPerWriter, 0));
+  auto key_of = [](int w, uint64_t i) { return (uint64_t(w + 1) << 32) + i; };
+  auto whole = [](const std::vector<float>& v, size_t i) {
+    const float n = v[3 * i];
+    return n >= 1 && v[3 * i + 1] == 2 * n && v[3 * i + 2] == 3 * n;
+  };
+  std::atomic<bool> stop{false};
+  std::atomic<int> problems{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      std::mt19937_64 rng(w);
+      std::vector<float> grads;
+      for (int i = 0; i < kBatch; ++i) grads.insert(grads.end(), {1, 2, 3});
+      for (int r = 0; r < kRounds; ++r) {
+        std::vector<uint64_t> keys(kBatch);
+        for (auto& k : keys) {
+          const uint64_t i = rng() % kKeysPerWriter;
+          k = key_of(w, i);
+          ++pushes[w][i];
+        }
+        if (!table->ApplyKeys(r + 1, keys, grads).ok()) ++problems;
+      }
+    });
+  }
+  std::thread reader([&] {
+    std::mt19937_64 rng(99);
+    while (!stop.load()) {
+      std::vector<uint64_t> keys(kBatch);
+      for (auto& k : keys) {
+        k = key_of(rng() % kWriters, rng() % kKeysPerWriter);
+      }
+      const Pulled p = Pull(*table, keys);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (p.present[i] && !whole(p.values, i)) {
+          ADD_FAILURE() << "key " << keys[i] << " read torn";
+          ++problems;
+        }
+      }
+    }
+  });
+  std::thread snapshotter([&] {
+    while (!stop.load()) {
+      TableSnapshot snap;
+      if (!table->Snapshot(&snap).ok()) ++problems;
+      std::set<uint64_t> seen(snap.ids.begin(), snap.ids.end());
+      if (seen.size() != snap.ids.size()) {
+        ADD_FAILURE() << "a key in both tiers at once";
+        ++problems;
+      }
+      for (size_t i = 0; i < snap.ids.size(); ++i) {
+        if (!whole(snap.values, i)) ++problems;
+      }
+    }
+  });
+  for (auto& t : writers) t.join();
+  stop = true;
+  reader.join();
+  snapshotter.join();
+  EXPECT_EQ(problems.load(), 0);
+  uint64_t keys_pushed = 0;
+  for (int w = 0; w < kWriters; ++w) {
+    std::vector<uint64_t> keys;
+    for (uint64_t i = 0; i < kKeysPerWriter; ++i) keys.push_back(key_of(w, i));
+    const Pulled p = Pull(*table, keys);
+    for (uint64_t i = 0; i < kKeysPerWriter; ++i) {
+      const uint32_t n = pushes[w][i];
+      ASSERT_EQ(p.present[i], n > 0) << "writer " << w << " key " << i;
+      ASSERT_EQ(p.values[3 * i], static_cast<float>(n))
+          << "writer " << w << " key " << i;
+      keys_pushed += n > 0;
+    }
+  }
+  const TableCounters c = table->counters();
+  EXPECT_EQ(c.rows + c.rows_on_disk, keys_pushed);
+  EXPECT_EQ(c.dropped_pushes + c.refused_full + c.evicted, 0u);
+  EXPECT_GT(c.demoted, 0u);
+  EXPECT_GT(c.promoted, 0u);
+  // Threads that found every other partition busy took rows beyond the
+  // bound (ExactPartition::TakeFromBudget); pushes without contention
+  // give them back.
+  for (int round = 0; round < 4; ++round) {
+    std::vector<uint64_t> keys;
+    for (uint64_t i = 0; i < 100; ++i) keys.push_back(key_of(round, i));
+    ASSERT_TRUE(
+        table->ApplyKeys(kRounds + 1, keys, std::vector<float>(300, 0.0f))
+            .ok());
+  }
+  EXPECT_LE(table->counters().rows, 64u);
+}
+
+// A disk tier on a full disk. The parent runs this binary again, filtered
+// to DiskFullChild, in a mount namespace of its own (util-linux unshare)
+// whose tier folder is a 4 MiB tmpfs; the mount dies with the child.
+constexpr char kFullDirEnv[] = "PS_TIER_TEST_FULL_DIR";
+
+TEST(ExactTierTest, DiskFullChild) {
+  const char* dir = std::getenv(kFullDirEnv);
+  if (dir == nullptr) GTEST_SKIP() << "run by AFullDiskRefusesNewKeys...";
+  proto::TableSpec spec = Spec(1000, true, "sum");
+  spec.set_dim(16);
+  spec.clear_initializer();
+  auto t = Tiered(spec, dir);
+  ASSERT_NE(t, nullptr);
+  // 400,000 keys of 96-byte records: the 16 MiB memtable's first flush
+  // does not fit, and from then on the store refuses rows.
+  constexpr uint64_t kKeys = 400000, kBatch = 10000;
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 0; k < kKeys; ++k)
+    keys.push_back(k * 0x9e3779b97f4a7c15ull);
+  for (uint64_t b = 0; b < kKeys; b += kBatch) {
+    std::vector<uint64_t> part(keys.begin() + b, keys.begin() + b + kBatch);
+    std::vector<float> grads(kBatch * 16);
+    for (uint64_t i = 0; i < kBatch; ++i) grads[i * 16] = float((b + i) % 1000);
+    ASSERT_TRUE(t->ApplyKeys(b / kBatch + 1, part, grads).ok());
+  }
+  const TableCounters c = t->counters();
+  ASSERT_GT(c.refused_full, 0u) << "the disk never filled";
+  // Every key holds its push, in memory or on disk, or was refused.
+  const Pulled p = Pull(*t, keys);
+  uint64_t held = 0;
+  for (uint64_t i = 0; i < kKeys; ++i) {
+    if (!p.present[i]) continue;
+    ++held;
+    ASSERT_EQ(p.values[i * 16], float(i % 1000)) << "key " << i;
+  }
+  EXPECT_EQ(held, c.rows + c.rows_on_disk);
+  EXPECT_EQ(held + c.refused_full, kKeys);
+  EXPECT_GT(c.rows_on_disk, 0u);
+  TableSnapshot snap;
+  ASSERT_TRUE(t->Snapshot(&snap).ok());
+  EXPECT_EQ(snap.ids.size(), held);
+  std::printf("held %lu of %lu keys, %lu refused\n",
+              static_cast<unsigned long>(held),
+              static_cast<unsigned long>(kKeys),
+              static_cast<unsigned long>(c.refused_full));
+}
+
+// Once the disk refuses rows, new keys are refused (counted) and the log
+// says why; every row already held, in memory or on disk, still reads and
+// snapshots exactly.
+TEST(ExactTierTest, AFullDiskRefusesNewKeysAndLosesNothing) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a tmpfs mount needs root";
+  TempDir dir;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe");
+  const std::string command =
+      "unshare --mount --propagation private sh -c 'mount -t tmpfs -o "
+      "size=4m tmpfs " +
+      dir.path() + " && " + kFullDirEnv + "=" + dir.path() + " exec " + self +
+      " --gtest_filter=ExactTierTest.DiskFullChild' 2>&1";
+  FILE* child = ::popen(command.c_str(), "r");
+  ASSERT_NE(child, nullptr);
+  std::string output;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), child))
+    output.append(buf, n);
+  const int status = ::pclose(child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+  EXPECT_NE(output.find("cannot move a row to disk"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("No space left on device"), std::string::npos)
+      << output;
+  // The mount went with the child's namespace.
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+}  // namespace
+}  // namespace ps::table
