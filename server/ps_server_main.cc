@@ -141,6 +141,12 @@ DEFINE_string(checkpoint_dir, "",
               "Directory of this cluster's checkpoints (shared by every "
               "server: each writes its shard there, shard 0 commits). Empty: "
               "no checkpoints.");
+DEFINE_string(disk_tier_dir, "",
+              "Folder of the disk tier: EXACT tables with when_full: "
+              "WHEN_FULL_MOVE_TO_DISK keep the rows beyond their memory bound "
+              "(capacity) there, under shard-S/table-ID. Scratch, not a "
+              "checkpoint: emptied at start (restore from --checkpoint_dir). "
+              "Required by such tables; unused by others.");
 DEFINE_uint64(checkpoint_every_steps, 0,
               "Workers take a checkpoint at every step that is a multiple of "
               "this (a consistent cut at a step boundary); 0: off.");
@@ -238,6 +244,7 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   o.inbox_slots = FLAGS_inbox_slots;
   o.slot_bytes = FLAGS_slot_bytes;
   o.checkpoint.dir = FLAGS_checkpoint_dir;
+  o.disk_tier_dir = FLAGS_disk_tier_dir;
   o.version = std::string(ps::cli::Version());
   o.checkpoint.every_steps = FLAGS_checkpoint_every_steps;
   o.checkpoint.every_secs = FLAGS_checkpoint_every_secs;

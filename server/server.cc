@@ -94,7 +94,8 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       s->shard_,
       Shard::Create(
           s->context_.get(), o.tables, o.shard_id, o.num_shards, o.device,
-          StepPushes{o.num_workers, o.consistency == proto::CONSISTENCY_BSP}));
+          StepPushes{o.num_workers, o.consistency == proto::CONSISTENCY_BSP},
+          o.disk_tier_dir));
   const std::string registry_dir =
       !o.checkpoint.dir.empty() ? o.checkpoint.dir
       : o.checkpoint.restore_from.empty()

@@ -83,7 +83,10 @@ struct ServerOptions {
   // none: host memory.
   std::optional<int> device;
   CheckpointOptions checkpoint;  // server/checkpoint/checkpointer.h
-  std::string version;           // reported by the status request
+  // Where EXACT tables with when_full: WHEN_FULL_MOVE_TO_DISK keep the rows
+  // beyond their memory bound (Shard::Create); scratch, emptied at start.
+  std::string disk_tier_dir;
+  std::string version;  // reported by the status request
 };
 
 // kInvalidArgument naming the option at fault.

@@ -81,7 +81,7 @@ void Server::AddMetrics(metrics::Registry* registry) const {
                    "Keys of an EXACT table holding a row.", l,
                    static_cast<double>(c.rows));
         sink.Counter("ps_server_exact_evictions_total",
-                     "Rows of an EXACT table freed by age.", l,
+                     "Rows of an EXACT table freed (by age, or for room).", l,
                      static_cast<double>(c.evicted));
         sink.Gauge("ps_server_exact_admission_pending",
                    "Keys of an EXACT table pushed but not yet admitted.", l,
@@ -94,6 +94,26 @@ void Server::AddMetrics(metrics::Registry* registry) const {
                      "Admissions to an EXACT table refused: shard at "
                      "capacity.",
                      l, static_cast<double>(c.refused_full));
+        if (table->spec().when_full() == proto::WHEN_FULL_MOVE_TO_DISK) {
+          sink.Gauge("ps_server_exact_rows_on_disk",
+                     "Keys of an EXACT table whose row is in its disk tier.", l,
+                     static_cast<double>(c.rows_on_disk));
+          sink.Counter("ps_server_exact_demotions_total",
+                       "Rows of an EXACT table moved to its disk tier to "
+                       "make room in memory.",
+                       l, static_cast<double>(c.demoted));
+          sink.Counter("ps_server_exact_promotions_total",
+                       "Rows of an EXACT table brought back from its disk "
+                       "tier by a push.",
+                       l, static_cast<double>(c.promoted));
+          sink.Counter("ps_server_exact_disk_written_bytes_total",
+                       "Bytes of rows an EXACT table wrote to its disk tier.",
+                       l, static_cast<double>(c.disk_bytes_written));
+          sink.Counter("ps_server_exact_disk_read_bytes_total",
+                       "Bytes of rows an EXACT table read from its disk tier "
+                       "(pushes and pulls).",
+                       l, static_cast<double>(c.disk_bytes_read));
+        }
         continue;
       }
       sink.Counter("ps_server_table_rows_applied_total",

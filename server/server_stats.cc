@@ -80,6 +80,9 @@ proto::StatsReply ServerStats::ToProto(
   r.set_exact_rows(exact.rows);
   r.set_exact_evicted(exact.evicted);
   r.set_exact_admission_pending(exact.admission_pending);
+  r.set_exact_rows_on_disk(exact.rows_on_disk);
+  r.set_exact_demoted(exact.demoted);
+  r.set_exact_promoted(exact.promoted);
   r.set_lookups_answered(lookups_answered());
   r.set_lookup_keys(lookup_keys());
   for (uint32_t w = 0; w < num_workers_; ++w) {
@@ -110,6 +113,11 @@ std::string ServerStats::ToLogLine(const table::TableCounters& exact) const {
           std::to_string(exact.admission_pending) + ", dropped pushes " +
           std::to_string(exact.dropped_pushes) + ", refused for memory " +
           std::to_string(exact.refused_full) + ")";
+  if (exact.demoted > 0 || exact.rows_on_disk > 0) {
+    line += ", on disk " + std::to_string(exact.rows_on_disk) + " rows (" +
+            std::to_string(exact.demoted) + " moved out, " +
+            std::to_string(exact.promoted) + " brought back)";
+  }
   return line;
 }
 

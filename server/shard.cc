@@ -45,14 +45,18 @@ std::string TableShard::Describe() const {
   const std::string opt(
       protocol::OptimizerKindName(sum ? proto::OPTIMIZER_SUM : *kind));
   if (table_->access() == table::RowAccess::kThroughServer) {
+    const char* when_full =
+        spec_.when_full() == proto::WHEN_FULL_REFUSE
+            ? ", refuse new keys when full"
+        : spec_.when_full() == proto::WHEN_FULL_MOVE_TO_DISK
+            ? " in memory, the least recently updated rows move to disk when "
+              "full"
+            : ", new keys take the least recently updated rows when full";
     s += "up to " + std::to_string(spec_.capacity()) +
          " keys on this shard, admit after " +
          std::to_string(spec_.admit_after_pushes()) + " pushes, evict after " +
-         EvictionText(spec_) +
-         (spec_.when_full() == proto::WHEN_FULL_REFUSE
-              ? ", refuse new keys when full"
-              : ", new keys take the least recently updated rows when full") +
-         ", " + opt + ", " + table_->Placement();
+         EvictionText(spec_) + when_full + ", " + opt + ", " +
+         table_->Placement();
     return s;
   }
   s += "rows [" + std::to_string(first_row()) + ", " +
@@ -90,7 +94,8 @@ Status Shard::CheckKeysAreMine(const proto::TableSpec& spec,
 
 StatusOr<std::unique_ptr<Shard>> Shard::Create(
     xfer::Context* context, const proto::TableConfig& config, uint32_t shard_id,
-    uint32_t num_shards, std::optional<int> device, StepPushes pushes) {
+    uint32_t num_shards, std::optional<int> device, StepPushes pushes,
+    const std::string& disk_tier_dir) {
   if (num_shards == 0 || shard_id >= num_shards) {
     return InvalidArgument("shard " + std::to_string(shard_id) + " of " +
                            std::to_string(num_shards) + " shards");
@@ -119,7 +124,15 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(
         fold ? spec : protocol::SpecPerPush(spec, pushes.workers);
     t->push_learning_rate_ = applied.optimizer().learning_rate();
     if (spec.kind() == proto::EXACT) {
-      PS_ASSIGN_OR_RETURN(t->table_, table::ExactTable::Create(applied));
+      // One folder per table: each table's store is emptied when it opens.
+      table::ExactTable::Options options;
+      if (!disk_tier_dir.empty()) {
+        options.disk_tier_dir = disk_tier_dir + "/shard-" +
+                                std::to_string(shard_id) + "/table-" +
+                                std::to_string(spec.id());
+      }
+      PS_ASSIGN_OR_RETURN(t->table_,
+                          table::ExactTable::Create(applied, options));
       shard->tables_.push_back(std::move(t));
       continue;
     }

@@ -112,10 +112,16 @@ class Shard {
   // device and EXACT tables) pushes apply one by one, as
   // protocol::SpecPerPush says. config() and each table's spec() stay as
   // given.
+  //
+  // EXACT tables whose rows move to disk at their bound (when_full:
+  // WHEN_FULL_MOVE_TO_DISK) keep them in disk_tier_dir/shard-S/table-ID,
+  // emptied first (kIOError when it cannot be written); without a
+  // disk_tier_dir such a table is kInvalidArgument.
   static StatusOr<std::unique_ptr<Shard>> Create(
       xfer::Context* context, const proto::TableConfig& config,
       uint32_t shard_id, uint32_t num_shards,
-      std::optional<int> device = std::nullopt, StepPushes pushes = {});
+      std::optional<int> device = std::nullopt, StepPushes pushes = {},
+      const std::string& disk_tier_dir = {});
 
   uint32_t shard_id() const { return shard_id_; }
   uint32_t num_shards() const { return num_shards_; }

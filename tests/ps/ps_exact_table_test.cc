@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 #include <random>
 #include <string>
@@ -381,6 +382,98 @@ TEST_P(ExactTableTest, LargePushesStreamAndNonFiniteOnesChangeNothing) {
   expect_rows("after the refused pushes");
   Status stopped = (*cluster)->Stop();
   EXPECT_TRUE(stopped.ok()) << stopped;
+}
+
+// A table whose shards keep 300 rows in memory (when_full:
+// WHEN_FULL_MOVE_TO_DISK, ps_server --disk_tier_dir) takes 3,000 keys: the
+// rows beyond the bound move to each server's disk tier and back as keys
+// are pushed again, and every key pulls as the sum of its gradients,
+// wherever its row is. Stats and the servers' log say where the rows are.
+TEST_P(ExactTableTest, RowsBeyondTheBoundMoveToDiskAndBack) {
+  auto tier = ScratchDir::Create("exact-tier");
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  const std::string tier_dir = (*tier)->path();
+  ClusterOptions o;
+  o.num_servers = 2;
+  o.num_workers = 1;
+  o.transport = GetParam();
+  o.tables = R"(
+    table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 300
+            push_value_type: FP32 optimizer { name: "sum" }
+            admit_after_pushes: 1 when_full: WHEN_FULL_MOVE_TO_DISK }
+  )";
+  o.extra_flags = {"--disk_tier_dir=" + tier_dir};
+  auto cluster = TestCluster::Start(o, "exact-tier");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = ConnectWorker(**cluster, 0);
+  ASSERT_TRUE(client.ok()) << client.status();
+  constexpr uint64_t kKeys = 3000;
+  std::vector<uint64_t> keys;
+  std::vector<double> want;
+  for (uint64_t i = 0; i < kKeys; ++i) {
+    keys.push_back(i * 0x9e3779b97f4a7c15ull + 11);
+    want.insert(want.end(), {0.0, 0.0});
+  }
+  // Ten pushes of 600 keys drawn from all 3,000, integer gradients.
+  std::mt19937_64 rng(4);
+  for (int push = 0; push < 10; ++push) {
+    std::vector<uint64_t> batch;
+    std::vector<float> grads;
+    for (int j = 0; j < 600; ++j) {
+      const uint64_t i = rng() % kKeys;
+      const float g = static_cast<float>(1 + rng() % 5);
+      batch.push_back(keys[i]);
+      grads.insert(grads.end(), {g, -2 * g});
+      want[2 * i] += g;
+      want[2 * i + 1] -= 2 * g;
+    }
+    ASSERT_TRUE((*client)->Push(kTable, batch, grads).ok());
+  }
+  ASSERT_TRUE((*client)->WaitApplied().ok());
+  std::vector<float> out(2 * kKeys, -1.0f);
+  ASSERT_TRUE((*client)->Pull(kTable, keys, out).ok());
+  size_t wrong = 0;
+  for (size_t j = 0; j < out.size(); ++j) wrong += out[j] != want[j];
+  EXPECT_EQ(wrong, 0u) << "of " << out.size() << " values";
+  uint64_t pushed_keys = 0;
+  for (uint64_t i = 0; i < kKeys; ++i) pushed_keys += want[2 * i] != 0;
+  uint64_t rows = 0, on_disk = 0;
+  for (uint32_t shard = 0; shard < o.num_servers; ++shard) {
+    auto stats = (*client)->Stats(shard);
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    EXPECT_GT(stats->exact_demoted(), 0u) << "shard " << shard;
+    EXPECT_GT(stats->exact_promoted(), 0u) << "shard " << shard;
+    rows += stats->exact_rows();
+    on_disk += stats->exact_rows_on_disk();
+  }
+  EXPECT_EQ(rows + on_disk, pushed_keys);
+  EXPECT_GT(on_disk, pushed_keys / 2);
+  for (uint32_t shard = 0; shard < o.num_servers; ++shard) {
+    EXPECT_TRUE(std::filesystem::exists(tier_dir + "/shard-" +
+                                        std::to_string(shard) + "/table-5"))
+        << "shard " << shard;
+  }
+  Status stopped = (*cluster)->Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped;
+}
+
+// A table that moves rows to disk on a server started without
+// --disk_tier_dir: the server refuses to start and says what is missing.
+TEST_P(ExactTableTest, ADiskTierWithoutAFolderIsRefusedAtStart) {
+  ClusterOptions o;
+  o.num_servers = 1;
+  o.num_workers = 1;
+  o.transport = GetParam();
+  o.tables = R"(
+    table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 300
+            optimizer { name: "sum" } admit_after_pushes: 1
+            when_full: WHEN_FULL_MOVE_TO_DISK }
+  )";
+  auto cluster = TestCluster::Start(o, "exact-tier-nodir");
+  ASSERT_FALSE(cluster.ok());
+  EXPECT_NE(cluster.status().message().find("--disk_tier_dir"),
+            std::string::npos)
+      << cluster.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ExactTableTest, ClusterTransports(),
