@@ -23,6 +23,20 @@ StatusOr<uint64_t> PeakRssKib(pid_t pid) {
   return Corruption(path + " has no readable VmHWM line");
 }
 
+StatusOr<uint64_t> StorageReadBytes(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/io";
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read " + path + " (is the process alive?)");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("read_bytes:", 0) != 0) continue;
+    std::istringstream fields(line.substr(11));
+    uint64_t bytes = 0;
+    if (fields >> bytes) return bytes;
+    break;
+  }
+  return Corruption(path + " has no readable read_bytes line");
+}
+
 StatusOr<pid_t> ReadPidFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read pid file " + path);

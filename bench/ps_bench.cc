@@ -29,8 +29,11 @@
 //
 // train: --batches steps shaped like CTR training, each a Pull then a Push
 // (+ WaitApplied) of --batch_examples x --example_keys keys; prints pushes
-// per second (steps / time spent pushing) and the p50 / p99 latency of one
-// push and of one pull.
+// per second (steps / time spent pushing), steps per second (steps / time
+// spent pulling and pushing) and the p50 / p99 latency of one push and of
+// one pull. Fresh random keys every step, or with --key_space
+// ids of a power law (--zipf), after a --fill pass if asked: what a table
+// with a disk tier is measured on (scripts/bench_tiered.sh).
 //
 // --metrics_port: serve Prometheus metrics as ps_worker does (process CPU
 // and RSS, push and pull latency histograms observed on every call), to
@@ -45,10 +48,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <sstream>
@@ -58,6 +63,7 @@
 #include <vector>
 
 #include "bench/peak_rss.h"
+#include "bench/zipf_keys.h"
 #include "cli/flags.h"
 #include "client/ps_client.h"
 #include "core/context_environment.h"
@@ -82,6 +88,16 @@ DEFINE_uint32(batches, 500,
               "a Push of one batch.");
 DEFINE_uint32(batch_examples, 1000, "train: examples per batch.");
 DEFINE_uint32(example_keys, 39, "train: keys per example (one per field).");
+DEFINE_uint64(key_space, 0,
+              "train: draw the keys from this many ids, skewed by --zipf "
+              "(bench/zipf_keys.h), as a click log's are; 0: fresh random "
+              "64-bit keys every step.");
+DEFINE_double(zipf, 1.0,
+              "train with --key_space: the exponent S of the ids' power law "
+              "(id r drawn with weight r^-S; 0: uniform).");
+DEFINE_bool(fill, false,
+            "train with --key_space: first push every id once, in batches "
+            "of the step's size (timed: RESULT mode=fill).");
 DEFINE_string(server_pid_files, "",
               "Comma-separated pid files of servers on this host (ps_launch's "
               "RUN_DIR/server-<i>.pid) whose peak RSS to print at the end. "
@@ -326,13 +342,46 @@ int RunResident(Bench& b, size_t n) {
   return 0;
 }
 
+// --fill: every id of --key_space pushed once, n keys a push.
+int FillKeySpace(Bench& b, size_t n) {
+  std::vector<uint64_t> keys;
+  std::vector<float> grads;
+  const auto t0 = Clock::now();
+  for (uint64_t first = 1; first <= FLAGS_key_space; first += n) {
+    const uint64_t last = std::min<uint64_t>(FLAGS_key_space, first + n - 1);
+    keys.clear();
+    for (uint64_t r = first; r <= last; ++r) {
+      keys.push_back(ps::bench::ZipfKeys::KeyOf(r));
+    }
+    grads.resize(keys.size() * b.dim);
+    Draw(&b.rng, {}, grads);
+    if (ps::Status s = b.client->Push(b.table, keys, grads); !s.ok()) {
+      return Fail("fill push", s);
+    }
+  }
+  if (ps::Status s = b.client->WaitApplied(); !s.ok()) return Fail("fill", s);
+  const double seconds = Seconds(t0, Clock::now());
+  std::printf("fill: %" PRIu64 " keys in %.1f s\n", FLAGS_key_space, seconds);
+  std::printf("RESULT mode=fill seconds=%.2f mkeys_per_s=%.3f\n", seconds,
+              static_cast<double>(FLAGS_key_space) / seconds / 1e6);
+  return 0;
+}
+
 int RunTrain(Bench& b) {
   const size_t n = size_t{FLAGS_batch_examples} * FLAGS_example_keys;
   std::vector<uint64_t> keys(n);
   std::vector<float> grads(n * b.dim), out(n * b.dim);
   std::vector<double> push_s, pull_s;
+  std::optional<ps::bench::ZipfKeys> skewed;
+  if (FLAGS_key_space > 0) skewed.emplace(FLAGS_key_space, FLAGS_zipf);
+  if (FLAGS_fill && skewed) {
+    if (int rc = FillKeySpace(b, n); rc != 0) return rc;
+  }
   for (uint32_t it = 0; it < kTrainWarmupBatches + FLAGS_batches; ++it) {
-    Draw(&b.rng, keys, grads);
+    Draw(&b.rng, skewed ? std::span<uint64_t>() : keys, grads);
+    if (skewed) {
+      for (auto& k : keys) k = skewed->Key(b.rng);
+    }
     auto t0 = Clock::now();
     ps::Status s = b.client->Pull(b.table, keys, out);
     if (!s.ok()) return Fail("pull", s);
@@ -347,9 +396,11 @@ int RunTrain(Bench& b) {
     pull_s.push_back(Seconds(t0, t1));
     push_s.push_back(Seconds(t1, t2));
   }
-  double pushing = 0;
+  double pushing = 0, pulling = 0;
   for (double t : push_s) pushing += t;
+  for (double t : pull_s) pulling += t;
   const double per_s = push_s.size() / pushing;
+  const double steps_per_s = push_s.size() / (pushing + pulling);
   std::printf(
       "train: %u steps of %zu keys: %.0f pushes/s; push p50 %.3f ms, p99 "
       "%.3f ms; pull p50 %.3f ms, p99 %.3f ms\n",
@@ -357,28 +408,34 @@ int RunTrain(Bench& b) {
       Quantile(push_s, 0.99) * 1e3, Quantile(pull_s, 0.5) * 1e3,
       Quantile(pull_s, 0.99) * 1e3);
   std::printf(
-      "RESULT mode=train pushes_per_s=%.1f push_p50_ms=%.4f "
+      "RESULT mode=train pushes_per_s=%.1f steps_per_s=%.2f push_p50_ms=%.4f "
       "push_p99_ms=%.4f pull_p50_ms=%.4f pull_p99_ms=%.4f\n",
-      per_s, Quantile(push_s, 0.5) * 1e3, Quantile(push_s, 0.99) * 1e3,
-      Quantile(pull_s, 0.5) * 1e3, Quantile(pull_s, 0.99) * 1e3);
+      per_s, steps_per_s, Quantile(push_s, 0.5) * 1e3,
+      Quantile(push_s, 0.99) * 1e3, Quantile(pull_s, 0.5) * 1e3,
+      Quantile(pull_s, 0.99) * 1e3);
   return 0;
 }
 
-// Prints the peak RSS of this worker and of the servers (the largest).
+// Prints the peak RSS of this worker and of the servers (the largest), and
+// what the servers read from disk (all of them).
 int ReportPeakRss(const std::vector<pid_t>& servers) {
   auto self = ps::bench::PeakRssKib(0);
   if (!self.ok()) return Fail("peak RSS", self.status());
-  uint64_t server_kib = 0;
+  uint64_t server_kib = 0, server_read = 0;
   for (pid_t pid : servers) {
     auto kib = ps::bench::PeakRssKib(pid);
     if (!kib.ok()) return Fail("peak RSS of a server", kib.status());
-    std::printf("server pid %d: peak RSS %.1f MiB\n", static_cast<int>(pid),
-                *kib / 1024.0);
+    auto read = ps::bench::StorageReadBytes(pid);
+    if (!read.ok()) return Fail("disk reads of a server", read.status());
+    std::printf("server pid %d: peak RSS %.1f MiB, read %.1f MiB from disk\n",
+                static_cast<int>(pid), *kib / 1024.0, *read / 1048576.0);
     server_kib = std::max(server_kib, *kib);
+    server_read += *read;
   }
   std::printf("RESULT mode=rss worker_peak_mib=%.1f", *self / 1024.0);
   if (!servers.empty()) {
-    std::printf(" server_peak_mib=%.1f", server_kib / 1024.0);
+    std::printf(" server_peak_mib=%.1f server_read_mib=%.1f",
+                server_kib / 1024.0, server_read / 1048576.0);
   }
   std::printf("\n");
   return 0;
@@ -424,6 +481,10 @@ int main(int argc, char** argv) {
     std::fprintf(
         stderr,
         "ps_bench: --mode must be push, pull, both, resident or train\n");
+    return 2;
+  }
+  if (!(FLAGS_zipf >= 0 && FLAGS_zipf <= 10)) {
+    std::fprintf(stderr, "ps_bench: --zipf must be in [0, 10]\n");
     return 2;
   }
   if (FLAGS_iterations == 0 || FLAGS_keys == 0 || FLAGS_batches == 0 ||

@@ -49,8 +49,7 @@ std::string TableShard::Describe() const {
         spec_.when_full() == proto::WHEN_FULL_REFUSE
             ? ", refuse new keys when full"
         : spec_.when_full() == proto::WHEN_FULL_MOVE_TO_DISK
-            ? " in memory, the least recently updated rows move to disk when "
-              "full"
+            ? ", the least recently updated rows move to disk when full"
             : ", new keys take the least recently updated rows when full";
     s += "up to " + std::to_string(spec_.capacity()) +
          " keys on this shard, admit after " +

@@ -95,7 +95,13 @@ ColdRowStore::ColdRowStore(std::string dir, size_t record_bytes,
                            std::unique_ptr<rocksdb::DB> db)
     : dir_(std::move(dir)), record_bytes_(record_bytes), db_(std::move(db)) {}
 
-ColdRowStore::~ColdRowStore() = default;
+ColdRowStore::~ColdRowStore() {
+  db_.reset();
+  // Scratch: nothing to keep. A failure leaves files to the next Open.
+  (void)rocksdb::DestroyDB(dir_, StoreOptions());
+  std::error_code ec;
+  std::filesystem::remove(dir_, ec);  // only if empty
+}
 
 Status ColdRowStore::Put(uint64_t key, std::span<const std::byte> record) {
   const rocksdb::Status s =

@@ -5,9 +5,11 @@
 // RocksDB database of its own folder.
 //
 // The store is scratch, not durable state: Open empties the folder, writes
-// skip the write-ahead log and are never synced. Checkpoints are what
-// survive a crash (they copy every row of both tiers), so a restart
-// restores the newest checkpoint and starts with an empty store.
+// skip the write-ahead log and are never synced, and the destructor
+// deletes the files. Checkpoints are what survive a crash (they copy every
+// row of both tiers), so a restart restores the newest checkpoint and
+// starts with an empty store; a killed process leaves its files to the
+// next Open.
 //
 // RocksDB, tuned for this: no compression (float rows do not compress), a
 // bloom filter per file kept in memory (a push of a key that was never
@@ -49,6 +51,7 @@ class ColdRowStore {
   // RocksDB's reason) when the folder cannot be written.
   static StatusOr<std::unique_ptr<ColdRowStore>> Open(const std::string& dir,
                                                       size_t record_bytes);
+  // Deletes the store's files, and `dir` when that leaves it empty.
   ~ColdRowStore();
 
   size_t record_bytes() const { return record_bytes_; }

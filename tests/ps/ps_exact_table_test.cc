@@ -455,6 +455,12 @@ TEST_P(ExactTableTest, RowsBeyondTheBoundMoveToDiskAndBack) {
   }
   Status stopped = (*cluster)->Stop();
   EXPECT_TRUE(stopped.ok()) << stopped;
+  // The tier is scratch: a server that stops deletes it.
+  for (uint32_t shard = 0; shard < o.num_servers; ++shard) {
+    EXPECT_FALSE(std::filesystem::exists(tier_dir + "/shard-" +
+                                         std::to_string(shard) + "/table-5"))
+        << "shard " << shard;
+  }
 }
 
 // A table that moves rows to disk on a server started without

@@ -153,15 +153,67 @@ TEST(ColdRowStoreTest, PutGetDeleteClearAndForEachInKeyOrder) {
   EXPECT_EQ(wrong.status().code(), StatusCode::kCorruption) << wrong.status();
 }
 
-TEST(ColdRowStoreTest, OpenEmptiesWhatAnEarlierProcessLeft) {
-  TempDir dir;
-  {
-    auto store = ColdRowStore::Open(dir.path(), 8).value();
-    ASSERT_TRUE(store->Put(1, std::vector<std::byte>(8)).ok());
+// This test binary, filtered to one test (a child's command line).
+std::string ThisBinaryRunning(const std::string& test) {
+  return std::filesystem::read_symlink("/proc/self/exe").string() +
+         " --gtest_filter=" + test;
+}
+
+// Runs a shell command: its output (stdout and stderr) and exit status.
+struct ChildRun {
+  std::string output;
+  int status = -1;
+};
+ChildRun RunShell(const std::string& command) {
+  ChildRun run;
+  FILE* child = ::popen((command + " 2>&1").c_str(), "r");
+  if (child == nullptr) return run;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), child)) {
+    run.output.append(buf, n);
   }
-  auto store = ColdRowStore::Open(dir.path(), 8).value();
-  std::vector<std::byte> got(8);
-  EXPECT_FALSE(store->Get(1, got).value());
+  run.status = ::pclose(child);
+  return run;
+}
+
+constexpr char kKilledDirEnv[] = "PS_TIER_TEST_KILLED_DIR";
+
+// Fills a store past its memtable, so that RocksDB writes files, then ends
+// the process without destructors, as a kill -9 would.
+TEST(ColdRowStoreTest, KilledChild) {
+  const char* dir = std::getenv(kKilledDirEnv);
+  if (dir == nullptr) GTEST_SKIP() << "run by OpenEmptiesWhatAKilled...";
+  auto store = ColdRowStore::Open(dir, 128).value();
+  for (uint64_t k = 0; k < 400000; ++k) {
+    ASSERT_TRUE(store->Put(k, std::vector<std::byte>(128)).ok());
+  }
+  std::fflush(stdout);
+  ::_exit(0);
+}
+
+TEST(ColdRowStoreTest, OpenEmptiesWhatAKilledProcessLeftAndCloseDeletes) {
+  TempDir dir;
+  const std::string store_dir = dir.path() + "/store";
+  const ChildRun child =
+      RunShell(std::string(kKilledDirEnv) + "=" + store_dir + " " +
+               ThisBinaryRunning("ColdRowStoreTest.KilledChild"));
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+      << child.output;
+  uintmax_t left = 0;
+  for (const auto& f : std::filesystem::directory_iterator(store_dir)) {
+    if (f.path().extension() == ".sst") left += f.file_size();
+  }
+  ASSERT_GT(left, 0u) << "the child left no files to empty";
+  {
+    auto store = ColdRowStore::Open(store_dir, 128).value();
+    std::vector<std::byte> got(128);
+    EXPECT_FALSE(store->Get(5, got).value());
+    for (const auto& f : std::filesystem::directory_iterator(store_dir)) {
+      EXPECT_NE(f.path().extension(), ".sst") << f.path();
+    }
+    ASSERT_TRUE(store->Put(5, got).ok());
+  }
+  EXPECT_FALSE(std::filesystem::exists(store_dir)) << "scratch left behind";
 }
 
 TEST(ColdRowStoreTest, AFolderThatCannotBeMadeIsAnIOError) {
@@ -456,20 +508,14 @@ TEST(ExactTierTest, DiskFullChild) {
 TEST(ExactTierTest, AFullDiskRefusesNewKeysAndLosesNothing) {
   if (::geteuid() != 0) GTEST_SKIP() << "a tmpfs mount needs root";
   TempDir dir;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe");
-  const std::string command =
+  const ChildRun child = RunShell(
       "unshare --mount --propagation private sh -c 'mount -t tmpfs -o "
       "size=4m tmpfs " +
-      dir.path() + " && " + kFullDirEnv + "=" + dir.path() + " exec " + self +
-      " --gtest_filter=ExactTierTest.DiskFullChild' 2>&1";
-  FILE* child = ::popen(command.c_str(), "r");
-  ASSERT_NE(child, nullptr);
-  std::string output;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), child))
-    output.append(buf, n);
-  const int status = ::pclose(child);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+      dir.path() + " && " + kFullDirEnv + "=" + dir.path() + " exec " +
+      ThisBinaryRunning("ExactTierTest.DiskFullChild") + "'");
+  const std::string& output = child.output;
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+      << output;
   EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
   EXPECT_NE(output.find("cannot move a row to disk"), std::string::npos)
       << output;

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Training on an EXACT table larger than its memory bound (a disk tier:
+# when_full: WHEN_FULL_MOVE_TO_DISK, ps_server --disk_tier_dir), next to its
+# peer in the same run: the same key stream on the same table held entirely
+# in memory.
+#
+# Both runs: ps_launch, 1 server, 1 worker (bench/ps_bench --mode=train,
+# shm), an EXACT table of dim 16 with Adagrad; a fill pass pushes every one
+# of --keys ids once (timed), then 20 warm-up and --steps timed steps, each
+# a Pull then a Push (+ WaitApplied) of 1,000 examples x 39 keys drawn from
+# the ids by a power law of exponent --zipf (bench/zipf_keys.h; the large
+# fields of the Criteo log follow 0.66 to 1.0). The tiered table keeps 1/8
+# of the ids' rows in memory. Where the v1 memory controller is mounted
+# (/sys/fs/cgroup/memory) and we are root, its server runs in a memory
+# cgroup of that 1/8 (rows and Adagrad state) + 1 GiB, so that the page
+# cache cannot hold the rows on disk; else the run says it had none.
+#
+# Rows:
+#   tiered_steps_per_s: steps / time pulling and pushing; peer: the table in
+#       memory; ratio = tiered / memory (the issue's goal: >= 0.7).
+#   tiered_{pull,push}_{p50,p99}_ms: latency of a step's pull and push;
+#       peer: in memory; lower is better.
+#   tiered_fill_s: the fill pass; peer: in memory; lower is better.
+#   tiered_server_read_mib: what the tiered server read from storage
+#       (read_bytes of /proc/PID/io); peer: the server in memory.
+#   tiered_server_peak_mib: the servers' peak RSS (VmHWM).
+#
+# Usage: scripts/bench_tiered.sh [--json FILE] [--keys=N] [--steps=N]
+#                                [--zipf=S] [--quick] [--build-dir=DIR]
+#   --json FILE  also write {"results":[{name,value,unit,peer,peer_value,ratio}]}
+#   --keys=N     ids in the table (default 20000000, the issue's 2x10^7)
+#   --steps=N    timed steps (default 100)
+#   --zipf=S     the power law's exponent (default 1.0)
+#   --quick      1M ids, 20 steps (smoke test)
+#   --build-dir=DIR  use ps_server/ps_bench/ps_launch of an existing build
+set -euo pipefail
+source "$(dirname "$0")/bench_lib.sh"  # sets $root
+keys=20000000 steps=100 zipf=1.0 quick=0
+bench_option() {
+  case "$1" in
+    --keys=*) keys=${1#*=} ;;
+    --steps=*) steps=${1#*=} ;;
+    --zipf=*) zipf=${1#*=} ;;
+    --quick) quick=1 ;;
+    *) return 1 ;;
+  esac
+}
+bench_parse bench_tiered 2,34 "$@"
+[ "$quick" = 1 ] && { keys=1000000 steps=20; }
+[[ "$keys" =~ ^[0-9]+$ && "$keys" -ge 8 ]] ||
+  { echo "bench_tiered: --keys must be a whole number >= 8" >&2; exit 2; }
+[[ "$steps" =~ ^[0-9]+$ && "$steps" -ge 1 ]] ||
+  { echo "bench_tiered: --steps must be a whole number >= 1" >&2; exit 2; }
+
+bench_scratch
+bench_tools ps_server ps_bench ps_launch bench_report
+for b in server/ps_server bench/ps_bench launch/ps_launch; do
+  [ -x "$build_dir/$b" ] || { echo "bench_tiered: $build_dir/$b was not built" >&2; exit 1; }
+done
+
+dim=16
+in_memory=$((keys / 8))
+# Rows and Adagrad state of the rows in memory, + 1 GiB.
+limit=$((in_memory * dim * 4 * 2 + (1 << 30)))
+
+# tables FILE CAPACITY WHEN_FULL
+tables() {
+  cat >"$1" <<TABLES
+table { id: 1 name: "ids" kind: EXACT dim: $dim capacity: $2
+        admit_after_pushes: 1 when_full: $3
+        optimizer { kind: OPTIMIZER_ADAGRAD learning_rate: 0.05 } }
+TABLES
+}
+tables "$work/memory.tables" "$keys" WHEN_FULL_EVICT_LEAST_RECENT
+tables "$work/tiered.tables" "$in_memory" WHEN_FULL_MOVE_TO_DISK
+
+# The tiered server's memory cgroup, through a wrapper ps_launch starts in
+# its place: it joins the group, then becomes ps_server.
+cgroup=""
+server_bin="$build_dir/server/ps_server"
+if [ "$(id -u)" = 0 ] && [ -w /sys/fs/cgroup/memory ]; then
+  cgroup=/sys/fs/cgroup/memory/ps_bench_tiered_$$
+  mkdir "$cgroup"
+  echo "$limit" >"$cgroup/memory.limit_in_bytes"
+  cat >"$work/in_cgroup.sh" <<WRAP
+#!/bin/sh
+echo \$\$ >"$cgroup/cgroup.procs"
+exec "$build_dir/server/ps_server" "\$@"
+WRAP
+  chmod +x "$work/in_cgroup.sh"
+  server_bin="$work/in_cgroup.sh"
+  echo "tiered server: memory cgroup of $((limit >> 20)) MiB"
+else
+  echo "tiered server: no memory cgroup (needs root and /sys/fs/cgroup/memory): the page cache may hold the rows on disk"
+fi
+remove_cgroup() {
+  [ -n "$cgroup" ] && [ -d "$cgroup" ] && rmdir "$cgroup" 2>/dev/null || true
+}
+trap 'remove_cgroup; bench_cleanup' EXIT INT TERM
+
+# run NAME TABLES SERVER_BIN SERVER_ARGS: one cluster; appends worker 0's
+# RESULT figures to $work/results as MODE_FIELD_NAME samples.
+: >"$work/results"
+run() {
+  local name=$1 tables=$2 bin=$3 args=$4 dir="$work/$1"
+  "$build_dir/launch/ps_launch" --servers=1 --workers=1 --tables="$tables" \
+    --transport=shm --server_args="$args" --server_bin="$bin" \
+    --worker_bin="$build_dir/bench/ps_bench" \
+    --worker_args="--table=ids --dim=$dim --mode=train --batches=$steps --batch_examples=1000 --example_keys=39 --key_space=$keys --zipf=$zipf --fill --server_pid_files=$dir/server-0.pid" \
+    --run_dir="$dir" >/dev/null 2>"$work/launch.err" || {
+    echo "bench_tiered: ps_bench failed ($name):" >&2
+    cat "$work/launch.err" "$dir"/worker-*.log >&2
+    tail -n 20 "$dir"/server-*.log >&2
+    exit 1
+  }
+  awk -v run="$name" '$1 == "RESULT" {
+      mode = substr($2, 6)
+      for (i = 3; i <= NF; i++) { split($i, kv, "="); print mode "_" kv[1] "_" run, kv[2] }
+    }' "$dir/worker-0.log" >>"$work/results"
+  grep -h 'final stats' "$dir"/server-*.log | sed "s/^.*final stats:/$name server:/" || true
+}
+
+echo "$keys ids (zipf $zipf), dim $dim, Adagrad; $in_memory rows in memory when tiered"
+run memory "$work/memory.tables" "$build_dir/server/ps_server" ""
+run tiered "$work/tiered.tables" "$server_bin" "--disk_tier_dir=$work/tier"
+
+peer="same table in memory, same run"
+{
+  cat "$work/results"
+  echo "row tiered_steps_per_s steps/s train_steps_per_s_tiered train_steps_per_s_memory higher $peer"
+  for f in pull_p50 pull_p99 push_p50 push_p99; do
+    echo "row tiered_${f}_ms ms train_${f}_ms_tiered train_${f}_ms_memory lower $peer"
+  done
+  echo "row tiered_fill_s s fill_seconds_tiered fill_seconds_memory lower $peer"
+  echo "row tiered_server_read_mib MiB rss_server_read_mib_tiered rss_server_read_mib_memory - $peer"
+  echo "row tiered_server_peak_mib MiB rss_server_peak_mib_tiered rss_server_peak_mib_memory - $peer"
+} | bench_report ${json:+--json="$json"}
+echo "(ratio = tiered / in memory for steps/s; in memory / tiered for times)"
