@@ -58,9 +58,14 @@ constexpr uint32_t kTrainers = 2;
 constexpr uint32_t kIntruder = 2;  // worker id of the garbage writer
 constexpr uint32_t kWorkers = 3;
 
+// The dashboard's disk-tier panels need a table with one (idle here: its
+// series read 0).
 constexpr char kTables[] = R"(
 table { id: 1 name: "emb" kind: HASHED dim: 1 capacity: 65536
         push_value_type: FP16 optimizer { name: "sgd" learning_rate: 0.05 } }
+table { id: 2 name: "tiered" kind: EXACT dim: 1 capacity: 1000
+        admit_after_pushes: 1 when_full: WHEN_FULL_MOVE_TO_DISK
+        optimizer { name: "sgd" learning_rate: 0.05 } }
 )";
 
 std::string PrometheusBinary() {
@@ -355,7 +360,8 @@ TEST(PrometheusCluster, ScrapesAppliedRejectedAndAuc) {
   o.tables = kTables;
   o.extra_flags = {
       "--metrics_port=0", "--checkpoint_dir=" + (*checkpoints)->path(),
-      "--checkpoint_every_steps=200", "--checkpoint_on_exit=false"};
+      "--checkpoint_every_steps=200", "--checkpoint_on_exit=false",
+      "--disk_tier_dir=" + (*checkpoints)->path() + "/tier"};
   auto cluster_or = TestCluster::Start(o, "prometheus");
   ASSERT_TRUE(cluster_or.ok()) << cluster_or.status();
   auto& cluster = *cluster_or;
