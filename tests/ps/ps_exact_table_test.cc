@@ -12,15 +12,19 @@
 // half of C and all of D) are evicted: Stats' exact_evicted grows by 30,
 // exact_rows shrinks to the 10 of C1, and those keys pull as zeros again.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "client/checkpoint_sync.h"
 #include "tests/core/process_harness.h"
 #include "tests/ps/ps_cluster.h"
 
@@ -461,6 +465,94 @@ TEST_P(ExactTableTest, RowsBeyondTheBoundMoveToDiskAndBack) {
                                          std::to_string(shard) + "/table-5"))
         << "shard " << shard;
   }
+}
+
+// A checkpoint of a tiered table holds the rows of both tiers; kill -9 of
+// its server while pushes of fresh keys move rows to disk, then a restart
+// with --restore_from=latest (the same --disk_tier_dir, which the killed
+// server left files in): every key reads exactly as checkpointed, whether
+// the restore put its row in memory or on disk.
+TEST_P(ExactTableTest, KillNineMidDemotionRestoresTheCheckpointExactly) {
+  auto scratch = ScratchDir::Create("exact-tier-kill");
+  ASSERT_TRUE(scratch.ok()) << scratch.status();
+  const std::string ckpt = (*scratch)->path() + "/ckpt";
+  const std::string tier = (*scratch)->path() + "/tier";
+  ClusterOptions o;
+  o.num_servers = 1;
+  o.num_workers = 1;
+  o.transport = GetParam();
+  o.tables = R"(
+    table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 500
+            push_value_type: FP32 optimizer { name: "sum" }
+            admit_after_pushes: 1 when_full: WHEN_FULL_MOVE_TO_DISK }
+  )";
+  o.extra_flags = {"--disk_tier_dir=" + tier, "--checkpoint_dir=" + ckpt,
+                   "--checkpoint_every_steps=1", "--checkpoint_on_exit=false"};
+  constexpr uint64_t kKeys = 5000;
+  std::vector<uint64_t> keys;
+  std::vector<float> grads;
+  for (uint64_t i = 0; i < kKeys; ++i) {
+    keys.push_back(i * 0x9e3779b97f4a7c15ull + 17);
+    grads.insert(grads.end(), {static_cast<float>(i), -1.0f});
+  }
+  {
+    auto cluster = TestCluster::Start(o, "exact-tier-kill");
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    auto client = ConnectWorker(**cluster, 0);
+    ASSERT_TRUE(client.ok()) << client.status();
+    auto sync = worker::CheckpointSync::Create(client->get());
+    ASSERT_TRUE(sync.ok()) << sync.status();
+    ASSERT_TRUE((*sync)->Info().ok());
+    ASSERT_TRUE((*client)->Push(kTable, keys, grads).ok());
+    ASSERT_TRUE((*client)->WaitApplied().ok());
+    auto clock = (*client)->Clock();
+    ASSERT_TRUE(clock.ok()) << clock.status();
+    auto cut = (*sync)->Checkpoint(*clock, 0, 0);
+    ASSERT_TRUE(cut.ok()) << cut.status();
+    auto before = (*client)->Stats(0);
+    ASSERT_TRUE(before.ok()) << before.status();
+    ASSERT_GT(before->exact_rows_on_disk(), kKeys / 2);
+    // Fresh keys, many: every one moves a row to disk. Kill as soon as the
+    // server has begun.
+    std::vector<uint64_t> fresh;
+    for (uint64_t i = 0; i < 300000; ++i) fresh.push_back(~i);
+    ASSERT_TRUE(
+        (*client)
+            ->Push(kTable, fresh, std::vector<float>(2 * fresh.size(), 1.0f))
+            .ok());
+    bool demoting = false;
+    for (int i = 0; i < 2000 && !demoting; ++i) {
+      auto now = (*client)->Stats(0);
+      ASSERT_TRUE(now.ok()) << now.status();
+      demoting = now->exact_demoted() > before->exact_demoted();
+      if (!demoting) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_TRUE(demoting) << "the server never moved a fresh row to disk";
+    ASSERT_EQ(::kill((*cluster)->server(0).pid(), SIGKILL), 0);
+    auto killed = (*cluster)->server(0).Stop(10000);
+    ASSERT_TRUE(killed.ok()) << killed.status();
+    EXPECT_EQ(*killed, 128 + SIGKILL);
+  }
+  o.extra_flags.push_back("--restore_from=latest");
+  auto cluster = TestCluster::Start(o, "exact-tier-restored");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = ConnectWorker(**cluster, 0);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<float> out(2 * kKeys, -1.0f);
+  ASSERT_TRUE((*client)->Pull(kTable, keys, out).ok());
+  size_t wrong = 0;
+  for (size_t j = 0; j < out.size(); ++j) wrong += out[j] != grads[j];
+  EXPECT_EQ(wrong, 0u) << "of " << out.size() << " values";
+  auto stats = (*client)->Stats(0);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->exact_rows() + stats->exact_rows_on_disk(), kKeys);
+  EXPECT_EQ(stats->exact_rows(), 500u);
+  std::vector<float> gone(2, -1.0f);
+  ASSERT_TRUE(
+      (*client)->Pull(kTable, std::vector<uint64_t>{~uint64_t{0}}, gone).ok());
+  EXPECT_EQ(gone, std::vector<float>(2, 0.0f)) << "a key after the cut";
+  Status stopped = (*cluster)->Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped;
 }
 
 // A table that moves rows to disk on a server started without
