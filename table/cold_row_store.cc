@@ -149,22 +149,29 @@ Status ColdRowStore::Clear() {
   return Status::OK();
 }
 
-Status ColdRowStore::ForEach(
-    const std::function<void(uint64_t, std::span<const std::byte>)>& fn) const {
+Status ColdRowStore::ForEach(const RecordFn& fn) const {
+  return ForEachFrom(0, SIZE_MAX, fn).status();
+}
+
+StatusOr<std::optional<uint64_t>> ColdRowStore::ForEachFrom(
+    uint64_t first, size_t limit, const RecordFn& fn) const {
   rocksdb::ReadOptions r;
   r.fill_cache = false;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(r));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+  size_t visited = 0;
+  for (it->Seek(EncodedKey(first).slice()); it->Valid(); it->Next()) {
     const rocksdb::Slice v = it->value();
     if (it->key().size() != 8 || v.size() != record_bytes_) {
       return Corruption("disk tier " + dir_ + ": a record of the wrong size");
     }
-    fn(DecodeKey(it->key()),
-       std::span<const std::byte>(reinterpret_cast<const std::byte*>(v.data()),
-                                  v.size()));
+    const uint64_t key = DecodeKey(it->key());
+    if (visited == limit) return std::optional<uint64_t>(key);
+    fn(key, std::span<const std::byte>(
+                reinterpret_cast<const std::byte*>(v.data()), v.size()));
+    ++visited;
   }
   if (!it->status().ok()) return FromRocks(it->status(), "cannot scan", dir_);
-  return Status::OK();
+  return std::optional<uint64_t>();
 }
 
 }  // namespace ps::table

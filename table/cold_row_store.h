@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -67,9 +68,13 @@ class ColdRowStore {
   // Every record deleted (a restore starts from an empty store).
   Status Clear();
   // fn(key, record) for every record, keys ascending.
-  Status ForEach(
-      const std::function<void(uint64_t, std::span<const std::byte>)>& fn)
-      const;
+  using RecordFn = std::function<void(uint64_t, std::span<const std::byte>)>;
+  Status ForEach(const RecordFn& fn) const;
+  // fn for at most `limit` records from key `first` on, keys ascending.
+  // Returns the key after the last one visited, or nullopt when the scan
+  // reached the end.
+  StatusOr<std::optional<uint64_t>> ForEachFrom(uint64_t first, size_t limit,
+                                                const RecordFn& fn) const;
 
   // Bytes of records written and read since Open.
   uint64_t bytes_written() const { return bytes_written_; }

@@ -191,6 +191,25 @@ Status ExactPartition::Promote(uint64_t key, uint64_t hash, uint64_t step,
   return Status::OK();
 }
 
+Status ExactPartition::EvictIdleOnDisk(uint64_t key, uint64_t step,
+                                       uint32_t now_s) {
+  std::unique_lock lock(mu_);
+  // Read again under the lock: the row may have come back and gone out
+  // again since the caller saw it.
+  promoted_record_.resize(cold_->record_bytes());
+  PS_ASSIGN_OR_RETURN(const bool found, cold_->Get(key, promoted_record_));
+  if (!found) return Status::OK();
+  const ColdRow cold =
+      ViewColdRecord(promoted_record_, dim_, optimizer_.arrays());
+  if (!Idle(cold.last_update, cold.updated_s, step, now_s)) {
+    return Status::OK();
+  }
+  PS_RETURN_IF_ERROR(cold_->Delete(key));
+  --counters_.rows_on_disk;
+  ++counters_.evicted;
+  return Status::OK();
+}
+
 StatusOr<bool> ExactPartition::ReadColdLocked(uint64_t key,
                                               std::span<float> out) const {
   std::vector<std::byte> record(cold_->record_bytes());

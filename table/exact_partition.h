@@ -158,6 +158,9 @@ class ExactPartition {
   // before `step` or evict_after_seconds (not 0) before `now_s`, least
   // recently updated first.
   void EvictIdle(uint64_t step, uint32_t now_s);
+  // With a disk tier: deletes the row of `key` (of this partition) from
+  // disk if it lies there idle by the same measures (counted as evicted).
+  Status EvictIdleOnDisk(uint64_t key, uint64_t step, uint32_t now_s);
 
   // The last update of this partition's least recently updated row
   // (UINT64_MAX without rows), as of the end of its last change: what

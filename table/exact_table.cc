@@ -1,5 +1,7 @@
 #include "table/exact_table.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <chrono>
 #include <numeric>
@@ -152,6 +154,32 @@ void ExactTable::Sweep(uint64_t step, uint32_t now_s) {
       spec().evict_after_seconds() != 0 && claim(swept_second_, now_s);
   if (!by_step && !by_time) return;
   for (auto& p : partitions_) p->EvictIdle(step, now_s);
+  if (cold_ != nullptr) SweepDisk(step, now_s);
+}
+
+void ExactTable::SweepDisk(uint64_t step, uint32_t now_s) {
+  std::unique_lock sweeping(disk_sweep_mu_, std::try_to_lock);
+  if (!sweeping.owns_lock()) return;
+  // The keys first, then each checked under its partition's lock (the
+  // scan holds none: a row may move meanwhile).
+  std::vector<uint64_t> keys;
+  keys.reserve(kDiskSweepRows);
+  auto next = cold_->ForEachFrom(
+      disk_sweep_from_, kDiskSweepRows,
+      [&](uint64_t key, std::span<const std::byte>) { keys.push_back(key); });
+  if (!next.ok()) {
+    LOG_EVERY_N(ERROR, 100)
+        << Where(spec()) << ": disk tier sweep: " << next.status();
+    return;
+  }
+  disk_sweep_from_ = next->value_or(0);  // round again from the start
+  for (uint64_t key : keys) {
+    Status s = PartitionOf(key).EvictIdleOnDisk(key, step, now_s);
+    if (!s.ok()) {
+      LOG_EVERY_N(ERROR, 100) << Where(spec()) << ": disk tier sweep: " << s;
+      return;
+    }
+  }
 }
 
 Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,

@@ -38,8 +38,11 @@
 //   A push of a key whose row is on disk brings it back (moving another
 //   out if the bound says so) and applies it there; a pull reads it from
 //   disk without bringing it back. Eviction by age deletes a row from
-//   either tier: from memory as above, from disk when its key is next
-//   pushed (until then it is read and checkpointed as it was).
+//   either tier: from memory as above; from disk when its key is next
+//   pushed, or when a sweep comes by: each newer step (or second) reads
+//   kDiskSweepRows more rows on disk, in key order, round and round, and
+//   deletes the idle ones (until then a row is read and checkpointed as it
+//   was).
 //   Snapshots hold the rows of both tiers; restores fill memory with the
 //   most recently updated rows and put the rest on disk. A push whose
 //   partition has no row to move out while every partition that has one
@@ -74,6 +77,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -105,6 +109,9 @@ class ExactTable final : public Table {
   // disk tier without a folder), kIOError when the disk tier cannot open.
   static StatusOr<std::unique_ptr<ExactTable>> Create(
       const proto::TableSpec& spec, Options options = {});
+
+  // Rows on disk each newer step's (or second's) sweep reads (see above).
+  static constexpr size_t kDiskSweepRows = 4096;
 
   RowAccess access() const override { return RowAccess::kThroughServer; }
 
@@ -165,6 +172,9 @@ class ExactTable final : public Table {
   // Evicts by age in every partition once per newer step and, with
   // evict_after_seconds, once per newer second (see the header).
   void Sweep(uint64_t step, uint32_t now_s);
+  // With a disk tier, the next kDiskSweepRows rows on disk: the idle ones
+  // deleted. One sweeper at a time; another skips.
+  void SweepDisk(uint64_t step, uint32_t now_s);
   // ExactPartition::Reclaim: frees (retires) the oldest row of the
   // partition other than `asking` whose oldest row is the oldest and older
   // than `update`.
@@ -180,6 +190,8 @@ class ExactTable final : public Table {
   std::atomic<uint32_t> swept_second_{0};
   RowBudget budget_;
   const std::unique_ptr<ColdRowStore> cold_;  // null: no disk tier
+  std::mutex disk_sweep_mu_;
+  uint64_t disk_sweep_from_ = 0;  // the next key to look at; disk_sweep_mu_
   std::unique_ptr<ExactPartition> partitions_[kPartitions];
 };
 

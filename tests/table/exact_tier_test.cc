@@ -320,34 +320,79 @@ TEST(ExactTierTest, SnapshotHoldsBothTiersAndRestoreRefillsThem) {
   EXPECT_EQ(restore(*small).code(), StatusCode::kResourceExhausted);
 }
 
+// A push of a key whose row lies idle on disk, where no sweep came by yet,
+// deletes it and starts the key afresh (ExactPartition::Promote). Sweeps
+// go round the rows on disk in key order, kDiskSweepRows a newer step: the
+// one of step 3 reads keys 0..4095 (none idle yet), the one of step 20 the
+// other 904 (idle: deleted) and wraps, so key 0 is left to its push.
 TEST(ExactTierTest, RowsIdleOnDiskAreEvictedWhenTheirKeyComesBack) {
   TempDir dir;
   proto::TableSpec spec = Spec(10, true, "sum");
   spec.clear_initializer();
   spec.set_evict_after_steps(5);
   auto t = Tiered(spec, dir.path());
+  constexpr uint64_t kOld = 5000;
+  constexpr uint64_t kSwept = kOld - ExactTable::kDiskSweepRows;  // at 20
   std::vector<uint64_t> old_keys, new_keys;
-  for (uint64_t k = 0; k < 10; ++k) {
-    old_keys.push_back(k);
-    new_keys.push_back(100 + k);
-  }
-  ASSERT_TRUE(t->ApplyKeys(1, old_keys, std::vector<float>(30, 2.0f)).ok());
+  for (uint64_t k = 0; k < kOld; ++k) old_keys.push_back(k);
+  for (uint64_t k = 0; k < 10; ++k) new_keys.push_back(kOld + k);
+  ASSERT_TRUE(
+      t->ApplyKeys(1, old_keys, std::vector<float>(3 * kOld, 2.0f)).ok());
   ASSERT_TRUE(t->ApplyKeys(3, new_keys, std::vector<float>(30, 1.0f)).ok());
-  ASSERT_EQ(t->counters().rows_on_disk, 10u);
-  // Still read (and checkpointed) as they were until a push comes.
+  ASSERT_EQ(t->counters().rows_on_disk, kOld);
+  // Still read (and checkpointed) as they were until a push or a sweep.
   EXPECT_EQ(Pull(*t, {0}).values, (std::vector<float>{2, 2, 2}));
-  // At step 20 the old rows are 19 steps idle: a push of key 0 finds its
-  // row on disk expired, deletes it and starts the key afresh.
+  // At step 20 the old rows are 19 steps idle.
   ASSERT_TRUE(
       t->ApplyKeys(20, std::vector<uint64_t>{0}, std::vector<float>(3, 1.0f))
           .ok());
   EXPECT_EQ(Pull(*t, {0}).values, (std::vector<float>{1, 1, 1}));
-  // The sweep of step 20 freed the new keys' rows (17 steps idle) from
-  // memory, so key 0 found room without moving another row out.
+  EXPECT_FALSE(Pull(*t, {kOld - 1}).present[0]) << "swept";
+  EXPECT_TRUE(Pull(*t, {1}).present[0]) << "not swept yet";
+  // Evicted: the new keys' rows in memory (17 steps idle), the rows swept
+  // on disk, and key 0's on disk.
   const TableCounters c = t->counters();
   EXPECT_EQ(c.rows, 1u);
-  EXPECT_EQ(c.rows_on_disk, 9u);
-  EXPECT_EQ(c.evicted, 10u + 1u);
+  EXPECT_EQ(c.rows_on_disk, kOld - kSwept - 1);
+  EXPECT_EQ(c.evicted, 10 + kSwept + 1);
+}
+
+// Rows idle on disk whose keys never come back are deleted by the sweeps of
+// newer steps (ExactTable::kDiskSweepRows rows on disk a step), not only
+// when pushed: after enough steps of other keys, the old rows are gone
+// from disk and read as absent, and the young ones stay.
+TEST(ExactTierTest, SweepsOfNewerStepsDeleteIdleRowsOnDisk) {
+  TempDir dir;
+  proto::TableSpec spec = Spec(100, true, "sum");
+  spec.clear_initializer();
+  spec.set_evict_after_steps(50);
+  auto t = Tiered(spec, dir.path());
+  // 10,000 old keys at step 1: all but 100 of them on disk.
+  std::vector<uint64_t> old_keys;
+  for (uint64_t k = 0; k < 10000; ++k) old_keys.push_back(k * 7919 + 1);
+  ASSERT_TRUE(t->ApplyKeys(1, old_keys, std::vector<float>(3 * 10000, 1)).ok());
+  ASSERT_EQ(t->counters().rows_on_disk, 9900u);
+  // Then steps 2..60 push 100 young keys each (kept on disk by the newer
+  // ones, young enough): from step 52 on the old rows are idle, and the
+  // sweeps of steps 52..60 (4,096 rows each) go round the disk.
+  std::vector<uint64_t> young;
+  for (uint64_t step = 2; step <= 60; ++step) {
+    std::vector<uint64_t> keys;
+    for (uint64_t i = 0; i < 100; ++i) keys.push_back((step << 32) + i);
+    young.insert(young.end(), keys.begin(), keys.end());
+    ASSERT_TRUE(t->ApplyKeys(step, keys, std::vector<float>(300, 1)).ok());
+  }
+  const Pulled old_now = Pull(*t, old_keys);
+  EXPECT_EQ(std::count(old_now.present.begin(), old_now.present.end(), true),
+            0);
+  // The young keys of steps 10..60 are at most 50 steps old: all kept.
+  std::vector<uint64_t> kept(young.end() - 51 * 100, young.end());
+  const Pulled kept_now = Pull(*t, kept);
+  EXPECT_EQ(std::count(kept_now.present.begin(), kept_now.present.end(), true),
+            static_cast<long>(kept.size()));
+  const TableCounters c = t->counters();
+  EXPECT_GE(c.evicted, 10000u);
+  EXPECT_LE(c.rows + c.rows_on_disk, young.size());
 }
 
 // Writers push their own keys (each push adds {1, 2, 3}: a row is
