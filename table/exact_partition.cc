@@ -321,7 +321,8 @@ void ExactPartition::Touch(uint32_t row, uint64_t step, uint32_t now_s) {
 }
 
 void ExactPartition::FreeRow(uint32_t row) {
-  Unlink(row);
+  // A row that never joined the list (a promotion undone) has no links.
+  if (meta_[row].prev != kNoRow || oldest_ == row) Unlink(row);
   row_of_key_.Erase(key_of_row_[row]);
   free_rows_.push_back(row);
   budget_->Give();

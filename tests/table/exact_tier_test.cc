@@ -541,6 +541,18 @@ TEST(ExactTierTest, DiskFullChild) {
   TableSnapshot snap;
   ASSERT_TRUE(t->Snapshot(&snap).ok());
   EXPECT_EQ(snap.ids.size(), held);
+  // Pushes to keys whose rows are on disk cannot bring them back (that
+  // would move another row out): dropped and counted, the rows unchanged.
+  std::vector<uint64_t> cold;
+  for (uint64_t i = 0; i < kKeys && cold.size() < 100; ++i) {
+    if (p.present[i] && !t->HasRow(keys[i])) cold.push_back(keys[i]);
+  }
+  ASSERT_EQ(cold.size(), 100u);
+  const Pulled cold_before = Pull(*t, cold);
+  ASSERT_TRUE(
+      t->ApplyKeys(kKeys, cold, std::vector<float>(100 * 16, 1.0f)).ok());
+  EXPECT_EQ(Pull(*t, cold), cold_before);
+  EXPECT_EQ(t->counters().dropped_pushes, c.dropped_pushes + 100);
   std::printf("held %lu of %lu keys, %lu refused\n",
               static_cast<unsigned long>(held),
               static_cast<unsigned long>(kKeys),
