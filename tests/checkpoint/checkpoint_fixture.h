@@ -20,30 +20,14 @@
 #include "checkpoint/restorer.h"
 #include "checkpoint/shard_snapshot.h"
 #include "protocol/shard_map.h"
+#include "tests/temp_dir.h"
 
 namespace ps::checkpoint::testing {
 
 inline constexpr uint32_t kHashed = 1, kDense = 2, kExact = 3;
 
 // A fresh directory under the test temp dir, removed at destruction.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TEST_TMPDIR");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/ckpt_test_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    path_ = ::mkdtemp(buf.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::ps::testing::TempDir;
 
 struct Model {
   uint64_t hashed_capacity = 20011;

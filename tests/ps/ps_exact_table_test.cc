@@ -388,6 +388,23 @@ TEST_P(ExactTableTest, LargePushesStreamAndNonFiniteOnesChangeNothing) {
   EXPECT_TRUE(stopped.ok()) << stopped;
 }
 
+// One worker and `servers` servers of table 5 with a disk tier (each
+// shard keeps `capacity` rows in memory; rows are sums of gradients); the
+// caller adds --disk_tier_dir.
+ClusterOptions TieredCluster(uint32_t servers, uint64_t capacity,
+                             xfer::TransportChoice transport) {
+  ClusterOptions o;
+  o.num_servers = servers;
+  o.num_workers = 1;
+  o.transport = transport;
+  o.tables =
+      R"(table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: )" +
+      std::to_string(capacity) + R"(
+      push_value_type: FP32 optimizer { name: "sum" } admit_after_pushes: 1
+      when_full: WHEN_FULL_MOVE_TO_DISK })";
+  return o;
+}
+
 // A table whose shards keep 300 rows in memory (when_full:
 // WHEN_FULL_MOVE_TO_DISK, ps_server --disk_tier_dir) takes 3,000 keys: the
 // rows beyond the bound move to each server's disk tier and back as keys
@@ -397,15 +414,7 @@ TEST_P(ExactTableTest, RowsBeyondTheBoundMoveToDiskAndBack) {
   auto tier = ScratchDir::Create("exact-tier");
   ASSERT_TRUE(tier.ok()) << tier.status();
   const std::string tier_dir = (*tier)->path();
-  ClusterOptions o;
-  o.num_servers = 2;
-  o.num_workers = 1;
-  o.transport = GetParam();
-  o.tables = R"(
-    table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 300
-            push_value_type: FP32 optimizer { name: "sum" }
-            admit_after_pushes: 1 when_full: WHEN_FULL_MOVE_TO_DISK }
-  )";
+  ClusterOptions o = TieredCluster(2, 300, GetParam());
   o.extra_flags = {"--disk_tier_dir=" + tier_dir};
   auto cluster = TestCluster::Start(o, "exact-tier");
   ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -477,15 +486,7 @@ TEST_P(ExactTableTest, KillNineMidDemotionRestoresTheCheckpointExactly) {
   ASSERT_TRUE(scratch.ok()) << scratch.status();
   const std::string ckpt = (*scratch)->path() + "/ckpt";
   const std::string tier = (*scratch)->path() + "/tier";
-  ClusterOptions o;
-  o.num_servers = 1;
-  o.num_workers = 1;
-  o.transport = GetParam();
-  o.tables = R"(
-    table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 500
-            push_value_type: FP32 optimizer { name: "sum" }
-            admit_after_pushes: 1 when_full: WHEN_FULL_MOVE_TO_DISK }
-  )";
+  ClusterOptions o = TieredCluster(1, 500, GetParam());
   o.extra_flags = {"--disk_tier_dir=" + tier, "--checkpoint_dir=" + ckpt,
                    "--checkpoint_every_steps=1", "--checkpoint_on_exit=false"};
   constexpr uint64_t kKeys = 5000;
@@ -507,8 +508,17 @@ TEST_P(ExactTableTest, KillNineMidDemotionRestoresTheCheckpointExactly) {
     ASSERT_TRUE((*client)->WaitApplied().ok());
     auto clock = (*client)->Clock();
     ASSERT_TRUE(clock.ok()) << clock.status();
-    auto cut = (*sync)->Checkpoint(*clock, 0, 0);
+    const uint64_t first_step = *clock;
+    auto cut = (*sync)->Checkpoint(first_step, 0, 0);
     ASSERT_TRUE(cut.ok()) << cut.status();
+    // A cut returns before its checkpoint is committed; the next one
+    // waits for that and says how it ended. (Its own may be cut short by
+    // the kill: restores skip it. It holds the same rows.)
+    clock = (*client)->Clock();
+    ASSERT_TRUE(clock.ok()) << clock.status();
+    cut = (*sync)->Checkpoint(*clock, 0, 0);
+    ASSERT_TRUE(cut.ok()) << cut.status();
+    ASSERT_GE(cut->newest_complete_step, first_step);
     auto before = (*client)->Stats(0);
     ASSERT_TRUE(before.ok()) << before.status();
     ASSERT_GT(before->exact_rows_on_disk(), kKeys / 2);
@@ -558,15 +568,7 @@ TEST_P(ExactTableTest, KillNineMidDemotionRestoresTheCheckpointExactly) {
 // A table that moves rows to disk on a server started without
 // --disk_tier_dir: the server refuses to start and says what is missing.
 TEST_P(ExactTableTest, ADiskTierWithoutAFolderIsRefusedAtStart) {
-  ClusterOptions o;
-  o.num_servers = 1;
-  o.num_workers = 1;
-  o.transport = GetParam();
-  o.tables = R"(
-    table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 300
-            optimizer { name: "sum" } admit_after_pushes: 1
-            when_full: WHEN_FULL_MOVE_TO_DISK }
-  )";
+  ClusterOptions o = TieredCluster(1, 300, GetParam());
   auto cluster = TestCluster::Start(o, "exact-tier-nodir");
   ASSERT_FALSE(cluster.ok());
   EXPECT_NE(cluster.status().message().find("--disk_tier_dir"),

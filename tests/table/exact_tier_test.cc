@@ -25,26 +25,12 @@
 
 #include "table/cold_row_store.h"
 #include "table/exact_table.h"
+#include "tests/temp_dir.h"
 
 namespace ps::table {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TEST_TMPDIR");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/tier_test_XXXXXX";
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::ps::testing::TempDir;
 
 proto::TableSpec Spec(uint64_t capacity, bool tier,
                       const std::string& optimizer = "adagrad") {
@@ -61,6 +47,15 @@ proto::TableSpec Spec(uint64_t capacity, bool tier,
   s.mutable_optimizer()->set_learning_rate(0.5f);
   s.mutable_initializer()->set_name("uniform");
   s.mutable_initializer()->set_scale(0.1f);
+  return s;
+}
+
+// A tiered table whose rows are the sums of their gradients (optimizer
+// "sum", zeros first), evicting after `evict_after_steps` (0: never).
+proto::TableSpec Counting(uint64_t capacity, uint64_t evict_after_steps = 0) {
+  proto::TableSpec s = Spec(capacity, true, "sum");
+  s.clear_initializer();
+  s.set_evict_after_steps(evict_after_steps);
   return s;
 }
 
@@ -327,10 +322,7 @@ TEST(ExactTierTest, SnapshotHoldsBothTiersAndRestoreRefillsThem) {
 // other 904 (idle: deleted) and wraps, so key 0 is left to its push.
 TEST(ExactTierTest, RowsIdleOnDiskAreEvictedWhenTheirKeyComesBack) {
   TempDir dir;
-  proto::TableSpec spec = Spec(10, true, "sum");
-  spec.clear_initializer();
-  spec.set_evict_after_steps(5);
-  auto t = Tiered(spec, dir.path());
+  auto t = Tiered(Counting(10, 5), dir.path());
   constexpr uint64_t kOld = 5000;
   constexpr uint64_t kSwept = kOld - ExactTable::kDiskSweepRows;  // at 20
   std::vector<uint64_t> old_keys, new_keys;
@@ -363,10 +355,7 @@ TEST(ExactTierTest, RowsIdleOnDiskAreEvictedWhenTheirKeyComesBack) {
 // from disk and read as absent, and the young ones stay.
 TEST(ExactTierTest, SweepsOfNewerStepsDeleteIdleRowsOnDisk) {
   TempDir dir;
-  proto::TableSpec spec = Spec(100, true, "sum");
-  spec.clear_initializer();
-  spec.set_evict_after_steps(50);
-  auto t = Tiered(spec, dir.path());
+  auto t = Tiered(Counting(100, 50), dir.path());
   // 10,000 old keys at step 1: all but 100 of them on disk.
   std::vector<uint64_t> old_keys;
   for (uint64_t k = 0; k < 10000; ++k) old_keys.push_back(k * 7919 + 1);
@@ -403,9 +392,7 @@ TEST(ExactTierTest, SweepsOfNewerStepsDeleteIdleRowsOnDisk) {
 // TSan by the concurrency label.
 TEST(ExactTierTest, ConcurrentPushesPullsAndSnapshotsKeepExactSums) {
   TempDir dir;
-  proto::TableSpec spec = Spec(64, true, "sum");
-  spec.clear_initializer();
-  auto table = Tiered(spec, dir.path());
+  auto table = Tiered(Counting(64), dir.path());
   constexpr int kWriters = 3, kRounds = 80, kBatch = 40;
   constexpr uint64_t kKeysPerWriter = 300;
   std::vector<std::vector<uint32_t>> pushes(
@@ -508,9 +495,8 @@ constexpr char kFullDirEnv[] = "PS_TIER_TEST_FULL_DIR";
 TEST(ExactTierTest, DiskFullChild) {
   const char* dir = std::getenv(kFullDirEnv);
   if (dir == nullptr) GTEST_SKIP() << "run by AFullDiskRefusesNewKeys...";
-  proto::TableSpec spec = Spec(1000, true, "sum");
+  proto::TableSpec spec = Counting(1000);
   spec.set_dim(16);
-  spec.clear_initializer();
   auto t = Tiered(spec, dir);
   ASSERT_NE(t, nullptr);
   // 400,000 keys of 96-byte records: the 16 MiB memtable's first flush
