@@ -10,6 +10,7 @@
 #include "table/exact_table.h"
 #include "table/initializer.h"
 #include "table/param_table.h"
+#include "table/rocksdb_cold_row_store.h"
 
 namespace ps::server {
 namespace {
@@ -126,9 +127,12 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(
       // One folder per table: each table's store is emptied when it opens.
       table::ExactTable::Options options;
       if (!disk_tier_dir.empty()) {
-        options.disk_tier_dir = disk_tier_dir + "/shard-" +
+        const std::string dir = disk_tier_dir + "/shard-" +
                                 std::to_string(shard_id) + "/table-" +
                                 std::to_string(spec.id());
+        options.open_disk_tier = [dir](size_t record_bytes) {
+          return table::RocksDbColdRowStore::Open(dir, record_bytes);
+        };
       }
       PS_ASSIGN_OR_RETURN(t->table_,
                           table::ExactTable::Create(applied, options));

@@ -35,7 +35,7 @@ bool ExactPartition::TakeFromBudget() {
                  << (cold_ != nullptr
                          ? "from now on the least recently updated rows of "
                            "the shard move to disk (" +
-                               cold_->dir() + ") to make room (when_full)"
+                               cold_->where() + ") to make room (when_full)"
                      : evict ? "from now on a new key takes the least "
                                "recently updated row of the shard (when_full)"
                              : std::string("new keys are not admitted until "

@@ -45,15 +45,14 @@ StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
   }
   std::unique_ptr<ColdRowStore> cold;
   if (spec.when_full() == proto::WHEN_FULL_MOVE_TO_DISK) {
-    if (options.disk_tier_dir.empty()) {
+    if (!options.open_disk_tier) {
       return InvalidArgument(
           Where(spec) +
           ": when_full: WHEN_FULL_MOVE_TO_DISK needs a folder for the disk "
           "tier (ps_server --disk_tier_dir)");
     }
-    auto store = ColdRowStore::Open(
-        options.disk_tier_dir, ExactPartition::ColdRecordBytes(
-                                   spec.dim(), OptimizerState(spec).arrays()));
+    auto store = options.open_disk_tier(ExactPartition::ColdRecordBytes(
+        spec.dim(), OptimizerState(spec).arrays()));
     if (!store.ok()) return store.status().WithContext(Where(spec));
     cold = std::move(*store);
   }

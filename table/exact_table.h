@@ -33,7 +33,7 @@
 //   admitted (counted) until eviction by age frees rows, or (a disk tier)
 //   takes that row after it moved, with its optimizer state and last
 //   update, to the table's ColdRowStore (table/cold_row_store.h).
-// - Disk tier (when_full: WHEN_FULL_MOVE_TO_DISK, Options::disk_tier_dir):
+// - Disk tier (when_full: WHEN_FULL_MOVE_TO_DISK, Options::open_disk_tier):
 //   the bound is what stays in memory; the rest of the rows wait on disk.
 //   A push of a key whose row is on disk brings it back (moving another
 //   out if the bound says so) and applies it there; a pull reads it from
@@ -100,9 +100,9 @@ class ExactTable final : public Table {
   using SecondsClock = std::function<uint64_t()>;
   struct Options {
     SecondsClock clock;
-    // The disk tier's folder (emptied first: ColdRowStore::Open), used
-    // when the spec's when_full is WHEN_FULL_MOVE_TO_DISK, which needs one.
-    std::string disk_tier_dir;
+    // Opens the disk tier (an empty store) when the spec's when_full is
+    // WHEN_FULL_MOVE_TO_DISK, which needs one.
+    ColdRowStoreOpener open_disk_tier;
   };
 
   // kInvalidArgument for a spec that is not a valid EXACT table (or a

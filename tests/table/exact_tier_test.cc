@@ -3,7 +3,7 @@
 // optimizer state, so that a tiered table with a small bound ends every
 // push exactly where the same table entirely in memory does; pulls read
 // rows from either tier; snapshots hold both; restores refill both; eviction
-// by age reaches rows on disk. And ColdRowStore itself.
+// by age reaches rows on disk. And RocksDbColdRowStore itself.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,8 +23,8 @@
 #include <tuple>
 #include <vector>
 
-#include "table/cold_row_store.h"
 #include "table/exact_table.h"
+#include "table/rocksdb_cold_row_store.h"
 #include "tests/temp_dir.h"
 
 namespace ps::table {
@@ -62,7 +62,9 @@ proto::TableSpec Counting(uint64_t capacity, uint64_t evict_after_steps = 0) {
 std::unique_ptr<ExactTable> Tiered(const proto::TableSpec& spec,
                                    const std::string& dir) {
   ExactTable::Options options;
-  options.disk_tier_dir = dir;
+  options.open_disk_tier = [dir](size_t record_bytes) {
+    return RocksDbColdRowStore::Open(dir, record_bytes);
+  };
   auto t = ExactTable::Create(spec, options);
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? std::move(*t) : nullptr;
@@ -109,9 +111,9 @@ Pulled Pull(const ExactTable& t, const std::vector<uint64_t>& keys) {
   return p;
 }
 
-TEST(ColdRowStoreTest, PutGetDeleteClearAndForEachInKeyOrder) {
+TEST(RocksDbColdRowStoreTest, PutGetDeleteClearAndForEachInKeyOrder) {
   TempDir dir;
-  auto store = ColdRowStore::Open(dir.path() + "/store", 8).value();
+  auto store = RocksDbColdRowStore::Open(dir.path() + "/store", 8).value();
   auto record = [](uint64_t v) {
     std::vector<std::byte> r(8);
     std::memcpy(r.data(), &v, 8);
@@ -175,10 +177,10 @@ constexpr char kKilledDirEnv[] = "PS_TIER_TEST_KILLED_DIR";
 
 // Fills a store past its memtable, so that RocksDB writes files, then ends
 // the process without destructors, as a kill -9 would.
-TEST(ColdRowStoreTest, KilledChild) {
+TEST(RocksDbColdRowStoreTest, KilledChild) {
   const char* dir = std::getenv(kKilledDirEnv);
   if (dir == nullptr) GTEST_SKIP() << "run by OpenEmptiesWhatAKilled...";
-  auto store = ColdRowStore::Open(dir, 128).value();
+  auto store = RocksDbColdRowStore::Open(dir, 128).value();
   for (uint64_t k = 0; k < 400000; ++k) {
     ASSERT_TRUE(store->Put(k, std::vector<std::byte>(128)).ok());
   }
@@ -186,12 +188,13 @@ TEST(ColdRowStoreTest, KilledChild) {
   ::_exit(0);
 }
 
-TEST(ColdRowStoreTest, OpenEmptiesWhatAKilledProcessLeftAndCloseDeletes) {
+TEST(RocksDbColdRowStoreTest,
+     OpenEmptiesWhatAKilledProcessLeftAndCloseDeletes) {
   TempDir dir;
   const std::string store_dir = dir.path() + "/store";
   const ChildRun child =
       RunShell(std::string(kKilledDirEnv) + "=" + store_dir + " " +
-               ThisBinaryRunning("ColdRowStoreTest.KilledChild"));
+               ThisBinaryRunning("RocksDbColdRowStoreTest.KilledChild"));
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << child.output;
   uintmax_t left = 0;
@@ -200,7 +203,7 @@ TEST(ColdRowStoreTest, OpenEmptiesWhatAKilledProcessLeftAndCloseDeletes) {
   }
   ASSERT_GT(left, 0u) << "the child left no files to empty";
   {
-    auto store = ColdRowStore::Open(store_dir, 128).value();
+    auto store = RocksDbColdRowStore::Open(store_dir, 128).value();
     std::vector<std::byte> got(128);
     EXPECT_FALSE(store->Get(5, got).value());
     for (const auto& f : std::filesystem::directory_iterator(store_dir)) {
@@ -211,11 +214,11 @@ TEST(ColdRowStoreTest, OpenEmptiesWhatAKilledProcessLeftAndCloseDeletes) {
   EXPECT_FALSE(std::filesystem::exists(store_dir)) << "scratch left behind";
 }
 
-TEST(ColdRowStoreTest, AFolderThatCannotBeMadeIsAnIOError) {
+TEST(RocksDbColdRowStoreTest, AFolderThatCannotBeMadeIsAnIOError) {
   TempDir dir;
   const std::string file = dir.path() + "/a_file";
   std::ofstream(file) << "x";
-  auto store = ColdRowStore::Open(file + "/tier", 8);
+  auto store = RocksDbColdRowStore::Open(file + "/tier", 8);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kIOError) << store.status();
   EXPECT_NE(store.status().message().find(file), std::string::npos)

@@ -1,4 +1,4 @@
-#include "table/cold_row_store.h"
+#include "table/rocksdb_cold_row_store.h"
 
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
@@ -73,7 +73,7 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what,
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ColdRowStore>> ColdRowStore::Open(
+StatusOr<std::unique_ptr<ColdRowStore>> RocksDbColdRowStore::Open(
     const std::string& dir, size_t record_bytes) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -87,15 +87,15 @@ StatusOr<std::unique_ptr<ColdRowStore>> ColdRowStore::Open(
   rocksdb::DB* db = nullptr;
   s = rocksdb::DB::Open(options, dir, &db);
   if (!s.ok()) return FromRocks(s, "cannot open", dir);
-  return std::unique_ptr<ColdRowStore>(
-      new ColdRowStore(dir, record_bytes, std::unique_ptr<rocksdb::DB>(db)));
+  return std::unique_ptr<ColdRowStore>(new RocksDbColdRowStore(
+      dir, record_bytes, std::unique_ptr<rocksdb::DB>(db)));
 }
 
-ColdRowStore::ColdRowStore(std::string dir, size_t record_bytes,
-                           std::unique_ptr<rocksdb::DB> db)
+RocksDbColdRowStore::RocksDbColdRowStore(std::string dir, size_t record_bytes,
+                                         std::unique_ptr<rocksdb::DB> db)
     : dir_(std::move(dir)), record_bytes_(record_bytes), db_(std::move(db)) {}
 
-ColdRowStore::~ColdRowStore() {
+RocksDbColdRowStore::~RocksDbColdRowStore() {
   db_.reset();
   // Scratch: nothing to keep. A failure leaves files to the next Open.
   (void)rocksdb::DestroyDB(dir_, StoreOptions());
@@ -103,7 +103,8 @@ ColdRowStore::~ColdRowStore() {
   std::filesystem::remove(dir_, ec);  // only if empty
 }
 
-Status ColdRowStore::Put(uint64_t key, std::span<const std::byte> record) {
+Status RocksDbColdRowStore::Put(uint64_t key,
+                                std::span<const std::byte> record) {
   const rocksdb::Status s =
       db_->Put(Unlogged(), EncodedKey(key).slice(),
                rocksdb::Slice(reinterpret_cast<const char*>(record.data()),
@@ -113,8 +114,8 @@ Status ColdRowStore::Put(uint64_t key, std::span<const std::byte> record) {
   return Status::OK();
 }
 
-StatusOr<bool> ColdRowStore::Get(uint64_t key,
-                                 std::span<std::byte> record) const {
+StatusOr<bool> RocksDbColdRowStore::Get(uint64_t key,
+                                        std::span<std::byte> record) const {
   rocksdb::PinnableSlice value;
   const rocksdb::Status s =
       db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(),
@@ -132,13 +133,13 @@ StatusOr<bool> ColdRowStore::Get(uint64_t key,
   return true;
 }
 
-Status ColdRowStore::Delete(uint64_t key) {
+Status RocksDbColdRowStore::Delete(uint64_t key) {
   const rocksdb::Status s = db_->Delete(Unlogged(), EncodedKey(key).slice());
   if (!s.ok()) return FromRocks(s, "cannot delete a row", dir_);
   return Status::OK();
 }
 
-Status ColdRowStore::Clear() {
+Status RocksDbColdRowStore::Clear() {
   const EncodedKey begin(0);
   // DeleteRange's end is exclusive: key UINT64_MAX goes on its own.
   const EncodedKey end(UINT64_MAX);
@@ -149,11 +150,7 @@ Status ColdRowStore::Clear() {
   return Status::OK();
 }
 
-Status ColdRowStore::ForEach(const RecordFn& fn) const {
-  return ForEachFrom(0, SIZE_MAX, fn).status();
-}
-
-StatusOr<std::optional<uint64_t>> ColdRowStore::ForEachFrom(
+StatusOr<std::optional<uint64_t>> RocksDbColdRowStore::ForEachFrom(
     uint64_t first, size_t limit, const RecordFn& fn) const {
   rocksdb::ReadOptions r;
   r.fill_cache = false;
