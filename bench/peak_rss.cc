@@ -6,35 +6,33 @@
 #include <string>
 
 namespace ps::bench {
+namespace {
 
-StatusOr<uint64_t> PeakRssKib(pid_t pid) {
-  const std::string path = pid == 0
-                               ? "/proc/self/status"
-                               : "/proc/" + std::to_string(pid) + "/status";
+// The number after "field:" on its line of the /proc file `path`.
+StatusOr<uint64_t> ProcField(const std::string& path,
+                             const std::string& field) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read " + path + " (is the process alive?)");
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmHWM:", 0) != 0) continue;
-    std::istringstream fields(line.substr(6));
-    uint64_t kib = 0;
-    if (fields >> kib) return kib;
+    if (line.rfind(field + ":", 0) != 0) continue;
+    std::istringstream fields(line.substr(field.size() + 1));
+    uint64_t value = 0;
+    if (fields >> value) return value;
     break;
   }
-  return Corruption(path + " has no readable VmHWM line");
+  return Corruption(path + " has no readable " + field + " line");
+}
+
+}  // namespace
+
+StatusOr<uint64_t> PeakRssKib(pid_t pid) {
+  return ProcField(pid == 0 ? "/proc/self/status"
+                            : "/proc/" + std::to_string(pid) + "/status",
+                   "VmHWM");
 }
 
 StatusOr<uint64_t> StorageReadBytes(pid_t pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/io";
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read " + path + " (is the process alive?)");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("read_bytes:", 0) != 0) continue;
-    std::istringstream fields(line.substr(11));
-    uint64_t bytes = 0;
-    if (fields >> bytes) return bytes;
-    break;
-  }
-  return Corruption(path + " has no readable read_bytes line");
+  return ProcField("/proc/" + std::to_string(pid) + "/io", "read_bytes");
 }
 
 StatusOr<pid_t> ReadPidFile(const std::string& path) {

@@ -358,10 +358,10 @@ TEST(PrometheusCluster, ScrapesAppliedRejectedAndAuc) {
   o.num_workers = kWorkers;
   o.apply_threads = 1;
   o.tables = kTables;
-  o.extra_flags = {
-      "--metrics_port=0", "--checkpoint_dir=" + (*checkpoints)->path(),
-      "--checkpoint_every_steps=200", "--checkpoint_on_exit=false",
-      "--disk_tier_dir=" + (*checkpoints)->path() + "/tier"};
+  o.extra_flags = {"--metrics_port=0",
+                   "--checkpoint_dir=" + (*checkpoints)->path(),
+                   "--checkpoint_every_steps=200", "--checkpoint_on_exit=false",
+                   "--disk_tier_dir=" + (*checkpoints)->path() + "/tier"};
   auto cluster_or = TestCluster::Start(o, "prometheus");
   ASSERT_TRUE(cluster_or.ok()) << cluster_or.status();
   auto& cluster = *cluster_or;
