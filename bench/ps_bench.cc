@@ -32,8 +32,10 @@
 // per second (steps / time spent pushing), steps per second (steps / time
 // spent pulling and pushing) and the p50 / p99 latency of one push and of
 // one pull. Fresh random keys every step, or with --key_space
-// ids of a power law (--zipf), after a --fill pass if asked: what a table
-// with a disk tier is measured on (scripts/bench_tiered.sh).
+// ids drawn by --key_law: one power law (--zipf) or the fields of
+// ps_datagen's --vocab=criteo layout (bench/criteo_keys.h), after a --fill
+// pass if asked: what a table with a disk tier is measured on
+// (scripts/bench_tiered.sh).
 //
 // --metrics_port: serve Prometheus metrics as ps_worker does (process CPU
 // and RSS, push and pull latency histograms observed on every call), to
@@ -62,6 +64,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/criteo_keys.h"
 #include "bench/peak_rss.h"
 #include "bench/zipf_keys.h"
 #include "cli/flags.h"
@@ -89,12 +92,21 @@ DEFINE_uint32(batches, 500,
 DEFINE_uint32(batch_examples, 1000, "train: examples per batch.");
 DEFINE_uint32(example_keys, 39, "train: keys per example (one per field).");
 DEFINE_uint64(key_space, 0,
-              "train: draw the keys from this many ids, skewed by --zipf "
-              "(bench/zipf_keys.h), as a click log's are; 0: fresh random "
+              "train: draw the keys from about this many ids, skewed as a "
+              "click log's are (--key_law); 0: fresh random "
               "64-bit keys every step.");
+DEFINE_string(key_law, "zipf",
+              "train with --key_space: how ids are drawn. 'zipf': one power "
+              "law over all --key_space ids (--zipf; bench/zipf_keys.h). "
+              "'criteo': ps_datagen --vocab=criteo's 39 fields, key i of an "
+              "example from field i (so --example_keys must be 39): 13 "
+              "integer columns' log buckets and 26 categorical fields with "
+              "the Criteo Kaggle log's cardinalities, scaled (as "
+              "--vocab_scale does) to total --key_space ids, and their own "
+              "exponents (bench/criteo_keys.h).");
 DEFINE_double(zipf, 1.0,
-              "train with --key_space: the exponent S of the ids' power law "
-              "(id r drawn with weight r^-S; 0: uniform).");
+              "train with --key_space --key_law=zipf: the exponent S of the "
+              "ids' power law (id r drawn with weight r^-S; 0: uniform).");
 DEFINE_bool(fill, false,
             "train with --key_space: first push every id once, in batches "
             "of the step's size (timed: RESULT mode=fill).");
@@ -135,6 +147,19 @@ bool ParseMode(const std::string& name, Mode* mode) {
     }
   }
   return false;
+}
+
+enum class KeyLaw { kZipf, kCriteo };
+
+bool ParseKeyLaw(const std::string& name, KeyLaw* law) {
+  if (name == "zipf") {
+    *law = KeyLaw::kZipf;
+  } else if (name == "criteo") {
+    *law = KeyLaw::kCriteo;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 constexpr uint32_t kTrainWarmupBatches = 20;
@@ -342,13 +367,13 @@ int RunResident(Bench& b, size_t n) {
   return 0;
 }
 
-// --fill: every id of --key_space pushed once, n keys a push.
-int FillKeySpace(Bench& b, size_t n) {
+// --fill: every id (1..ids) pushed once, n keys a push.
+int FillKeySpace(Bench& b, uint64_t ids, size_t n) {
   std::vector<uint64_t> keys;
   std::vector<float> grads;
   const auto t0 = Clock::now();
-  for (uint64_t first = 1; first <= FLAGS_key_space; first += n) {
-    const uint64_t last = std::min<uint64_t>(FLAGS_key_space, first + n - 1);
+  for (uint64_t first = 1; first <= ids; first += n) {
+    const uint64_t last = std::min<uint64_t>(ids, first + n - 1);
     keys.clear();
     for (uint64_t r = first; r <= last; ++r) {
       keys.push_back(ps::bench::ZipfKeys::KeyOf(r));
@@ -361,26 +386,45 @@ int FillKeySpace(Bench& b, size_t n) {
   }
   if (ps::Status s = b.client->WaitApplied(); !s.ok()) return Fail("fill", s);
   const double seconds = Seconds(t0, Clock::now());
-  std::printf("fill: %" PRIu64 " keys in %.1f s\n", FLAGS_key_space, seconds);
+  std::printf("fill: %" PRIu64 " keys in %.1f s\n", ids, seconds);
   std::printf("RESULT mode=fill seconds=%.2f mkeys_per_s=%.3f\n", seconds,
-              static_cast<double>(FLAGS_key_space) / seconds / 1e6);
+              static_cast<double>(ids) / seconds / 1e6);
   return 0;
 }
 
-int RunTrain(Bench& b) {
+int RunTrain(Bench& b, KeyLaw key_law) {
   const size_t n = size_t{FLAGS_batch_examples} * FLAGS_example_keys;
   std::vector<uint64_t> keys(n);
   std::vector<float> grads(n * b.dim), out(n * b.dim);
   std::vector<double> push_s, pull_s;
   std::optional<ps::bench::ZipfKeys> skewed;
-  if (FLAGS_key_space > 0) skewed.emplace(FLAGS_key_space, FLAGS_zipf);
-  if (FLAGS_fill && skewed) {
-    if (int rc = FillKeySpace(b, n); rc != 0) return rc;
+  std::optional<ps::bench::CriteoKeys> criteo;
+  uint64_t ids = 0;
+  if (FLAGS_key_space > 0 && key_law == KeyLaw::kCriteo) {
+    criteo.emplace(FLAGS_key_space);
+    ids = criteo->ids();
+    std::printf(
+        "keys: ps_datagen --vocab=criteo fields at --vocab_scale=%g, "
+        "%" PRIu64 " ids\n",
+        criteo->vocab_scale(), ids);
+  } else if (FLAGS_key_space > 0) {
+    skewed.emplace(FLAGS_key_space, FLAGS_zipf);
+    ids = FLAGS_key_space;
+  }
+  if (FLAGS_fill && ids > 0) {
+    if (int rc = FillKeySpace(b, ids, n); rc != 0) return rc;
   }
   for (uint32_t it = 0; it < kTrainWarmupBatches + FLAGS_batches; ++it) {
-    Draw(&b.rng, skewed ? std::span<uint64_t>() : keys, grads);
+    Draw(&b.rng, ids > 0 ? std::span<uint64_t>() : keys, grads);
     if (skewed) {
       for (auto& k : keys) k = skewed->Key(b.rng);
+    } else if (criteo) {
+      for (size_t e = 0; e < n; e += ps::bench::CriteoKeys::kFields) {
+        const std::span<uint64_t> example(keys.data() + e,
+                                          ps::bench::CriteoKeys::kFields);
+        criteo->Example(b.rng, example);
+        for (auto& k : example) k = ps::bench::ZipfKeys::KeyOf(k);
+      }
     }
     auto t0 = Clock::now();
     ps::Status s = b.client->Pull(b.table, keys, out);
@@ -483,6 +527,21 @@ int main(int argc, char** argv) {
         "ps_bench: --mode must be push, pull, both, resident or train\n");
     return 2;
   }
+  KeyLaw key_law = KeyLaw::kZipf;
+  if (!ParseKeyLaw(FLAGS_key_law, &key_law)) {
+    std::fprintf(stderr,
+                 "ps_bench: --key_law must be zipf or criteo, not '%s'\n",
+                 FLAGS_key_law.c_str());
+    return 2;
+  }
+  if (key_law == KeyLaw::kCriteo &&
+      FLAGS_example_keys != ps::bench::CriteoKeys::kFields) {
+    std::fprintf(stderr,
+                 "ps_bench: --key_law=criteo draws one key per field of the "
+                 "39: --example_keys must be 39, not %u\n",
+                 FLAGS_example_keys);
+    return 2;
+  }
   if (!(FLAGS_zipf >= 0 && FLAGS_zipf <= 10)) {
     std::fprintf(stderr, "ps_bench: --zipf must be in [0, 10]\n");
     return 2;
@@ -581,7 +640,7 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(spec->capacity()), o.servers.size(),
       FLAGS_transport.c_str());
   int rc = 0;
-  if (mode == Mode::kTrain) rc = RunTrain(b);
+  if (mode == Mode::kTrain) rc = RunTrain(b, key_law);
   if (rc == 0 && (mode == Mode::kPush || mode == Mode::kBoth)) {
     rc = RunPush(b, FLAGS_keys);
   }

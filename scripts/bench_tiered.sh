@@ -7,9 +7,13 @@
 # Both runs: ps_launch, 1 server, 1 worker (bench/ps_bench --mode=train,
 # shm), an EXACT table of dim 16 with Adagrad; a fill pass pushes every one
 # of --keys ids once (timed), then 20 warm-up and --steps timed steps, each
-# a Pull then a Push (+ WaitApplied) of 1,000 examples x 39 keys drawn from
-# the ids by a power law of exponent --zipf (bench/zipf_keys.h; the large
-# fields of the Criteo log follow 0.66 to 1.0). The tiered table keeps 1/8
+# a Pull then a Push (+ WaitApplied) of 1,000 examples x 39 keys, each
+# example's keys from the 39 fields of ps_datagen --vocab=criteo, their
+# vocabularies scaled (--vocab_scale) to total --keys ids (ps_bench
+# --key_law=criteo, bench/criteo_keys.h: the Kaggle log's cardinalities and
+# per-field exponents, 0.66 to 1.0 for the large fields), or with --zipf
+# from one power law over all ids (bench/zipf_keys.h). The tiered table
+# keeps 1/8
 # of the ids' rows in memory. Where the v1 memory controller is mounted
 # (/sys/fs/cgroup/memory) and we are root, its server runs in a memory
 # cgroup of that 1/8 (rows and Adagrad state) + 1 GiB, so that the page
@@ -30,12 +34,12 @@
 #   --json FILE  also write {"results":[{name,value,unit,peer,peer_value,ratio}]}
 #   --keys=N     ids in the table (default 20000000, the issue's 2x10^7)
 #   --steps=N    timed steps (default 100)
-#   --zipf=S     the power law's exponent (default 1.0)
+#   --zipf=S     keys from one power law of exponent S over the ids instead
 #   --quick      1M ids, 20 steps (smoke test)
 #   --build-dir=DIR  use ps_server/ps_bench/ps_launch of an existing build
 set -euo pipefail
 source "$(dirname "$0")/bench_lib.sh"  # sets $root
-keys=20000000 steps=100 zipf=1.0 quick=0
+keys=20000000 steps=100 zipf="" quick=0
 bench_option() {
   case "$1" in
     --keys=*) keys=${1#*=} ;;
@@ -45,7 +49,7 @@ bench_option() {
     *) return 1 ;;
   esac
 }
-bench_parse bench_tiered 2,34 "$@"
+bench_parse bench_tiered 2,39 "$@"
 [ "$quick" = 1 ] && { keys=1000000 steps=20; }
 [[ "$keys" =~ ^[0-9]+$ && "$keys" -ge 8 ]] ||
   { echo "bench_tiered: --keys must be a whole number >= 8" >&2; exit 2; }
@@ -58,6 +62,10 @@ for b in server/ps_server bench/ps_bench launch/ps_launch; do
   [ -x "$build_dir/$b" ] || { echo "bench_tiered: $build_dir/$b was not built" >&2; exit 1; }
 done
 
+key_law="--key_law=criteo" law="ps_datagen --vocab=criteo fields"
+if [ -n "$zipf" ]; then
+  key_law="--key_law=zipf --zipf=$zipf" law="zipf $zipf"
+fi
 dim=16
 in_memory=$((keys / 8))
 # Rows and Adagrad state of the rows in memory, + 1 GiB.
@@ -71,7 +79,7 @@ table { id: 1 name: "ids" kind: EXACT dim: $dim capacity: $2
         optimizer { kind: OPTIMIZER_ADAGRAD learning_rate: 0.05 } }
 TABLES
 }
-tables "$work/memory.tables" "$keys" WHEN_FULL_EVICT_LEAST_RECENT
+tables "$work/memory.tables" "$((keys + keys / 64))" WHEN_FULL_EVICT_LEAST_RECENT
 tables "$work/tiered.tables" "$in_memory" WHEN_FULL_MOVE_TO_DISK
 
 # The tiered server's memory cgroup, through a wrapper ps_launch starts in
@@ -106,7 +114,7 @@ run() {
   "$build_dir/launch/ps_launch" --servers=1 --workers=1 --tables="$tables" \
     --transport=shm --server_args="$args" --server_bin="$bin" \
     --worker_bin="$build_dir/bench/ps_bench" \
-    --worker_args="--table=ids --dim=$dim --mode=train --batches=$steps --batch_examples=1000 --example_keys=39 --key_space=$keys --zipf=$zipf --fill --server_pid_files=$dir/server-0.pid" \
+    --worker_args="--table=ids --dim=$dim --mode=train --batches=$steps --batch_examples=1000 --example_keys=39 --key_space=$keys $key_law --fill --server_pid_files=$dir/server-0.pid" \
     --run_dir="$dir" >/dev/null 2>"$work/launch.err" || {
     echo "bench_tiered: ps_bench failed ($name):" >&2
     cat "$work/launch.err" "$dir"/worker-*.log >&2
@@ -120,7 +128,7 @@ run() {
   grep -h 'final stats' "$dir"/server-*.log | sed "s/^.*final stats:/$name server:/" || true
 }
 
-echo "$keys ids (zipf $zipf), dim $dim, Adagrad; $in_memory rows in memory when tiered"
+echo "$keys ids ($law), dim $dim, Adagrad; $in_memory rows in memory when tiered"
 run memory "$work/memory.tables" "$build_dir/server/ps_server" ""
 run tiered "$work/tiered.tables" "$server_bin" "--disk_tier_dir=$work/tier"
 

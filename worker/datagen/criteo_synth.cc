@@ -11,6 +11,19 @@ using data::kCriteoCategoricalColumns;
 using data::kCriteoFields;
 using data::kCriteoIntegerColumns;
 
+double CriteoMissingShare(int field) {
+  // Some fields are often empty, most rarely, as in the real log.
+  return field % 5 == 2 ? 0.35 : 0.03;
+}
+
+int64_t CriteoIntegerCell(int field, std::normal_distribution<double>& normal,
+                          std::mt19937_64& rng) {
+  const double mu = 0.5 + 0.35 * field;
+  int64_t v = static_cast<int64_t>(std::exp(mu + 1.2 * normal(rng)));
+  if (field == 1) v -= 3;  // like I2, which goes negative
+  return v;
+}
+
 CriteoSynth::CriteoSynth(const SynthOptions& options, const PlantedModel* model)
     : model_(model),
       rng_(options.seed),
@@ -25,8 +38,7 @@ CriteoSynth::CriteoSynth(const SynthOptions& options, const PlantedModel* model)
       field_scale_(kCriteoFields, 1.0f),
       token_salt_(options.seed * 7919) {
   for (int f = 0; f < kCriteoFields; ++f) {
-    // Some fields are often empty, most rarely, as in the real log.
-    missing_.push_back(f % 5 == 2 ? 0.35 : 0.03);
+    missing_.push_back(CriteoMissingShare(f));
   }
 }
 
@@ -40,10 +52,8 @@ int CriteoSynth::NextRow(std::string* line, double* probability) {
     field_scale_[f] = 1.0f;
     if (unit(rng_) < missing_[f]) continue;
     if (f < kCriteoIntegerColumns) {
-      double mu = 0.5 + 0.35 * f;
-      long long v = static_cast<long long>(std::exp(mu + 1.2 * normal(rng_)));
-      if (f == 1) v -= 3;  // like I2, which goes negative
-      std::snprintf(buf, sizeof(buf), "%lld", v);
+      std::snprintf(buf, sizeof(buf), "%lld",
+                    static_cast<long long>(CriteoIntegerCell(f, normal, rng_)));
     } else {
       int c = f - kCriteoIntegerColumns;
       uint64_t r = categorical_.SampleRank(c, rng_);

@@ -26,6 +26,16 @@
 
 namespace ps::datagen {
 
+// The Criteo layout's draws, shared with what measures tables on
+// Criteo-shaped keys (bench/criteo_keys.h):
+// The share of rows whose field f (0..38: 13 integer columns, then 26
+// categorical) is missing.
+double CriteoMissingShare(int field);
+// A value of integer column f (0..12): log-normal, I2 also negative.
+// `normal` is the caller's, so that its cached second draw carries over.
+int64_t CriteoIntegerCell(int field, std::normal_distribution<double>& normal,
+                          std::mt19937_64& rng);
+
 class CriteoSynth : public RowSynth {
  public:
   CriteoSynth(const SynthOptions& options, const PlantedModel* model);
