@@ -147,6 +147,18 @@ DEFINE_string(disk_tier_dir, "",
               "(capacity) there, under shard-S/table-ID. Scratch, not a "
               "checkpoint: emptied at start (restore from --checkpoint_dir). "
               "Required by such tables; unused by others.");
+DEFINE_int32(disk_tier_read_threads, 16,
+             "Reads a pull keeps in flight to each disk-tier table's store "
+             "(a thread each, waiting on the disk): a disk serves several "
+             "reads at once several times faster than one at a time (this "
+             "project's test machine: 15k random reads/s alone, 74k with 16 "
+             "in flight). In [1, 256].");
+DEFINE_uint64(disk_tier_memory_mib, 0,
+              "The most memory, in MiB, the rows kept in memory (values and "
+              "optimizer state) of this server's tables with a disk tier may "
+              "take together: when their capacities ask for more, each "
+              "table's capacity is scaled down in proportion (logged at "
+              "start). 0: the tables' capacities decide.");
 DEFINE_uint64(checkpoint_every_steps, 0,
               "Workers take a checkpoint at every step that is a multiple of "
               "this (a consistent cut at a step boundary); 0: off.");
@@ -244,7 +256,16 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   o.inbox_slots = FLAGS_inbox_slots;
   o.slot_bytes = FLAGS_slot_bytes;
   o.checkpoint.dir = FLAGS_checkpoint_dir;
-  o.disk_tier_dir = FLAGS_disk_tier_dir;
+  PS_RETURN_IF_ERROR(ps::cli::CheckIntFlag(
+      "disk_tier_read_threads", FLAGS_disk_tier_read_threads, 1, 256));
+  if (FLAGS_disk_tier_memory_mib > (uint64_t{1} << 30)) {
+    return ps::InvalidArgument(
+        "--disk_tier_memory_mib must be at most 2^30 (1 EiB), not " +
+        std::to_string(FLAGS_disk_tier_memory_mib));
+  }
+  o.disk_tier = {.dir = FLAGS_disk_tier_dir,
+                 .read_threads = FLAGS_disk_tier_read_threads,
+                 .memory_budget_bytes = FLAGS_disk_tier_memory_mib << 20};
   o.version = std::string(ps::cli::Version());
   o.checkpoint.every_steps = FLAGS_checkpoint_every_steps;
   o.checkpoint.every_secs = FLAGS_checkpoint_every_secs;

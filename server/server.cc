@@ -95,7 +95,7 @@ StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       Shard::Create(
           s->context_.get(), o.tables, o.shard_id, o.num_shards, o.device,
           StepPushes{o.num_workers, o.consistency == proto::CONSISTENCY_BSP},
-          o.disk_tier_dir));
+          o.disk_tier));
   const std::string registry_dir =
       !o.checkpoint.dir.empty() ? o.checkpoint.dir
       : o.checkpoint.restore_from.empty()

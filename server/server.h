@@ -85,7 +85,7 @@ struct ServerOptions {
   CheckpointOptions checkpoint;  // server/checkpoint/checkpointer.h
   // Where EXACT tables with when_full: WHEN_FULL_MOVE_TO_DISK keep the rows
   // beyond their memory bound (Shard::Create); scratch, emptied at start.
-  std::string disk_tier_dir;
+  DiskTierOptions disk_tier;
   std::string version;  // reported by the status request
 };
 

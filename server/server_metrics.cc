@@ -104,7 +104,7 @@ void Server::AddMetrics(metrics::Registry* registry) const {
                        l, static_cast<double>(c.demoted));
           sink.Counter("ps_server_exact_promotions_total",
                        "Rows of an EXACT table brought back from its disk "
-                       "tier by a push.",
+                       "tier by a push or a pull.",
                        l, static_cast<double>(c.promoted));
           sink.Counter("ps_server_exact_disk_written_bytes_total",
                        "Bytes of rows an EXACT table wrote to its disk tier.",
@@ -113,6 +113,15 @@ void Server::AddMetrics(metrics::Registry* registry) const {
                        "Bytes of rows an EXACT table read from its disk tier "
                        "(pushes and pulls).",
                        l, static_cast<double>(c.disk_bytes_read));
+          sink.Counter("ps_server_exact_memory_hits_total",
+                       "Keys pulled or pushed whose row an EXACT table with "
+                       "a disk tier found in memory.",
+                       l, static_cast<double>(c.memory_hits));
+          sink.Counter("ps_server_exact_disk_hits_total",
+                       "Keys pulled or pushed whose row an EXACT table found "
+                       "in its disk tier (read from disk: the misses of its "
+                       "memory).",
+                       l, static_cast<double>(c.disk_hits));
         }
         continue;
       }

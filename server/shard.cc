@@ -1,5 +1,7 @@
 #include "server/shard.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -9,6 +11,7 @@
 #include "table/device_param_table.h"
 #include "table/exact_table.h"
 #include "table/initializer.h"
+#include "table/optimizer_state.h"
 #include "table/param_table.h"
 #include "table/rocksdb_cold_row_store.h"
 
@@ -92,14 +95,63 @@ Status Shard::CheckKeysAreMine(const proto::TableSpec& spec,
   return Status::OK();
 }
 
+namespace {
+
+// Bytes a row of a tiered EXACT table takes in memory: values and state.
+uint64_t TierRowBytes(const proto::TableSpec& spec) {
+  return uint64_t{spec.dim()} * sizeof(float) *
+         (1 + table::OptimizerState(spec).arrays());
+}
+
+}  // namespace
+
+StatusOr<std::map<uint32_t, uint64_t>> TierCapacities(
+    const proto::TableConfig& config, uint64_t budget_bytes) {
+  std::map<uint32_t, uint64_t> capacity;
+  if (budget_bytes == 0) return capacity;
+  double asked = 0;
+  for (const proto::TableSpec& spec : config.table()) {
+    if (spec.kind() == proto::EXACT &&
+        spec.when_full() == proto::WHEN_FULL_MOVE_TO_DISK) {
+      PS_RETURN_IF_ERROR(protocol::ValidateTableSpec(spec));
+      asked += static_cast<double>(spec.capacity()) * TierRowBytes(spec);
+    }
+  }
+  if (asked <= static_cast<double>(budget_bytes)) return capacity;
+  const double scale = budget_bytes / asked;
+  for (const proto::TableSpec& spec : config.table()) {
+    if (spec.kind() != proto::EXACT ||
+        spec.when_full() != proto::WHEN_FULL_MOVE_TO_DISK) {
+      continue;
+    }
+    const uint64_t rows =
+        static_cast<uint64_t>(static_cast<double>(spec.capacity()) * scale);
+    if (rows == 0) {
+      return InvalidArgument(
+          "a disk tier memory budget of " + std::to_string(budget_bytes) +
+          " bytes leaves table '" + spec.name() +
+          "' no row in memory: its tables ask for " +
+          std::to_string(static_cast<uint64_t>(asked)) + " bytes");
+    }
+    LOG(INFO) << "table '" << spec.name() << "': " << rows
+              << " rows in memory, not its capacity of " << spec.capacity()
+              << ": the disk tier memory budget (" << budget_bytes
+              << " bytes) is " << scale << " of what the tiered tables ask";
+    capacity[spec.id()] = rows;
+  }
+  return capacity;
+}
+
 StatusOr<std::unique_ptr<Shard>> Shard::Create(
     xfer::Context* context, const proto::TableConfig& config, uint32_t shard_id,
     uint32_t num_shards, std::optional<int> device, StepPushes pushes,
-    const std::string& disk_tier_dir) {
+    const DiskTierOptions& disk_tier) {
   if (num_shards == 0 || shard_id >= num_shards) {
     return InvalidArgument("shard " + std::to_string(shard_id) + " of " +
                            std::to_string(num_shards) + " shards");
   }
+  PS_ASSIGN_OR_RETURN(const auto tier_capacity,
+                      TierCapacities(config, disk_tier.memory_budget_bytes));
   std::unique_ptr<Shard> shard(new Shard);
   shard->shard_id_ = shard_id;
   shard->num_shards_ = num_shards;
@@ -120,18 +172,22 @@ StatusOr<std::unique_ptr<Shard>> Shard::Create(
     // apply them one by one.
     const bool fold = pushes.bsp && pushes.workers > 1 &&
                       spec.kind() != proto::EXACT && !device.has_value();
-    const proto::TableSpec applied =
+    proto::TableSpec applied =
         fold ? spec : protocol::SpecPerPush(spec, pushes.workers);
+    if (auto it = tier_capacity.find(spec.id()); it != tier_capacity.end()) {
+      applied.set_capacity(it->second);
+    }
     t->push_learning_rate_ = applied.optimizer().learning_rate();
     if (spec.kind() == proto::EXACT) {
       // One folder per table: each table's store is emptied when it opens.
       table::ExactTable::Options options;
-      if (!disk_tier_dir.empty()) {
-        const std::string dir = disk_tier_dir + "/shard-" +
+      if (!disk_tier.dir.empty()) {
+        const std::string dir = disk_tier.dir + "/shard-" +
                                 std::to_string(shard_id) + "/table-" +
                                 std::to_string(spec.id());
-        options.open_disk_tier = [dir](size_t record_bytes) {
-          return table::RocksDbColdRowStore::Open(dir, record_bytes);
+        options.open_disk_tier = [dir, threads = disk_tier.read_threads](
+                                     size_t record_bytes) {
+          return table::RocksDbColdRowStore::Open(dir, record_bytes, threads);
         };
       }
       PS_ASSIGN_OR_RETURN(t->table_,

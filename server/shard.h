@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -33,6 +34,7 @@
 #include "base/status_or.h"
 #include "core/context.h"
 #include "protocol/ps.pb.h"
+#include "table/rocksdb_cold_row_store.h"
 #include "table/table.h"
 
 namespace ps::server {
@@ -97,6 +99,25 @@ struct StepPushes {
   bool bsp = false;
 };
 
+// Where and how EXACT tables with when_full: WHEN_FULL_MOVE_TO_DISK keep
+// the rows beyond their memory bound (table/rocksdb_cold_row_store.h).
+struct DiskTierOptions {
+  std::string dir;  // empty: no disk tier
+  // Reads a pull keeps in flight to each table's store.
+  int read_threads = table::RocksDbColdRowStore::kDefaultReadThreads;
+  // The most bytes the rows in memory (values and optimizer state) of all
+  // such tables of the shard may take: when their capacities ask for more,
+  // each is scaled down in proportion (logged). 0: their capacities.
+  uint64_t memory_budget_bytes = 0;
+};
+
+// With disk_tier.memory_budget_bytes (not 0): the capacity of each tiered
+// EXACT table (by id) when their capacities ask for more than the budget,
+// scaled down in proportion; empty when they fit. kInvalidArgument when
+// the budget leaves a table no row.
+StatusOr<std::map<uint32_t, uint64_t>> TierCapacities(
+    const proto::TableConfig& config, uint64_t budget_bytes);
+
 class Shard {
  public:
   // Allocates and initializes every table of `config` for shard `shard_id`
@@ -114,14 +135,14 @@ class Shard {
   // given.
   //
   // EXACT tables whose rows move to disk at their bound (when_full:
-  // WHEN_FULL_MOVE_TO_DISK) keep them in disk_tier_dir/shard-S/table-ID,
+  // WHEN_FULL_MOVE_TO_DISK) keep them in disk_tier.dir/shard-S/table-ID,
   // emptied first (kIOError when it cannot be written); without a
-  // disk_tier_dir such a table is kInvalidArgument.
+  // disk_tier.dir such a table is kInvalidArgument.
   static StatusOr<std::unique_ptr<Shard>> Create(
       xfer::Context* context, const proto::TableConfig& config,
       uint32_t shard_id, uint32_t num_shards,
       std::optional<int> device = std::nullopt, StepPushes pushes = {},
-      const std::string& disk_tier_dir = {});
+      const DiskTierOptions& disk_tier = {});
 
   uint32_t shard_id() const { return shard_id_; }
   uint32_t num_shards() const { return num_shards_; }

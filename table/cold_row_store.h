@@ -48,6 +48,14 @@ class ColdRowStore {
   // record of the wrong size.
   virtual StatusOr<bool> Get(uint64_t key,
                              std::span<std::byte> record) const = 0;
+  // Get of every key: the record of keys[i] into records at i *
+  // record_bytes, found[i] = whether the store has one. Implementations
+  // read many at once (a disk serves several reads in flight several times
+  // faster than one at a time). The first error of any read is returned
+  // (then records and found are partly written).
+  virtual Status GetMany(std::span<const uint64_t> keys,
+                         std::span<std::byte> records,
+                         std::span<uint8_t> found) const = 0;
   virtual Status Delete(uint64_t key) = 0;
   // Every record deleted (a restore starts from an empty store).
   virtual Status Clear() = 0;

@@ -159,18 +159,27 @@ Status ExactPartition::Promote(uint64_t key, uint64_t hash, uint64_t step,
     return found.status().WithContext("exact table '" + spec_.name() + "'");
   }
   if (!*found) return Status::OK();
+  ++counters_.disk_hits;
   const ColdRow cold =
       ViewColdRecord(promoted_record_, dim_, optimizer_.arrays());
   if (Idle(cold.last_update, cold.updated_s, step, now_s)) {
     // Evicted by age where it lies, as a row in memory would have been.
     PS_RETURN_IF_ERROR(cold_->Delete(key));
+    ++disk_deletes_;
     --counters_.rows_on_disk;
     ++counters_.evicted;
     return Status::OK();
   }
   out->on_disk = true;
+  PS_ASSIGN_OR_RETURN(out->row, MoveIn(key, hash, promoted_record_));
+  return Status::OK();
+}
+
+StatusOr<uint32_t> ExactPartition::MoveIn(uint64_t key, uint64_t hash,
+                                          std::span<const std::byte> record) {
   const uint32_t row = AllocateRow(key, hash);  // may move another to disk
-  if (row == kNoRow) return Status::OK();
+  if (row == kNoRow) return kNoRow;
+  const ColdRow cold = ViewColdRecord(record, dim_, optimizer_.arrays());
   const uint64_t at = uint64_t{row} * dim_;
   std::copy_n(cold.values, dim_, values_.data() + at);
   for (int k = 0; k < optimizer_.arrays(); ++k) {
@@ -180,15 +189,45 @@ Status ExactPartition::Promote(uint64_t key, uint64_t hash, uint64_t step,
   if (!updated_s_.empty()) updated_s_[row] = cold.updated_s;
   const Status deleted = cold_->Delete(key);
   if (!deleted.ok()) {
-    // The row stays on disk, where the next push finds it again.
+    // The row stays on disk, where the next push or pull finds it again.
     FreeRow(row);
-    out->row = kNoRow;
     return deleted.WithContext("exact table '" + spec_.name() + "'");
   }
+  ++disk_deletes_;
   --counters_.rows_on_disk;
   ++counters_.promoted;
-  out->row = row;
-  return Status::OK();
+  return row;
+}
+
+Status ExactPartition::BringBack(std::span<const PulledRow> pulled) {
+  std::unique_lock lock(mu_);
+  Status first;
+  for (const PulledRow& p : pulled) {
+    if (row_of_key_.Find(p.key, p.hash) != KeyIndex::kNone) continue;
+    std::span<const std::byte> record = p.record;
+    if (disk_deletes_ != p.disk_deletes) {
+      promoted_record_.resize(cold_->record_bytes());
+      auto found = cold_->Get(p.key, promoted_record_);
+      if (!found.ok()) {
+        first =
+            found.status().WithContext("exact table '" + spec_.name() + "'");
+        break;
+      }
+      if (!*found) continue;  // evicted meanwhile
+      record = promoted_record_;
+    }
+    auto row = MoveIn(p.key, p.hash, record);
+    if (!row.ok()) {
+      first = row.status();
+      break;
+    }
+    if (*row == kNoRow) break;
+    // Used, so at the newest end, but not updated: its last update stays.
+    const ColdRow cold = ViewColdRecord(record, dim_, optimizer_.arrays());
+    Touch(*row, cold.last_update, cold.updated_s);
+  }
+  PublishOldest();
+  return first;
 }
 
 Status ExactPartition::EvictIdleOnDisk(uint64_t key, uint64_t step,
@@ -205,6 +244,7 @@ Status ExactPartition::EvictIdleOnDisk(uint64_t key, uint64_t step,
     return Status::OK();
   }
   PS_RETURN_IF_ERROR(cold_->Delete(key));
+  ++disk_deletes_;
   --counters_.rows_on_disk;
   ++counters_.evicted;
   return Status::OK();
@@ -398,6 +438,7 @@ uint64_t ExactPartition::sketch_bytes() const {
 void ExactPartition::FreeAllRowsLocked() {
   while (oldest_ != kNoRow) FreeRow(oldest_);
   counters_.rows_on_disk = 0;
+  ++disk_deletes_;  // the table clears the disk next
   PublishOldest();
   if (sketch_) sketch_.emplace(sketch_->width());
 }

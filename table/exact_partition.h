@@ -154,6 +154,29 @@ class ExactPartition {
   // Lock held, shared at least.
   StatusOr<bool> ReadColdLocked(uint64_t key, std::span<float> out) const;
 
+  // With a disk tier, the deletes of this partition's rows on disk so far
+  // (lock held, shared at least). A key's record is written to disk only
+  // while the disk has none for it, so a record read from disk after this
+  // count was taken is still the key's own as long as the count has not
+  // moved: what lets a pull read records without locks and bring them
+  // back later (BringBack).
+  uint64_t disk_deletes_locked() const { return disk_deletes_; }
+  // A row a pull found on disk: its record as read, and
+  // disk_deletes_locked() from before the read.
+  struct PulledRow {
+    uint64_t key;
+    uint64_t hash;  // KeyIndex::Mix(key)
+    std::span<const std::byte> record;
+    uint64_t disk_deletes;
+  };
+  // Brings the rows a pull read from disk back into memory, as a push
+  // would (moving the least recently updated rows out at the bound), with
+  // their last update unchanged; keys already back are skipped, and a
+  // record that may have changed since it was read is read again. Takes
+  // the lock. Stops at the first row the bound cannot take; returns the
+  // disk's first error (nothing is lost: a row stays where it was).
+  Status BringBack(std::span<const PulledRow> pulled);
+
   // Frees rows whose last update is more than evict_after_steps (not 0)
   // before `step` or evict_after_seconds (not 0) before `now_s`, least
   // recently updated first.
@@ -223,6 +246,11 @@ class ExactPartition {
   };
   Status Promote(uint64_t key, uint64_t hash, uint64_t step, uint32_t now_s,
                  Promotion* out);
+  // The row of `record` (read from disk for `key`) into a row of its own,
+  // and off the disk: the row (not yet in the least-recently-updated list),
+  // or kNoRow when the bound has none (the row stays on disk).
+  StatusOr<uint32_t> MoveIn(uint64_t key, uint64_t hash,
+                            std::span<const std::byte> record);
   // The record of a row (ColdRecordBytes) into `record`.
   void EncodeCold(uint32_t row, std::vector<std::byte>* record) const;
   void EncodeCold(const float* values, const float* const* state,
@@ -273,6 +301,7 @@ class ExactPartition {
   // so in these seconds' order too.
   std::vector<uint32_t> updated_s_;
   uint32_t oldest_ = kNoRow, newest_ = kNoRow;
+  uint64_t disk_deletes_ = 0;  // see disk_deletes_locked()
   std::vector<uint32_t> free_rows_;
   TableCounters counters_;  // admission_pending unused (the sketch says)
   // Scratch of one Apply (reused, so steady pushes do not allocate).
@@ -321,6 +350,7 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
       gather(row, at);
     }
   }
+  counters_.memory_hits += n - missing_.size();
   Status first = flush();
   // Then the keys without: their rows brought back from disk, or
   // admission; at the bound either takes the least recently updated row

@@ -231,19 +231,19 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
   // for at most one chunk. Two passes per chunk: the first resolves keys to
   // rows (index slots prefetched ahead) and prefetches the rows, the second
   // copies them, by then in cache whatever order the rows lie in.
-  //
-  // With a disk tier, the keys a chunk misses are looked for on disk after
-  // the chunk's locks are gone, each under its own partition's lock (an
-  // apply may have brought its row back meanwhile): a disk read holds up
-  // only applies to that partition.
   constexpr size_t kChunk = 4096;
   const float* rows[kChunk];
   uint64_t hashes[kChunk];
-  std::vector<size_t> misses;
+  //
+  // With a disk tier, a chunk's misses are read from disk once its locks
+  // are gone (ReadMissesFromDisk): a chunk's worth at a time bounds the
+  // memory a pull of millions of keys on disk takes.
+  ColdMisses misses;
   for (size_t begin = 0; begin < keys.size(); begin += kChunk) {
     const size_t n = std::min(keys.size() - begin, kChunk);
     const uint64_t* chunk = keys.data() + begin;
     for (size_t i = 0; i < n; ++i) hashes[i] = KeyIndex::Mix(chunk[i]);
+    misses.Clear();
     std::shared_lock<std::shared_mutex> locks[kPartitions];
     for (int p = 0; p < kPartitions; ++p) {
       locks[p] = std::shared_lock(partitions_[p]->lock());
@@ -256,32 +256,105 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
       rows[i] = Partition(hashes[i]).FindLocked(chunk[i], hashes[i]);
       if (rows[i] != nullptr) __builtin_prefetch(rows[i]);
     }
+    size_t hits = 0;
     for (size_t i = 0; i < n; ++i) {
       float* dst = out.data() + (begin + i) * dim_;
       present[begin + i] = rows[i] != nullptr;
+      hits += rows[i] != nullptr;
       if (rows[i] != nullptr) {
         std::copy_n(rows[i], dim_, dst);
       } else {
         std::fill_n(dst, dim_, 0.0f);
-        if (cold_ != nullptr) misses.push_back(begin + i);
+        if (cold_ != nullptr) {
+          misses.at.push_back(static_cast<uint32_t>(begin + i));
+          misses.keys.push_back(chunk[i]);
+          misses.disk_deletes.push_back(
+              Partition(hashes[i]).disk_deletes_locked());
+        }
       }
     }
+    pull_memory_hits_.fetch_add(hits, std::memory_order_relaxed);
+    for (auto& lock : locks) lock.unlock();
+    if (!misses.at.empty()) {
+      PS_RETURN_IF_ERROR(ReadMissesFromDisk(keys, out, present, &misses));
+    }
   }
-  for (size_t at : misses) {
+  return Status::OK();
+}
+
+Status ExactTable::ReadMissesFromDisk(std::span<const uint64_t> keys,
+                                      std::span<float> out,
+                                      std::span<bool> present,
+                                      ColdMisses* misses) const {
+  // Read together, without locks (many reads in flight: the disk's pace,
+  // not one read's latency). A record found is the key's row as it
+  // was at the read (a key moves under its partition's lock, and while it
+  // moves both copies are equal), so a pull may return it.
+  const size_t record_bytes = cold_->record_bytes();
+  const size_t n = misses->at.size();
+  std::vector<std::byte> records(n * record_bytes);
+  std::vector<uint8_t> found(n);
+  PS_RETURN_IF_ERROR(cold_->GetMany(misses->keys, records, found));
+  std::vector<ExactPartition::PulledRow> pulled;
+  for (size_t m = 0; m < n; ++m) {
+    const uint32_t at = misses->at[m];
+    const std::span<float> dst(out.data() + uint64_t{at} * dim_, dim_);
+    const std::span<const std::byte> record(records.data() + m * record_bytes,
+                                            record_bytes);
+    if (found[m]) {
+      const ExactPartition::ColdRow row =
+          ExactPartition::ViewColdRecord(record, dim_, state_arrays_);
+      std::copy_n(row.values, dim_, dst.data());
+      present[at] = true;
+      pulled.push_back({.key = keys[at],
+                        .hash = KeyIndex::Mix(keys[at]),
+                        .record = record,
+                        .disk_deletes = misses->disk_deletes[m]});
+      continue;
+    }
+    // Not on disk: a new key, or one that came back into memory (or went
+    // out again) since its chunk looked. Looked for again, under its
+    // partition's lock.
     const uint64_t hash = KeyIndex::Mix(keys[at]);
     ExactPartition& p = Partition(hash);
     std::shared_lock lock(p.lock());
-    const std::span<float> dst(out.data() + at * dim_, dim_);
     if (const float* row = p.FindLocked(keys[at], hash)) {
       std::copy_n(row, dim_, dst.data());
       present[at] = true;
       continue;
     }
-    auto on_disk = p.ReadColdLocked(keys[at], dst);
-    if (!on_disk.ok()) return on_disk.status();
-    present[at] = *on_disk;
+    PS_ASSIGN_OR_RETURN(present[at], p.ReadColdLocked(keys[at], dst));
+    pull_disk_hits_.fetch_add(present[at], std::memory_order_relaxed);
   }
+  pull_disk_hits_.fetch_add(pulled.size(), std::memory_order_relaxed);
+  BringBack(&pulled);
   return Status::OK();
+}
+
+void ExactTable::BringBack(
+    std::vector<ExactPartition::PulledRow>* pulled) const {
+  // Moves are what snapshots and restores exclude; while one runs the rows
+  // stay on disk (this pull has read them already).
+  std::shared_lock applying(applies_mu_, std::try_to_lock);
+  if (!applying.owns_lock() || pulled->empty()) return;
+  std::stable_sort(pulled->begin(), pulled->end(),
+                   [](const auto& a, const auto& b) {
+                     return (a.hash >> (64 - kPartitionBits)) <
+                            (b.hash >> (64 - kPartitionBits));
+                   });
+  for (size_t b = 0; b < pulled->size();) {
+    ExactPartition& p = Partition((*pulled)[b].hash);
+    size_t e = b + 1;
+    while (e < pulled->size() && &Partition((*pulled)[e].hash) == &p) ++e;
+    const Status s =
+        p.BringBack(std::span(pulled->data() + b, pulled->data() + e));
+    if (!s.ok()) {
+      // The rows stay on disk, where the next pull or push finds them.
+      LOG_EVERY_N(ERROR, 1000)
+          << Where(spec()) << ": cannot bring pulled rows back: " << s;
+    }
+    b = e;
+  }
 }
 
 bool ExactTable::HasRow(uint64_t key) const {
@@ -295,6 +368,8 @@ TableCounters ExactTable::counters() const {
     total.disk_bytes_written = cold_->bytes_written();
     total.disk_bytes_read = cold_->bytes_read();
   }
+  total.memory_hits += pull_memory_hits_.load(std::memory_order_relaxed);
+  total.disk_hits += pull_disk_hits_.load(std::memory_order_relaxed);
   return total;
 }
 

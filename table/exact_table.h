@@ -36,8 +36,11 @@
 // - Disk tier (when_full: WHEN_FULL_MOVE_TO_DISK, Options::open_disk_tier):
 //   the bound is what stays in memory; the rest of the rows wait on disk.
 //   A push of a key whose row is on disk brings it back (moving another
-//   out if the bound says so) and applies it there; a pull reads it from
-//   disk without bringing it back. Eviction by age deletes a row from
+//   out if the bound says so) and applies it there. A pull reads the rows
+//   it misses from disk, all at once and without locks (the store keeps
+//   many reads in flight), and then brings them back as a push would,
+//   their last update unchanged: the push that follows a pull in training
+//   finds them in memory. Eviction by age deletes a row from
 //   either tier: from memory as above; from disk when its key is next
 //   pushed, or when a sweep comes by: each newer step (or second) reads
 //   kDiskSweepRows more rows on disk, in key order, round and round, and
@@ -123,7 +126,8 @@ class ExactTable final : public Table {
                    std::span<const float> values) override;
   // Copies each key's row into out (keys.size() * dim floats); keys without
   // a row read as zeros and present[i] = false. Rows on disk are read from
-  // there (kIOError when that fails).
+  // there (kIOError when that fails) and brought back into memory: const
+  // as a cache is, the rows' values do not change.
   Status ReadKeys(std::span<const uint64_t> keys, std::span<float> out,
                   std::span<bool> present) const override;
 
@@ -169,6 +173,28 @@ class ExactTable final : public Table {
   ExactPartition& PartitionOf(uint64_t key) const {
     return Partition(KeyIndex::Mix(key));
   }
+  // The keys of a pull that its chunks did not find in memory (with a
+  // disk tier): their positions in the pull, and their partitions'
+  // disk_deletes_locked() when the chunk looked.
+  struct ColdMisses {
+    std::vector<uint32_t> at;
+    std::vector<uint64_t> keys;
+    std::vector<uint64_t> disk_deletes;
+    void Clear() {
+      at.clear();
+      keys.clear();
+      disk_deletes.clear();
+    }
+  };
+  // ReadKeys's second part, chunk by chunk: the misses read from disk,
+  // then brought back.
+  Status ReadMissesFromDisk(std::span<const uint64_t> keys,
+                            std::span<float> out, std::span<bool> present,
+                            ColdMisses* misses) const;
+  // The rows a pull read from disk brought back into memory, partition by
+  // partition (skipped while a snapshot or restore runs). Errors are
+  // logged: the pull has its rows either way.
+  void BringBack(std::vector<ExactPartition::PulledRow>* pulled) const;
   // Evicts by age in every partition once per newer step and, with
   // evict_after_seconds, once per newer second (see the header).
   void Sweep(uint64_t step, uint32_t now_s);
@@ -190,6 +216,9 @@ class ExactTable final : public Table {
   std::atomic<uint32_t> swept_second_{0};
   RowBudget budget_;
   const std::unique_ptr<ColdRowStore> cold_;  // null: no disk tier
+  // Keys of pulls found in memory and on disk (pushes count theirs in the
+  // partitions).
+  mutable std::atomic<uint64_t> pull_memory_hits_{0}, pull_disk_hits_{0};
   std::mutex disk_sweep_mu_;
   uint64_t disk_sweep_from_ = 0;  // the next key to look at; disk_sweep_mu_
   std::unique_ptr<ExactPartition> partitions_[kPartitions];

@@ -74,7 +74,12 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what,
 }  // namespace
 
 StatusOr<std::unique_ptr<ColdRowStore>> RocksDbColdRowStore::Open(
-    const std::string& dir, size_t record_bytes) {
+    const std::string& dir, size_t record_bytes, int read_threads) {
+  if (read_threads < 1) {
+    return InvalidArgument("disk tier " + dir +
+                           ": read threads must be >= 1, not " +
+                           std::to_string(read_threads));
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
@@ -88,12 +93,16 @@ StatusOr<std::unique_ptr<ColdRowStore>> RocksDbColdRowStore::Open(
   s = rocksdb::DB::Open(options, dir, &db);
   if (!s.ok()) return FromRocks(s, "cannot open", dir);
   return std::unique_ptr<ColdRowStore>(new RocksDbColdRowStore(
-      dir, record_bytes, std::unique_ptr<rocksdb::DB>(db)));
+      dir, record_bytes, std::unique_ptr<rocksdb::DB>(db), read_threads));
 }
 
 RocksDbColdRowStore::RocksDbColdRowStore(std::string dir, size_t record_bytes,
-                                         std::unique_ptr<rocksdb::DB> db)
-    : dir_(std::move(dir)), record_bytes_(record_bytes), db_(std::move(db)) {}
+                                         std::unique_ptr<rocksdb::DB> db,
+                                         int read_threads)
+    : dir_(std::move(dir)),
+      record_bytes_(record_bytes),
+      db_(std::move(db)),
+      readers_(read_threads) {}
 
 RocksDbColdRowStore::~RocksDbColdRowStore() {
   db_.reset();
@@ -131,6 +140,38 @@ StatusOr<bool> RocksDbColdRowStore::Get(uint64_t key,
   std::memcpy(record.data(), value.data(), value.size());
   bytes_read_.fetch_add(value.size(), std::memory_order_relaxed);
   return true;
+}
+
+Status RocksDbColdRowStore::GetMany(std::span<const uint64_t> keys,
+                                    std::span<std::byte> records,
+                                    std::span<uint8_t> found) const {
+  if (records.size() != keys.size() * record_bytes_ ||
+      found.size() != keys.size()) {
+    return InvalidArgument("disk tier " + dir_ +
+                           ": GetMany given buffers of the wrong size");
+  }
+  // Each thread reads a contiguous share, one key at a time: as many reads
+  // in flight as threads.
+  std::vector<Status> errors(readers_.size());
+  auto read = [&](size_t begin, size_t end, int share) {
+    for (size_t i = begin; i < end; ++i) {
+      auto got =
+          Get(keys[i], records.subspan(i * record_bytes_, record_bytes_));
+      if (!got.ok()) {
+        errors[share] = got.status();
+        return;
+      }
+      found[i] = *got;
+    }
+  };
+  {
+    std::lock_guard lock(readers_mu_);
+    readers_.ParallelFor(keys.size(), 1, read);
+  }
+  for (Status& s : errors) {
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
 }
 
 Status RocksDbColdRowStore::Delete(uint64_t key) {

@@ -16,13 +16,21 @@
 // ~20 bytes, 3.5 GB for 1.75x10^8 cold rows), and its files are immutable,
 // so checkpoints can link them instead of copying.
 //
-// Thread-safe (RocksDB is).
+// GetMany reads on a pool of threads of the store's own, each reading its
+// share of the keys in turn: this machine's disk answers about 15k random
+// 4 KiB reads a second one at a time, 55k with 8 in flight and 74k with 16
+// (fio, psync), so --disk_tier_read_threads (ps_server) defaults to 16.
+// The threads wait on the disk, not on a core.
+//
+// Thread-safe (RocksDB is; GetMany calls take the pool in turn).
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "kernels/thread_pool.h"
 #include "table/cold_row_store.h"
 
 namespace rocksdb {
@@ -33,17 +41,23 @@ namespace ps::table {
 
 class RocksDbColdRowStore final : public ColdRowStore {
  public:
+  static constexpr int kDefaultReadThreads = 16;
+
   // An empty store of records of `record_bytes` in `dir`, created if
-  // missing. kIOError (with RocksDB's reason) when the folder cannot be
+  // missing, whose GetMany keeps up to `read_threads` (>= 1) reads in
+  // flight. kIOError (with RocksDB's reason) when the folder cannot be
   // written.
-  static StatusOr<std::unique_ptr<ColdRowStore>> Open(const std::string& dir,
-                                                      size_t record_bytes);
+  static StatusOr<std::unique_ptr<ColdRowStore>> Open(
+      const std::string& dir, size_t record_bytes,
+      int read_threads = kDefaultReadThreads);
   ~RocksDbColdRowStore() override;
 
   size_t record_bytes() const override { return record_bytes_; }
   const std::string& where() const override { return dir_; }
   Status Put(uint64_t key, std::span<const std::byte> record) override;
   StatusOr<bool> Get(uint64_t key, std::span<std::byte> record) const override;
+  Status GetMany(std::span<const uint64_t> keys, std::span<std::byte> records,
+                 std::span<uint8_t> found) const override;
   Status Delete(uint64_t key) override;
   Status Clear() override;
   StatusOr<std::optional<uint64_t>> ForEachFrom(
@@ -53,13 +67,15 @@ class RocksDbColdRowStore final : public ColdRowStore {
 
  private:
   RocksDbColdRowStore(std::string dir, size_t record_bytes,
-                      std::unique_ptr<rocksdb::DB> db);
+                      std::unique_ptr<rocksdb::DB> db, int read_threads);
 
   const std::string dir_;
   const size_t record_bytes_;
   std::unique_ptr<rocksdb::DB> db_;
   std::atomic<uint64_t> bytes_written_{0};
   mutable std::atomic<uint64_t> bytes_read_{0};
+  mutable std::mutex readers_mu_;  // one GetMany on the pool at a time
+  mutable kernels::ThreadPool readers_;
 };
 
 }  // namespace ps::table

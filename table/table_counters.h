@@ -19,6 +19,10 @@ struct TableCounters {
   uint64_t promoted = 0;            // rows brought back from disk
   uint64_t disk_bytes_written = 0;  // of rows moved to disk
   uint64_t disk_bytes_read = 0;     // of rows read from disk
+  // Keys of pulls and pushes found in memory, and found on disk (read from
+  // there): the tier's hits and misses (keys in neither are new).
+  uint64_t memory_hits = 0;
+  uint64_t disk_hits = 0;
 
   TableCounters& operator+=(const TableCounters& o) {
     rows += o.rows;
@@ -31,6 +35,8 @@ struct TableCounters {
     promoted += o.promoted;
     disk_bytes_written += o.disk_bytes_written;
     disk_bytes_read += o.disk_bytes_read;
+    memory_hits += o.memory_hits;
+    disk_hits += o.disk_hits;
     return *this;
   }
 };

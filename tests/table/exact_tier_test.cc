@@ -18,6 +18,8 @@
 #include <map>
 #include <random>
 #include <set>
+#include <shared_mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -139,6 +141,22 @@ TEST(RocksDbColdRowStoreTest, PutGetDeleteClearAndForEachInKeyOrder) {
   EXPECT_EQ(keys, (std::vector<uint64_t>{0, uint64_t{1} << 40, UINT64_MAX}));
   EXPECT_EQ(store->bytes_written(), 32u);
   EXPECT_EQ(store->bytes_read(), 8u);
+  // Many at once, on the store's threads: found or not, in the keys' order.
+  const std::vector<uint64_t> many = {UINT64_MAX, 5, 0, 6, uint64_t{1} << 40};
+  std::vector<std::byte> records(many.size() * 8);
+  std::vector<uint8_t> found(many.size());
+  ASSERT_TRUE(store->GetMany(many, records, found).ok());
+  EXPECT_EQ(found, (std::vector<uint8_t>{1, 0, 1, 0, 1}));
+  for (size_t i : {0, 2, 4}) {
+    EXPECT_EQ(std::vector<std::byte>(records.begin() + 8 * i,
+                                     records.begin() + 8 * (i + 1)),
+              record(many[i] ^ 7));
+  }
+  EXPECT_EQ(store->GetMany(many, records, std::span(found).first(2)).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      RocksDbColdRowStore::Open(dir.path() + "/other", 8, 0).status().code(),
+      StatusCode::kInvalidArgument);
   ASSERT_TRUE(store->Clear().ok());
   keys.clear();
   ASSERT_TRUE(
@@ -322,7 +340,9 @@ TEST(ExactTierTest, SnapshotHoldsBothTiersAndRestoreRefillsThem) {
 // deletes it and starts the key afresh (ExactPartition::Promote). Sweeps
 // go round the rows on disk in key order, kDiskSweepRows a newer step: the
 // one of step 3 reads keys 0..4095 (none idle yet), the one of step 20 the
-// other 904 (idle: deleted) and wraps, so key 0 is left to its push.
+// other 904 (idle: deleted) and wraps, so key 0 is left to its push. A
+// pull brings a row back as it was (key 2), idle or not: eviction in
+// memory deletes it at the next newer step.
 TEST(ExactTierTest, RowsIdleOnDiskAreEvictedWhenTheirKeyComesBack) {
   TempDir dir;
   auto t = Tiered(Counting(10, 5), dir.path());
@@ -335,21 +355,119 @@ TEST(ExactTierTest, RowsIdleOnDiskAreEvictedWhenTheirKeyComesBack) {
       t->ApplyKeys(1, old_keys, std::vector<float>(3 * kOld, 2.0f)).ok());
   ASSERT_TRUE(t->ApplyKeys(3, new_keys, std::vector<float>(30, 1.0f)).ok());
   ASSERT_EQ(t->counters().rows_on_disk, kOld);
-  // Still read (and checkpointed) as they were until a push or a sweep.
-  EXPECT_EQ(Pull(*t, {0}).values, (std::vector<float>{2, 2, 2}));
+  // Read as it was, and back in memory, until a newer step evicts it.
+  EXPECT_EQ(Pull(*t, {2}).values, (std::vector<float>{2, 2, 2}));
+  EXPECT_TRUE(t->HasRow(2));
   // At step 20 the old rows are 19 steps idle.
   ASSERT_TRUE(
       t->ApplyKeys(20, std::vector<uint64_t>{0}, std::vector<float>(3, 1.0f))
           .ok());
+  EXPECT_FALSE(t->HasRow(2));
   EXPECT_EQ(Pull(*t, {0}).values, (std::vector<float>{1, 1, 1}));
   EXPECT_FALSE(Pull(*t, {kOld - 1}).present[0]) << "swept";
   EXPECT_TRUE(Pull(*t, {1}).present[0]) << "not swept yet";
-  // Evicted: the new keys' rows in memory (17 steps idle), the rows swept
-  // on disk, and key 0's on disk.
+  // Evicted: the new keys' rows and key 2's in memory (17 and 19 steps
+  // idle), the rows swept on disk, and key 0's on disk. In memory: key 0
+  // and key 1, which its pull brought back.
   const TableCounters c = t->counters();
-  EXPECT_EQ(c.rows, 1u);
-  EXPECT_EQ(c.rows_on_disk, kOld - kSwept - 1);
-  EXPECT_EQ(c.evicted, 10 + kSwept + 1);
+  EXPECT_EQ(c.rows, 2u);
+  EXPECT_EQ(c.rows_on_disk, kOld - kSwept - 3);
+  EXPECT_EQ(c.evicted, 10 + 1 + kSwept + 1);
+}
+
+// A pull reads the rows it misses from disk and brings them back into
+// memory, at the newest end of their partitions' lists (moving the least
+// recently updated out), their last update as it was: the push that
+// follows finds them there and reads nothing from disk. (At least ~100
+// rows a partition, as in use: a row brought back alone in its partition
+// is its oldest, and the next row the shard needs takes it.)
+TEST(ExactTierTest, PullsBringRowsBackForThePushThatFollows) {
+  TempDir dir;
+  constexpr uint64_t kStepKeys = 3200;
+  auto t = Tiered(Counting(2 * kStepKeys), dir.path());
+  for (uint64_t step = 1; step <= 3; ++step) {
+    std::vector<uint64_t> keys;
+    for (uint64_t k = 0; k < kStepKeys; ++k) keys.push_back(step * 10000 + k);
+    ASSERT_TRUE(
+        t->ApplyKeys(step, keys, std::vector<float>(3 * kStepKeys, float(step)))
+            .ok());
+  }
+  ASSERT_EQ(t->counters().rows_on_disk, kStepKeys);
+  std::vector<uint64_t> cold;  // four keys of step 1 on disk, one twice
+  for (uint64_t k = 10000; cold.size() < 4; ++k) {
+    if (!t->HasRow(k)) cold.push_back(k);
+  }
+  cold.push_back(cold.back());
+  const Pulled p = Pull(*t, cold);
+  EXPECT_EQ(p.values, std::vector<float>(15, 1.0f));
+  EXPECT_EQ(p.present, std::vector<bool>(5, true));
+  TableCounters c = t->counters();
+  EXPECT_EQ(c.promoted, 4u);
+  EXPECT_EQ(c.disk_hits, 5u);
+  EXPECT_EQ(c.memory_hits, 0u);
+  EXPECT_EQ(c.rows, 2 * kStepKeys);
+  EXPECT_EQ(c.rows_on_disk, kStepKeys);
+  for (uint64_t k : cold) EXPECT_TRUE(t->HasRow(k)) << k;
+  EXPECT_EQ(std::get<2>(RowsOf(*t).at(cold[0])), 1u) << "last update";
+  const uint64_t read = c.disk_bytes_read;
+  ASSERT_TRUE(
+      t->ApplyKeys(4, std::span(cold).first(4), std::vector<float>(12, 1.0f))
+          .ok());
+  EXPECT_EQ(t->counters().disk_bytes_read, read)
+      << "the push found them in memory";
+  EXPECT_EQ(t->counters().memory_hits, 4u);
+  EXPECT_EQ(t->counters().disk_hits, 5u);
+  EXPECT_EQ(Pull(*t, {cold[0]}).values, (std::vector<float>{2, 2, 2}));
+  // Keys in neither tier read as absent, and stay absent.
+  EXPECT_EQ(Pull(*t, {99}).present, std::vector<bool>{false});
+  EXPECT_FALSE(t->HasRow(99));
+}
+
+// A pull reads records without locks and brings them back later
+// (ExactPartition::BringBack). A record that changed meanwhile (the row
+// came back, was updated and went out again: a disk delete in between)
+// is read again, not brought back as it was read.
+TEST(ExactTierTest, BringBackRereadsARecordThatMayHaveChanged) {
+  TempDir dir;
+  const proto::TableSpec spec = Counting(1);
+  auto store = RocksDbColdRowStore::Open(dir.path(),
+                                         ExactPartition::ColdRecordBytes(3, 0))
+                   .value();
+  RowBudget budget(1);
+  ExactPartition p(spec, &budget, 0, 0, {}, store.get());
+  auto push = [&](uint64_t step, uint64_t key) {
+    const uint64_t hash = KeyIndex::Mix(key);
+    const std::vector<float> grad = {1, 1, 1};
+    const uint32_t at = 0;
+    ASSERT_TRUE(p.Apply(step, 0,
+                        PartitionKeys{.keys = std::span(&key, 1),
+                                      .values = grad,
+                                      .positions = std::span(&at, 1),
+                                      .hashes = std::span(&hash, 1)},
+                        [] { return uint64_t{0}; })
+                    .ok());
+  };
+  constexpr uint64_t kA = 7, kB = 8;
+  push(1, kA);
+  push(2, kB);  // A moves out, as 1
+  std::vector<std::byte> as_read(store->record_bytes());
+  uint64_t deletes;
+  {
+    std::shared_lock lock(p.lock());
+    deletes = p.disk_deletes_locked();
+    ASSERT_TRUE(store->Get(kA, as_read).value());
+  }
+  push(3, kA);  // A back (2), B out
+  push(4, kB);  // B back, A out as 2
+  const ExactPartition::PulledRow stale = {.key = kA,
+                                           .hash = KeyIndex::Mix(kA),
+                                           .record = as_read,
+                                           .disk_deletes = deletes};
+  ASSERT_TRUE(p.BringBack(std::span(&stale, 1)).ok());
+  std::shared_lock lock(p.lock());
+  const float* row = p.FindLocked(kA, KeyIndex::Mix(kA));
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row[0], 2.0f) << "the record on disk now, not the one read";
 }
 
 // Rows idle on disk whose keys never come back are deleted by the sweeps of
@@ -424,8 +542,9 @@ TEST(ExactTierTest, ConcurrentPushesPullsAndSnapshotsKeepExactSums) {
       }
     });
   }
-  std::thread reader([&] {
-    std::mt19937_64 rng(99);
+  // Two readers: their pulls bring rows back too.
+  auto read = [&](int seed) {
+    std::mt19937_64 rng(seed);
     while (!stop.load()) {
       std::vector<uint64_t> keys(kBatch);
       for (auto& k : keys) {
@@ -439,7 +558,8 @@ TEST(ExactTierTest, ConcurrentPushesPullsAndSnapshotsKeepExactSums) {
         }
       }
     }
-  });
+  };
+  std::thread readers[] = {std::thread(read, 99), std::thread(read, 98)};
   std::thread snapshotter([&] {
     while (!stop.load()) {
       TableSnapshot snap;
@@ -456,7 +576,7 @@ TEST(ExactTierTest, ConcurrentPushesPullsAndSnapshotsKeepExactSums) {
   });
   for (auto& t : writers) t.join();
   stop = true;
-  reader.join();
+  for (auto& r : readers) r.join();
   snapshotter.join();
   EXPECT_EQ(problems.load(), 0);
   uint64_t keys_pushed = 0;
