@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -34,7 +36,11 @@ struct TablePlan {
 struct Chunk {
   size_t table;
   uint64_t begin, end;  // positions in the table's key order
+  // The file to write, or with `merged` (a table with uncopied rows: all
+  // of it in one chunk) the prefix of the files to write.
   std::string file;
+  bool merged = false;
+  std::vector<std::string> files;  // written
   uint64_t entries = 0;
   uint64_t checksum = 0;
   Status status;
@@ -76,6 +82,9 @@ Status CheckTable(const TableSnapshot& t) {
   }
   if (!exact && !t.deleted.empty()) {
     return InvalidArgument(where + ": only EXACT tables delete keys");
+  }
+  if (!exact && t.uncopied != nullptr) {
+    return InvalidArgument(where + ": only EXACT tables keep rows on disk");
   }
   return Status::OK();
 }
@@ -190,6 +199,77 @@ void WriteChunk(const TablePlan& plan, const rocksdb::Options& options,
   if (!s.ok()) {
     chunk->status = IOError("writing " + chunk->file + " (table '" +
                             t.spec.name() + "'): " + s.ToString());
+    return;
+  }
+  chunk->files.push_back(chunk->file);
+}
+
+// A table with rows its snapshot did not copy (TableSnapshot::uncopied: an
+// EXACT table's disk tier), in one pass: the copied entries (in key order)
+// and the uncopied rows (keys ascending; never a copied key) merged into
+// files of about `target_file_bytes`, one after another. The same entries,
+// bytes and checksum as the rows copied would give.
+void WriteMergedChunk(const TablePlan& plan, const rocksdb::Options& options,
+                      uint64_t target_file_bytes, Chunk* chunk) {
+  const TableSnapshot& t = *plan.table;
+  const uint32_t table_id = t.spec.id();
+  std::unique_ptr<rocksdb::SstFileWriter> writer;
+  uint64_t file_bytes = 0;
+  rocksdb::Status s;
+  char key[kKeyBytes];
+  auto put = [&](uint64_t id, std::string_view v) {
+    if (!s.ok()) return;
+    if (writer == nullptr || file_bytes >= target_file_bytes) {
+      if (writer != nullptr && !(s = writer->Finish()).ok()) return;
+      chunk->files.push_back(chunk->file + "-" +
+                             std::to_string(chunk->files.size()) + ".sst");
+      writer = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(),
+                                                        options);
+      file_bytes = 0;
+      if (!(s = writer->Open(chunk->files.back())).ok()) return;
+    }
+    EncodeKey(table_id, id, key);
+    s = writer->Put(rocksdb::Slice(key, kKeyBytes),
+                    rocksdb::Slice(v.data(), v.size()));
+    file_bytes += kKeyBytes + v.size();
+    chunk->checksum += EntryChecksum(table_id, id, v);
+    ++chunk->entries;
+  };
+  std::string value;
+  uint64_t pos = 0;  // the next copied entry
+  // The copied entries whose keys are below `below` (nullopt: all left).
+  auto put_copied = [&](std::optional<uint64_t> below) {
+    for (; pos < plan.count; ++pos) {
+      const uint64_t o = IndexAt(plan, pos);
+      const bool deleted = (o & kTombstone) != 0;
+      const uint64_t id = deleted ? t.deleted[o & ~kTombstone] : t.IdAt(o);
+      if (below.has_value() && id >= *below) return;
+      if (!deleted) EncodeExactRow(plan, pos, &value);
+      put(id, deleted ? std::string_view() : std::string_view(value));
+    }
+  };
+  const size_t row_bytes = size_t{t.dim()} * sizeof(float);
+  const Status scanned =
+      t.uncopied->ForEach([&](uint64_t id, const float* values,
+                              const float* const* state, uint64_t last_update) {
+        put_copied(id);
+        // EncodeExactRow's layout: the arrays, then the last update.
+        value.assign(reinterpret_cast<const char*>(values), row_bytes);
+        for (int a = 0; a < t.state_arrays; ++a) {
+          value.append(reinterpret_cast<const char*>(state[a]), row_bytes);
+        }
+        value.append(reinterpret_cast<const char*>(&last_update),
+                     sizeof last_update);
+        put(id, value);
+      });
+  put_copied(std::nullopt);
+  if (s.ok() && writer != nullptr) s = writer->Finish();
+  if (!scanned.ok()) {
+    chunk->status = scanned.WithContext("reading the rows on disk of table '" +
+                                        t.spec.name() + "'");
+  } else if (!s.ok()) {
+    chunk->status = IOError("writing " + chunk->file + "-*.sst (table '" +
+                            t.spec.name() + "'): " + s.ToString());
   }
 }
 
@@ -226,6 +306,16 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
   for (size_t ti = 0; ti < plans.size(); ++ti) {
     // Whole runs per file: a run never spans two files.
     const uint64_t run = plans[ti].run_rows;
+    if (plans[ti].table->uncopied != nullptr) {
+      Chunk c;
+      c.table = ti;
+      c.begin = 0;
+      c.end = plans[ti].count;
+      c.merged = true;
+      c.file = JoinPath(sst_dir, std::to_string(chunks.size()));
+      chunks.push_back(std::move(c));
+      continue;
+    }
     const uint64_t per_file =
         std::max<uint64_t>(1, options.target_file_bytes /
                                   (plans[ti].value_bytes + kKeyBytes) / run) *
@@ -244,7 +334,12 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < chunks.size();) {
-      WriteChunk(plans[chunks[i].table], db_options, &chunks[i]);
+      if (chunks[i].merged) {
+        WriteMergedChunk(plans[chunks[i].table], db_options,
+                         options.target_file_bytes, &chunks[i]);
+      } else {
+        WriteChunk(plans[chunks[i].table], db_options, &chunks[i]);
+      }
     }
   };
   const int threads =
@@ -269,7 +364,7 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
     checksum += c.checksum;
     entries += c.entries;
     table_entries[c.table] += c.entries;
-    files.push_back(c.file);
+    files.insert(files.end(), c.files.begin(), c.files.end());
   }
   for (size_t ti = 0; ti < plans.size(); ++ti) {
     const TablePlan& p = plans[ti];

@@ -9,9 +9,10 @@
 // and hands it to the table (ExactTable::Options::open_disk_tier).
 //
 // A store is scratch, not durable state: it starts empty and deletes its
-// files when destroyed. Checkpoints are what survive a crash (they copy
-// every row of both tiers), so a restart restores the newest checkpoint
-// and starts with an empty store.
+// files when destroyed (or when the last view of it goes). Checkpoints are
+// what survive a crash (they write every row of both tiers, reading the
+// rows on disk from a view pinned at the cut), so a restart restores the
+// newest checkpoint and starts with an empty store.
 //
 // A key is either in the table's memory or here, never both: the table
 // moves it under its partition's exclusive lock, so a store needs no
@@ -30,6 +31,19 @@
 #include "base/status_or.h"
 
 namespace ps::table {
+
+// fn(key, record) of one record.
+using ColdRecordFn = std::function<void(uint64_t, std::span<const std::byte>)>;
+
+// The records of a store as they were at one moment (ColdRowStore::Pin),
+// readable later and from any thread while the store goes on changing:
+// what a checkpoint writes the rows on disk from. Thread-safe.
+class ColdRowView {
+ public:
+  virtual ~ColdRowView() = default;
+  // fn(key, record) for every record of the moment, keys ascending.
+  virtual Status ForEach(const ColdRecordFn& fn) const = 0;
+};
 
 class ColdRowStore {
  public:
@@ -62,13 +76,17 @@ class ColdRowStore {
   // fn(key, record) for at most `limit` records from key `first` on, keys
   // ascending. Returns the key after the last one visited, or nullopt when
   // the scan reached the end.
-  using RecordFn = std::function<void(uint64_t, std::span<const std::byte>)>;
+  using RecordFn = ColdRecordFn;
   virtual StatusOr<std::optional<uint64_t>> ForEachFrom(
       uint64_t first, size_t limit, const RecordFn& fn) const = 0;
   // Every record, keys ascending.
   Status ForEach(const RecordFn& fn) const {
     return ForEachFrom(0, SIZE_MAX, fn).status();
   }
+
+  // The records as they are now, as a view that keeps them (and the
+  // store's files) while it lives, even past the store's own end.
+  virtual StatusOr<std::shared_ptr<const ColdRowView>> Pin() const = 0;
 
   // Bytes of records written and read since the store opened.
   virtual uint64_t bytes_written() const = 0;

@@ -404,19 +404,24 @@ Status ExactTable::Snapshot(TableSnapshot* out) const {
       out->last_update.push_back(last_update);
     });
   }
+  out->uncopied = nullptr;
   if (cold_ == nullptr) return Status::OK();
-  std::vector<std::byte> aligned(cold_->record_bytes());
-  return cold_->ForEach([&](uint64_t key, std::span<const std::byte> record) {
-    std::copy(record.begin(), record.end(), aligned.begin());
+  // The rows on disk stay there, pinned as they are now (no apply moves a
+  // row until this returns).
+  PS_ASSIGN_OR_RETURN(auto view, cold_->Pin());
+  out->uncopied =
+      std::make_shared<RowsOnDisk>(std::move(view), dim_, state_arrays_);
+  return Status::OK();
+}
+
+Status ExactTable::RowsOnDisk::ForEach(const RowFn& fn) const {
+  // RocksDB's buffers need not be 4-byte aligned: each record is copied.
+  std::vector<std::byte> aligned;
+  return view_->ForEach([&](uint64_t key, std::span<const std::byte> record) {
+    aligned.assign(record.begin(), record.end());
     const ExactPartition::ColdRow row =
         ExactPartition::ViewColdRecord(aligned, dim_, state_arrays_);
-    out->ids.push_back(key);
-    out->values.insert(out->values.end(), row.values, row.values + dim_);
-    for (int k = 0; k < state_arrays_; ++k) {
-      out->state[k].insert(out->state[k].end(), row.state[k],
-                           row.state[k] + dim_);
-    }
-    out->last_update.push_back(row.last_update);
+    fn(key, row.values, row.state, row.last_update);
   });
 }
 

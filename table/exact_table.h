@@ -46,7 +46,8 @@
 //   kDiskSweepRows more rows on disk, in key order, round and round, and
 //   deletes the idle ones (until then a row is read and checkpointed as it
 //   was).
-//   Snapshots hold the rows of both tiers; restores fill memory with the
+//   Snapshots hold the rows of both tiers (those on disk as a view of the
+//   disk tier pinned at the cut, not copied); restores fill memory with the
 //   most recently updated rows and put the rest on disk. A push whose
 //   partition has no row to move out while every partition that has one
 //   is busy takes a row beyond the bound instead of waiting (which could
@@ -137,7 +138,9 @@ class ExactTable final : public Table {
   uint64_t bytes() const override;
   std::string Placement() const override;
 
-  // Every key with its row, state and last update (ids in no order).
+  // Every key with its row, state and last update (ids in no order): the
+  // rows in memory copied, those on disk (with a disk tier) as
+  // out->uncopied, a view of the disk tier pinned at this moment.
   Status Snapshot(TableSnapshot* out) const override;
   // The reader fills target->exact (keys ascending).
   Status PrepareRestore(TableTarget* target) override;
@@ -173,6 +176,19 @@ class ExactTable final : public Table {
   ExactPartition& PartitionOf(uint64_t key) const {
     return Partition(KeyIndex::Mix(key));
   }
+  // A snapshot's rows on disk: a pinned view of the store, decoded.
+  class RowsOnDisk final : public UncopiedRows {
+   public:
+    RowsOnDisk(std::shared_ptr<const ColdRowView> view, uint32_t dim,
+               int state_arrays)
+        : view_(std::move(view)), dim_(dim), state_arrays_(state_arrays) {}
+    Status ForEach(const RowFn& fn) const override;
+
+   private:
+    const std::shared_ptr<const ColdRowView> view_;
+    const uint32_t dim_;
+    const int state_arrays_;
+  };
   // The keys of a pull that its chunks did not find in memory (with a
   // disk tier): their positions in the pull, and their partitions'
   // disk_deletes_locked() when the chunk looked.

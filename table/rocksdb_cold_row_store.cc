@@ -71,6 +71,73 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what,
   return IOError("disk tier " + dir + ": " + what + ": " + s.ToString());
 }
 
+// fn(key, record) for at most `limit` records from key `first` on, as of
+// `snapshot` (null: now): ColdRowStore::ForEachFrom's contract.
+StatusOr<std::optional<uint64_t>> Scan(rocksdb::DB* db,
+                                       const rocksdb::Snapshot* snapshot,
+                                       const std::string& dir,
+                                       size_t record_bytes, uint64_t first,
+                                       size_t limit, const ColdRecordFn& fn) {
+  rocksdb::ReadOptions r;
+  r.fill_cache = false;
+  r.snapshot = snapshot;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(r));
+  size_t visited = 0;
+  for (it->Seek(EncodedKey(first).slice()); it->Valid(); it->Next()) {
+    const rocksdb::Slice v = it->value();
+    if (it->key().size() != 8 || v.size() != record_bytes) {
+      return Corruption("disk tier " + dir + ": a record of the wrong size");
+    }
+    const uint64_t key = DecodeKey(it->key());
+    if (visited == limit) return std::optional<uint64_t>(key);
+    fn(key, std::span<const std::byte>(
+                reinterpret_cast<const std::byte*>(v.data()), v.size()));
+    ++visited;
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "cannot scan", dir);
+  return std::optional<uint64_t>();
+}
+
+}  // namespace
+
+struct RocksDbColdRowStore::Database {
+  Database(std::string dir, std::unique_ptr<rocksdb::DB> db)
+      : dir(std::move(dir)), db(std::move(db)) {}
+  ~Database() {
+    db.reset();
+    // Scratch: nothing to keep. A failure leaves files to the next Open.
+    (void)rocksdb::DestroyDB(dir, StoreOptions());
+    std::error_code ec;
+    std::filesystem::remove(dir, ec);  // only if empty
+  }
+  const std::string dir;
+  std::unique_ptr<rocksdb::DB> db;
+};
+
+namespace {
+
+// A RocksDB snapshot of the store, which keeps the database open.
+class PinnedView final : public ColdRowView {
+ public:
+  PinnedView(std::shared_ptr<RocksDbColdRowStore::Database> database,
+             size_t record_bytes)
+      : database_(std::move(database)),
+        snapshot_(database_->db->GetSnapshot()),
+        record_bytes_(record_bytes) {}
+  ~PinnedView() override { database_->db->ReleaseSnapshot(snapshot_); }
+
+  Status ForEach(const ColdRecordFn& fn) const override {
+    return Scan(database_->db.get(), snapshot_, database_->dir, record_bytes_,
+                0, SIZE_MAX, fn)
+        .status();
+  }
+
+ private:
+  const std::shared_ptr<RocksDbColdRowStore::Database> database_;
+  const rocksdb::Snapshot* const snapshot_;
+  const size_t record_bytes_;
+};
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ColdRowStore>> RocksDbColdRowStore::Open(
@@ -92,25 +159,22 @@ StatusOr<std::unique_ptr<ColdRowStore>> RocksDbColdRowStore::Open(
   rocksdb::DB* db = nullptr;
   s = rocksdb::DB::Open(options, dir, &db);
   if (!s.ok()) return FromRocks(s, "cannot open", dir);
+  auto database =
+      std::make_shared<Database>(dir, std::unique_ptr<rocksdb::DB>(db));
   return std::unique_ptr<ColdRowStore>(new RocksDbColdRowStore(
-      dir, record_bytes, std::unique_ptr<rocksdb::DB>(db), read_threads));
+      dir, record_bytes, std::move(database), read_threads));
 }
 
 RocksDbColdRowStore::RocksDbColdRowStore(std::string dir, size_t record_bytes,
-                                         std::unique_ptr<rocksdb::DB> db,
+                                         std::shared_ptr<Database> database,
                                          int read_threads)
     : dir_(std::move(dir)),
       record_bytes_(record_bytes),
-      db_(std::move(db)),
+      database_(std::move(database)),
+      db_(database_->db.get()),
       readers_(read_threads) {}
 
-RocksDbColdRowStore::~RocksDbColdRowStore() {
-  db_.reset();
-  // Scratch: nothing to keep. A failure leaves files to the next Open.
-  (void)rocksdb::DestroyDB(dir_, StoreOptions());
-  std::error_code ec;
-  std::filesystem::remove(dir_, ec);  // only if empty
-}
+RocksDbColdRowStore::~RocksDbColdRowStore() = default;  // see Database
 
 Status RocksDbColdRowStore::Put(uint64_t key,
                                 std::span<const std::byte> record) {
@@ -193,23 +257,12 @@ Status RocksDbColdRowStore::Clear() {
 
 StatusOr<std::optional<uint64_t>> RocksDbColdRowStore::ForEachFrom(
     uint64_t first, size_t limit, const RecordFn& fn) const {
-  rocksdb::ReadOptions r;
-  r.fill_cache = false;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(r));
-  size_t visited = 0;
-  for (it->Seek(EncodedKey(first).slice()); it->Valid(); it->Next()) {
-    const rocksdb::Slice v = it->value();
-    if (it->key().size() != 8 || v.size() != record_bytes_) {
-      return Corruption("disk tier " + dir_ + ": a record of the wrong size");
-    }
-    const uint64_t key = DecodeKey(it->key());
-    if (visited == limit) return std::optional<uint64_t>(key);
-    fn(key, std::span<const std::byte>(
-                reinterpret_cast<const std::byte*>(v.data()), v.size()));
-    ++visited;
-  }
-  if (!it->status().ok()) return FromRocks(it->status(), "cannot scan", dir_);
-  return std::optional<uint64_t>();
+  return Scan(db_, nullptr, dir_, record_bytes_, first, limit, fn);
+}
+
+StatusOr<std::shared_ptr<const ColdRowView>> RocksDbColdRowStore::Pin() const {
+  return std::shared_ptr<const ColdRowView>(
+      std::make_shared<PinnedView>(database_, record_bytes_));
 }
 
 }  // namespace ps::table

@@ -2,8 +2,9 @@
 // database of its own folder, what ps_server --disk_tier_dir opens.
 //
 // Scratch: Open empties the folder (what a killed process left), writes
-// skip the write-ahead log and are never synced, the destructor deletes the
-// files (and the folder when that leaves it empty).
+// skip the write-ahead log and are never synced, and the files (and the
+// folder when that leaves it empty) are deleted when the store and the
+// last view of it (Pin: a RocksDB snapshot) are gone.
 //
 // Tuned for this: no compression (float rows do not compress), a bloom
 // filter per file kept in memory (a push of a key that was never demoted,
@@ -62,16 +63,22 @@ class RocksDbColdRowStore final : public ColdRowStore {
   Status Clear() override;
   StatusOr<std::optional<uint64_t>> ForEachFrom(
       uint64_t first, size_t limit, const RecordFn& fn) const override;
+  StatusOr<std::shared_ptr<const ColdRowView>> Pin() const override;
   uint64_t bytes_written() const override { return bytes_written_; }
   uint64_t bytes_read() const override { return bytes_read_; }
 
+  // The open database, shared by the store and its views; the last owner
+  // closes it and deletes its files.
+  struct Database;
+
  private:
   RocksDbColdRowStore(std::string dir, size_t record_bytes,
-                      std::unique_ptr<rocksdb::DB> db, int read_threads);
+                      std::shared_ptr<Database> database, int read_threads);
 
   const std::string dir_;
   const size_t record_bytes_;
-  std::unique_ptr<rocksdb::DB> db_;
+  const std::shared_ptr<Database> database_;
+  rocksdb::DB* const db_;  // database_'s
   std::atomic<uint64_t> bytes_written_{0};
   mutable std::atomic<uint64_t> bytes_read_{0};
   mutable std::mutex readers_mu_;  // one GetMany on the pool at a time

@@ -5,12 +5,29 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
+#include "base/status.h"
 #include "kernels/optimizers.h"
 #include "protocol/ps.pb.h"
 
 namespace ps::table {
+
+// Rows of a snapshot that are not copied into it: an EXACT table's disk
+// tier, which may hold more rows than memory. Read (as they were at the
+// cut) when the snapshot is written. Thread-safe.
+class UncopiedRows {
+ public:
+  virtual ~UncopiedRows() = default;
+  // fn(key, values, state arrays, last update) per row, keys ascending;
+  // the pointers are valid during the call.
+  using RowFn =
+      std::function<void(uint64_t key, const float* values,
+                         const float* const* state, uint64_t last_update)>;
+  virtual Status ForEach(const RowFn& fn) const = 0;
+};
 
 // A copy of one shard's part of a table, taken at a checkpoint's cut.
 struct TableSnapshot {
@@ -33,6 +50,9 @@ struct TableSnapshot {
   std::vector<float> state[kernels::kMaxOptimizerStates];
   std::vector<uint64_t> last_update;  // EXACT: per entry
   std::vector<uint64_t> deleted;      // EXACT, not full: keys without a row now
+  // EXACT with a disk tier: its rows on disk, besides the entries above
+  // (never the same key); null otherwise.
+  std::shared_ptr<const UncopiedRows> uncopied;
 
   uint32_t dim() const { return spec.dim(); }
   // Entries with values (not counting deleted keys).

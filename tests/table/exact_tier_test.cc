@@ -25,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "checkpoint/shard_writer.h"
 #include "table/exact_table.h"
 #include "table/rocksdb_cold_row_store.h"
 #include "tests/temp_dir.h"
@@ -72,13 +73,36 @@ std::unique_ptr<ExactTable> Tiered(const proto::TableSpec& spec,
   return t.ok() ? std::move(*t) : nullptr;
 }
 
+// A snapshot with its rows on disk (TableSnapshot::uncopied, a view of the
+// disk tier) copied in too: every row, as a restore takes them.
+TableSnapshot WholeSnapshot(const ExactTable& t) {
+  TableSnapshot snap;
+  snap.spec = t.spec();
+  EXPECT_TRUE(t.Snapshot(&snap).ok());
+  if (snap.uncopied == nullptr) return snap;
+  const uint32_t dim = t.spec().dim();
+  EXPECT_TRUE(snap.uncopied
+                  ->ForEach([&](uint64_t key, const float* values,
+                                const float* const* state, uint64_t last) {
+                    snap.ids.push_back(key);
+                    snap.values.insert(snap.values.end(), values, values + dim);
+                    for (int k = 0; k < snap.state_arrays; ++k) {
+                      snap.state[k].insert(snap.state[k].end(), state[k],
+                                           state[k] + dim);
+                    }
+                    snap.last_update.push_back(last);
+                  })
+                  .ok());
+  snap.uncopied = nullptr;
+  return snap;
+}
+
 // Every row of a snapshot by key: values, state, last update.
 using Rows =
     std::map<uint64_t,
              std::tuple<std::vector<float>, std::vector<float>, uint64_t>>;
 Rows RowsOf(const ExactTable& t) {
-  TableSnapshot snap;
-  EXPECT_TRUE(t.Snapshot(&snap).ok());
+  const TableSnapshot snap = WholeSnapshot(t);
   const uint32_t dim = t.spec().dim();
   Rows rows;
   for (size_t i = 0; i < snap.ids.size(); ++i) {
@@ -166,6 +190,36 @@ TEST(RocksDbColdRowStoreTest, PutGetDeleteClearAndForEachInKeyOrder) {
   ASSERT_TRUE(store->Put(9, std::vector<std::byte>(4)).ok());
   auto wrong = store->Get(9, got);
   EXPECT_EQ(wrong.status().code(), StatusCode::kCorruption) << wrong.status();
+}
+
+// A view (Pin) reads the records as they were when pinned, while the store
+// changes, and keeps the files after the store is gone; the last of the
+// two deletes them.
+TEST(RocksDbColdRowStoreTest, PinnedViewsReadTheirMomentAndOutliveTheStore) {
+  TempDir dir;
+  const std::string path = dir.path() + "/store";
+  auto store = RocksDbColdRowStore::Open(path, 8).value();
+  auto record = [](uint64_t v) {
+    std::vector<std::byte> r(8);
+    std::memcpy(r.data(), &v, 8);
+    return r;
+  };
+  for (uint64_t key : {1, 2, 3}) ASSERT_TRUE(store->Put(key, record(key)).ok());
+  auto view = store->Pin().value();
+  ASSERT_TRUE(store->Delete(2).ok());
+  ASSERT_TRUE(store->Put(4, record(4)).ok());
+  ASSERT_TRUE(store->Put(1, record(10)).ok());
+  store.reset();
+  ASSERT_TRUE(std::filesystem::exists(path));
+  std::map<uint64_t, std::vector<std::byte>> seen;
+  ASSERT_TRUE(view->ForEach([&](uint64_t key, std::span<const std::byte> r) {
+                    seen[key].assign(r.begin(), r.end());
+                  })
+                  .ok());
+  EXPECT_EQ(seen, (std::map<uint64_t, std::vector<std::byte>>{
+                      {1, record(1)}, {2, record(2)}, {3, record(3)}}));
+  view.reset();
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 // This test binary, filtered to one test (a child's command line).
@@ -304,8 +358,7 @@ TEST(ExactTierTest, SnapshotHoldsBothTiersAndRestoreRefillsThem) {
   const Rows saved = RowsOf(*t);
   ASSERT_EQ(saved.size(), 300u);
 
-  TableSnapshot snap;
-  ASSERT_TRUE(t->Snapshot(&snap).ok());
+  const TableSnapshot snap = WholeSnapshot(*t);
   auto restore = [&](Table& into) {
     TableTarget target;
     EXPECT_TRUE(into.PrepareRestore(&target).ok());
@@ -334,6 +387,45 @@ TEST(ExactTierTest, SnapshotHoldsBothTiersAndRestoreRefillsThem) {
   // Into one in memory that is not: refused, as before tiers.
   auto small = ExactTable::Create(Spec(50, false)).value();
   EXPECT_EQ(restore(*small).code(), StatusCode::kResourceExhausted);
+}
+
+// A checkpoint of a tiered table writes the rows of both tiers: those on
+// disk read, after the cut, from the view its snapshot pinned (never
+// copied into memory) and merged with those in memory into files one
+// after another. The same entries and checksum as every row copied gives,
+// though rows moved both ways after the cut.
+TEST(ExactTierTest, CheckpointsWriteTheRowsOnDiskFromThePinnedView) {
+  TempDir dir;
+  auto t = Tiered(Spec(50, true), dir.path() + "/tier");
+  std::vector<uint64_t> keys;
+  for (uint64_t i = 0; i < 300; ++i) keys.push_back(i * 7919);
+  for (size_t b = 0; b < keys.size(); b += 30) {
+    std::vector<uint64_t> part(keys.begin() + b, keys.begin() + b + 30);
+    ASSERT_TRUE(t->ApplyKeys(b + 1, part, std::vector<float>(90, 1.0f)).ok());
+  }
+  ASSERT_EQ(t->counters().rows_on_disk, 250u);
+  checkpoint::ShardSnapshot pinned, copied;
+  pinned.tables.emplace_back();
+  pinned.tables[0].spec = t->spec();
+  ASSERT_TRUE(t->Snapshot(&pinned.tables[0]).ok());
+  ASSERT_NE(pinned.tables[0].uncopied, nullptr);
+  EXPECT_EQ(pinned.tables[0].ids.size(), 50u) << "only memory is copied";
+  copied.tables.push_back(WholeSnapshot(*t));
+  ASSERT_EQ(copied.tables[0].ids.size(), 300u);
+  // After the cut: rows on disk come back, others go out, all change.
+  ASSERT_TRUE(t->ApplyKeys(400, std::span(keys).first(100),
+                           std::vector<float>(300, 5.0f))
+                  .ok());
+  ASSERT_GT(t->counters().promoted, 0u);
+  checkpoint::ShardWriteOptions o;
+  o.target_file_bytes = 2048;  // several files from the merged pass
+  auto a = checkpoint::WriteShard(dir.path() + "/a", pinned, o);
+  auto b = checkpoint::WriteShard(dir.path() + "/b", copied, o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->entries(), 300u);
+  EXPECT_EQ(a->tables(0).entries(), 300u);
+  EXPECT_EQ(a->checksum(), b->checksum());
 }
 
 // A push of a key whose row lies idle on disk, where no sweep came by yet,
@@ -562,8 +654,9 @@ TEST(ExactTierTest, ConcurrentPushesPullsAndSnapshotsKeepExactSums) {
   std::thread readers[] = {std::thread(read, 99), std::thread(read, 98)};
   std::thread snapshotter([&] {
     while (!stop.load()) {
-      TableSnapshot snap;
-      if (!table->Snapshot(&snap).ok()) ++problems;
+      // The rows on disk are read after Snapshot returns, from the view it
+      // pinned, while the writers go on moving rows.
+      const TableSnapshot snap = WholeSnapshot(*table);
       std::set<uint64_t> seen(snap.ids.begin(), snap.ids.end());
       if (seen.size() != snap.ids.size()) {
         ADD_FAILURE() << "a key in both tiers at once";
@@ -647,9 +740,7 @@ TEST(ExactTierTest, DiskFullChild) {
   EXPECT_EQ(held, c.rows + c.rows_on_disk);
   EXPECT_EQ(held + c.refused_full, kKeys);
   EXPECT_GT(c.rows_on_disk, 0u);
-  TableSnapshot snap;
-  ASSERT_TRUE(t->Snapshot(&snap).ok());
-  EXPECT_EQ(snap.ids.size(), held);
+  EXPECT_EQ(WholeSnapshot(*t).ids.size(), held);
   // Pushes to keys whose rows are on disk cannot bring them back (that
   // would move another row out): dropped and counted, the rows unchanged.
   std::vector<uint64_t> cold;
