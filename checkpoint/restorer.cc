@@ -102,6 +102,7 @@ class RestoreSink : public EntrySink {
       if (p.new_map.ShardOfKey(id) != shard_id_) return Status::OK();
       p.optimizer_steps =
           std::max(p.optimizer_steps, table.entry->optimizer_steps());
+      if (t.exact_sink != nullptr) return Stream(t, id, value);
       exact_.push_back(
           {table.spec->id(), id, exact_bytes_.size(), value.empty()});
       exact_bytes_.append(value);
@@ -157,6 +158,24 @@ class RestoreSink : public EntrySink {
   }
 
  private:
+  // An EXACT entry straight into the table's sink (the value checked).
+  static Status Stream(const TableTarget& t, uint64_t key,
+                       std::string_view value) {
+    if (value.empty()) return t.exact_sink->Delete(key);
+    const size_t dim = t.spec.dim();
+    // RocksDB's block need not be 4-byte aligned: copied first.
+    std::vector<float> row(dim * (1 + t.state_arrays));
+    std::memcpy(row.data(), value.data(), row.size() * sizeof(float));
+    uint64_t last_update;
+    std::memcpy(&last_update, value.data() + row.size() * sizeof(float),
+                sizeof last_update);
+    const float* state[kernels::kMaxOptimizerStates] = {};
+    for (int s = 0; s < t.state_arrays; ++s) {
+      state[s] = row.data() + dim * (1 + s);
+    }
+    return t.exact_sink->Put(key, row.data(), state, last_update);
+  }
+
   const uint32_t shard_id_;
   std::unordered_map<uint32_t, PerTable> tables_;
   const ScanTable* last_table_ = nullptr;
@@ -278,6 +297,10 @@ StatusOr<RestoreResult> RestoreShard(const std::string& checkpoint_path,
       if (e0->full()) {
         exact_rows[id].clear();
         full_rows[id] = 0;
+        if (t->exact_sink != nullptr) {
+          PS_RETURN_IF_ERROR(t->exact_sink->Clear().WithContext(
+              "restoring " + TableWhere(t->spec)));
+        }
       }
     }
     for (uint32_t k = 0; k < old_shards; ++k) {
@@ -309,6 +332,10 @@ StatusOr<RestoreResult> RestoreShard(const std::string& checkpoint_path,
   }
 
   for (auto& [id, t] : targets) {
+    if (t->exact_sink != nullptr) {
+      t->rows_restored = t->exact_sink->rows();
+      continue;
+    }
     if (t->spec.kind() == ps::proto::EXACT) {
       auto& rows = exact_rows[id];
       const size_t dim = t->spec.dim();

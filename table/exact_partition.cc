@@ -458,6 +458,16 @@ bool ExactPartition::RestoreRowLocked(uint64_t key, const float* values,
   return true;
 }
 
+StatusOr<bool> ExactPartition::DeleteColdRowLocked(uint64_t key) {
+  promoted_record_.resize(cold_->record_bytes());
+  PS_ASSIGN_OR_RETURN(const bool found, cold_->Get(key, promoted_record_));
+  if (!found) return false;
+  PS_RETURN_IF_ERROR(cold_->Delete(key));
+  ++disk_deletes_;
+  --counters_.rows_on_disk;
+  return true;
+}
+
 Status ExactPartition::RestoreColdRowLocked(uint64_t key, const float* values,
                                             const float* const* state,
                                             uint64_t last_update,

@@ -219,6 +219,9 @@ class ExactPartition {
   bool RestoreRowLocked(uint64_t key, const float* values,
                         const float* const* state, uint64_t last_update,
                         uint32_t now_s);
+  // With a disk tier: deletes the row of `key` from disk; true when it
+  // was there.
+  StatusOr<bool> DeleteColdRowLocked(uint64_t key);
   // The same row written straight to the disk tier (which must exist).
   Status RestoreColdRowLocked(uint64_t key, const float* values,
                               const float* const* state, uint64_t last_update,

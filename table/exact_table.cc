@@ -427,11 +427,60 @@ Status ExactTable::RowsOnDisk::ForEach(const RowFn& fn) const {
 
 Status ExactTable::PrepareRestore(TableTarget* target) {
   target->state_arrays = state_arrays_;
+  if (cold_ == nullptr) return Status::OK();
+  // The rows stream to disk as they are read: a table with a disk tier may
+  // hold more rows than memory. An earlier attempt's rows go first.
+  restore_sink_ = std::make_unique<StreamedRestore>(this);
+  PS_RETURN_IF_ERROR(restore_sink_->Clear());
+  target->exact_sink = restore_sink_.get();
+  return Status::OK();
+}
+
+Status ExactTable::FreeAllRows() {
+  for (auto& p : partitions_) {
+    std::unique_lock lock(p->lock());
+    p->FreeAllRowsLocked();
+  }
+  return cold_ != nullptr ? cold_->Clear() : Status::OK();
+}
+
+Status ExactTable::StreamedRestore::Clear() {
+  rows_ = 0;
+  return table_->FreeAllRows().WithContext("restoring " +
+                                           Where(table_->spec()));
+}
+
+Status ExactTable::StreamedRestore::Put(uint64_t key, const float* values,
+                                        const float* const* state,
+                                        uint64_t last_update) {
+  ExactPartition& p = table_->PartitionOf(key);
+  std::unique_lock lock(p.lock());
+  PS_RETURN_IF_ERROR(p.RestoreColdRowLocked(key, values, state, last_update,
+                                            table_->NowSeconds())
+                         .WithContext("restoring " + Where(table_->spec())));
+  ++rows_;
+  return Status::OK();
+}
+
+Status ExactTable::StreamedRestore::Delete(uint64_t key) {
+  ExactPartition& p = table_->PartitionOf(key);
+  std::unique_lock lock(p.lock());
+  PS_ASSIGN_OR_RETURN(const bool deleted, p.DeleteColdRowLocked(key));
+  if (deleted) --rows_;
   return Status::OK();
 }
 
 Status ExactTable::FinishRestore(TableTarget* target) {
   const TableSnapshot& saved = target->exact;
+  if (target->exact_sink != nullptr && saved.ids.empty()) {
+    // Streamed: every row is on disk already, and comes back into memory
+    // when it is pushed or pulled.
+    std::unique_lock no_applies(applies_mu_);
+    optimizer_steps_.store(target->optimizer_steps);
+    swept_step_.store(0);
+    swept_second_.store(0);
+    return Status::OK();
+  }
   if (saved.ids.size() > budget_.bound() && cold_ == nullptr) {
     return ResourceExhausted(
         "restoring " + Where(spec()) + ": " + std::to_string(saved.ids.size()) +
@@ -441,15 +490,8 @@ Status ExactTable::FinishRestore(TableTarget* target) {
   // No apply runs meanwhile. The rows fit the bound (checked above) and
   // all are freed first, so no restore takes a row from a full budget.
   std::unique_lock no_applies(applies_mu_);
-  auto free_all = [&] {
-    for (auto& p : partitions_) {
-      std::unique_lock lock(p->lock());
-      p->FreeAllRowsLocked();
-    }
-    return cold_ != nullptr ? cold_->Clear() : Status::OK();
-  };
   // An earlier candidate's rows must not stay.
-  PS_RETURN_IF_ERROR(free_all().WithContext("restoring " + Where(spec())));
+  PS_RETURN_IF_ERROR(FreeAllRows().WithContext("restoring " + Where(spec())));
   // Oldest first, so the least-recently-updated lists come out in order.
   std::vector<size_t> order(saved.ids.size());
   std::iota(order.begin(), order.end(), 0);
@@ -472,13 +514,13 @@ Status ExactTable::FinishRestore(TableTarget* target) {
                                         state, saved.last_update[i], now_s);
       if (!s.ok()) {
         lock.unlock();
-        (void)free_all();  // the first error is the one to report
+        (void)FreeAllRows();  // the first error is the one to report
         return s.WithContext("restoring " + Where(spec()));
       }
     } else if (!p.RestoreRowLocked(saved.ids[i], &saved.values[i * dim_], state,
                                    saved.last_update[i], now_s)) {
       lock.unlock();
-      (void)free_all();
+      (void)FreeAllRows();
       return ResourceExhausted("restoring " + Where(spec()) +
                                ": no memory for key " +
                                std::to_string(saved.ids[i]));

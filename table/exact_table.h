@@ -143,10 +143,14 @@ class ExactTable final : public Table {
   // out->uncopied, a view of the disk tier pinned at this moment.
   Status Snapshot(TableSnapshot* out) const override;
   // The reader fills target->exact (keys ascending).
+  // With a disk tier, every row is dropped and the reader streams the
+  // saved rows straight to disk (target->exact_sink).
   Status PrepareRestore(TableTarget* target) override;
   // Replaces every row with target->exact's, oldest update first.
   // kResourceExhausted when they exceed the capacity (with a disk tier: the
-  // oldest go to disk instead).
+  // oldest go to disk instead). With a disk tier and the rows streamed
+  // (target->exact empty), they stay on disk and come back into memory as
+  // they are used.
   Status FinishRestore(TableTarget* target) override;
 
  private:
@@ -176,6 +180,22 @@ class ExactTable final : public Table {
   ExactPartition& PartitionOf(uint64_t key) const {
     return Partition(KeyIndex::Mix(key));
   }
+  // Every row freed, in memory and on disk (no apply may run).
+  Status FreeAllRows();
+  // A restore's rows streamed to the disk tier (PrepareRestore).
+  class StreamedRestore final : public RestoredRowSink {
+   public:
+    explicit StreamedRestore(ExactTable* table) : table_(table) {}
+    Status Clear() override;
+    Status Put(uint64_t key, const float* values, const float* const* state,
+               uint64_t last_update) override;
+    Status Delete(uint64_t key) override;
+    uint64_t rows() const override { return rows_; }
+
+   private:
+    ExactTable* const table_;
+    std::atomic<uint64_t> rows_{0};
+  };
   // A snapshot's rows on disk: a pinned view of the store, decoded.
   class RowsOnDisk final : public UncopiedRows {
    public:
@@ -238,6 +258,7 @@ class ExactTable final : public Table {
   std::mutex disk_sweep_mu_;
   uint64_t disk_sweep_from_ = 0;  // the next key to look at; disk_sweep_mu_
   std::unique_ptr<ExactPartition> partitions_[kPartitions];
+  std::unique_ptr<StreamedRestore> restore_sink_;  // the last PrepareRestore's
 };
 
 }  // namespace ps::table

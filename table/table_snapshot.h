@@ -62,6 +62,22 @@ struct TableSnapshot {
   }
 };
 
+// Where a restore streams an EXACT table's rows that the table takes as
+// they are read, not gathered in TableTarget::exact (a table with a disk
+// tier: they may not fit in memory). Called from the reader's threads at
+// once: thread-safe.
+class RestoredRowSink {
+ public:
+  virtual ~RestoredRowSink() = default;
+  // Every row put so far dropped: a later full checkpoint of the chain
+  // replaces the rows of the earlier one.
+  virtual Status Clear() = 0;
+  virtual Status Put(uint64_t key, const float* values,
+                     const float* const* state, uint64_t last_update) = 0;
+  virtual Status Delete(uint64_t key) = 0;
+  virtual uint64_t rows() const = 0;  // put and not deleted or cleared
+};
+
 // Where a restore puts one shard's part of a table: the checkpoint reader
 // (checkpoint/restorer.h) fills what the table pointed it at.
 struct TableTarget {
@@ -80,8 +96,9 @@ struct TableTarget {
   std::vector<float> staged_values;
   std::vector<float> staged_state[kernels::kMaxOptimizerStates];
   // EXACT: filled with the new shard's rows, keys ascending (ids, values,
-  // state, last_update).
+  // state, last_update); or, when the table gives a sink, streamed there.
   TableSnapshot exact;
+  RestoredRowSink* exact_sink = nullptr;  // the table's
   // Out: the largest optimizer step count of the old shards.
   uint64_t optimizer_steps = 0;
   uint64_t rows_restored = 0;  // out

@@ -428,6 +428,54 @@ TEST(ExactTierTest, CheckpointsWriteTheRowsOnDiskFromThePinnedView) {
   EXPECT_EQ(a->checksum(), b->checksum());
 }
 
+// A restore into a tiered table streams the rows to disk as the reader
+// reads them (TableTarget::exact_sink), never all in memory at once: every
+// row is on disk after it (what was there before is gone), and comes back
+// into memory as it is used.
+TEST(ExactTierTest, RestoresStreamTheRowsToDisk) {
+  TempDir dir;
+  auto t = Tiered(Spec(50, true), dir.path() + "/a");
+  std::vector<uint64_t> keys;
+  for (uint64_t i = 0; i < 300; ++i) keys.push_back(i * 7919 + 1);
+  for (size_t b = 0; b < keys.size(); b += 30) {
+    std::vector<uint64_t> part(keys.begin() + b, keys.begin() + b + 30);
+    ASSERT_TRUE(t->ApplyKeys(b + 1, part, std::vector<float>(90, 1.0f)).ok());
+  }
+  const TableSnapshot saved = WholeSnapshot(*t);
+  auto again = Tiered(Spec(50, true), dir.path() + "/b");
+  ASSERT_TRUE(again
+                  ->ApplyKeys(1, std::vector<uint64_t>{424242},
+                              std::vector<float>(3, 1.0f))
+                  .ok());  // a row the restore must drop
+  TableTarget target;
+  ASSERT_TRUE(again->PrepareRestore(&target).ok());
+  ASSERT_NE(target.exact_sink, nullptr);
+  EXPECT_FALSE(again->HasRow(424242));
+  const float* state[kernels::kMaxOptimizerStates] = {};
+  for (size_t i = 0; i < saved.ids.size(); ++i) {
+    state[0] = &saved.state[0][i * 3];
+    ASSERT_TRUE(target.exact_sink
+                    ->Put(saved.ids[i], &saved.values[i * 3], state,
+                          saved.last_update[i])
+                    .ok());
+  }
+  ASSERT_TRUE(target.exact_sink->Delete(keys[0]).ok());  // a tombstone
+  EXPECT_EQ(target.exact_sink->rows(), 299u);
+  target.optimizer_steps = saved.optimizer_steps;
+  ASSERT_TRUE(again->FinishRestore(&target).ok());
+  TableCounters c = again->counters();
+  EXPECT_EQ(c.rows, 0u);
+  EXPECT_EQ(c.rows_on_disk, 299u);
+  Rows want = RowsOf(*t);
+  want.erase(keys[0]);
+  EXPECT_EQ(RowsOf(*again), want);
+  Pulled expected = Pull(*t, keys);
+  expected.present[0] = false;
+  std::fill_n(expected.values.begin(), 3, 0.0f);
+  EXPECT_EQ(Pull(*again, keys), expected);
+  EXPECT_EQ(again->counters().rows, 50u) << "pulled back, to the bound";
+}
+
 // A push of a key whose row lies idle on disk, where no sweep came by yet,
 // deletes it and starts the key afresh (ExactPartition::Promote). Sweeps
 // go round the rows on disk in key order, kDiskSweepRows a newer step: the
