@@ -28,6 +28,12 @@
 #   tiered_server_read_mib: what the tiered server read from storage
 #       (read_bytes of /proc/PID/io); peer: the server in memory.
 #   tiered_server_peak_mib: the servers' peak RSS (VmHWM).
+#   tiered_ckpt_{mb,pause_ms,write_s}: the checkpoint each server writes as
+#       it stops (--checkpoint_on_exit: every row): its size, how long
+#       applying paused for its cut, how long writing it took.
+#   tiered_restore_s, tiered_restore_server_peak_mib: a cluster restored
+#       from that checkpoint (--restore_from=latest): the restore's time
+#       and its server's peak RSS (the tiered one in the same cgroup).
 #
 # Usage: scripts/bench_tiered.sh [--json FILE] [--keys=N] [--steps=N]
 #                                [--zipf=S] [--quick] [--build-dir=DIR]
@@ -49,7 +55,7 @@ bench_option() {
     *) return 1 ;;
   esac
 }
-bench_parse bench_tiered 2,39 "$@"
+bench_parse bench_tiered 2,45 "$@"
 [ "$quick" = 1 ] && { keys=1000000 steps=20; }
 [[ "$keys" =~ ^[0-9]+$ && "$keys" -ge 8 ]] ||
   { echo "bench_tiered: --keys must be a whole number >= 8" >&2; exit 2; }
@@ -106,15 +112,16 @@ remove_cgroup() {
 }
 trap 'remove_cgroup; bench_cleanup' EXIT INT TERM
 
-# run NAME TABLES SERVER_BIN SERVER_ARGS: one cluster; appends worker 0's
-# RESULT figures to $work/results as MODE_FIELD_NAME samples.
+# launch NAME TABLES SERVER_BIN SERVER_ARGS WORKER_ARGS: one cluster (its
+# logs in $work/NAME); appends worker 0's RESULT figures to $work/results
+# as MODE_FIELD_NAME samples.
 : >"$work/results"
-run() {
-  local name=$1 tables=$2 bin=$3 args=$4 dir="$work/$1"
+launch() {
+  local name=$1 tables=$2 bin=$3 args=$4 worker_args=$5 dir="$work/$1"
   "$build_dir/launch/ps_launch" --servers=1 --workers=1 --tables="$tables" \
     --transport=shm --server_args="$args" --server_bin="$bin" \
-    --worker_bin="$build_dir/bench/ps_bench" \
-    --worker_args="--table=ids --dim=$dim --mode=train --batches=$steps --batch_examples=1000 --example_keys=39 --key_space=$keys $key_law --fill --server_pid_files=$dir/server-0.pid" \
+    --stop_timeout=1800 --worker_bin="$build_dir/bench/ps_bench" \
+    --worker_args="--table=ids --dim=$dim --mode=train --batch_examples=1000 --example_keys=39 --key_space=$keys $key_law --server_pid_files=$dir/server-0.pid $worker_args" \
     --run_dir="$dir" >/dev/null 2>"$work/launch.err" || {
     echo "bench_tiered: ps_bench failed ($name):" >&2
     cat "$work/launch.err" "$dir"/worker-*.log >&2
@@ -126,6 +133,24 @@ run() {
       for (i = 3; i <= NF; i++) { split($i, kv, "="); print mode "_" kv[1] "_" run, kv[2] }
     }' "$dir/worker-0.log" >>"$work/results"
   grep -h 'final stats' "$dir"/server-*.log | sed "s/^.*final stats:/$name server:/" || true
+}
+
+# run NAME TABLES SERVER_BIN SERVER_ARGS: the fill, the timed steps and, as
+# the server stops, a checkpoint of every row (its cut pause and write
+# time from the server's log); then a cluster restored from it (the
+# restore's time from the log, its server's peak RSS) for a few steps.
+run() {
+  local name=$1 tables=$2 bin=$3 args="$4 --checkpoint_dir=$work/$1-ckpt"
+  launch "$name" "$tables" "$bin" "$args" "--batches=$steps --fill"
+  sed -n 's/^.*checkpoint step [0-9]* shard 0: .*, \([0-9.]*\) MB, cut pause \([0-9.]*\) ms, write \([0-9.]*\) ms.*$/\1 \2 \3/p' \
+    "$work/$name"/server-0.log | tail -n 1 |
+    awk -v run="$name" '{ print "ckpt_mb_" run, $1; print "ckpt_pause_ms_" run, $2;
+                          print "ckpt_write_s_" run, $3 / 1000 }' >>"$work/results"
+  launch "$name-restore" "$tables" "$bin" \
+    "$args --restore_from=latest --checkpoint_on_exit=false" "--batches=1"
+  sed -n 's/^.*restored shard 0 of .* in \([0-9.]*\) s.*$/\1/p' \
+    "$work/$name-restore"/server-0.log | tail -n 1 |
+    awk -v run="$name" '{ print "restore_s_" run, $1 }' >>"$work/results"
 }
 
 echo "$keys ids ($law), dim $dim, Adagrad; $in_memory rows in memory when tiered"
@@ -142,5 +167,10 @@ peer="same table in memory, same run"
   echo "row tiered_fill_s s fill_seconds_tiered fill_seconds_memory lower $peer"
   echo "row tiered_server_read_mib MiB rss_server_read_mib_tiered rss_server_read_mib_memory - $peer"
   echo "row tiered_server_peak_mib MiB rss_server_peak_mib_tiered rss_server_peak_mib_memory - $peer"
+  echo "row tiered_ckpt_mb MB ckpt_mb_tiered ckpt_mb_memory - $peer"
+  echo "row tiered_ckpt_pause_ms ms ckpt_pause_ms_tiered ckpt_pause_ms_memory lower $peer"
+  echo "row tiered_ckpt_write_s s ckpt_write_s_tiered ckpt_write_s_memory lower $peer"
+  echo "row tiered_restore_s s restore_s_tiered restore_s_memory lower $peer"
+  echo "row tiered_restore_server_peak_mib MiB rss_server_peak_mib_tiered-restore rss_server_peak_mib_memory-restore - $peer"
 } | bench_report ${json:+--json="$json"}
 echo "(ratio = tiered / in memory for steps/s; in memory / tiered for times)"
