@@ -120,7 +120,7 @@ launch() {
   local name=$1 tables=$2 bin=$3 args=$4 worker_args=$5 dir="$work/$1"
   "$build_dir/launch/ps_launch" --servers=1 --workers=1 --tables="$tables" \
     --transport=shm --server_args="$args" --server_bin="$bin" \
-    --stop_timeout=1800 --worker_bin="$build_dir/bench/ps_bench" \
+    --ready_timeout=1800 --stop_timeout=1800 --worker_bin="$build_dir/bench/ps_bench" \
     --worker_args="--table=ids --dim=$dim --mode=train --batch_examples=1000 --example_keys=39 --key_space=$keys $key_law --server_pid_files=$dir/server-0.pid $worker_args" \
     --run_dir="$dir" >/dev/null 2>"$work/launch.err" || {
     echo "bench_tiered: ps_bench failed ($name):" >&2

@@ -345,16 +345,23 @@ TEST(ExactTierTest, RowsMoveBothWaysAndEndWhereAllInMemoryDoes) {
   EXPECT_GT(c.disk_bytes_read, 0u);
 }
 
-TEST(ExactTierTest, SnapshotHoldsBothTiersAndRestoreRefillsThem) {
-  TempDir dir;
-  auto t = Tiered(Spec(50, true), dir.path() + "/a");
+// 300 keys pushed 30 at a time, a step each, into a table of bound 50:
+// 250 of them end on disk.
+std::vector<uint64_t> PushKeysPastTheBound(ExactTable& t) {
   std::vector<uint64_t> keys;
   for (uint64_t k = 0; k < 300; ++k) keys.push_back(k * 7919);
   for (size_t b = 0; b < keys.size(); b += 30) {
     std::vector<uint64_t> part(keys.begin() + b, keys.begin() + b + 30);
-    ASSERT_TRUE(t->ApplyKeys(b + 1, part, std::vector<float>(90, 1.0f)).ok());
+    EXPECT_TRUE(t.ApplyKeys(b + 1, part, std::vector<float>(90, 1.0f)).ok());
   }
-  ASSERT_EQ(t->counters().rows_on_disk, 250u);
+  EXPECT_EQ(t.counters().rows_on_disk, 250u);
+  return keys;
+}
+
+TEST(ExactTierTest, SnapshotHoldsBothTiersAndRestoreRefillsThem) {
+  TempDir dir;
+  auto t = Tiered(Spec(50, true), dir.path() + "/a");
+  const std::vector<uint64_t> keys = PushKeysPastTheBound(*t);
   const Rows saved = RowsOf(*t);
   ASSERT_EQ(saved.size(), 300u);
 
@@ -397,13 +404,7 @@ TEST(ExactTierTest, SnapshotHoldsBothTiersAndRestoreRefillsThem) {
 TEST(ExactTierTest, CheckpointsWriteTheRowsOnDiskFromThePinnedView) {
   TempDir dir;
   auto t = Tiered(Spec(50, true), dir.path() + "/tier");
-  std::vector<uint64_t> keys;
-  for (uint64_t i = 0; i < 300; ++i) keys.push_back(i * 7919);
-  for (size_t b = 0; b < keys.size(); b += 30) {
-    std::vector<uint64_t> part(keys.begin() + b, keys.begin() + b + 30);
-    ASSERT_TRUE(t->ApplyKeys(b + 1, part, std::vector<float>(90, 1.0f)).ok());
-  }
-  ASSERT_EQ(t->counters().rows_on_disk, 250u);
+  const std::vector<uint64_t> keys = PushKeysPastTheBound(*t);
   checkpoint::ShardSnapshot pinned, copied;
   pinned.tables.emplace_back();
   pinned.tables[0].spec = t->spec();
@@ -435,12 +436,7 @@ TEST(ExactTierTest, CheckpointsWriteTheRowsOnDiskFromThePinnedView) {
 TEST(ExactTierTest, RestoresStreamTheRowsToDisk) {
   TempDir dir;
   auto t = Tiered(Spec(50, true), dir.path() + "/a");
-  std::vector<uint64_t> keys;
-  for (uint64_t i = 0; i < 300; ++i) keys.push_back(i * 7919 + 1);
-  for (size_t b = 0; b < keys.size(); b += 30) {
-    std::vector<uint64_t> part(keys.begin() + b, keys.begin() + b + 30);
-    ASSERT_TRUE(t->ApplyKeys(b + 1, part, std::vector<float>(90, 1.0f)).ok());
-  }
+  const std::vector<uint64_t> keys = PushKeysPastTheBound(*t);
   const TableSnapshot saved = WholeSnapshot(*t);
   auto again = Tiered(Spec(50, true), dir.path() + "/b");
   ASSERT_TRUE(again
