@@ -149,11 +149,11 @@ class RestoreSink : public EntrySink {
       }
       const TableTarget& t = *tables_.at(e.table_id).target;
       const size_t floats = size_t{t.spec.dim()} * (1 + t.state_arrays);
-      const char* src = exact_bytes_.data() + e.offset;
       ExactRow& row = rows[e.key];
       row.data.resize(floats);
-      std::memcpy(row.data.data(), src, floats * sizeof(float));
-      std::memcpy(&row.last_update, src + floats * sizeof(float), 8);
+      row.last_update =
+          DecodeExactValue(std::string_view(exact_bytes_).substr(e.offset),
+                           floats, row.data.data());
     }
   }
 
@@ -165,10 +165,8 @@ class RestoreSink : public EntrySink {
     const size_t dim = t.spec.dim();
     // RocksDB's block need not be 4-byte aligned: copied first.
     std::vector<float> row(dim * (1 + t.state_arrays));
-    std::memcpy(row.data(), value.data(), row.size() * sizeof(float));
-    uint64_t last_update;
-    std::memcpy(&last_update, value.data() + row.size() * sizeof(float),
-                sizeof last_update);
+    const uint64_t last_update =
+        DecodeExactValue(value, row.size(), row.data());
     const float* state[kernels::kMaxOptimizerStates] = {};
     for (int s = 0; s < t.state_arrays; ++s) {
       state[s] = row.data() + dim * (1 + s);

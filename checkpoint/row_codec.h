@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 #include "kernels/checksum.h"
@@ -77,6 +78,31 @@ inline constexpr size_t kRunTargetBytes = 128 << 10;
 inline uint64_t RowsPerRun(uint32_t dim, int state_arrays) {
   const size_t row = RowBytes(dim, state_arrays);
   return row >= kRunTargetBytes ? 1 : kRunTargetBytes / row;
+}
+
+// EXACT: the value of one row (see above) into *value.
+inline void EncodeExactValue(uint32_t dim, int state_arrays,
+                             const float* values, const float* const* state,
+                             uint64_t last_update, std::string* value) {
+  const size_t row_bytes = size_t{dim} * sizeof(float);
+  value->assign(reinterpret_cast<const char*>(values), row_bytes);
+  for (int a = 0; a < state_arrays; ++a) {
+    value->append(reinterpret_cast<const char*>(state[a]), row_bytes);
+  }
+  value->append(reinterpret_cast<const char*>(&last_update),
+                sizeof last_update);
+}
+
+// EXACT: a value of ValueBytes(dim, state_arrays, true) bytes (the caller
+// checked) split: its `floats` (dim * (1 + state_arrays)) into `arrays`,
+// which need not share the value's alignment; returns its last update.
+inline uint64_t DecodeExactValue(std::string_view value, size_t floats,
+                                 float* arrays) {
+  std::memcpy(arrays, value.data(), floats * sizeof(float));
+  uint64_t last_update;
+  std::memcpy(&last_update, value.data() + floats * sizeof(float),
+              sizeof last_update);
+  return last_update;
 }
 
 // Where array `array` (0: the rows' values, 1 + k: optimizer state k) of a

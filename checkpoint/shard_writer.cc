@@ -153,12 +153,16 @@ void EncodeRun(const TablePlan& plan, uint64_t pos, uint64_t rows,
   }
 }
 
-// EXACT: fills `value` with the row at position `pos`: its arrays (a run
-// of one row), then its last-update step.
+// EXACT: fills `value` with the row at position `pos` (EncodeExactValue).
 void EncodeExactRow(const TablePlan& plan, uint64_t pos, std::string* value) {
-  EncodeRun(plan, pos, 1, value);
-  const uint64_t step = plan.table->last_update[IndexAt(plan, pos)];
-  value->append(reinterpret_cast<const char*>(&step), sizeof step);
+  const TableSnapshot& t = *plan.table;
+  const uint64_t i = IndexAt(plan, pos);
+  const float* state[kernels::kMaxOptimizerStates] = {};
+  for (int a = 0; a < t.state_arrays; ++a) {
+    state[a] = t.state[a].data() + i * t.dim();
+  }
+  EncodeExactValue(t.dim(), t.state_arrays, t.values.data() + i * t.dim(),
+                   state, t.last_update[i], value);
 }
 
 void WriteChunk(const TablePlan& plan, const rocksdb::Options& options,
@@ -248,18 +252,12 @@ void WriteMergedChunk(const TablePlan& plan, const rocksdb::Options& options,
       put(id, deleted ? std::string_view() : std::string_view(value));
     }
   };
-  const size_t row_bytes = size_t{t.dim()} * sizeof(float);
   const Status scanned =
       t.uncopied->ForEach([&](uint64_t id, const float* values,
                               const float* const* state, uint64_t last_update) {
         put_copied(id);
-        // EncodeExactRow's layout: the arrays, then the last update.
-        value.assign(reinterpret_cast<const char*>(values), row_bytes);
-        for (int a = 0; a < t.state_arrays; ++a) {
-          value.append(reinterpret_cast<const char*>(state[a]), row_bytes);
-        }
-        value.append(reinterpret_cast<const char*>(&last_update),
-                     sizeof last_update);
+        EncodeExactValue(t.dim(), t.state_arrays, values, state, last_update,
+                         &value);
         put(id, value);
       });
   put_copied(std::nullopt);

@@ -164,9 +164,7 @@ Status ExactPartition::Promote(uint64_t key, uint64_t hash, uint64_t step,
       ViewColdRecord(promoted_record_, dim_, optimizer_.arrays());
   if (Idle(cold.last_update, cold.updated_s, step, now_s)) {
     // Evicted by age where it lies, as a row in memory would have been.
-    PS_RETURN_IF_ERROR(cold_->Delete(key));
-    ++disk_deletes_;
-    --counters_.rows_on_disk;
+    PS_RETURN_IF_ERROR(DeleteFromDiskLocked(key));
     ++counters_.evicted;
     return Status::OK();
   }
@@ -187,16 +185,21 @@ StatusOr<uint32_t> ExactPartition::MoveIn(uint64_t key, uint64_t hash,
   }
   meta_[row].last_update = cold.last_update;
   if (!updated_s_.empty()) updated_s_[row] = cold.updated_s;
-  const Status deleted = cold_->Delete(key);
+  const Status deleted = DeleteFromDiskLocked(key);
   if (!deleted.ok()) {
     // The row stays on disk, where the next push or pull finds it again.
     FreeRow(row);
     return deleted.WithContext("exact table '" + spec_.name() + "'");
   }
-  ++disk_deletes_;
-  --counters_.rows_on_disk;
   ++counters_.promoted;
   return row;
+}
+
+Status ExactPartition::DeleteFromDiskLocked(uint64_t key) {
+  PS_RETURN_IF_ERROR(cold_->Delete(key));
+  ++disk_deletes_;
+  --counters_.rows_on_disk;
+  return Status::OK();
 }
 
 Status ExactPartition::BringBack(std::span<const PulledRow> pulled) {
@@ -222,9 +225,7 @@ Status ExactPartition::BringBack(std::span<const PulledRow> pulled) {
       break;
     }
     if (*row == kNoRow) break;
-    // Used, so at the newest end, but not updated: its last update stays.
-    const ColdRow cold = ViewColdRecord(record, dim_, optimizer_.arrays());
-    Touch(*row, cold.last_update, cold.updated_s);
+    LinkNewest(*row);  // used, but not updated: its last update stays
   }
   PublishOldest();
   return first;
@@ -243,9 +244,7 @@ Status ExactPartition::EvictIdleOnDisk(uint64_t key, uint64_t step,
   if (!Idle(cold.last_update, cold.updated_s, step, now_s)) {
     return Status::OK();
   }
-  PS_RETURN_IF_ERROR(cold_->Delete(key));
-  ++disk_deletes_;
-  --counters_.rows_on_disk;
+  PS_RETURN_IF_ERROR(DeleteFromDiskLocked(key));
   ++counters_.evicted;
   return Status::OK();
 }
@@ -351,6 +350,11 @@ void ExactPartition::Touch(uint32_t row, uint64_t step, uint32_t now_s) {
   RowMeta& m = meta_[row];
   m.last_update = std::max(m.last_update, step);
   if (!updated_s_.empty()) updated_s_[row] = now_s;
+  LinkNewest(row);
+}
+
+void ExactPartition::LinkNewest(uint32_t row) {
+  RowMeta& m = meta_[row];
   if (newest_ == row) return;
   if (m.prev != kNoRow || oldest_ == row) Unlink(row);
   m.prev = newest_;
@@ -462,9 +466,7 @@ StatusOr<bool> ExactPartition::DeleteColdRowLocked(uint64_t key) {
   promoted_record_.resize(cold_->record_bytes());
   PS_ASSIGN_OR_RETURN(const bool found, cold_->Get(key, promoted_record_));
   if (!found) return false;
-  PS_RETURN_IF_ERROR(cold_->Delete(key));
-  ++disk_deletes_;
-  --counters_.rows_on_disk;
+  PS_RETURN_IF_ERROR(DeleteFromDiskLocked(key));
   return true;
 }
 

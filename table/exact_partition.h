@@ -254,6 +254,9 @@ class ExactPartition {
   // or kNoRow when the bound has none (the row stays on disk).
   StatusOr<uint32_t> MoveIn(uint64_t key, uint64_t hash,
                             std::span<const std::byte> record);
+  // Deletes the record of `key` (on disk) and counts it: every delete from
+  // disk goes through here, so disk_deletes_locked() misses none.
+  Status DeleteFromDiskLocked(uint64_t key);
   // The record of a row (ColdRecordBytes) into `record`.
   void EncodeCold(uint32_t row, std::vector<std::byte>* record) const;
   void EncodeCold(const float* values, const float* const* state,
@@ -262,6 +265,8 @@ class ExactPartition {
   void FreeRow(uint32_t row);
   // Moves `row` to the newest end, updated at `step` and `now_s`.
   void Touch(uint32_t row, uint64_t step, uint32_t now_s);
+  // Moves (or links) `row` to the newest end, its update times unchanged.
+  void LinkNewest(uint32_t row);
   void Unlink(uint32_t row);
   void EvictIdleLocked(uint64_t step, uint32_t now_s);
   // With a disk tier, while the budget is over the bound (RowBudget::
