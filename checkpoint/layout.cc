@@ -97,11 +97,15 @@ Status WriteFramedFile(const std::string& path, const std::string& payload) {
   PutU64(&frame, payload.size());
   frame += payload;
   PutU64(&frame, XXH3_64bits(payload.data(), payload.size()));
+  return WriteFileAtomically(path, frame);
+}
 
+Status WriteFileAtomically(const std::string& path,
+                           const std::string& contents) {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(StatusCode::kIOError, "create " + tmp, errno);
-  Status s = WriteAll(fd, frame.data(), frame.size(), tmp);
+  Status s = WriteAll(fd, contents.data(), contents.size(), tmp);
   if (s.ok() && ::fsync(fd) != 0) {
     s = ErrnoStatus(StatusCode::kIOError, "fsync " + tmp, errno);
   }

@@ -42,6 +42,11 @@ std::string JoinPath(const std::string& a, const std::string& b);
 // Writes `payload` framed, atomically (temp file + fsync + rename + fsync of
 // the directory). kIOError naming the path.
 Status WriteFramedFile(const std::string& path, const std::string& payload);
+// Writes `contents` to "<path>.tmp", fsyncs it, renames it over `path` and
+// fsyncs the directory: a reader sees the old file, or none, or the whole
+// new one. kIOError naming the file.
+Status WriteFileAtomically(const std::string& path,
+                           const std::string& contents);
 // Reads a framed file. kNotFound when missing; kCorruption naming the path
 // and what is wrong (magic, version, length, checksum).
 StatusOr<std::string> ReadFramedFile(const std::string& path);

@@ -5,15 +5,24 @@
 //   ps_ckpt inspect --checkpoint=/ckpt/ckpt-000000000100   the manifest
 //   ps_ckpt verify  --checkpoint=PATH      scan every shard: counts, checksums
 //   ps_ckpt verify  --dir=/ckpt            verify every complete checkpoint
+//   ps_ckpt export  --checkpoint=PATH --out=DIR [--tables=a,b]
+//                                          its tables as NumPy .npy files
+//                                          and tables.json (checkpoint/
+//                                          exporter.h says what they hold)
 //
-// Exit codes: 0 fine, 1 a checkpoint is damaged or missing, 2 bad usage.
+// Exit codes: 0 fine, 1 a checkpoint is damaged or missing, 2 bad usage
+// (export: an unknown table, an output folder that is not empty), 3 export
+// could not write its output (a full disk, say).
 #include <gflags/gflags.h>
 
+#include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <sstream>
 #include <string>
 
 #include "checkpoint/best_marker.h"
+#include "checkpoint/exporter.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/restorer.h"
 #include "cli/flags.h"
@@ -24,10 +33,19 @@ DEFINE_string(dir, "", "Checkpoint root (the servers' --checkpoint_dir).");
 DEFINE_string(checkpoint, "",
               "One checkpoint directory (<dir>/ckpt-<step>), or 'latest' "
               "or 'best' (the one ps_worker --early_stop marked) with --dir.");
+DEFINE_string(out, "",
+              "export: the folder for the files (created; must be empty).");
+DEFINE_string(tables, "",
+              "export: the tables to export, by name, comma-separated "
+              "(default: all).");
+DEFINE_int32(readers, 0,
+             "export: threads reading a shard's HASHED/DENSE rows at once "
+             "(0: one per hardware thread, at most 8).");
 
 namespace {
 
-constexpr int kExitOk = 0, kExitDamaged = 1, kExitUsage = 2;
+constexpr int kExitOk = 0, kExitDamaged = 1, kExitUsage = 2,
+              kExitCannotWrite = 3;
 
 std::string KindName(ps::checkpoint::proto::Kind k) {
   return k == ps::checkpoint::proto::FULL ? "full" : "incremental";
@@ -200,13 +218,56 @@ int Verify() {
   return rc;
 }
 
+int Export() {
+  const std::string path = ResolveCheckpoint();
+  if (path.empty()) {
+    std::fprintf(stderr, "ps_ckpt: no complete checkpoint under %s\n",
+                 FLAGS_dir.c_str());
+    return kExitDamaged;
+  }
+  ps::checkpoint::ExportOptions options;
+  options.out_dir = FLAGS_out;
+  options.readers = FLAGS_readers;
+  std::stringstream names(FLAGS_tables);
+  for (std::string name; std::getline(names, name, ',');) {
+    if (!name.empty()) options.tables.push_back(name);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto r = ps::checkpoint::ExportCheckpoint(path, options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (!r.ok()) {
+    std::fprintf(stderr, "ps_ckpt: %s\n", r.status().ToString().c_str());
+    if (r.status().Is(ps::StatusCode::kInvalidArgument)) return kExitUsage;
+    if (r.status().Is(ps::StatusCode::kIOError)) return kExitCannotWrite;
+    return kExitDamaged;
+  }
+  std::printf("exported %s (step %llu, %zu checkpoint(s) in its chain) to %s\n",
+              path.c_str(), static_cast<unsigned long long>(r->manifest.step()),
+              r->chain.size(), FLAGS_out.c_str());
+  for (const auto& t : r->tables) {
+    std::printf("  table %s (%s, dim %u): %llu rows -> %s%s%s\n",
+                t.spec.name().c_str(),
+                ps::proto::TableKind_Name(t.spec.kind()).c_str(), t.spec.dim(),
+                static_cast<unsigned long long>(t.rows), t.rows_file.c_str(),
+                t.keys_file.empty() ? "" : ", ", t.keys_file.c_str());
+  }
+  std::printf("  read %s, wrote %s in %.3f s (%.1f MB/s written)\n",
+              Mb(r->bytes_read).c_str(), Mb(r->bytes_written).c_str(), seconds,
+              seconds > 0 ? r->bytes_written / seconds / 1e6 : 0.0);
+  return kExitOk;
+}
+
 int Main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "lists, inspects and verifies parameter-server checkpoints.\n"
       "  ps_ckpt list --dir=ROOT\n"
       "  ps_ckpt inspect --checkpoint=PATH | --dir=ROOT "
       "--checkpoint=latest|best\n"
-      "  ps_ckpt verify --checkpoint=PATH | --dir=ROOT");
+      "  ps_ckpt verify --checkpoint=PATH | --dir=ROOT\n"
+      "  ps_ckpt export --checkpoint=PATH | --dir=ROOT "
+      "[--checkpoint=latest|best] --out=DIR [--tables=a,b]");
   // gflags exits with 1 on an unknown flag, which here means "damaged".
   if (ps::Status s = ps::cli::PrecheckFlags(argc, argv); !s.ok()) {
     std::fprintf(stderr, "ps_ckpt: %s\n", s.message().c_str());
@@ -234,8 +295,17 @@ int Main(int argc, char** argv) {
     return Inspect();
   }
   if (command == "verify") return Verify();
+  if (command == "export") {
+    if (FLAGS_out.empty()) {
+      std::fprintf(stderr, "ps_ckpt export: --out is required\n");
+      return kExitUsage;
+    }
+    if (FLAGS_checkpoint.empty()) FLAGS_checkpoint = "latest";
+    return Export();
+  }
   std::fprintf(stderr,
-               "ps_ckpt: unknown command '%s' (list, inspect, verify)\n",
+               "ps_ckpt: unknown command '%s' (list, inspect, verify, "
+               "export)\n",
                command.c_str());
   return kExitUsage;
 }
