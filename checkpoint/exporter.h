@@ -17,11 +17,10 @@
 // training, which restores checkpoints instead.
 //
 // An incremental checkpoint is exported as it would be restored: its chain
-// applied from the full base on, tombstones removing keys. Memory: the
-// changed rows of one shard's increments (HASHED/DENSE: values only; EXACT:
-// whole entries); the full bases stream from the shard databases to the
-// files. Every shard read is checked as a restore checks it (entry counts,
-// checksums, value sizes, RocksDB block checksums).
+// applied from the full base on, tombstones removing keys, read by a
+// checkpoint/chain_reader.h (its memory: the changed rows of one shard's
+// increments; bases stream to the files; every shard checked as a restore
+// checks it).
 //
 // Files appear whole or not at all (each written to "<name>.tmp", fsynced,
 // renamed); tables.json is renamed into place last, after every table's
