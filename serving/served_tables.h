@@ -1,0 +1,143 @@
+// ServedTables: the rows a serving replica answers lookups from: the values
+// (no optimizer state) of the held shards of every table of one checkpoint,
+// and which checkpoint that is.
+//
+//   auto tables = ServedTables::Create(manifest, {0, 1}).value();
+//   ... fill it (Mutable*) before it is served, or stage ServedChanges ...
+//   tables->Apply(changes, next_checkpoint);       // atomically
+//   auto r = tables->Lookup(table_id, keys, out);  // r->checkpoint names it
+//
+// A lookup sees one checkpoint's rows, never a mix: it reads under a shared
+// lock, and a new checkpoint's changes, staged beforehand without the lock
+// (ServedChanges: only the rows that differ), are copied in under the
+// exclusive lock, which lookups wait for only as long as that copy takes.
+// Memory: the rows of the held shards, plus the staged rows during a switch.
+//
+// What a lookup returns for a key: HASHED, its row (the hashing trick:
+// every id has one); DENSE, row `key` (kInvalidArgument past the table);
+// EXACT, the key's row, or zeros for a key the checkpoint has no row for
+// (counted apart: LookupResult::missing). A key whose shard this replica
+// does not hold is kInvalidArgument naming the shard.
+//
+// Thread-safety: Lookup from any number of threads; one writer (the
+// follower) calls the Mutable* methods and Apply. The Mutable* methods may
+// be used only before the tables are served (nothing reads them yet).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status_or.h"
+#include "checkpoint/checkpoint.pb.h"
+#include "protocol/ps.pb.h"
+#include "protocol/shard_map.h"
+
+namespace ps::serving {
+
+// Which checkpoint rows come from.
+struct ServedCheckpoint {
+  std::string name;  // "ckpt-000000000120"
+  uint64_t step = 0;
+  int64_t created_unix_ms = 0;  // the manifest's: when it was committed
+};
+
+// The rows a new checkpoint changes, staged before the switch: HASHED/DENSE
+// runs of rows by global row, EXACT rows to put or erase, applied in order.
+struct ServedChanges {
+  struct Run {
+    uint32_t table_id;
+    uint64_t first_row, rows;
+    size_t offset;  // of its first float in `values`
+  };
+  struct Key {
+    uint32_t table_id;
+    uint64_t key;
+    size_t offset;  // of its dim floats in `values`; unused when erased
+    bool erase;
+  };
+  std::vector<Run> runs;
+  std::vector<Key> keys;
+  std::vector<float> values;
+
+  void AddRows(uint32_t table_id, uint64_t first_row, uint64_t rows,
+               const char* values_bytes, uint32_t dim);
+  void AddKey(uint32_t table_id, uint64_t key, const char* values_bytes,
+              uint32_t dim);
+  void EraseKey(uint32_t table_id, uint64_t key);
+  bool empty() const { return runs.empty() && keys.empty(); }
+  uint64_t rows() const;  // rows put or erased
+};
+
+class ServedTables {
+ public:
+  // Tables shaped as `manifest`'s, holding shards `shards` (each below its
+  // num_shards; empty: all). kInvalidArgument for a shard out of range.
+  static StatusOr<std::unique_ptr<ServedTables>> Create(
+      const checkpoint::proto::Manifest& manifest,
+      std::vector<uint32_t> shards);
+  ~ServedTables();
+
+  struct LookupResult {
+    ServedCheckpoint checkpoint;
+    uint64_t missing = 0;  // EXACT keys without a row (read as zeros)
+  };
+  // Fills `out` (keys.size() x dim floats) with the keys' rows.
+  // kNotFound: no such table; kInvalidArgument: `out` of the wrong size, a
+  // key of a shard not held, a DENSE key past the table; kNotInitialized:
+  // nothing served yet.
+  StatusOr<LookupResult> Lookup(uint32_t table_id,
+                                std::span<const uint64_t> keys,
+                                std::span<float> out) const;
+
+  // The served checkpoint (empty name: none yet).
+  ServedCheckpoint checkpoint() const;
+  const checkpoint::proto::Manifest& manifest() const { return manifest_; }
+  const std::vector<uint32_t>& shards() const { return shards_; }
+  bool holds(uint32_t shard) const;
+  const ps::proto::TableSpec* spec(uint32_t table_id) const;
+  const ps::proto::TableSpec* spec(const std::string& name) const;
+  // Whether `m` has the same tables (ids, kinds, dims, capacities) and
+  // number of shards, so that its rows fit these tables.
+  bool SameLayout(const checkpoint::proto::Manifest& m) const;
+  uint64_t bytes() const;  // of the rows held (EXACT: with its index)
+  uint64_t exact_rows(uint32_t table_id) const;
+
+  // The writer's. Current row values (HASHED/DENSE: global row of a held
+  // shard; EXACT: nullptr when the key has no row): read without a lock,
+  // since only the writer changes rows.
+  const float* Row(uint32_t table_id, uint64_t id) const;
+  // Calls f(key) for every EXACT key with a row.
+  void ForEachKey(uint32_t table_id,
+                  const std::function<void(uint64_t key)>& f) const;
+  // Before serving: puts rows straight in.
+  Status PutRows(uint32_t table_id, uint64_t first_row, uint64_t rows,
+                 const char* values_bytes);
+  Status PutKey(uint32_t table_id, uint64_t key, const char* values_bytes);
+  // Makes `checkpoint` the served one without changes (after Put*).
+  void Serve(const ServedCheckpoint& checkpoint);
+  // Copies `changes` in and makes `to` the served checkpoint, at once for
+  // lookups. kInvalidArgument (nothing applied) for a change that does not
+  // fit (no such table or shard).
+  Status Apply(const ServedChanges& changes, const ServedCheckpoint& to);
+
+ private:
+  struct Table;
+  ServedTables() = default;
+  Table* Find(uint32_t table_id);
+  const Table* Find(uint32_t table_id) const;
+  Status CheckChange(const ServedChanges& changes) const;
+
+  checkpoint::proto::Manifest manifest_;  // specs and layout (no shards)
+  std::vector<uint32_t> shards_;
+  std::vector<std::unique_ptr<Table>> tables_;
+  mutable std::shared_mutex mu_;  // lookups shared; Apply exclusive
+  ServedCheckpoint checkpoint_;   // guarded by mu_
+};
+
+}  // namespace ps::serving

@@ -1,0 +1,358 @@
+// CheckpointFollower and ServedTables: a replica follows a root of real
+// checkpoints (the checkpoint tests' model: HASHED with Adam state, DENSE,
+// EXACT with Adagrad state) and every lookup is checked against a restore
+// of the checkpoint its result names. Increments, tombstones, full
+// checkpoints after increments, a change of layout, a subset of shards, a
+// damaged checkpoint (skipped, the served one stays), and lookups racing
+// the switches (each must see one checkpoint's rows).
+#include "serving/checkpoint_follower.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "checkpoint/committer.h"
+#include "checkpoint/shard_writer.h"
+#include "tests/checkpoint/checkpoint_fixture.h"
+
+namespace ps::serving {
+namespace {
+
+using checkpoint::CheckpointDirName;
+using checkpoint::JoinPath;
+using checkpoint::testing::kDense;
+using checkpoint::testing::kExact;
+using checkpoint::testing::kHashed;
+using checkpoint::testing::Model;
+using checkpoint::testing::TempDir;
+using checkpoint::testing::WriteCheckpoint;
+
+bool SameBits(const float* a, const float* b, size_t n) {
+  return std::memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+// Every HASHED/DENSE row, some HASHED ids and every EXACT key (and keys
+// without a row) as the served tables answer them, against a restore of
+// `path` onto one shard (only `shards` of `num_shards` held).
+void ExpectServes(const ServedTables& served, const std::string& path,
+                  const Model& model, uint32_t num_shards,
+                  std::vector<uint32_t> shards = {}) {
+  SCOPED_TRACE(path);
+  auto restored = model.MakeTarget(0, 1);
+  ASSERT_TRUE(checkpoint::RestoreShard(path, &restored.target).ok());
+  EXPECT_EQ(served.checkpoint().name,
+            std::filesystem::path(path).filename().string());
+  auto held = [&](uint32_t s) {
+    return shards.empty() ||
+           std::find(shards.begin(), shards.end(), s) != shards.end();
+  };
+  for (const auto& t : restored.target.tables) {
+    SCOPED_TRACE(t.spec.name());
+    const uint32_t dim = t.spec.dim();
+    const auto map = protocol::ShardMap::ForTable(t.spec, num_shards);
+    std::vector<uint64_t> keys;
+    std::vector<const float*> want;
+    if (t.spec.kind() == ps::proto::EXACT) {
+      for (size_t i = 0; i < t.exact.ids.size(); ++i) {
+        if (!held(map.ShardOfKey(t.exact.ids[i]))) continue;
+        keys.push_back(t.exact.ids[i]);
+        want.push_back(t.exact.values.data() + i * dim);
+      }
+      EXPECT_EQ(served.exact_rows(t.spec.id()), keys.size());
+    } else {
+      // HASHED ids spread over the rows; DENSE: every row.
+      const uint64_t n = t.spec.kind() == ps::proto::DENSE ? t.rows : 5000;
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t key = t.spec.kind() == ps::proto::DENSE
+                                 ? i
+                                 : protocol::Mix64(i * 977 + 5);
+        const uint64_t row = map.GlobalRow(key);
+        if (!held(map.ShardOfRow(row))) continue;
+        keys.push_back(key);
+        want.push_back(t.values + row * dim);
+      }
+    }
+    std::vector<float> out(keys.size() * dim);
+    auto r = served.Lookup(t.spec.id(), keys, out);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->checkpoint.name, served.checkpoint().name);
+    EXPECT_EQ(r->missing, 0u);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ASSERT_TRUE(SameBits(out.data() + i * dim, want[i], dim))
+          << "key " << keys[i];
+    }
+  }
+  // A key without a row reads as zeros and is counted.
+  const uint64_t absent = 99;  // not a model key (those are Mix64 values)
+  if (held(protocol::ShardMap::ForTable(model.Specs()[2], num_shards)
+               .ShardOfKey(absent))) {
+    std::vector<float> out(model.exact_dim, 1.0f);
+    auto r = served.Lookup(kExact, std::vector<uint64_t>{absent}, out);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->missing, 1u);
+    EXPECT_EQ(out, std::vector<float>(model.exact_dim, 0.0f));
+  }
+}
+
+// Increment at `step` over `parent`, EXACT only: `gone` loses its row,
+// `put` keys get a row of `value`.
+void WriteExactIncrement(const std::string& root, const Model& model,
+                         uint64_t step, uint64_t parent, uint32_t shards,
+                         uint64_t gone, std::vector<uint64_t> put,
+                         float value) {
+  std::sort(put.begin(), put.end());
+  const std::string dir = JoinPath(root, CheckpointDirName(step));
+  const auto map = protocol::ShardMap::ForTable(model.Specs()[2], shards);
+  for (uint32_t k = 0; k < shards; ++k) {
+    checkpoint::ShardSnapshot snap;
+    snap.step = step;
+    snap.shard_id = k;
+    snap.num_shards = shards;
+    checkpoint::TableSnapshot t;
+    t.spec = model.Specs()[2];
+    t.full = false;
+    t.state_arrays = 1;
+    for (uint64_t key : put) {
+      if (map.ShardOfKey(key) != k) continue;
+      t.ids.push_back(key);
+      t.values.insert(t.values.end(), model.exact_dim, value);
+      t.state[0].insert(t.state[0].end(), model.exact_dim, 1.0f);
+      t.last_update.push_back(step);
+    }
+    if (map.ShardOfKey(gone) == k) t.deleted = {gone};
+    snap.tables.push_back(t);
+    checkpoint::ShardWriteOptions o;
+    o.kind = checkpoint::proto::INCREMENTAL;
+    o.parent = CheckpointDirName(parent);
+    ASSERT_TRUE(checkpoint::WriteShard(dir, snap, o).ok());
+  }
+  checkpoint::CommitRequest c;
+  c.checkpoint_dir = dir;
+  c.step = step;
+  c.num_shards = shards;
+  c.tables = model.Specs();
+  ASSERT_TRUE(checkpoint::CommitCheckpoint(c).ok());
+}
+
+CheckpointFollower::PollResult PollOk(CheckpointFollower* f) {
+  auto r = f->Poll();
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : CheckpointFollower::PollResult{};
+}
+
+TEST(CheckpointFollower, FollowsIncrementsTombstonesAndFullCheckpoints) {
+  TempDir dir;
+  Model model;
+  CheckpointFollower follower({.root = dir.path(), .shards = {}});
+  EXPECT_EQ(PollOk(&follower).action, FollowAction::kNone);
+  EXPECT_EQ(follower.tables(), nullptr);
+
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 2).ok());
+  auto r = PollOk(&follower);
+  EXPECT_EQ(r.action, FollowAction::kLoaded);
+  ExpectServes(*follower.tables(), JoinPath(dir.path(), CheckpointDirName(1)),
+               model, 2);
+
+  // 1% of every table's rows change: only they are applied.
+  auto is_changed = [](uint32_t, uint64_t id) {
+    return protocol::Mix64(id + 1) % 100 == 0;
+  };
+  model.version = [is_changed](uint32_t t, uint64_t id) {
+    return is_changed(t, id) ? 1u : 0u;
+  };
+  std::function<bool(uint32_t, uint64_t)> changed = is_changed;
+  ASSERT_TRUE(
+      WriteCheckpoint(dir.path(), model, 2, 2, CheckpointDirName(1), &changed)
+          .ok());
+  r = PollOk(&follower);
+  EXPECT_EQ(r.action, FollowAction::kIncremental);
+  EXPECT_LT(r.rows_changed, model.hashed_capacity / 20);
+  ExpectServes(*follower.tables(), JoinPath(dir.path(), CheckpointDirName(2)),
+               model, 2);
+
+  // An EXACT key loses its row, one changes, one is new.
+  WriteExactIncrement(dir.path(), model, 3, 2, 2, model.ExactKey(0),
+                      {model.ExactKey(1), 4242}, 7.0f);
+  r = PollOk(&follower);
+  EXPECT_EQ(r.action, FollowAction::kIncremental);
+  EXPECT_EQ(r.rows_changed, 3u);
+  ExpectServes(*follower.tables(), JoinPath(dir.path(), CheckpointDirName(3)),
+               model, 2);
+
+  // A full checkpoint: compared, only what differs applied (the changed
+  // rows of version 2, the key of step 3 back, 4242 gone again).
+  model.version = [is_changed](uint32_t t, uint64_t id) {
+    return is_changed(t, id) ? 2u : 0u;
+  };
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 4, 2).ok());
+  r = PollOk(&follower);
+  EXPECT_EQ(r.action, FollowAction::kCompared);
+  EXPECT_LT(r.rows_changed, model.hashed_capacity / 20);
+  EXPECT_GT(r.rows_changed, 0u);
+  ExpectServes(*follower.tables(), JoinPath(dir.path(), CheckpointDirName(4)),
+               model, 2);
+  EXPECT_EQ(PollOk(&follower).action, FollowAction::kNone);
+}
+
+TEST(CheckpointFollower, DamagedCheckpointIsSkippedAndTheServedOneStays) {
+  TempDir dir;
+  Model model;
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 2).ok());
+  CheckpointFollower follower({.root = dir.path(), .shards = {}});
+  ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
+
+  Model next;
+  next.version = [](uint32_t, uint64_t) { return 5u; };
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), next, 2, 2).ok());
+  const std::string shard1 =
+      JoinPath(JoinPath(dir.path(), CheckpointDirName(2)), "shard-1");
+  for (const auto& e : std::filesystem::directory_iterator(shard1)) {
+    if (e.path().extension() == ".sst") {
+      std::filesystem::resize_file(e.path(), e.file_size() / 2);
+    }
+  }
+  auto r = follower.Poll();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status();
+  EXPECT_NE(r.status().message().find("skipped " + dir.path() + "/" +
+                                      CheckpointDirName(2)),
+            std::string::npos)
+      << r.status();
+  EXPECT_NE(r.status().message().find("still serving " + CheckpointDirName(1)),
+            std::string::npos)
+      << r.status();
+  ExpectServes(*follower.tables(), JoinPath(dir.path(), CheckpointDirName(1)),
+               model, 2);
+  // Not tried again; the next good one is taken.
+  EXPECT_EQ(PollOk(&follower).action, FollowAction::kNone);
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), next, 3, 2).ok());
+  EXPECT_EQ(PollOk(&follower).action, FollowAction::kCompared);
+  ExpectServes(*follower.tables(), JoinPath(dir.path(), CheckpointDirName(3)),
+               next, 2);
+}
+
+TEST(CheckpointFollower, NewLayoutIsLoadedAnew) {
+  TempDir dir;
+  Model model;
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 2).ok());
+  CheckpointFollower follower({.root = dir.path(), .shards = {}});
+  ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 2, 3).ok());
+  EXPECT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
+  ExpectServes(*follower.tables(), JoinPath(dir.path(), CheckpointDirName(2)),
+               model, 3);
+}
+
+TEST(CheckpointFollower, SubsetOfShards) {
+  TempDir dir;
+  Model model;
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 3).ok());
+  CheckpointFollower follower({.root = dir.path(), .shards = {2, 0}});
+  ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
+  ExpectServes(*follower.tables(), JoinPath(dir.path(), CheckpointDirName(1)),
+               model, 3, {0, 2});
+  // A key of shard 1 is refused, naming the shard.
+  const auto map = protocol::ShardMap::ForTable(model.Specs()[0], 3);
+  uint64_t key = 0;
+  while (map.Locate(key).shard != 1) ++key;
+  std::vector<float> out(model.hashed_dim);
+  auto r = follower.tables()->Lookup(kHashed, std::vector<uint64_t>{key}, out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("shard 1"), std::string::npos)
+      << r.status();
+}
+
+TEST(CheckpointFollower, RefusesBadLookupsAndRoots) {
+  TempDir dir;
+  CheckpointFollower missing({.root = dir.path() + "/nope", .shards = {}});
+  EXPECT_FALSE(missing.Poll().ok());
+  Model model;
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 1).ok());
+  CheckpointFollower too_many({.root = dir.path(), .shards = {1}});
+  auto r = too_many.Poll();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
+  EXPECT_EQ(too_many.tables(), nullptr);
+
+  CheckpointFollower follower({.root = dir.path(), .shards = {}});
+  ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
+  auto tables = follower.tables();
+  std::vector<float> out(3);
+  EXPECT_EQ(tables->Lookup(77, std::vector<uint64_t>{1}, out).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(
+      tables->Lookup(kHashed, std::vector<uint64_t>{1}, out).status().code(),
+      StatusCode::kInvalidArgument);  // 3 floats for a dim-8 row
+  std::vector<float> dense(model.dense_dim);
+  auto past = tables->Lookup(
+      kDense, std::vector<uint64_t>{model.dense_capacity}, dense);
+  EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(past.status().message().find("past the table"), std::string::npos)
+      << past.status();
+}
+
+// Lookups while increments switch in: each sees one checkpoint's rows.
+// Checkpoint k gives every row version k, so a lookup whose rows mix two
+// checkpoints, or disagree with the one it names, is caught.
+TEST(CheckpointFollower, LookupsDuringSwitchesSeeOneCheckpoint) {
+  TempDir dir;
+  Model model;
+  model.hashed_capacity = 2003;
+  model.version = [](uint32_t, uint64_t) { return 1u; };
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 2).ok());
+  CheckpointFollower follower({.root = dir.path(), .shards = {}});
+  ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
+
+  std::vector<uint64_t> keys;
+  for (uint64_t i = 0; i < 512; ++i) keys.push_back(protocol::Mix64(i));
+  const auto map = protocol::ShardMap::ForTable(model.Specs()[0], 2);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> lookups{0}, wrong{0};
+  auto reader = [&] {
+    std::vector<float> out(keys.size() * model.hashed_dim);
+    while (!stop.load()) {
+      auto r = follower.tables()->Lookup(kHashed, keys, out);
+      if (!r.ok()) {
+        wrong.fetch_add(1);
+        continue;
+      }
+      Model at = model;
+      const uint32_t v = static_cast<uint32_t>(r->checkpoint.step);
+      at.version = [v](uint32_t, uint64_t) { return v; };
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const uint64_t row = map.GlobalRow(keys[i]);
+        for (uint32_t j = 0; j < model.hashed_dim; ++j) {
+          const float want = at.Value(kHashed, row, j, -1);
+          if (!SameBits(&out[i * model.hashed_dim + j], &want, 1)) {
+            wrong.fetch_add(1);
+          }
+        }
+      }
+      lookups.fetch_add(1);
+    }
+  };
+  std::thread a(reader), b(reader);
+  std::function<bool(uint32_t, uint64_t)> all = [](uint32_t, uint64_t) {
+    return true;
+  };
+  for (uint64_t step = 2; step <= 8; ++step) {
+    model.version = [step](uint32_t, uint64_t) {
+      return static_cast<uint32_t>(step);
+    };
+    ASSERT_TRUE(WriteCheckpoint(dir.path(), model, step, 2,
+                                CheckpointDirName(step - 1), &all)
+                    .ok());
+    EXPECT_EQ(PollOk(&follower).action, FollowAction::kIncremental);
+  }
+  while (lookups.load() < 20) std::this_thread::yield();
+  stop = true;
+  a.join();
+  b.join();
+  EXPECT_EQ(wrong.load(), 0u) << "of " << lookups.load() << " lookups";
+}
+
+}  // namespace
+}  // namespace ps::serving
