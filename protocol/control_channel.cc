@@ -141,7 +141,9 @@ bool SafeToRepeat(const proto::ControlRequest& request) {
     case proto::ControlRequest::kStats:
     case proto::ControlRequest::kStatus:
     case proto::ControlRequest::kAuth:
-      return true;
+    case proto::ControlRequest::kServeHello:  // a replica replaces the
+      return true;                            // connection's session
+
     case proto::ControlRequest::kCheckpoint:
       switch (request.checkpoint().action()) {
         case proto::CheckpointRequest::INFO:

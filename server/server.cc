@@ -309,6 +309,11 @@ proto::ControlReply Server::Handle(const proto::ControlRequest& request,
                                          : peer->address);
       RequestStop();
       break;
+    case proto::ControlRequest::kServeHello:
+      s = InvalidArgument(
+          "this is a training server (ps_server); lookups go to a serving "
+          "replica (ps_serve)");
+      break;
     default:
       s = InvalidArgument("empty or unknown control request");
       break;
