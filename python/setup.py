@@ -6,9 +6,9 @@
 The build runs CMake in the clone's build folder (``build/``, or
 $PS_BUILD_DIR; one configured before is reused as it is, else
 scripts/build.sh configures it) for what the package needs: the extension
-ps._native and the programs it starts, ps_server and ps_datagen. The
-programs go inside the package (``ps/bin/``), and the venv's ``bin/``
-gets ``ps_server`` and ``ps_datagen`` commands that run them. A build
+ps._native and the programs (ps_server, ps_datagen, ps_serve, ps_ckpt).
+The programs go inside the package (``ps/bin/``), and the venv's ``bin/``
+gets a command of each that runs it. A build
 folder that cannot build the extension (no pybind11 or Python headers, a
 sanitizer build, -DPS_BUILD_PYTHON=OFF) is refused with what to do: a
 package without its native module cannot be imported.

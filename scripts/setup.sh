@@ -16,6 +16,7 @@ PACKAGES=(
   clang libclang-rt-14-dev    # libFuzzer targets and sanitizer runtimes
   clang-format
   ucx-utils iperf3            # peers the benchmarks compare against
+  redis-server                # bench_serving.sh: the lookups' peer (MGET)
   perftest                    # ib_write_bw / ib_read_bw: the verbs bench's peers
   python3                     # free ports (bench_core.sh), the demo's throughput sum
   python3-yaml                # the deploy test reads the Kubernetes manifests

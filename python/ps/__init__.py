@@ -10,7 +10,9 @@
 - ``ps.torch``: an embedding module whose rows live on the servers
   (``import ps.torch``; it needs torch).
 - ``ps.programs``: the programs the package carries (ps_server,
-  ps_datagen).
+  ps_datagen, ps_serve, ps_ckpt).
+- ``ps.serving``: lookups on serving replicas (ps_serve), which follow the
+  training cluster's checkpoints.
 - ``ps.allreduce``: the workers' all-reduce of dense tensors through
   ``ps.xfer`` (a DDP comm hook; ``import ps.allreduce``; it needs torch).
 
@@ -32,10 +34,10 @@ except ImportError as _e:
         "builds it), or build it: scripts/build.sh "
         "--target=ps_python_native") from _e
 
-from ps import data, errors, programs, xfer  # noqa: E402
+from ps import data, errors, programs, serving, xfer  # noqa: E402
 from ps.client import Checkpoints, Client, Handle, Table  # noqa: E402
 from ps.cluster import LocalServers  # noqa: E402
 from ps.errors import Error  # noqa: E402
 
 __all__ = ["Checkpoints", "Client", "Error", "Handle", "LocalServers",
-           "Table", "data", "errors", "programs", "xfer"]
+           "Table", "data", "errors", "programs", "serving", "xfer"]

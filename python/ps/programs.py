@@ -1,7 +1,10 @@
 """The programs an installed package carries (``ps/bin/``): ps_server,
-which ps.LocalServers starts, and ps_datagen, which writes click logs
-from a planted model (Criteo TSV, one-hot libsvm or Avazu-shaped CSV). pip makes a command of each in the environment's ``bin/``
-(setup.py's entry points): ``ps_datagen --rows=10000 --output=train.tsv``.
+which ps.LocalServers starts; ps_datagen, which writes click logs from a
+planted model (Criteo TSV, one-hot libsvm or Avazu-shaped CSV); ps_serve,
+a serving replica that follows a checkpoint folder (ps.serving looks rows
+up on it); and ps_ckpt, which lists, verifies and exports checkpoints.
+pip makes a command of each in the environment's ``bin/`` (setup.py's
+entry points): ``ps_datagen --rows=10000 --output=train.tsv``.
 
 In the build tree (the package imported from <build>/python) the programs
 are the build's own.
@@ -18,7 +21,7 @@ _PACKAGE = Path(__file__).resolve().parent
 
 
 def program_path(name):
-    """The path of program ``name`` ("ps_server" or "ps_datagen"): the
+    """The path of program ``name`` (a key of _program_paths.BUILD_TREE): the
     package's own copy, else the build tree's; None when neither exists."""
     for path in (_PACKAGE / "bin" / name,
                  _PACKAGE.parent.parent / BUILD_TREE[name]):
@@ -43,3 +46,13 @@ def ps_server():
 def ps_datagen():
     """The ``ps_datagen`` command."""
     _run("ps_datagen")
+
+
+def ps_serve():
+    """The ``ps_serve`` command."""
+    _run("ps_serve")
+
+
+def ps_ckpt():
+    """The ``ps_ckpt`` command."""
+    _run("ps_ckpt")

@@ -6,8 +6,9 @@
 
 namespace ps::python {
 
-void BindClient(pybind11::module_ m);  // client
-void BindData(pybind11::module_ m);    // worker/data, worker/eval
-void BindXfer(pybind11::module_ m);    // core
+void BindClient(pybind11::module_ m);   // client
+void BindServing(pybind11::module_ m);  // serving
+void BindData(pybind11::module_ m);     // worker/data, worker/eval
+void BindXfer(pybind11::module_ m);     // core
 
 }  // namespace ps::python

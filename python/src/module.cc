@@ -18,6 +18,8 @@ PYBIND11_MODULE(_native, m) {
   }
   ps::python::RegisterStatusErrors();
   ps::python::BindClient(m.def_submodule("client", "client: PsClient"));
+  ps::python::BindServing(
+      m.def_submodule("serving", "serving: ServingClient (ps_serve lookups)"));
   ps::python::BindData(
       m.def_submodule("data", "worker/data readers, worker/eval metrics"));
   ps::python::BindXfer(

@@ -1,0 +1,237 @@
+"""Serving replicas following a training job (issue 41's acceptance test):
+a 2-server, 2-worker bsp job checkpoints every second while two ps_serve
+replicas follow its folder and a ps.serving client looks keys up
+throughout. Every lookup must return rows byte-identical to the checkpoint
+its reply names (checked against ps_ckpt export of that checkpoint, which
+applies its chain as a restore does); every checkpoint must be served
+within 2 s plus one checkpoint interval of its commit; one replica is
+killed with SIGKILL mid-run (the client fails over to the other), then
+restarted, and serves a complete checkpoint again."""
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import ps
+import ps.serving
+from conftest import BUILD, run_threads, table_text
+
+SERVE_BIN = BUILD / "serving" / "ps_serve"
+CKPT_BIN = BUILD / "checkpoint" / "ps_ckpt"
+DIM = 4
+TABLES = (table_text(1, "emb", dim=DIM, capacity=4099, optimizer="sgd",
+                     learning_rate=0.5) +
+          table_text(2, "ids", kind="EXACT", dim=DIM, capacity=8192,
+                     optimizer="sgd", learning_rate=0.5,
+                     extra="admit_after_pushes: 1 "))
+
+
+class Replica:
+    """A ps_serve process on `root`; address() waits for its port file."""
+
+    def __init__(self, root, folder, name):
+        self.port_file = folder / f"{name}.port"
+        self.log = open(folder / f"{name}.log", "w")
+        self.proc = subprocess.Popen(
+            [str(SERVE_BIN), f"--checkpoint_dir={root}", "--poll_ms=50",
+             f"--port_file={self.port_file}"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+    def address(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        while not self.port_file.exists():
+            assert self.proc.poll() is None, "ps_serve exited"
+            assert time.monotonic() < deadline, "ps_serve never got ready"
+            time.sleep(0.02)
+        return self.port_file.read_text().strip()
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+@pytest.fixture
+def replicas(tmp_path):
+    made = []
+
+    def start(root, name):
+        r = Replica(root, tmp_path, name)
+        made.append(r)
+        return r
+
+    yield start
+    for r in made:
+        r.stop()
+
+
+def exported(ckpt, step, folder):
+    """Table name -> (rows, keys or None, spec) of checkpoint `step`."""
+    out = folder / f"export-{step}"
+    if not out.exists():
+        r = subprocess.run(
+            [str(CKPT_BIN), "export",
+             f"--checkpoint={ckpt}/ckpt-{step:012d}", f"--out={out}"],
+            capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    index = json.loads((out / "tables.json").read_text())
+    tables = {}
+    for t in index["tables"]:
+        keys = np.load(out / t["keys_file"]) if "keys_file" in t else None
+        tables[t["name"]] = (np.load(out / t["rows_file"]), keys, t)
+    return tables, index["created_unix_ms"]
+
+
+def expected_rows(table, ids):
+    """The rows of `ids` in an exported table (zeros for EXACT keys
+    without a row)."""
+    rows, keys, spec = table
+    if keys is None:
+        h = spec["hash"]
+        x = ids.view(np.uint64) ^ np.uint64(h["seed"])
+        with np.errstate(over="ignore"):
+            x = (x ^ (x >> np.uint64(30))) * np.uint64(0xbf58476d1ce4e5b9)
+            x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94d049bb133111eb)
+            x = x ^ (x >> np.uint64(31))
+        return rows[x % np.uint64(h["capacity"])]
+    where = {k: i for i, k in enumerate(keys.tolist())}
+    out = np.zeros((len(ids), rows.shape[1]), np.float32)
+    for i, k in enumerate(ids.view(np.uint64).tolist()):
+        if k in where:
+            out[i] = rows[where[k]]
+    return out
+
+
+def test_replicas_follow_a_training_job(servers, replicas, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    cluster = servers(TABLES, num_shards=2, num_workers=2, consistency="bsp",
+                      checkpoint_dir=str(ckpt), checkpoint_every_secs=1,
+                      checkpoint_keep=40)
+    workers = [cluster.client(0), cluster.client(1)]
+    checkpoints = [w.checkpoints() for w in workers]
+    rng = np.random.default_rng(3)
+    hashed_ids = rng.integers(-2**63, 2**63 - 1, 600, dtype=np.int64)
+    exact_keys = rng.integers(0, 2**63 - 1, 600, dtype=np.int64)
+    # bsp: both workers must stop after the same step.
+    steps, stop_at = [0, 0], [None]
+
+    def stop():
+        stop_at[0] = max(steps) + 3
+
+    def train(w):
+        client, cp = workers[w], checkpoints[w]
+        local = np.random.default_rng(10 + w)
+        step = 0
+        while stop_at[0] is None or step < stop_at[0]:
+            step += 1
+            steps[w] = step
+            h = hashed_ids[local.integers(0, 600, 64)]
+            e = exact_keys[local.integers(0, 600, 64)]
+            client.push("emb", h, local.integers(-4, 4, (64, DIM)).astype(
+                np.float32))
+            client.push("ids", e, local.integers(-4, 4, (64, DIM)).astype(
+                np.float32))
+            client.clock()
+            if cp.due(step):
+                cp.checkpoint(step)
+            time.sleep(0.01)
+
+    def trainers():
+        run_threads(lambda: train(0), lambda: train(1), timeout=120)
+
+    training = threading.Thread(target=trainers)
+    training.start()
+    try:
+        # The first checkpoint, then the replicas.
+        deadline = time.monotonic() + 30
+        while not any((d / "MANIFEST").exists() for d in ckpt.glob("ckpt-*")):
+            assert time.monotonic() < deadline, "no checkpoint committed"
+            time.sleep(0.05)
+        a = replicas(ckpt, "a")
+        b = replicas(ckpt, "b")
+        client = ps.serving.Client([a.address(), b.address()])
+        seen = []  # (time ms, table, ids, rows, step)
+        t_end = time.monotonic() + 8
+        killed = False
+        while time.monotonic() < t_end:
+            for table, ids in (("emb", hashed_ids), ("ids", exact_keys)):
+                found = client.lookup(table, ids)
+                seen.append((time.time() * 1000, table, ids, found.rows,
+                             found.step, found.replica))
+            if not killed and time.monotonic() > t_end - 5:
+                a.kill()  # the client's replica: it fails over to b
+                killed = True
+            time.sleep(0.02)
+    finally:
+        stop()
+        training.join()
+    assert killed and seen[-1][5] != seen[0][5], "no failover happened"
+
+    # Every lookup: byte-identical to the checkpoint it names.
+    steps = sorted({s[4] for s in seen})
+    assert len(steps) >= 4, f"the replica served only {steps}"
+    exports = {s: exported(ckpt, s, tmp_path) for s in steps}
+    for when, table, ids, rows, step, _ in seen:
+        want = expected_rows(exports[step][0][table], ids)
+        assert rows.tobytes() == want.tobytes(), (
+            f"a lookup of {table} named checkpoint {step} but differs")
+
+    # Freshness: each checkpoint committed while the client looked was
+    # served within 2 s + one interval (1 s) of its commit.
+    listing = sorted(int(d.name[5:]) for d in ckpt.glob("ckpt-*")
+                     if (d / "MANIFEST").exists())
+    first_look, last_look = seen[0][0], seen[-1][0]
+    for step in listing:
+        _, created = exported(ckpt, step, tmp_path)
+        if not (first_look <= created <= last_look - 3000):
+            continue
+        served_at = min((s[0] for s in seen if s[4] >= step), default=None)
+        assert served_at is not None and served_at - created <= 3000, (
+            f"checkpoint {step} committed at {created} was served at "
+            f"{served_at}")
+
+    # The killed replica, restarted, serves a complete checkpoint again.
+    again = replicas(ckpt, "a-again")
+    fresh = ps.serving.Client([again.address()])
+    found = fresh.lookup("ids", exact_keys)
+    want = expected_rows(exported(ckpt, found.step, tmp_path)[0]["ids"],
+                         exact_keys)
+    assert found.rows.tobytes() == want.tobytes()
+
+
+def test_lookup_refusals(servers, replicas, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    cluster = servers(TABLES, num_shards=1, num_workers=1,
+                      checkpoint_dir=str(ckpt), checkpoint_every_steps=1)
+    client = cluster.client()
+    client.push("emb", np.arange(4, dtype=np.int64),
+                np.ones((4, DIM), np.float32))
+    client.clock()
+    client.checkpoints().checkpoint(1)
+    replica = replicas(ckpt, "r")
+    lookups = ps.serving.Client(replica.address())
+    with pytest.raises(ps.errors.NotFoundError):
+        lookups.table("nope")
+    with pytest.raises(ps.errors.InvalidArgumentError):
+        lookups.lookup("emb", np.arange(4, dtype=np.int64),
+                       out=np.empty((3, DIM), np.float32))
+    with pytest.raises(ps.errors.InvalidArgumentError):
+        lookups.lookup("emb", np.arange(lookups.max_keys + 1, dtype=np.int64))
+    found = lookups.lookup("emb", np.arange(4, dtype=np.int64))
+    assert found.rows.shape == (4, DIM) and found.step >= 1
+    with pytest.raises(ps.errors.Error):
+        ps.serving.Client(cluster.addresses[0])  # a training server
