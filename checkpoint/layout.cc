@@ -247,7 +247,11 @@ Status RemoveTree(const std::string& path) {
   return Status::OK();
 }
 
-StatusOr<std::vector<CheckpointInfo>> ListCheckpoints(const std::string& root) {
+namespace {
+
+// The ckpt-* directories under `root` (names and steps only), by step
+// ascending.
+StatusOr<std::vector<CheckpointInfo>> CheckpointDirs(const std::string& root) {
   std::error_code ec;
   if (!std::filesystem::is_directory(root, ec)) {
     return NotFound("checkpoint directory " + root + " does not exist");
@@ -264,18 +268,6 @@ StatusOr<std::vector<CheckpointInfo>> ListCheckpoints(const std::string& root) {
       continue;
     }
     info.path = it->path().string();
-    auto m = ReadManifest(info.path);
-    if (m.ok()) {
-      info.complete = m->step() == info.step;
-      info.manifest = std::move(*m);
-      if (!info.complete) {
-        info.manifest_status =
-            Corruption(info.path + "/MANIFEST: records step " +
-                       std::to_string(info.manifest.step()));
-      }
-    } else {
-      info.manifest_status = m.status();
-    }
     out.push_back(std::move(info));
   }
   if (ec) return ErrnoStatus(StatusCode::kIOError, "list " + root, ec.value());
@@ -284,6 +276,41 @@ StatusOr<std::vector<CheckpointInfo>> ListCheckpoints(const std::string& root) {
               return a.step < b.step;
             });
   return out;
+}
+
+// Reads the MANIFEST of a listed checkpoint into `info`.
+void ReadInfo(CheckpointInfo* info) {
+  auto m = ReadManifest(info->path);
+  if (m.ok()) {
+    info->complete = m->step() == info->step;
+    info->manifest = std::move(*m);
+    if (!info->complete) {
+      info->manifest_status =
+          Corruption(info->path + "/MANIFEST: records step " +
+                     std::to_string(info->manifest.step()));
+    }
+  } else {
+    info->manifest_status = m.status();
+  }
+}
+
+}  // namespace
+
+StatusOr<std::vector<CheckpointInfo>> ListCheckpoints(const std::string& root) {
+  PS_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> all, CheckpointDirs(root));
+  for (CheckpointInfo& info : all) ReadInfo(&info);
+  return all;
+}
+
+StatusOr<std::optional<CheckpointInfo>> NewestCompleteCheckpoint(
+    const std::string& root, std::optional<uint64_t> above_step) {
+  PS_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> all, CheckpointDirs(root));
+  for (auto it = all.rbegin();
+       it != all.rend() && (!above_step || it->step > *above_step); ++it) {
+    ReadInfo(&*it);
+    if (it->complete) return std::optional<CheckpointInfo>(std::move(*it));
+  }
+  return std::optional<CheckpointInfo>();
 }
 
 }  // namespace ps::checkpoint

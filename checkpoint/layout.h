@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,5 +83,11 @@ struct CheckpointInfo {
 // Every ckpt-* directory under `root`, by step ascending. kNotFound when the
 // root does not exist.
 StatusOr<std::vector<CheckpointInfo>> ListCheckpoints(const std::string& root);
+// The newest complete checkpoint under `root` of a step above `above_step`
+// (nullopt: any step), or nullopt when there is none, reading MANIFESTs
+// newest first and only until one is complete: what a follower that polls
+// often needs. kNotFound when the root does not exist.
+StatusOr<std::optional<CheckpointInfo>> NewestCompleteCheckpoint(
+    const std::string& root, std::optional<uint64_t> above_step);
 
 }  // namespace ps::checkpoint

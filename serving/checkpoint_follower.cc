@@ -163,18 +163,15 @@ StatusOr<CheckpointFollower::PollResult> CheckpointFollower::Poll() {
     tables = tables_;
   }
   if (tables) r.served = tables->checkpoint();
-  PS_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> all,
-                      checkpoint::ListCheckpoints(options_.root));
-  const CheckpointInfo* newest = nullptr;
-  for (const CheckpointInfo& c : all) {
-    if (c.complete) newest = &c;
-  }
-  if (newest == nullptr) return r;
+  r.newest = r.served;
+  PS_ASSIGN_OR_RETURN(
+      std::optional<CheckpointInfo> newest,
+      checkpoint::NewestCompleteCheckpoint(
+          options_.root,
+          tables ? std::optional<uint64_t>(r.served.step) : std::nullopt));
+  if (!newest) return r;
   r.newest = ServedCheckpointOf(*newest);
-  if ((tables && newest->step <= r.served.step) ||
-      skipped_.contains(newest->name)) {
-    return r;
-  }
+  if (skipped_.contains(newest->name)) return r;
   const auto start = std::chrono::steady_clock::now();
   Status s = Bring(*newest, &r);
   r.apply_seconds =

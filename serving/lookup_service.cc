@@ -162,9 +162,27 @@ void LookupService::Closed(const server::ControlPeer& peer) {
 void LookupService::LookupLoop() {
   std::vector<uint64_t> packet;  // 8-byte aligned copies of requests
   std::vector<char> reply;
+  // After a lookup, the next is likely near: one thread at a time polls
+  // for a while before it sleeps (a sleeping thread's wake-up costs about a
+  // lookup's time; more than one spinning would take the cores that the
+  // transport's threads need).
+  auto last = std::chrono::steady_clock::now() - options_.spin;
   while (!stop_.load()) {
-    auto n = context_->WaitNotification(std::chrono::milliseconds(100));
-    if (!n.ok()) continue;
+    std::optional<xfer::Notification> n;
+    if (std::chrono::steady_clock::now() - last < options_.spin &&
+        !spinning_.exchange(true)) {
+      while (!stop_.load() &&
+             std::chrono::steady_clock::now() - last < options_.spin) {
+        if ((n = context_->PollNotification())) break;
+      }
+      spinning_.store(false);
+      if (!n) continue;
+    } else {
+      auto waited = context_->WaitNotification(std::chrono::milliseconds(100));
+      if (!waited.ok()) continue;
+      n = *waited;
+    }
+    last = std::chrono::steady_clock::now();
     std::shared_ptr<Session> session;
     {
       std::lock_guard lock(mu_);

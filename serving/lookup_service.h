@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -48,7 +49,10 @@ class LookupService {
     server::ControlService::Options control;  // host, port, secret, ...
     xfer::ContextOptions xfer;                // the replica's context
     uint32_t max_keys = 65536;                // keys one lookup may hold
-    int threads = 2;                          // lookup threads
+    int threads = 1;                          // lookup threads
+    // How long a lookup thread polls for the next lookup before it sleeps
+    // (0: it sleeps at once); one thread polls at a time.
+    std::chrono::microseconds spin{200};
   };
   using TablesSource = std::function<std::shared_ptr<const ServedTables>()>;
 
@@ -88,6 +92,7 @@ class LookupService {
   std::unique_ptr<xfer::Context> context_;
   std::unique_ptr<server::ControlService> control_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> spinning_{false};  // a lookup thread polls
   std::vector<std::thread> threads_;
 
   mutable std::mutex mu_;

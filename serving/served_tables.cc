@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <new>
+#include <unordered_set>
+
+#include "table/key_index.h"
 
 namespace ps::serving {
 namespace {
@@ -21,7 +25,7 @@ struct ServedTables::Table {
   // map.FirstRow(s) on); empty for a shard not held.
   std::vector<std::vector<float>> shard_rows;
   // EXACT: key -> slot; the slots' rows (dim floats each); free slots.
-  std::unordered_map<uint64_t, uint32_t> index;
+  table::KeyIndex index;
   std::vector<float> rows;
   std::vector<uint32_t> free_slots;
 
@@ -39,30 +43,32 @@ struct ServedTables::Table {
     if (shard_rows[s].empty()) return nullptr;
     return shard_rows[s].data() + (row - map.FirstRow(s)) * dim();
   }
-  float* KeyRow(uint64_t key) {
-    auto it = index.find(key);
-    return it == index.end() ? nullptr
-                             : rows.data() + size_t{it->second} * dim();
+  float* KeyRow(uint64_t key) { return SlotRow(index.Find(key)); }
+  float* SlotRow(uint32_t slot) {
+    return slot == table::KeyIndex::kNone ? nullptr
+                                          : rows.data() + size_t{slot} * dim();
   }
   void Put(uint64_t key, const void* values) {
-    auto [it, fresh] = index.try_emplace(key, 0);
-    if (fresh) {
+    uint32_t slot = index.Find(key);
+    if (slot == table::KeyIndex::kNone) {
       if (free_slots.empty()) {
-        it->second = static_cast<uint32_t>(rows.size() / dim());
+        slot = static_cast<uint32_t>(rows.size() / dim());
         rows.resize(rows.size() + dim());
       } else {
-        it->second = free_slots.back();
+        slot = free_slots.back();
         free_slots.pop_back();
       }
+      // An index that cannot grow fails like the vectors above: no memory.
+      if (!index.Insert(key, slot)) throw std::bad_alloc();
     }
-    std::memcpy(rows.data() + size_t{it->second} * dim(), values,
+    std::memcpy(rows.data() + size_t{slot} * dim(), values,
                 dim() * sizeof(float));
   }
   void Erase(uint64_t key) {
-    auto it = index.find(key);
-    if (it == index.end()) return;
-    free_slots.push_back(it->second);
-    index.erase(it);
+    const uint32_t slot = index.Find(key);
+    if (slot == table::KeyIndex::kNone) return;
+    free_slots.push_back(slot);
+    index.Erase(key);
   }
 };
 
@@ -179,8 +185,7 @@ uint64_t ServedTables::bytes() const {
   for (const auto& t : tables_) {
     for (const auto& r : t->shard_rows) b += r.capacity() * sizeof(float);
     b += t->rows.capacity() * sizeof(float);
-    // An unordered_map node (key, slot, next pointer, hash) and its bucket.
-    b += t->index.size() * 32 + t->index.bucket_count() * sizeof(void*);
+    b += t->index.bytes();
   }
   return b;
 }
@@ -212,9 +217,17 @@ StatusOr<ServedTables::LookupResult> ServedTables::Lookup(
   LookupResult r;
   r.checkpoint = checkpoint_;
   Table* table = const_cast<Table*>(t);  // the row finders do not write
+  // Where each key's row is first, the index's (EXACT) or the rows' (all)
+  // cache lines fetched a few keys ahead, so that the misses of a large
+  // table overlap; then the copies.
+  thread_local std::vector<const float*> found;
+  found.resize(keys.size());
+  constexpr size_t kAhead = table::KeyIndex::kPrefetchAhead;
   for (size_t i = 0; i < keys.size(); ++i) {
-    const float* row;
     if (t->exact) {
+      if (i + kAhead < keys.size()) {
+        t->index.Prefetch(table::KeyIndex::Mix(keys[i + kAhead]));
+      }
       const uint32_t s = t->map.ShardOfKey(keys[i]);
       if (!holds(s)) {
         return InvalidArgument(TableWhere(t->spec) + ": key " +
@@ -222,16 +235,12 @@ StatusOr<ServedTables::LookupResult> ServedTables::Lookup(
                                std::to_string(s) +
                                "'s, which this replica does not hold");
       }
-      row = table->KeyRow(keys[i]);
-      if (row == nullptr) {
-        std::fill_n(out.data() + i * dim, dim, 0.0f);
-        ++r.missing;
-        continue;
-      }
+      found[i] = table->KeyRow(keys[i]);
+      if (found[i] == nullptr) ++r.missing;
     } else {
       const uint64_t global = t->map.GlobalRow(keys[i]);
-      row = table->RowAt(global);
-      if (row == nullptr) {
+      found[i] = table->RowAt(global);
+      if (found[i] == nullptr) {
         return InvalidArgument(
             TableWhere(t->spec) + ": key " + std::to_string(keys[i]) +
             (global >= t->spec.capacity()
@@ -241,7 +250,14 @@ StatusOr<ServedTables::LookupResult> ServedTables::Lookup(
                        "'s, which this replica does not hold"));
       }
     }
-    std::memcpy(out.data() + i * dim, row, dim * sizeof(float));
+    if (found[i] != nullptr) __builtin_prefetch(found[i]);
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (found[i] == nullptr) {
+      std::fill_n(out.data() + i * dim, dim, 0.0f);
+    } else {
+      std::memcpy(out.data() + i * dim, found[i], dim * sizeof(float));
+    }
   }
   return r;
 }
@@ -256,7 +272,7 @@ void ServedTables::ForEachKey(uint32_t table_id,
                               const std::function<void(uint64_t)>& f) const {
   const Table* t = Find(table_id);
   if (t == nullptr) return;
-  for (const auto& [key, slot] : t->index) f(key);
+  t->index.ForEach([&](uint64_t key, uint32_t) { f(key); });
 }
 
 Status ServedTables::PutRows(uint32_t table_id, uint64_t first_row,
@@ -328,6 +344,21 @@ Status ServedTables::CheckChange(const ServedChanges& changes) const {
 Status ServedTables::Apply(const ServedChanges& changes,
                            const ServedCheckpoint& to) {
   PS_RETURN_IF_ERROR(CheckChange(changes));
+  // Where each change goes is found before the lock (only this writer
+  // changes the index), so that lookups wait for the copies alone: the slot
+  // of a key that has a row (kNone: a new key, or one this change list
+  // erases first, which the lock's loop inserts).
+  std::unordered_set<uint64_t> erased;
+  for (const auto& k : changes.keys) {
+    if (k.erase) erased.insert(k.key);
+  }
+  std::vector<uint32_t> slots(changes.keys.size(), table::KeyIndex::kNone);
+  for (size_t i = 0; i < changes.keys.size(); ++i) {
+    const auto& k = changes.keys[i];
+    if (!k.erase && !erased.contains(k.key)) {
+      slots[i] = Find(k.table_id)->index.Find(k.key);
+    }
+  }
   std::unique_lock lock(mu_);
   for (const auto& run : changes.runs) {
     Table* t = Find(run.table_id);
@@ -337,12 +368,16 @@ Status ServedTables::Apply(const ServedChanges& changes,
                   t->dim() * sizeof(float));
     }
   }
-  for (const auto& k : changes.keys) {
+  for (size_t i = 0; i < changes.keys.size(); ++i) {
+    const auto& k = changes.keys[i];
     Table* t = Find(k.table_id);
+    const float* values = changes.values.data() + k.offset;
     if (k.erase) {
       t->Erase(k.key);
+    } else if (slots[i] != table::KeyIndex::kNone) {
+      std::memcpy(t->SlotRow(slots[i]), values, t->dim() * sizeof(float));
     } else {
-      t->Put(k.key, changes.values.data() + k.offset);
+      t->Put(k.key, values);
     }
   }
   checkpoint_ = to;

@@ -30,7 +30,6 @@
 #include <shared_mutex>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "base/status_or.h"

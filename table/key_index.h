@@ -64,6 +64,7 @@ class KeyIndex {
     if (!slots_.empty()) __builtin_prefetch(&slots_[hash & mask_]);
   }
   size_t size() const { return size_; }
+  size_t bytes() const { return slots_.capacity() * sizeof(Slot); }
 
   // fn(key, row) for every entry, in no order.
   template <class Fn>

@@ -354,7 +354,7 @@ TEST(ServingReplicas, BadFlagsExitTwo) {
   for (std::vector<std::string> flags :
        {std::vector<std::string>{},
         {"--checkpoint_dir=" + dir.path(), "--shards=a"},
-        {"--checkpoint_dir=" + dir.path(), "--poll_ms=1"},
+        {"--checkpoint_dir=" + dir.path(), "--poll_ms=0"},
         {"--checkpoint_dir=" + dir.path(), "--max_keys=0"}}) {
     launch::ProcessSpec spec;
     spec.argv = {PS_SERVE_BIN};

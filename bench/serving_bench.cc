@@ -1,0 +1,311 @@
+// serving_bench: lookups on a ps_serve replica while it follows a new
+// incremental checkpoint every second, and how fresh it stays.
+//
+//   serving_bench --dir=/tmp/sb --serve_bin=build/serving/ps_serve
+//
+// Writes a full checkpoint of one EXACT table (--rows keys of dim --dim,
+// SGD), starts ps_serve on it, and for each transport (--transports) looks
+// up --lookup_keys keys (all with a row) from one client for --seconds,
+// one lookup after the other, while a thread commits an incremental
+// checkpoint of --changed_rows rows every second. Prints samples for
+// bench/report (scripts/bench_serving.sh):
+//   lookup_ms_<t>          each lookup's milliseconds (the report takes
+//                          medians: give p50 and p99 as their own samples)
+//   p50_ms_<t> p99_ms_<t>  percentiles of this run's lookups
+//   lookups_per_s_<t>      lookups answered per second
+//   fresh_ms               per increment: from its commit to the first
+//                          lookup that names it (or a later one)
+//   verify_ms              per increment: reading its rows as ps_ckpt
+//                          verify reads them (checkpoint::VerifyCheckpoint)
+// It also writes --redis_load (RESP SET commands: the lookup keys' rows as
+// 64-byte binary values, for redis-cli --pipe) and --redis_keys (the keys'
+// names, one per line), so that the script's Redis peer serves the same
+// rows.
+#include <gflags/gflags.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/committer.h"
+#include "checkpoint/layout.h"
+#include "checkpoint/restorer.h"
+#include "checkpoint/shard_writer.h"
+#include "cli/flags.h"
+#include "core/transport_name.h"
+#include "launch/process.h"
+#include "launch/server_ready.h"
+#include "protocol/shard_map.h"
+#include "serving/serving_client.h"
+
+DEFINE_string(dir, "/tmp/serving_bench", "Scratch folder (emptied first).");
+DEFINE_string(serve_bin, "", "The ps_serve program. Required.");
+DEFINE_uint64(rows, 1000000, "Keys (rows) of the table.");
+DEFINE_uint32(dim, 16, "Floats per row.");
+DEFINE_uint32(lookup_keys, 1000, "Keys each lookup holds.");
+DEFINE_uint64(changed_rows, 100000,
+              "Rows each incremental checkpoint changes.");
+DEFINE_double(seconds, 10, "Seconds of lookups per transport.");
+DEFINE_string(transports, "shm,tcp", "Transports to time, comma-separated.");
+DEFINE_int32(poll_ms, 20, "ps_serve --poll_ms.");
+DEFINE_int32(lookup_threads, 1, "ps_serve --lookup_threads.");
+DEFINE_string(redis_load, "", "Where to write the Redis load (RESP).");
+DEFINE_string(redis_keys, "", "Where to write the lookup keys' names.");
+
+namespace {
+
+namespace ck = ps::checkpoint;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kTable = 1;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+uint64_t KeyOf(uint64_t i) { return ps::protocol::Mix64(i + 1); }
+
+float ValueOf(uint64_t key, uint32_t col, uint64_t version) {
+  return static_cast<float>((key >> 40) % 1000) + col * 0.25f +
+         static_cast<float>(version);
+}
+
+ps::proto::TableSpec Spec() {
+  ps::proto::TableSpec s;
+  s.set_id(kTable);
+  s.set_name("ids");
+  s.set_kind(ps::proto::EXACT);
+  s.set_dim(FLAGS_dim);
+  s.set_capacity(FLAGS_rows);
+  s.mutable_optimizer()->set_name("sgd");
+  return s;
+}
+
+// Checkpoint `step`: every key (full) or `changed` of them at `version`.
+ps::Status WriteCheckpoint(const std::string& root, uint64_t step,
+                           const std::vector<uint64_t>& keys, uint64_t version,
+                           bool full) {
+  const std::string dir = ck::JoinPath(root, ck::CheckpointDirName(step));
+  ck::ShardSnapshot snap;
+  snap.step = step;
+  ck::TableSnapshot t;
+  t.spec = Spec();
+  t.full = full;
+  t.state_arrays = 0;
+  t.ids = keys;
+  std::sort(t.ids.begin(), t.ids.end());
+  t.values.reserve(t.ids.size() * FLAGS_dim);
+  for (uint64_t key : t.ids) {
+    for (uint32_t c = 0; c < FLAGS_dim; ++c) {
+      t.values.push_back(ValueOf(key, c, version));
+    }
+  }
+  t.last_update.assign(t.ids.size(), step);
+  snap.tables.push_back(std::move(t));
+  ck::ShardWriteOptions o;
+  o.kind = full ? ck::proto::FULL : ck::proto::INCREMENTAL;
+  o.parent = full ? "" : ck::CheckpointDirName(step - 1);
+  auto e = ck::WriteShard(dir, snap, o);
+  if (!e.ok()) return e.status();
+  ck::CommitRequest c;
+  c.checkpoint_dir = dir;
+  c.step = step;
+  c.tables = {Spec()};
+  return ck::CommitCheckpoint(c).status();
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+}
+
+int Run() {
+  if (FLAGS_serve_bin.empty()) {
+    std::fprintf(stderr, "serving_bench: --serve_bin is required\n");
+    return 2;
+  }
+  std::filesystem::remove_all(FLAGS_dir);
+  std::filesystem::create_directories(FLAGS_dir);
+  const std::string root = ck::JoinPath(FLAGS_dir, "ckpt");
+  std::vector<uint64_t> all(FLAGS_rows);
+  for (uint64_t i = 0; i < FLAGS_rows; ++i) all[i] = KeyOf(i);
+  uint64_t step = 1;
+  if (ps::Status s = WriteCheckpoint(root, step, all, 0, true); !s.ok()) {
+    std::fprintf(stderr, "serving_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  // The lookup keys: every 997th key, so they spread over the table.
+  std::vector<uint64_t> lookup;
+  for (uint64_t i = 0; lookup.size() < FLAGS_lookup_keys; i += 997) {
+    lookup.push_back(all[i % FLAGS_rows]);
+  }
+  if (!FLAGS_redis_load.empty()) {
+    std::ofstream load(FLAGS_redis_load, std::ios::binary);
+    std::ofstream names(FLAGS_redis_keys);
+    for (uint64_t key : lookup) {
+      const std::string name = "k" + std::to_string(key);
+      std::string value(FLAGS_dim * sizeof(float), '\0');
+      for (uint32_t c = 0; c < FLAGS_dim; ++c) {
+        const float v = ValueOf(key, c, 0);
+        std::memcpy(value.data() + c * sizeof(float), &v, sizeof v);
+      }
+      load << "*3\r\n$3\r\nSET\r\n$" << name.size() << "\r\n"
+           << name << "\r\n$" << value.size() << "\r\n"
+           << value << "\r\n";
+      names << name << "\n";
+    }
+  }
+
+  ps::launch::ProcessSpec spec;
+  const std::string port_file = ck::JoinPath(FLAGS_dir, "serve.port");
+  spec.argv = {FLAGS_serve_bin,
+               "--checkpoint_dir=" + root,
+               "--port_file=" + port_file,
+               "--poll_ms=" + std::to_string(FLAGS_poll_ms),
+               "--max_keys=" + std::to_string(FLAGS_lookup_keys),
+               "--lookup_threads=" + std::to_string(FLAGS_lookup_threads)};
+  spec.log_path = ck::JoinPath(FLAGS_dir, "serve.log");
+  spec.name = "ps_serve";
+  auto replica = ps::launch::Process::Spawn(spec);
+  if (!replica.ok()) {
+    std::fprintf(stderr, "serving_bench: %s\n",
+                 replica.status().ToString().c_str());
+    return 1;
+  }
+  auto address = ps::launch::AwaitAddress(**replica, port_file, 120000, 5000);
+  if (!address.ok()) {
+    std::fprintf(stderr, "serving_bench: %s\n",
+                 address.status().ToString().c_str());
+    return 1;
+  }
+
+  std::vector<std::string> transports;
+  {
+    std::stringstream in(FLAGS_transports);
+    for (std::string t; std::getline(in, t, ',');) transports.push_back(t);
+  }
+  std::vector<float> out(lookup.size() * FLAGS_dim);
+  for (const std::string& name : transports) {
+    ps::serving::ServingClient::Options o;
+    o.replicas = {*address};
+    auto transport = ps::xfer::TransportChoiceFromName(name);
+    if (!transport.ok()) {
+      std::fprintf(stderr, "serving_bench: %s\n",
+                   transport.status().ToString().c_str());
+      return 2;
+    }
+    o.xfer.transport = *transport;
+    auto client = ps::serving::ServingClient::Connect(o);
+    if (!client.ok()) {
+      std::fprintf(stderr, "serving_bench: %s\n",
+                   client.status().ToString().c_str());
+      return 1;
+    }
+    for (int i = 0; i < 200; ++i) {  // warm up
+      if (!(*client)->Lookup("ids", lookup, out).ok()) return 1;
+    }
+    // Increments, one a second, while the lookups run.
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    std::map<uint64_t, int64_t> committed;  // step -> commit ms
+    std::vector<double> verify_ms;
+    std::thread writer([&] {
+      std::vector<uint64_t> changed(FLAGS_changed_rows);
+      while (!stop.load()) {
+        const auto t0 = Clock::now();
+        const uint64_t next = step + 1;
+        for (uint64_t i = 0; i < changed.size(); ++i) {
+          changed[i] = all[(next * 7919 + i * 13) % FLAGS_rows];
+        }
+        std::sort(changed.begin(), changed.end());
+        changed.erase(std::unique(changed.begin(), changed.end()),
+                      changed.end());
+        if (!WriteCheckpoint(root, next, changed, next, false).ok()) break;
+        {
+          std::lock_guard lock(mu);
+          committed[next] = NowMs();
+        }
+        step = next;
+        const auto v0 = Clock::now();
+        const std::string path =
+            ck::JoinPath(root, ck::CheckpointDirName(next));
+        if (ck::VerifyCheckpoint(path).ok()) {
+          verify_ms.push_back(
+              std::chrono::duration<double, std::milli>(Clock::now() - v0)
+                  .count());
+        }
+        std::this_thread::sleep_until(t0 + std::chrono::seconds(1));
+      }
+    });
+    std::vector<double> latency_ms;
+    std::vector<std::pair<int64_t, uint64_t>> named;  // (ms, step)
+    const auto start = Clock::now();
+    const auto end = start + std::chrono::duration<double>(FLAGS_seconds);
+    while (Clock::now() < end) {
+      const auto t0 = Clock::now();
+      auto r = (*client)->Lookup("ids", lookup, out);
+      const auto t1 = Clock::now();
+      if (!r.ok()) {
+        std::fprintf(stderr, "serving_bench: %s\n",
+                     r.status().ToString().c_str());
+        stop = true;
+        writer.join();
+        return 1;
+      }
+      latency_ms.push_back(
+          std::chrono::duration<double, std::milli>(t1 - t0).count());
+      named.emplace_back(NowMs(), r->step);
+    }
+    const double elapsed =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    stop = true;
+    writer.join();
+    std::printf("p50_ms_%s %.6g ms\n", name.c_str(),
+                Percentile(latency_ms, 0.5));
+    std::printf("p99_ms_%s %.6g ms\n", name.c_str(),
+                Percentile(latency_ms, 0.99));
+    std::printf("lookups_per_s_%s %.6g /s\n", name.c_str(),
+                latency_ms.size() / elapsed);
+    std::lock_guard lock(mu);
+    for (const auto& [s, at] : committed) {
+      for (const auto& [when, got] : named) {
+        if (got >= s) {
+          std::printf("fresh_ms %lld ms\n",
+                      static_cast<long long>(std::max<int64_t>(0, when - at)));
+          break;
+        }
+      }
+    }
+    for (double v : verify_ms) std::printf("verify_ms %.6g ms\n", v);
+  }
+  (void)(*replica)->Stop(SIGTERM, 10000);
+  std::filesystem::remove_all(FLAGS_dir);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "lookups on a ps_serve replica that follows "
+      "incremental checkpoints (scripts/bench_serving.sh)");
+  if (ps::Status s = ps::cli::PrecheckFlags(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "serving_bench: %s\n", s.message().c_str());
+    return 2;
+  }
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  return Run();
+}
