@@ -17,6 +17,10 @@
 //                          lookup that names it (or a later one)
 //   verify_ms              per increment: reading its rows as ps_ckpt
 //                          verify reads them (checkpoint::VerifyCheckpoint)
+//   fresh_full_ms, verify_full_ms   the same for one full checkpoint after
+//                          the lookups (the replica compares it whole)
+//   loaded_rss_mib         ps_serve's RSS once it served the first one
+//   peak_rss_mib           its peak RSS (VmHWM) over every switch
 // It also writes --redis_load (RESP SET commands: the lookup keys' rows as
 // 64-byte binary values, for redis-cli --pipe) and --redis_keys (the keys'
 // names, one per line), so that the script's Redis peer serves the same
@@ -93,10 +97,11 @@ ps::proto::TableSpec Spec() {
   return s;
 }
 
-// Checkpoint `step`: every key (full) or `changed` of them at `version`.
+// Checkpoint `step` of `keys` (sorted; every key when full), key i at
+// version versions[i].
 ps::Status WriteCheckpoint(const std::string& root, uint64_t step,
-                           const std::vector<uint64_t>& keys, uint64_t version,
-                           bool full) {
+                           const std::vector<uint64_t>& keys,
+                           const std::vector<uint64_t>& versions, bool full) {
   const std::string dir = ck::JoinPath(root, ck::CheckpointDirName(step));
   ck::ShardSnapshot snap;
   snap.step = step;
@@ -105,11 +110,10 @@ ps::Status WriteCheckpoint(const std::string& root, uint64_t step,
   t.full = full;
   t.state_arrays = 0;
   t.ids = keys;
-  std::sort(t.ids.begin(), t.ids.end());
   t.values.reserve(t.ids.size() * FLAGS_dim);
-  for (uint64_t key : t.ids) {
+  for (size_t i = 0; i < keys.size(); ++i) {
     for (uint32_t c = 0; c < FLAGS_dim; ++c) {
-      t.values.push_back(ValueOf(key, c, version));
+      t.values.push_back(ValueOf(keys[i], c, versions[i]));
     }
   }
   t.last_update.assign(t.ids.size(), step);
@@ -124,6 +128,21 @@ ps::Status WriteCheckpoint(const std::string& root, uint64_t step,
   c.step = step;
   c.tables = {Spec()};
   return ck::CommitCheckpoint(c).status();
+}
+
+// A field of /proc/PID/status in MiB ("VmRSS", "VmHWM"); 0 if unreadable.
+double StatusMib(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) {
+      return std::strtod(line.c_str() + field.size() + 1, nullptr) / 1024;
+    }
+  }
+  return 0;
+}
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
 double Percentile(std::vector<double> v, double q) {
@@ -142,8 +161,10 @@ int Run() {
   const std::string root = ck::JoinPath(FLAGS_dir, "ckpt");
   std::vector<uint64_t> all(FLAGS_rows);
   for (uint64_t i = 0; i < FLAGS_rows; ++i) all[i] = KeyOf(i);
+  std::sort(all.begin(), all.end());
+  std::vector<uint64_t> version(FLAGS_rows, 0);  // of all[i]
   uint64_t step = 1;
-  if (ps::Status s = WriteCheckpoint(root, step, all, 0, true); !s.ok()) {
+  if (ps::Status s = WriteCheckpoint(root, step, all, version, true); !s.ok()) {
     std::fprintf(stderr, "serving_bench: %s\n", s.ToString().c_str());
     return 1;
   }
@@ -192,6 +213,9 @@ int Run() {
     return 1;
   }
 
+  // The replica's memory once it serves the first checkpoint (the tables
+  // and the process), against its peak over switches below.
+  const double loaded_rss_mib = StatusMib((*replica)->pid(), "VmRSS");
   std::vector<std::string> transports;
   {
     std::stringstream in(FLAGS_transports);
@@ -223,29 +247,34 @@ int Run() {
     std::map<uint64_t, int64_t> committed;  // step -> commit ms
     std::vector<double> verify_ms;
     std::thread writer([&] {
-      std::vector<uint64_t> changed(FLAGS_changed_rows);
+      std::vector<uint64_t> changed, versions;
       while (!stop.load()) {
         const auto t0 = Clock::now();
         const uint64_t next = step + 1;
-        for (uint64_t i = 0; i < changed.size(); ++i) {
-          changed[i] = all[(next * 7919 + i * 13) % FLAGS_rows];
+        std::vector<uint64_t> index;  // into `all`, ascending
+        for (uint64_t i = 0; i < FLAGS_changed_rows; ++i) {
+          index.push_back((next * 7919 + i * 13) % FLAGS_rows);
         }
-        std::sort(changed.begin(), changed.end());
-        changed.erase(std::unique(changed.begin(), changed.end()),
-                      changed.end());
-        if (!WriteCheckpoint(root, next, changed, next, false).ok()) break;
+        std::sort(index.begin(), index.end());
+        index.erase(std::unique(index.begin(), index.end()), index.end());
+        changed.clear();
+        versions.clear();
+        for (uint64_t i : index) {
+          version[i] = next;
+          changed.push_back(all[i]);
+          versions.push_back(next);
+        }
+        if (!WriteCheckpoint(root, next, changed, versions, false).ok()) break;
         {
           std::lock_guard lock(mu);
           committed[next] = NowMs();
         }
         step = next;
         const auto v0 = Clock::now();
-        const std::string path =
-            ck::JoinPath(root, ck::CheckpointDirName(next));
-        if (ck::VerifyCheckpoint(path).ok()) {
-          verify_ms.push_back(
-              std::chrono::duration<double, std::milli>(Clock::now() - v0)
-                  .count());
+        if (ck::VerifyCheckpoint(
+                ck::JoinPath(root, ck::CheckpointDirName(next)))
+                .ok()) {
+          verify_ms.push_back(MsSince(v0));
         }
         std::this_thread::sleep_until(t0 + std::chrono::seconds(1));
       }
@@ -291,6 +320,34 @@ int Run() {
     }
     for (double v : verify_ms) std::printf("verify_ms %.6g ms\n", v);
   }
+
+  // A full checkpoint (the rows as they are now, every 5th one in training
+  // by default): the replica compares it with what it serves. Timed from
+  // its commit to the first lookup that names it; its peer reads it whole.
+  {
+    ps::serving::ServingClient::Options o;
+    o.replicas = {*address};
+    auto client = ps::serving::ServingClient::Connect(o);
+    if (!client.ok()) return 1;
+    const uint64_t full = step + 1;
+    if (!WriteCheckpoint(root, full, all, version, true).ok()) return 1;
+    const auto t0 = Clock::now();
+    for (;;) {
+      auto r = (*client)->Lookup("ids", lookup, out);
+      if (!r.ok()) return 1;
+      if (r->step >= full) break;
+      if (MsSince(t0) > 60000) return 1;
+    }
+    std::printf("fresh_full_ms %.6g ms\n", MsSince(t0));
+    const auto v0 = Clock::now();
+    if (!ck::VerifyCheckpoint(ck::JoinPath(root, ck::CheckpointDirName(full)))
+             .ok()) {
+      return 1;
+    }
+    std::printf("verify_full_ms %.6g ms\n", MsSince(v0));
+  }
+  std::printf("loaded_rss_mib %.6g MiB\n", loaded_rss_mib);
+  std::printf("peak_rss_mib %.6g MiB\n", StatusMib((*replica)->pid(), "VmHWM"));
   (void)(*replica)->Stop(SIGTERM, 10000);
   std::filesystem::remove_all(FLAGS_dir);
   return 0;

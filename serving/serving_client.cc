@@ -28,7 +28,6 @@ struct ServingClient::Attached {
   std::shared_ptr<xfer::MemoryRegion> reply;  // ours, one per attach
   std::shared_ptr<xfer::Endpoint> replica;
   xfer::RemoteRegion request;
-  std::map<std::string, proto::TableSpec> specs;
   std::vector<uint8_t> packet;
   std::vector<protocol::EncodedPacket> packets;
 };
@@ -81,7 +80,9 @@ Status ServingClient::Attach(size_t index) {
   a->info = attached.serve_info();
   PS_ASSIGN_OR_RETURN(a->replica, context_->Connect(a->info.xfer_address()));
   PS_ASSIGN_OR_RETURN(a->request, a->replica->Import(a->info.request_region()));
-  for (const auto& t : a->info.tables()) a->specs[t.name()] = t;
+  // Updated in place, never erased: table() pointers stay valid.
+  for (const auto& t : a->info.tables()) specs_[t.name()] = t;
+  max_keys_ = a->info.max_keys();
   attached_ = std::move(a);
   current_ = index;
   return Status::OK();
@@ -89,18 +90,18 @@ Status ServingClient::Attach(size_t index) {
 
 const proto::TableSpec* ServingClient::table(const std::string& name) const {
   std::lock_guard lock(mu_);
-  auto it = attached_->specs.find(name);
-  return it == attached_->specs.end() ? nullptr : &it->second;
+  auto it = specs_.find(name);
+  return it == specs_.end() ? nullptr : &it->second;
 }
 
 uint32_t ServingClient::max_keys() const {
   std::lock_guard lock(mu_);
-  return attached_->info.max_keys();
+  return max_keys_;
 }
 
-const std::string& ServingClient::replica() const {
+std::string ServingClient::replica() const {
   std::lock_guard lock(mu_);
-  return attached_->address;
+  return attached_ ? attached_->address : "";
 }
 
 StatusOr<ServingClient::Result> ServingClient::Lookup(
@@ -120,8 +121,8 @@ StatusOr<ServingClient::Result> ServingClient::Lookup(
         continue;
       }
     }
-    auto it = attached_->specs.find(table);
-    if (it == attached_->specs.end()) {
+    auto it = specs_.find(table);
+    if (it == specs_.end()) {
       return InvalidArgument("replica " + attached_->address +
                              " serves no table '" + table + "'");
     }

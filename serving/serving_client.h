@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -70,10 +71,11 @@ class ServingClient {
   StatusOr<Result> Lookup(const std::string& table,
                           std::span<const uint64_t> keys, std::span<float> out);
 
-  // The tables of the replica attached to (nullptr: no such table).
+  // A table the replicas serve (nullptr: none of that name); the pointer
+  // stays valid as long as the client.
   const proto::TableSpec* table(const std::string& name) const;
-  uint32_t max_keys() const;
-  const std::string& replica() const;  // attached to now
+  uint32_t max_keys() const;    // of the replica attached to last
+  std::string replica() const;  // attached to now ("": none, after a loss)
 
  private:
   struct Attached;
@@ -88,7 +90,10 @@ class ServingClient {
   std::unique_ptr<xfer::Context> context_;
   mutable std::mutex mu_;
   std::unique_ptr<Attached> attached_;  // guarded by mu_
-  size_t current_ = 0;                  // index into options_.replicas
+  // Tables as the replicas attached to so far named them (guarded by mu_).
+  std::map<std::string, proto::TableSpec> specs_;
+  size_t current_ = 0;  // index into options_.replicas
+  uint32_t max_keys_ = 0;
   uint64_t next_request_ = 1;
 };
 

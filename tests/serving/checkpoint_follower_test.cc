@@ -311,22 +311,23 @@ TEST(CheckpointFollower, LookupsDuringSwitchesSeeOneCheckpoint) {
   const auto map = protocol::ShardMap::ForTable(model.Specs()[0], 2);
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> lookups{0}, wrong{0};
+  const Model base = model;  // the readers' (the writer changes `model`)
   auto reader = [&] {
-    std::vector<float> out(keys.size() * model.hashed_dim);
+    std::vector<float> out(keys.size() * base.hashed_dim);
     while (!stop.load()) {
       auto r = follower.tables()->Lookup(kHashed, keys, out);
       if (!r.ok()) {
         wrong.fetch_add(1);
         continue;
       }
-      Model at = model;
+      Model at = base;
       const uint32_t v = static_cast<uint32_t>(r->checkpoint.step);
       at.version = [v](uint32_t, uint64_t) { return v; };
       for (size_t i = 0; i < keys.size(); ++i) {
         const uint64_t row = map.GlobalRow(keys[i]);
-        for (uint32_t j = 0; j < model.hashed_dim; ++j) {
+        for (uint32_t j = 0; j < base.hashed_dim; ++j) {
           const float want = at.Value(kHashed, row, j, -1);
-          if (!SameBits(&out[i * model.hashed_dim + j], &want, 1)) {
+          if (!SameBits(&out[i * base.hashed_dim + j], &want, 1)) {
             wrong.fetch_add(1);
           }
         }

@@ -46,7 +46,7 @@ class Replica {
     spec.argv = {PS_SERVE_BIN, "--checkpoint_dir=" + root,
                  "--port_file=" + port_file_, "--poll_ms=20"};
     spec.argv.insert(spec.argv.end(), flags.begin(), flags.end());
-    spec.log_path = JoinPath(dir, tag + ".log");
+    spec.log_path = log_path_ = JoinPath(dir, tag + ".log");
     spec.name = tag;
     auto p = launch::Process::Spawn(spec);
     EXPECT_TRUE(p.ok()) << p.status();
@@ -61,7 +61,20 @@ class Replica {
   }
   launch::Process& process() { return *process_; }
 
+  // A failed test shows the end of the replica's log.
+  ~Replica() {
+    if (!::testing::Test::HasFailure()) return;
+    std::ifstream in(log_path_);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    const size_t from = lines.size() > 40 ? lines.size() - 40 : 0;
+    std::string tail;
+    for (size_t i = from; i < lines.size(); ++i) tail += lines[i] + "\n";
+    std::printf("--- %s:\n%s", log_path_.c_str(), tail.c_str());
+  }
+
  private:
+  std::string log_path_;
   std::string port_file_;
   std::unique_ptr<launch::Process> process_;
 };
