@@ -20,7 +20,7 @@
 //   fresh_full_ms, verify_full_ms   the same for one full checkpoint after
 //                          the lookups (the replica compares it whole)
 //   loaded_rss_mib         ps_serve's RSS once it served the first one
-//   peak_rss_mib           its peak RSS (VmHWM) over every switch
+//   peak_rss_mib           its peak RSS (VmHWM) over the switches after it
 // It also writes --redis_load (RESP SET commands: the lookup keys' rows as
 // 64-byte binary values, for redis-cli --pipe) and --redis_keys (the keys'
 // names, one per line), so that the script's Redis peer serves the same
@@ -216,6 +216,10 @@ int Run() {
   // The replica's memory once it serves the first checkpoint (the tables
   // and the process), against its peak over switches below.
   const double loaded_rss_mib = StatusMib((*replica)->pid(), "VmRSS");
+  // From here on VmHWM counts the switches, not the first load ("5" resets
+  // the peak: proc(5), clear_refs).
+  std::ofstream("/proc/" + std::to_string((*replica)->pid()) + "/clear_refs")
+      << "5";
   std::vector<std::string> transports;
   {
     std::stringstream in(FLAGS_transports);

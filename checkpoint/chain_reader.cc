@@ -216,15 +216,18 @@ std::vector<const ps::proto::TableSpec*> ChainReader::tables() const {
   return specs;
 }
 
-Status ChainReader::Scan(size_t link, uint32_t shard, int readers,
+Status ChainReader::Scan(size_t link, uint32_t shard, ScanOptions scan,
                          const SinkFactory& make_sink) {
   const CheckpointInfo& c = chain_[link];
+  scan.readers = std::max(scan.readers, 1);
   return ScanShard(c.path, c.manifest,
-                   c.manifest.shards(static_cast<int>(shard)),
-                   {.readers = std::max(readers, 1)}, make_sink, &bytes_read_);
+                   c.manifest.shards(static_cast<int>(shard)), scan, make_sink,
+                   &bytes_read_);
 }
 
-Status ChainReader::ReadShard(uint32_t shard, int readers, ChainRowSink* sink) {
+Status ChainReader::ReadShard(uint32_t shard, const ScanOptions& scan,
+                              ChainRowSink* sink) {
+  const int readers = scan.readers;
   if (shard >= manifest().num_shards()) {
     return InvalidArgument("shard " + std::to_string(shard) + " of a " +
                            std::to_string(manifest().num_shards()) +
@@ -243,7 +246,7 @@ Status ChainReader::ReadShard(uint32_t shard, int readers, ChainRowSink* sink) {
     }
     if (changed.empty()) continue;
     std::vector<std::unique_ptr<ChangeSink>> sinks;
-    PS_RETURN_IF_ERROR(Scan(j, shard, readers, [&](size_t) {
+    PS_RETURN_IF_ERROR(Scan(j, shard, scan, [&](size_t) {
       sinks.push_back(std::make_unique<ChangeSink>(changed));
       return sinks.back().get();
     }));
@@ -262,7 +265,9 @@ Status ChainReader::ReadShard(uint32_t shard, int readers, ChainRowSink* sink) {
     std::vector<std::unique_ptr<BaseSink>> sinks;
     // One reader calls its ranges in key order: one sink serves them all.
     const int base_readers = exact ? 1 : readers;
-    PS_RETURN_IF_ERROR(Scan(j, shard, base_readers, [&](size_t) {
+    ScanOptions base_scan = scan;
+    base_scan.readers = base_readers;
+    PS_RETURN_IF_ERROR(Scan(j, shard, base_scan, [&](size_t) {
       if (base_readers > 1 || sinks.empty()) {
         sinks.push_back(std::make_unique<BaseSink>(based, sink));
       }

@@ -67,11 +67,12 @@ class ChainReader {
   // The tables read, in the manifest's order.
   std::vector<const ps::proto::TableSpec*> tables() const;
 
-  // Streams shard `shard`'s rows of the tables to `sink`. `readers`:
-  // threads reading a base of HASHED/DENSE rows at once (EXACT bases are
-  // read by one, in key order). The sink's error stops the read and is
-  // returned; kCorruption names a damaged checkpoint.
-  Status ReadShard(uint32_t shard, int readers, ChainRowSink* sink);
+  // Streams shard `shard`'s rows of the tables to `sink`. scan.readers:
+  // threads reading a base of HASHED/DENSE rows at once (EXACT bases and
+  // increments are read by one, in key order); scan.mapped: how the files
+  // are read. The sink's error stops the read and is returned; kCorruption
+  // names a damaged checkpoint.
+  Status ReadShard(uint32_t shard, const ScanOptions& scan, ChainRowSink* sink);
 
   uint64_t bytes_read() const { return bytes_read_; }
 
@@ -79,7 +80,7 @@ class ChainReader {
 
  private:
   explicit ChainReader(std::vector<CheckpointInfo> chain);
-  Status Scan(size_t link, uint32_t shard, int readers,
+  Status Scan(size_t link, uint32_t shard, ScanOptions scan,
               const SinkFactory& make_sink);
 
   const std::vector<CheckpointInfo> chain_;

@@ -181,7 +181,7 @@ StatusOr<ExportResult> ExportCheckpoint(const std::string& checkpoint_path,
     FileSink sink(&files);
     for (uint32_t k = 0; k < result.manifest.num_shards(); ++k) {
       PS_RETURN_IF_ERROR(
-          reader->ReadShard(k, ReadersOf(options.readers), &sink));
+          reader->ReadShard(k, {.readers = ReadersOf(options.readers)}, &sink));
     }
     for (const ps::proto::TableSpec* spec : reader->tables()) {
       TableFiles& f = files.at(spec->id());

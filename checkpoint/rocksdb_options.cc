@@ -36,7 +36,7 @@ rocksdb::Options CheckpointDbOptions() {
   return o;
 }
 
-rocksdb::Options CheckpointReadDbOptions() {
+rocksdb::Options CheckpointReadDbOptions(FileReads reads) {
   rocksdb::Options o = CheckpointDbOptions();
   // RocksDB's default tells the kernel every file is read at random
   // (POSIX_FADV_RANDOM), which turns its readahead off: each of the scan's
@@ -48,7 +48,7 @@ rocksdb::Options CheckpointReadDbOptions() {
   // a mapped page is a SIGBUS, not a Status, as for any mapped file; a file
   // cut short at rest is still found (RocksDB maps the size it sees at
   // open and checks the footer), see checkpoint_integrity_test.
-  o.allow_mmap_reads = true;
+  o.allow_mmap_reads = reads == FileReads::kMapped;
   return o;
 }
 

@@ -30,7 +30,12 @@ rocksdb::Options CheckpointDbOptions();
 // Opening a checkpoint to read it (restore, verify): CheckpointDbOptions with
 // settings that only the reader sees (nothing of the files' format): the
 // kernel's readahead left on, as restore reads every file front to back.
-rocksdb::Options CheckpointReadDbOptions();
+// How a scan reads a checkpoint's files: mapped (the default: a restore
+// reads the page cache without a copy) or copied into buffers (the pages
+// then never count in the reader's resident memory: a serving replica,
+// whose memory is its tables).
+enum class FileReads { kMapped, kCopied };
+rocksdb::Options CheckpointReadDbOptions(FileReads reads = FileReads::kMapped);
 // Reads: block checksums verified, no block cache pollution, large
 // readahead for the sequential scan.
 rocksdb::ReadOptions CheckpointScanOptions();

@@ -86,8 +86,8 @@ std::vector<Range> CutRanges(rocksdb::DB* db, int readers) {
 class RangeScanner {
  public:
   RangeScanner(rocksdb::DB* db, const std::vector<ScanTable>& tables,
-               const std::string& where)
-      : db_(db), tables_(tables), where_(where) {}
+               const std::string& where, FileReads reads)
+      : db_(db), tables_(tables), where_(where), reads_(reads) {}
 
   // Gives up early once `*stop` is set (another range failed).
   void Scan(Range* r, const std::atomic<bool>* stop) const {
@@ -100,8 +100,8 @@ class RangeScanner {
     if (r->file.empty()) {
       it.reset(db_->NewIterator(ro));
     } else {
-      file =
-          std::make_unique<rocksdb::SstFileReader>(CheckpointReadDbOptions());
+      file = std::make_unique<rocksdb::SstFileReader>(
+          CheckpointReadDbOptions(reads_));
       rocksdb::Status s = file->Open(r->file);
       if (!s.ok()) {
         r->status = Corruption(where_ + ": cannot open " + r->file + ": " +
@@ -206,6 +206,7 @@ class RangeScanner {
   rocksdb::DB* db_;
   const std::vector<ScanTable>& tables_;
   const std::string& where_;
+  const FileReads reads_;
 };
 
 }  // namespace
@@ -220,9 +221,11 @@ Status ScanShard(const std::string& checkpoint_path, const proto::Manifest& m,
   if (!std::filesystem::is_directory(dir, ec)) {
     return Corruption(where + ": the shard's database is missing");
   }
+  const FileReads reads =
+      options.mapped ? FileReads::kMapped : FileReads::kCopied;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s =
-      rocksdb::DB::OpenForReadOnly(CheckpointReadDbOptions(), dir, &raw);
+      rocksdb::DB::OpenForReadOnly(CheckpointReadDbOptions(reads), dir, &raw);
   if (!s.ok()) {
     return Corruption(where + ": cannot open the database: " + s.ToString());
   }
@@ -249,7 +252,7 @@ Status ScanShard(const std::string& checkpoint_path, const proto::Manifest& m,
   for (size_t i = 0; i < ranges.size(); ++i) {
     ranges[i].sink = make_sink ? make_sink(i) : nullptr;
   }
-  const RangeScanner scanner(db.get(), tables, where);
+  const RangeScanner scanner(db.get(), tables, where, reads);
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
   auto work = [&] {

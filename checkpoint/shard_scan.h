@@ -54,6 +54,9 @@ class EntrySink {
 
 struct ScanOptions {
   int readers = 1;  // threads reading key ranges at the same time (>= 1)
+  // Mapped files, or blocks copied into buffers (checkpoint/
+  // rocksdb_options.h: FileReads).
+  bool mapped = true;
 };
 
 // Called once per key range, in key order (range 0 holds the smallest

@@ -12,7 +12,11 @@
 #    incremental checkpoint of 10^5 changed rows every second. It times
 #    each increment from its commit to the first lookup that names it, and
 #    ps_ckpt verify's read of the same increment (checkpoint::
-#    VerifyCheckpoint: scan, checksums) right after it.
+#    VerifyCheckpoint: scan, checksums) right after it. Then it commits one
+#    full checkpoint (which the replica reads whole and compares), timed the
+#    same way, and reads ps_serve's RSS: once it served the first
+#    checkpoint, and its peak (VmHWM, reset after that load) over every
+#    switch since.
 #  - redis-server on a free loopback port (no persistence) holds the same
 #    1,000 rows as 64-byte binary values; redis-benchmark with one client
 #    and one request in flight (-c 1 -P 1) sends MGET of the 1,000 keys.
@@ -24,6 +28,10 @@
 #   serving_fresh_ms                 commit to served, median; peer: the
 #                                    verify read (goal: under 1,000 ms and
 #                                    ratio >= 0.5, within 2x of the read)
+#   serving_fresh_full_ms            the same for the full checkpoint
+#   serving_switch_peak_rss_mib      peak RSS over the switches; peer: the
+#                                    RSS once loaded (goal: ratio >= 0.8,
+#                                    at most 1.25x)
 # With --json, writes
 #   {"results": [{"name", "value", "unit", "peer", "peer_value", "ratio"}]}
 set -euo pipefail
@@ -36,7 +44,7 @@ bench_option() {
     *) return 1 ;;
   esac
 }
-bench_parse bench_serving 2,28 "$@"
+bench_parse bench_serving 2,36 "$@"
 bench_require bench_serving redis-server redis-cli redis-benchmark python3
 bench_tools serving_bench ps_serve bench_report
 for b in bench/serving_bench serving/ps_serve bench/report/bench_report; do
@@ -82,5 +90,7 @@ done
   echo "row serving_p99_ms_shm ms p99_ms_shm redis_p50_ms lower Redis p50"
   echo "row serving_p99_ms_tcp ms p99_ms_tcp redis_p50_ms lower Redis p50"
   echo "row serving_fresh_ms ms fresh_ms verify_ms lower ps_ckpt verify of the increment"
+  echo "row serving_fresh_full_ms ms fresh_full_ms verify_full_ms lower ps_ckpt verify of the full checkpoint"
+  echo "row serving_switch_peak_rss_mib MiB peak_rss_mib loaded_rss_mib lower RSS once the first checkpoint is served"
   echo "extra redis_p99_ms ms redis_p99_ms - - -"
 } | bench_report ${json:+--json="$json"}

@@ -16,6 +16,12 @@ namespace {
 
 using checkpoint::CheckpointInfo;
 
+// Files copied, not mapped: a replica's resident memory is its tables, and
+// a checkpoint read whole would otherwise add its mapped size to it.
+checkpoint::ScanOptions ScanFor(int readers) {
+  return {.readers = readers, .mapped = false};
+}
+
 bool SameCheckpoint(const ServedCheckpoint& a, const ServedCheckpoint& b) {
   return a.name == b.name && a.step == b.step &&
          a.created_unix_ms == b.created_unix_ms;
@@ -44,8 +50,8 @@ class LoadSink : public checkpoint::ChainRowSink {
 
 // A whole chain compared with the served rows: the rows that differ are
 // staged. A row staged once is staged again whatever it holds (the
-// increments' rows come after the base's and replace them). The EXACT keys
-// seen are kept, so that the served keys the chain lacks can be erased.
+// increments' rows come after the base's and replace them). The EXACT rows
+// the chain has a key for are marked, so that the others can be erased.
 class DiffSink : public checkpoint::ChainRowSink {
  public:
   DiffSink(const ServedTables& tables, ServedChanges* changes)
@@ -72,25 +78,30 @@ class DiffSink : public checkpoint::ChainRowSink {
     }
     return Status::OK();
   }
+  // EXACT keys are compared in batches: each key's index line is fetched
+  // as it comes and looked at a batch later, so that the misses of a large
+  // index overlap.
   Status Key(const ps::proto::TableSpec& spec, uint64_t key,
              const char* values) override {
-    seen_[spec.id()].push_back(key);
-    const float* served = tables_.Row(spec.id(), key);
-    if (served == nullptr ||
-        std::memcmp(served, values, spec.dim() * sizeof(float)) != 0) {
-      changes_->AddKey(spec.id(), key, values, spec.dim());
-    }
+    if (!pending_.empty() && pending_.back().table != spec.id()) Compare();
+    tables_.PrefetchKey(spec.id(), key);
+    const size_t at = pending_values_.size();
+    pending_values_.resize(at + spec.dim());
+    std::memcpy(pending_values_.data() + at, values,
+                spec.dim() * sizeof(float));
+    pending_.push_back({spec.id(), spec.dim(), key, at});
+    if (pending_.size() == kBatch) Compare();
     return Status::OK();
   }
 
   // The served EXACT keys the chain did not have: erased.
   void EraseUnseen() {
+    Compare();
     for (const auto& spec : tables_.manifest().tables()) {
       if (spec.kind() != ps::proto::EXACT) continue;
-      auto& seen = seen_[spec.id()];
-      std::sort(seen.begin(), seen.end());
-      tables_.ForEachKey(spec.id(), [&](uint64_t key) {
-        if (!std::binary_search(seen.begin(), seen.end(), key)) {
+      const std::vector<uint8_t>& seen = seen_[spec.id()];
+      tables_.ForEachKey(spec.id(), [&](uint64_t key, uint32_t slot) {
+        if (slot >= seen.size() || !seen[slot]) {
           changes_->EraseKey(spec.id(), key);
         }
       });
@@ -98,10 +109,40 @@ class DiffSink : public checkpoint::ChainRowSink {
   }
 
  private:
+  static constexpr size_t kBatch = 64;
+  struct Pending {
+    uint32_t table, dim;
+    uint64_t key;
+    size_t at;  // of its values in pending_values_
+  };
+
+  void Compare() {
+    for (const Pending& p : pending_) {
+      const uint32_t slot = tables_.KeySlot(p.table, p.key);
+      const float* values = pending_values_.data() + p.at;
+      if (slot != ServedTables::kNoSlot) {
+        std::vector<uint8_t>& seen = seen_[p.table];
+        if (seen.empty()) seen.resize(tables_.SlotCount(p.table));
+        seen[slot] = 1;
+        if (std::memcmp(tables_.SlotRow(p.table, slot), values,
+                        p.dim * sizeof(float)) == 0) {
+          continue;
+        }
+      }
+      changes_->AddKey(p.table, p.key, reinterpret_cast<const char*>(values),
+                       p.dim);
+    }
+    pending_.clear();
+    pending_values_.clear();
+  }
+
   const ServedTables& tables_;
   ServedChanges* changes_;
   std::unordered_map<uint32_t, std::unordered_set<uint64_t>> staged_rows_;
-  std::unordered_map<uint32_t, std::vector<uint64_t>> seen_;
+  // EXACT: the served slots the chain has a key for.
+  std::unordered_map<uint32_t, std::vector<uint8_t>> seen_;
+  std::vector<Pending> pending_;
+  std::vector<float> pending_values_;
 };
 
 // The entries of one link's shard database, staged as they are: it holds
@@ -242,7 +283,7 @@ StatusOr<std::unique_ptr<ServedTables>> CheckpointFollower::Load(
                       checkpoint::ChainReader::Open(c.path, {}));
   LoadSink sink(tables.get());
   for (uint32_t shard : tables->shards()) {
-    PS_RETURN_IF_ERROR(reader->ReadShard(shard, /*readers=*/2, &sink));
+    PS_RETURN_IF_ERROR(reader->ReadShard(shard, ScanFor(2), &sink));
   }
   *rows = sink.rows();
   return tables;
@@ -264,7 +305,7 @@ Status CheckpointFollower::ApplyIncrements(
       // One reader: its ranges come in key order, so one sink takes them.
       PS_RETURN_IF_ERROR(checkpoint::ScanShard(
           link.path, link.manifest,
-          link.manifest.shards(static_cast<int>(shard)), {.readers = 1},
+          link.manifest.shards(static_cast<int>(shard)), ScanFor(1),
           [&](size_t) { return &sink; }, &bytes));
     }
   }
@@ -285,7 +326,7 @@ Status CheckpointFollower::ApplyDifferences(const CheckpointInfo& c,
   DiffSink sink(*tables, &changes);
   for (uint32_t shard : tables->shards()) {
     // One reader: the sink compares on this thread.
-    PS_RETURN_IF_ERROR(reader->ReadShard(shard, /*readers=*/1, &sink));
+    PS_RETURN_IF_ERROR(reader->ReadShard(shard, ScanFor(1), &sink));
   }
   sink.EraseUnseen();
   *rows = changes.rows();

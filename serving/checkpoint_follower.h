@@ -21,7 +21,9 @@
 //     that holds two copies).
 // Staged changes switch in atomically (serving/served_tables.h): a lookup
 // sees the old checkpoint's rows or the new one's. Memory beyond the tables:
-// the staged rows; a full read also keeps the keys it saw (8 bytes each).
+// the staged rows; a full read also marks the EXACT rows it saw (a byte
+// each). Files are read into buffers, not mapped, so that a checkpoint read
+// whole does not count in the replica's resident memory.
 //
 // Never writes the root and holds nothing there: a checkpoint the training
 // cluster prunes while it is read fails that Poll (its files vanish), which

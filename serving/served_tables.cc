@@ -268,11 +268,32 @@ const float* ServedTables::Row(uint32_t table_id, uint64_t id) const {
   return t->exact ? t->KeyRow(id) : t->RowAt(id);
 }
 
-void ServedTables::ForEachKey(uint32_t table_id,
-                              const std::function<void(uint64_t)>& f) const {
+uint32_t ServedTables::KeySlot(uint32_t table_id, uint64_t key) const {
+  static_assert(kNoSlot == table::KeyIndex::kNone);
+  const Table* t = Find(table_id);
+  return t == nullptr ? kNoSlot : t->index.Find(key);
+}
+
+const float* ServedTables::SlotRow(uint32_t table_id, uint32_t slot) const {
+  Table* t = const_cast<ServedTables*>(this)->Find(table_id);
+  return t == nullptr ? nullptr : t->SlotRow(slot);
+}
+
+uint32_t ServedTables::SlotCount(uint32_t table_id) const {
+  const Table* t = Find(table_id);
+  return t == nullptr ? 0 : static_cast<uint32_t>(t->rows.size() / t->dim());
+}
+
+void ServedTables::PrefetchKey(uint32_t table_id, uint64_t key) const {
+  const Table* t = Find(table_id);
+  if (t != nullptr) t->index.Prefetch(table::KeyIndex::Mix(key));
+}
+
+void ServedTables::ForEachKey(
+    uint32_t table_id, const std::function<void(uint64_t, uint32_t)>& f) const {
   const Table* t = Find(table_id);
   if (t == nullptr) return;
-  t->index.ForEach([&](uint64_t key, uint32_t) { f(key); });
+  t->index.ForEach(f);
 }
 
 Status ServedTables::PutRows(uint32_t table_id, uint64_t first_row,

@@ -111,9 +111,18 @@ class ServedTables {
   // shard; EXACT: nullptr when the key has no row): read without a lock,
   // since only the writer changes rows.
   const float* Row(uint32_t table_id, uint64_t id) const;
-  // Calls f(key) for every EXACT key with a row.
-  void ForEachKey(uint32_t table_id,
-                  const std::function<void(uint64_t key)>& f) const;
+  // EXACT: the slot of a key's row (kNoSlot: none), the row of a slot,
+  // how many slots there are (rows and freed ones), and a hint to fetch
+  // the index's cache line of a key that KeySlot will be asked for soon.
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+  uint32_t KeySlot(uint32_t table_id, uint64_t key) const;
+  const float* SlotRow(uint32_t table_id, uint32_t slot) const;
+  uint32_t SlotCount(uint32_t table_id) const;
+  void PrefetchKey(uint32_t table_id, uint64_t key) const;
+  // Calls f(key, slot) for every EXACT key with a row.
+  void ForEachKey(
+      uint32_t table_id,
+      const std::function<void(uint64_t key, uint32_t slot)>& f) const;
   // Before serving: puts rows straight in.
   Status PutRows(uint32_t table_id, uint64_t first_row, uint64_t rows,
                  const char* values_bytes);
