@@ -174,6 +174,7 @@ void LookupService::LookupLoop() {
       while (!stop_.load() &&
              std::chrono::steady_clock::now() - last < options_.spin) {
         if ((n = context_->PollNotification())) break;
+        std::this_thread::yield();  // the transport's threads come first
       }
       spinning_.store(false);
       if (!n) continue;

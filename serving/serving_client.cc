@@ -167,13 +167,17 @@ StatusOr<ServingClient::Result> ServingClient::LookupOnce(
   char* region = static_cast<char*>(a.reply->data());
   std::atomic_ref<uint64_t> answered(*reinterpret_cast<uint64_t*>(region));
   // Spins first (a lookup takes tens of microseconds, and a sleep of the
-  // kernel's shortest timer costs more), then sleeps in short steps.
+  // kernel's shortest timer costs more), yielding now and then to the
+  // transport's threads (on 2 cores a spinning client held the core the
+  // tcp reply needed: p99 0.30 ms, 0.21 with the yields), then sleeps in
+  // short steps.
   const auto start = std::chrono::steady_clock::now();
   const auto spin_until = start + std::chrono::milliseconds(2);
   const auto deadline = start + std::chrono::milliseconds(options_.timeout_ms);
   for (uint32_t n = 0; answered.load(std::memory_order_acquire) != request;
        ++n) {
     if ((n & 255) != 0) continue;
+    std::this_thread::yield();
     const auto now = std::chrono::steady_clock::now();
     if (now < spin_until) continue;
     if (a.replica->lost()) {
