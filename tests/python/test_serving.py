@@ -10,10 +10,12 @@ restarted, and serves a complete checkpoint again."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
+import urllib.request
 
 import numpy as np
 import pytest
@@ -35,12 +37,13 @@ TABLES = (table_text(1, "emb", dim=DIM, capacity=4099, optimizer="sgd",
 class Replica:
     """A ps_serve process on `root`; address() waits for its port file."""
 
-    def __init__(self, root, folder, name):
+    def __init__(self, root, folder, name, *flags):
         self.port_file = folder / f"{name}.port"
-        self.log = open(folder / f"{name}.log", "w")
+        self.log_path = folder / f"{name}.log"
+        self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [str(SERVE_BIN), f"--checkpoint_dir={root}", "--poll_ms=50",
-             f"--port_file={self.port_file}"],
+             f"--port_file={self.port_file}", *flags],
             stdout=self.log, stderr=subprocess.STDOUT)
 
     def address(self, timeout=30):
@@ -69,8 +72,8 @@ class Replica:
 def replicas(tmp_path):
     made = []
 
-    def start(root, name):
-        r = Replica(root, tmp_path, name)
+    def start(root, name, *flags):
+        r = Replica(root, tmp_path, name, *flags)
         made.append(r)
         return r
 
@@ -235,3 +238,35 @@ def test_lookup_refusals(servers, replicas, tmp_path):
     assert found.rows.shape == (4, DIM) and found.step >= 1
     with pytest.raises(ps.errors.Error):
         ps.serving.Client(cluster.addresses[0])  # a training server
+
+
+def test_replica_metrics(servers, replicas, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    cluster = servers(TABLES, num_shards=1, num_workers=1,
+                      checkpoint_dir=str(ckpt), checkpoint_every_steps=1)
+    client = cluster.client()
+    client.push("ids", np.arange(5, dtype=np.int64),
+                np.ones((5, DIM), np.float32))
+    client.clock()
+    client.checkpoints().checkpoint(1)
+    replica = replicas(ckpt, "m", "--metrics_port=0")
+    lookups = ps.serving.Client([replica.address()])
+    lookups.lookup("ids", np.arange(10, dtype=np.int64))  # 5 without a row
+    url = re.search(r"metrics: (http://\S+)",
+                    replica.log_path.read_text()).group(1)
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+
+    def value(line_start):
+        for line in text.splitlines():
+            if line.startswith(line_start):
+                return float(line.split()[-1])
+        raise AssertionError(f"no {line_start} in\n{text}")
+
+    assert value("ps_serve_checkpoint_step ") >= 1
+    assert value("ps_serve_checkpoint_commit_time_seconds ") > 1.6e9
+    assert value("ps_serve_seconds_behind_newest ") >= 0
+    assert value('ps_serve_lookups_total{table="ids"}') == 1
+    assert value('ps_serve_lookup_keys_total{table="ids"}') == 10
+    assert value('ps_serve_lookup_missing_keys_total{table="ids"}') == 5
+    assert value("ps_serve_lookup_seconds_count ") == 1
+    assert value('ps_serve_switches_total{how="loaded"}') == 1
