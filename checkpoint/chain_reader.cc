@@ -4,23 +4,12 @@
 #include <map>
 #include <mutex>
 
+#include "checkpoint/manifest_entries.h"
 #include "checkpoint/restorer.h"
 #include "protocol/shard_map.h"
 
 namespace ps::checkpoint {
 namespace {
-
-std::string TableWhere(const ps::proto::TableSpec& s) {
-  return "table '" + s.name() + "' (id " + std::to_string(s.id()) + ")";
-}
-
-const proto::ShardTableEntry* FindEntry(const proto::ShardEntry& shard,
-                                        uint32_t table_id) {
-  for (const auto& t : shard.tables()) {
-    if (t.table_id() == table_id) return &t;
-  }
-  return nullptr;
-}
 
 // HASHED/DENSE: kCorruption when rows [row, row + rows) are not the
 // table's (a forged entry).

@@ -9,16 +9,14 @@
 #include <memory>
 #include <thread>
 
+#include "base/json_string.h"
 #include "checkpoint/chain_reader.h"
 #include "checkpoint/layout.h"
+#include "checkpoint/manifest_entries.h"
 #include "checkpoint/npy_writer.h"
 
 namespace ps::checkpoint {
 namespace {
-
-std::string TableWhere(const ps::proto::TableSpec& s) {
-  return "table '" + s.name() + "' (id " + std::to_string(s.id()) + ")";
-}
 
 // A table's name as a file name when it is a plain one, else its id.
 std::string FileStem(const ps::proto::TableSpec& spec) {
@@ -30,23 +28,6 @@ std::string FileStem(const ps::proto::TableSpec& spec) {
                (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
       });
   return plain ? n : "table-" + std::to_string(spec.id());
-}
-
-std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      out += b;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 // One table's files.

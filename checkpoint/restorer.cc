@@ -8,6 +8,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "checkpoint/manifest_entries.h"
 #include "checkpoint/row_codec.h"
 #include "checkpoint/shard_scan.h"
 #include "protocol/shard_map.h"
@@ -17,18 +18,6 @@ namespace {
 
 std::string Parent(const std::string& path) {
   return std::filesystem::path(path).parent_path().string();
-}
-
-std::string TableWhere(const ps::proto::TableSpec& s) {
-  return "table '" + s.name() + "' (id " + std::to_string(s.id()) + ")";
-}
-
-const proto::ShardTableEntry* FindEntry(const proto::ShardEntry& shard,
-                                        uint32_t table_id) {
-  for (const auto& t : shard.tables()) {
-    if (t.table_id() == table_id) return &t;
-  }
-  return nullptr;
 }
 
 const ps::proto::TableSpec* FindSpec(const proto::Manifest& m, uint32_t id) {

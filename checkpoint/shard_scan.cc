@@ -14,15 +14,12 @@
 #include <vector>
 
 #include "checkpoint/layout.h"
+#include "checkpoint/manifest_entries.h"
 #include "checkpoint/rocksdb_options.h"
 #include "checkpoint/row_codec.h"
 
 namespace ps::checkpoint {
 namespace {
-
-std::string TableWhere(const ps::proto::TableSpec& s) {
-  return "table '" + s.name() + "' (id " + std::to_string(s.id()) + ")";
-}
 
 // One reader's share: one SST file, or the keys in [lower, upper) of the
 // database (empty: unbounded).

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "cli/flags.h"
+#include "cli/port_file.h"
 #include "cli/version.h"
 #include "core/context_environment.h"
 #include "core/transport_name.h"
@@ -281,23 +282,6 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   return o;
 }
 
-// Writes "host:port\n" to `path` through a temporary file and a rename, so
-// a reader never sees a partial line.
-ps::Status WritePortFile(const std::string& path, const std::string& address) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << address << "\n";
-    out.close();
-    if (!out) return ps::IOError("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return ps::ErrnoStatus(ps::StatusCode::kIOError, "rename to " + path,
-                           errno);
-  }
-  return ps::Status::OK();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -408,7 +392,8 @@ int main(int argc, char** argv) {
     LOG(INFO) << "metrics: " << metrics_exporter->url();
   }
   if (!FLAGS_port_file.empty()) {
-    ps::Status w = WritePortFile(FLAGS_port_file, s->control_address());
+    ps::Status w =
+        ps::cli::WritePortFile(FLAGS_port_file, s->control_address());
     if (!w.ok()) {
       LOG(ERROR) << "--port_file: " << w;
       s->RequestStop();

@@ -27,6 +27,7 @@
 #include "base/log_limiter.h"
 #include "cli/flags.h"
 #include "cli/guarded_main.h"
+#include "cli/port_file.h"
 #include "core/context_environment.h"
 #include "core/transport_name.h"
 #include "metrics/exporter.h"
@@ -108,11 +109,7 @@ ps::StatusOr<std::vector<uint32_t>> ParseShards(const std::string& text) {
 }
 
 ps::StatusOr<uint16_t> Port(const char* name, int32_t v) {
-  if (v < 0 || v > 65535) {
-    return ps::InvalidArgument(std::string("--") + name +
-                               " must be in [0, 65535], not " +
-                               std::to_string(v));
-  }
+  PS_RETURN_IF_ERROR(ps::cli::CheckIntFlag(name, v, 0, 65535));
   return static_cast<uint16_t>(v);
 }
 
@@ -144,21 +141,6 @@ ps::StatusOr<ps::serving::LookupService::Options> ServiceOptions() {
       ps::cli::CheckIntFlag("lookup_threads", FLAGS_lookup_threads, 1, 64));
   o.threads = FLAGS_lookup_threads;
   return o;
-}
-
-ps::Status WritePortFile(const std::string& path, const std::string& address) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << address << "\n";
-    out.close();
-    if (!out) return ps::IOError("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return ps::ErrnoStatus(ps::StatusCode::kIOError, "rename to " + path,
-                           errno);
-  }
-  return ps::Status::OK();
 }
 
 // What the metrics report of the follower: its last poll.
@@ -379,8 +361,8 @@ int Main(int argc, char** argv) {
     LOG(INFO) << "metrics: " << exporter->url();
   }
   if (!FLAGS_port_file.empty()) {
-    if (ps::Status w =
-            WritePortFile(FLAGS_port_file, (*service)->control_address());
+    if (ps::Status w = ps::cli::WritePortFile(FLAGS_port_file,
+                                              (*service)->control_address());
         !w.ok()) {
       LOG(ERROR) << "--port_file: " << w;
       return kExitRuntime;

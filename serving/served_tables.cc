@@ -6,14 +6,13 @@
 #include <new>
 #include <unordered_set>
 
+#include "checkpoint/manifest_entries.h"
 #include "table/key_index.h"
 
 namespace ps::serving {
 namespace {
 
-std::string TableWhere(const ps::proto::TableSpec& s) {
-  return "table '" + s.name() + "' (id " + std::to_string(s.id()) + ")";
-}
+using checkpoint::TableWhere;
 
 }  // namespace
 

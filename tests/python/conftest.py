@@ -18,6 +18,7 @@ Fixtures:
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import textwrap
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,6 +44,24 @@ for _name in ("PS_CLUSTER_SECRET", "PS_CLUSTER_SECRET_FILE"):
     os.environ.pop(_name, None)
 
 import ps  # noqa: E402  (after the sys.path insertion)
+
+
+def hashed_rows(hash_spec, ids):
+    """The row of each id (int64) of a HASHED table exported by ps_ckpt
+    export, computed from its tables.json "hash" alone: its steps
+    ("x ^= x >> N", "x *= 0x...") in uint64 arithmetic modulo 2**64, then
+    modulo its capacity."""
+    x = ids.astype(np.int64).view(np.uint64) ^ np.uint64(hash_spec["seed"])
+    with np.errstate(over="ignore"):
+        for step in hash_spec["steps"]:
+            shift = re.fullmatch(r"x \^= x >> (\d+)", step)
+            if shift:
+                x = x ^ (x >> np.uint64(int(shift.group(1))))
+                continue
+            factor = re.fullmatch(r"x \*= (0x[0-9a-f]+)", step)
+            assert factor, step
+            x = x * np.uint64(int(factor.group(1), 16))
+    return x % np.uint64(hash_spec["capacity"])
 
 
 def table_text(id, name, kind="HASHED", dim=4, capacity=65536,

@@ -7,37 +7,19 @@ takes the rows as they are (torch.from_numpy). Bad input: a folder that is
 not empty and an unknown table exit 2 and write nothing."""
 
 import json
-import re
 import subprocess
 import time
 
 import numpy as np
 import torch
 
-from conftest import BUILD, table_text
+from conftest import BUILD, hashed_rows, table_text
 
 CKPT_BIN = BUILD / "checkpoint" / "ps_ckpt"
 DIM = 4
 TABLES = (table_text(1, "emb", dim=DIM, capacity=5003) +
           table_text(2, "ids", kind="EXACT", dim=DIM, capacity=4096,
                      extra="admit_after_pushes: 1 "))
-
-
-def rows_by_hash(hash_spec, ids):
-    """The row of each id (int64), computed from tables.json's "hash" only:
-    its steps ("x ^= x >> N", "x *= 0x...") in uint64 arithmetic modulo
-    2**64, then modulo its capacity."""
-    x = ids.astype(np.int64).view(np.uint64) ^ np.uint64(hash_spec["seed"])
-    with np.errstate(over="ignore"):
-        for step in hash_spec["steps"]:
-            shift = re.fullmatch(r"x \^= x >> (\d+)", step)
-            if shift:
-                x = x ^ (x >> np.uint64(int(shift.group(1))))
-                continue
-            factor = re.fullmatch(r"x \*= (0x[0-9a-f]+)", step)
-            assert factor, step
-            x = x * np.uint64(int(factor.group(1), 16))
-    return x % np.uint64(hash_spec["capacity"])
 
 
 def wait_committed(ckpt, step, timeout=30):
@@ -95,7 +77,7 @@ def test_export_round_trip(servers, tmp_path):
     rows = np.load(out / emb["rows_file"])
     assert rows.shape == (5003, DIM) and rows.dtype == np.float32
     np.testing.assert_array_equal(
-        rows[rows_by_hash(emb["hash"], hashed_ids)], want_hashed)
+        rows[hashed_rows(emb["hash"], hashed_ids)], want_hashed)
 
     ids = tables["ids"]
     keys = np.load(out / ids["keys_file"])

@@ -9,7 +9,6 @@ killed with SIGKILL mid-run (the client fails over to the other), then
 restarted, and serves a complete checkpoint again."""
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -22,7 +21,7 @@ import pytest
 
 import ps
 import ps.serving
-from conftest import BUILD, run_threads, table_text
+from conftest import BUILD, hashed_rows, run_threads, table_text
 
 SERVE_BIN = BUILD / "serving" / "ps_serve"
 CKPT_BIN = BUILD / "checkpoint" / "ps_ckpt"
@@ -104,13 +103,7 @@ def expected_rows(table, ids):
     without a row)."""
     rows, keys, spec = table
     if keys is None:
-        h = spec["hash"]
-        x = ids.view(np.uint64) ^ np.uint64(h["seed"])
-        with np.errstate(over="ignore"):
-            x = (x ^ (x >> np.uint64(30))) * np.uint64(0xbf58476d1ce4e5b9)
-            x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94d049bb133111eb)
-            x = x ^ (x >> np.uint64(31))
-        return rows[x % np.uint64(h["capacity"])]
+        return rows[hashed_rows(spec["hash"], ids)]
     where = {k: i for i, k in enumerate(keys.tolist())}
     out = np.zeros((len(ids), rows.shape[1]), np.float32)
     for i, k in enumerate(ids.view(np.uint64).tolist()):
