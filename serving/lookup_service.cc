@@ -162,6 +162,8 @@ void LookupService::Closed(const server::ControlPeer& peer) {
 void LookupService::LookupLoop() {
   std::vector<uint64_t> packet;  // 8-byte aligned copies of requests
   std::vector<char> reply;
+  xfer::Request sent;  // the last reply
+  std::string sent_to;
   // After a lookup, the next is likely near: one thread at a time polls
   // for a while before it sleeps (a sleeping thread's wake-up costs about a
   // lookup's time; more than one spinning would take the cores that the
@@ -190,12 +192,24 @@ void LookupService::LookupLoop() {
       auto it = by_region_.find(n->region_id);
       if (it != by_region_.end()) session = it->second;
     }
-    if (session) Answer(*session, &packet, &reply);
+    ReportFailed(&sent, sent_to);
+    if (session) Answer(*session, &packet, &reply, &sent, &sent_to);
+  }
+}
+
+void LookupService::ReportFailed(xfer::Request* sent,
+                                 const std::string& sent_to) {
+  Status s;
+  if (sent->Test(&s) && !s.ok()) {
+    LOG_EVERY_N(WARNING, 100)
+        << "lookup reply to " << sent_to << " failed: " << s;
+    *sent = xfer::Request();
   }
 }
 
 void LookupService::Answer(Session& session, std::vector<uint64_t>* packet,
-                           std::vector<char>* reply) {
+                           std::vector<char>* reply, xfer::Request* sent,
+                           std::string* sent_to) {
   const auto start = std::chrono::steady_clock::now();
   // The packet, copied out first: the client may write the region again.
   const char* region = static_cast<const char*>(session.request->data());
@@ -256,14 +270,13 @@ void LookupService::Answer(Session& session, std::vector<uint64_t>* packet,
   reply->resize(protocol::kServingReplyHeaderBytes + rows_bytes);
   protocol::EncodeServingReplyTail(header, reply->data() + 8);
   if (header.answered == 0) return;  // not even a request number to answer
-  Status s = session.client->PutWithNotify(
+  // Posted, not waited for (the buffer may be reused once posted): the
+  // thread goes back to the next lookup while the reply's acknowledgement
+  // comes; a failure is logged when the thread next looks (ReportFailed).
+  *sent = session.client->PostPutWithNotify(
       reply->data() + 8, reply->size() - 8, session.reply, 8, session.reply,
       protocol::kServingDoorbellOffset, header.answered);
-  if (!s.ok()) {
-    LOG_EVERY_N(WARNING, 100)
-        << "lookup reply to " << session.peer << " failed: " << s;
-    return;
-  }
+  *sent_to = session.peer;
   if (latency_ != nullptr && header.status.ok()) {
     latency_->Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

@@ -83,8 +83,12 @@ class LookupService {
                                    server::ControlPeer* peer);
   void Closed(const server::ControlPeer& peer);
   void LookupLoop();
+  // Answers the session's lookup; the reply's put goes to *sent.
   void Answer(Session& session, std::vector<uint64_t>* packet,
-              std::vector<char>* reply);
+              std::vector<char>* reply, xfer::Request* sent,
+              std::string* sent_to);
+  // Logs a reply whose put failed (rate-limited).
+  static void ReportFailed(xfer::Request* sent, const std::string& sent_to);
 
   const Options options_;
   const TablesSource tables_;

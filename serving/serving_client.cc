@@ -159,10 +159,12 @@ StatusOr<ServingClient::Result> ServingClient::LookupOnce(
       protocol::kLookupPacketHeaderBytes + keys.size() * sizeof(uint64_t),
       /*headroom=*/0, &a.packet, &a.packets));
   const protocol::EncodedPacket& p = a.packets.front();
-  PS_RETURN_IF_ERROR(
-      a.replica->PutWithNotify(a.packet.data() + p.offset, p.size, a.request,
-                               protocol::kServingPacketOffset, a.request,
-                               protocol::kServingDoorbellOffset, request));
+  // Posted: the reply, not the put's completion, is what this waits for
+  // (the packet buffer stays untouched until both are in).
+  xfer::Request sent = a.replica->PostPutWithNotify(
+      a.packet.data() + p.offset, p.size, a.request,
+      protocol::kServingPacketOffset, a.request,
+      protocol::kServingDoorbellOffset, request);
   // The answered word: stored after the rows and the header's tail.
   char* region = static_cast<char*>(a.reply->data());
   std::atomic_ref<uint64_t> answered(*reinterpret_cast<uint64_t*>(region));
@@ -180,6 +182,8 @@ StatusOr<ServingClient::Result> ServingClient::LookupOnce(
     std::this_thread::yield();
     const auto now = std::chrono::steady_clock::now();
     if (now < spin_until) continue;
+    Status put;
+    if (sent.Test(&put) && !put.ok()) return put;
     if (a.replica->lost()) {
       return PeerLost("replica " + a.address + " was lost");
     }
@@ -189,6 +193,7 @@ StatusOr<ServingClient::Result> ServingClient::LookupOnce(
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+  PS_RETURN_IF_ERROR(sent.Wait());  // answered, so delivered
   const protocol::ServingReplyHeader h = protocol::DecodeServingReply(
       std::span<const char>(region, protocol::kServingReplyHeaderBytes));
   if (!h.status.ok()) return h.status;

@@ -2,9 +2,10 @@
 // rows byte-identical to a restore of the checkpoint each reply names; the
 // replica follows a new checkpoint; a client fails over when its replica is
 // killed; a replica killed with SIGKILL and restarted serves the newest
-// complete checkpoint (not an interrupted one); the cluster secret guards
-// lookups; forged packets and bad lookups are refused with the reason while
-// the replica goes on serving; bad flags exit 2.
+// complete checkpoint (not an interrupted one); a damaged checkpoint is
+// skipped with its reason logged while the one before is served; the
+// cluster secret guards lookups; forged packets and bad lookups are refused
+// with the reason while the replica goes on serving; bad flags exit 2.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "core/access.h"
@@ -60,6 +62,7 @@ class Replica {
     return a.ok() ? *a : "";
   }
   launch::Process& process() { return *process_; }
+  const std::string& log_path() const { return log_path_; }
 
   // A failed test shows the end of the replica's log.
   ~Replica() {
@@ -266,6 +269,52 @@ TEST(ServingReplicas, RestartAfterKillServesTheNewestCompleteCheckpoint) {
   auto client = ConnectTo({replica.Await()}, xfer::TransportChoice::kAuto);
   ASSERT_NE(client, nullptr);
   EXPECT_EQ(ExpectLookupsMatch(*client, root, model), 2u);
+}
+
+// A damaged checkpoint appears (written elsewhere, an SST file cut short,
+// then renamed in whole): the replica logs why it skips it and keeps
+// serving the one before; the next good one is served.
+TEST(ServingReplicas, DamagedCheckpointIsSkippedWithItsReason) {
+  TempDir dir;
+  const std::string root = JoinPath(dir.path(), "ckpt");
+  Model model;
+  ASSERT_TRUE(WriteCheckpoint(root, model, 1, 2).ok());
+  Replica replica(root, dir.path());
+  auto client = ConnectTo({replica.Await()}, xfer::TransportChoice::kAuto);
+  ASSERT_NE(client, nullptr);
+
+  Model next;
+  next.version = [](uint32_t, uint64_t) { return 2u; };
+  const std::string staging = JoinPath(dir.path(), "staging");
+  ASSERT_TRUE(WriteCheckpoint(staging, next, 2, 2).ok());
+  const std::string damaged = JoinPath(staging, CheckpointDirName(2));
+  for (const auto& e : std::filesystem::directory_iterator(
+           JoinPath(damaged, checkpoint::ShardDirName(1)))) {
+    if (e.path().extension() == ".sst") {
+      std::filesystem::resize_file(e.path(), e.file_size() / 2);
+    }
+  }
+  std::filesystem::rename(damaged, JoinPath(root, CheckpointDirName(2)));
+  // Its reason in the log, and the rows of checkpoint 1 meanwhile.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    std::ifstream log(replica.log_path());
+    std::stringstream text;
+    text << log.rdbuf();
+    if (text.str().find("skipped " + root + "/" + CheckpointDirName(2)) !=
+        std::string::npos) {
+      EXPECT_NE(text.str().find("still serving " + CheckpointDirName(1)),
+                std::string::npos);
+      break;
+    }
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << text.str();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(ExpectLookupsMatch(*client, root, model), 1u);
+  ASSERT_TRUE(WriteCheckpoint(root, next, 3, 2).ok());
+  AwaitServed(*client, 3);
+  EXPECT_EQ(ExpectLookupsMatch(*client, root, next), 3u);
 }
 
 TEST(ServingReplicas, SecretGuardsLookups) {
