@@ -79,7 +79,6 @@ class CheckpointFollower {
 
   // The tables lookups read (nullptr before the first load).
   std::shared_ptr<const ServedTables> tables() const;
-  const Options& options() const { return options_; }
 
  private:
   Status Bring(const checkpoint::CheckpointInfo& newest, PollResult* r);

@@ -261,10 +261,9 @@ StatusOr<ServedTables::LookupResult> ServedTables::Lookup(
   return r;
 }
 
-const float* ServedTables::Row(uint32_t table_id, uint64_t id) const {
+const float* ServedTables::Row(uint32_t table_id, uint64_t row) const {
   Table* t = const_cast<ServedTables*>(this)->Find(table_id);
-  if (t == nullptr) return nullptr;
-  return t->exact ? t->KeyRow(id) : t->RowAt(id);
+  return t == nullptr || t->exact ? nullptr : t->RowAt(row);
 }
 
 uint32_t ServedTables::KeySlot(uint32_t table_id, uint64_t key) const {

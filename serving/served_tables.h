@@ -107,10 +107,9 @@ class ServedTables {
   uint64_t bytes() const;  // of the rows held (EXACT: with its index)
   uint64_t exact_rows(uint32_t table_id) const;
 
-  // The writer's. Current row values (HASHED/DENSE: global row of a held
-  // shard; EXACT: nullptr when the key has no row): read without a lock,
-  // since only the writer changes rows.
-  const float* Row(uint32_t table_id, uint64_t id) const;
+  // The writer's, read without a lock since only the writer changes rows.
+  // HASHED/DENSE: the values of global row `row` (nullptr: not held).
+  const float* Row(uint32_t table_id, uint64_t row) const;
   // EXACT: the slot of a key's row (kNoSlot: none), the row of a slot,
   // how many slots there are (rows and freed ones), and a hint to fetch
   // the index's cache line of a key that KeySlot will be asked for soon.
