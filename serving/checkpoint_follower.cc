@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -52,6 +53,8 @@ class LoadSink : public checkpoint::ChainRowSink {
 // staged. A row staged once is staged again whatever it holds (the
 // increments' rows come after the base's and replace them). The EXACT rows
 // the chain has a key for are marked, so that the others can be erased.
+// Of a tiered table, the rows not in memory are written to a new disk
+// store instead, which replaces the served one at the switch.
 class DiffSink : public checkpoint::ChainRowSink {
  public:
   DiffSink(const ServedTables& tables, ServedChanges* changes)
@@ -83,20 +86,27 @@ class DiffSink : public checkpoint::ChainRowSink {
   // index overlap.
   Status Key(const ps::proto::TableSpec& spec, uint64_t key,
              const char* values) override {
-    if (!pending_.empty() && pending_.back().table != spec.id()) Compare();
+    if (!pending_.empty() && pending_.back().table != spec.id()) {
+      PS_RETURN_IF_ERROR(Compare());
+    }
     tables_.PrefetchKey(spec.id(), key);
     const size_t at = pending_values_.size();
     pending_values_.resize(at + spec.dim());
     std::memcpy(pending_values_.data() + at, values,
                 spec.dim() * sizeof(float));
     pending_.push_back({spec.id(), spec.dim(), key, at});
-    if (pending_.size() == kBatch) Compare();
+    if (pending_.size() == kBatch) return Compare();
     return Status::OK();
   }
 
-  // The served EXACT keys the chain did not have: erased.
-  void EraseUnseen() {
-    Compare();
+  // The served EXACT keys the chain did not have: erased. The new disk
+  // stores completed and handed to the changes.
+  Status Finish() {
+    PS_RETURN_IF_ERROR(Compare());
+    for (auto& [table, store] : stores_) {
+      PS_RETURN_IF_ERROR(store.Flush());
+      changes_->cold_stores.push_back({table, std::move(store.store)});
+    }
     for (const auto& spec : tables_.manifest().tables()) {
       if (spec.kind() != ps::proto::EXACT) continue;
       const std::vector<uint8_t>& seen = seen_[spec.id()];
@@ -106,20 +116,56 @@ class DiffSink : public checkpoint::ChainRowSink {
         }
       });
     }
+    return Status::OK();
   }
 
  private:
   static constexpr size_t kBatch = 64;
+  // A new disk store being filled, its writes batched.
+  struct NewStore {
+    std::unique_ptr<table::ColdRowStore> store;
+    std::vector<uint64_t> keys;
+    std::vector<float> values;
+    uint32_t dim = 0;
+
+    Status Add(uint64_t key, const float* v) {
+      keys.push_back(key);
+      values.insert(values.end(), v, v + dim);
+      return keys.size() == 4096 ? Flush() : Status::OK();
+    }
+    Status Flush() {
+      std::vector<table::ColdRecordWrite> batch;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        batch.push_back(
+            {keys[i], {reinterpret_cast<const std::byte*>(values.data() +
+                                                          i * dim),
+                       dim * sizeof(float)}});
+      }
+      PS_RETURN_IF_ERROR(store->Write(batch));
+      keys.clear();
+      values.clear();
+      return Status::OK();
+    }
+  };
   struct Pending {
     uint32_t table, dim;
     uint64_t key;
     size_t at;  // of its values in pending_values_
   };
 
-  void Compare() {
+  Status Compare() {
     for (const Pending& p : pending_) {
       const uint32_t slot = tables_.KeySlot(p.table, p.key);
       const float* values = pending_values_.data() + p.at;
+      if (slot == ServedTables::kNoSlot && tables_.tiered(p.table)) {
+        NewStore& store = stores_[p.table];
+        if (store.store == nullptr) {
+          PS_ASSIGN_OR_RETURN(store.store, tables_.NewColdStore(p.table));
+          store.dim = p.dim;
+        }
+        PS_RETURN_IF_ERROR(store.Add(p.key, values));
+        continue;
+      }
       if (slot != ServedTables::kNoSlot) {
         std::vector<uint8_t>& seen = seen_[p.table];
         if (seen.empty()) seen.resize(tables_.SlotCount(p.table));
@@ -134,6 +180,7 @@ class DiffSink : public checkpoint::ChainRowSink {
     }
     pending_.clear();
     pending_values_.clear();
+    return Status::OK();
   }
 
   const ServedTables& tables_;
@@ -141,6 +188,7 @@ class DiffSink : public checkpoint::ChainRowSink {
   std::unordered_map<uint32_t, std::unordered_set<uint64_t>> staged_rows_;
   // EXACT: the served slots the chain has a key for.
   std::unordered_map<uint32_t, std::vector<uint8_t>> seen_;
+  std::unordered_map<uint32_t, NewStore> stores_;  // tiered tables'
   std::vector<Pending> pending_;
   std::vector<float> pending_values_;
 };
@@ -167,6 +215,25 @@ class IncrementSink : public checkpoint::EntrySink {
  private:
   ServedChanges* changes_;
 };
+
+// The tables-N folders of a replica that stopped without removing them
+// (killed): scratch, as its stores are.
+Status RemoveLeftovers(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("tables-", 0) != 0 || !e.is_directory()) continue;
+    std::filesystem::remove_all(e.path(), ec);
+    if (ec) {
+      return IOError("disk tier " + dir + ": cannot remove " + name +
+                     ", left by an earlier replica: " + ec.message());
+    }
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return IOError("disk tier " + dir + ": cannot list: " + ec.message());
+  }
+  return Status::OK();
+}
 
 }  // namespace
 
@@ -203,6 +270,13 @@ StatusOr<CheckpointFollower::PollResult> CheckpointFollower::Poll() {
     std::lock_guard lock(mu_);
     tables = tables_;
   }
+  if (loads_ == 0 && !options_.disk_tier.dir.empty()) {
+    PS_RETURN_IF_ERROR(RemoveLeftovers(options_.disk_tier.dir));
+  }
+  if (tables) {
+    PS_ASSIGN_OR_RETURN(r.rows_promoted,
+                        tables->Promote(options_.promote_per_poll));
+  }
   if (tables) r.served = tables->checkpoint();
   r.newest = r.served;
   PS_ASSIGN_OR_RETURN(
@@ -235,10 +309,12 @@ Status CheckpointFollower::Bring(const CheckpointInfo& newest, PollResult* r) {
     std::lock_guard lock(mu_);
     tables = tables_;
   }
-  if (tables == nullptr || !tables->SameLayout(newest.manifest)) {
+  // Tables a failed switch left diverged are loaded anew too.
+  if (tables == nullptr || !tables->SameLayout(newest.manifest) ||
+      tables->diverged()) {
     PS_ASSIGN_OR_RETURN(std::unique_ptr<ServedTables> loaded,
                         Load(newest, &r->rows_changed));
-    loaded->Serve(to);
+    PS_RETURN_IF_ERROR(loaded->Serve(to));
     std::lock_guard lock(mu_);
     tables_ = std::move(loaded);
     r->action = FollowAction::kLoaded;
@@ -277,8 +353,12 @@ Status CheckpointFollower::Bring(const CheckpointInfo& newest, PollResult* r) {
 
 StatusOr<std::unique_ptr<ServedTables>> CheckpointFollower::Load(
     const CheckpointInfo& c, uint64_t* rows) {
+  DiskTier tier = options_.disk_tier;
+  if (!tier.dir.empty()) {
+    tier.dir = checkpoint::JoinPath(tier.dir, "tables-" + std::to_string(loads_++));
+  }
   PS_ASSIGN_OR_RETURN(std::unique_ptr<ServedTables> tables,
-                      ServedTables::Create(c.manifest, options_.shards));
+                      ServedTables::Create(c.manifest, options_.shards, tier));
   PS_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::ChainReader> reader,
                       checkpoint::ChainReader::Open(c.path, {}));
   LoadSink sink(tables.get());
@@ -310,7 +390,7 @@ Status CheckpointFollower::ApplyIncrements(
     }
   }
   *rows = changes.rows();
-  return tables->Apply(changes, to);
+  return tables->Apply(std::move(changes), to);
 }
 
 Status CheckpointFollower::ApplyDifferences(const CheckpointInfo& c,
@@ -328,9 +408,9 @@ Status CheckpointFollower::ApplyDifferences(const CheckpointInfo& c,
     // One reader: the sink compares on this thread.
     PS_RETURN_IF_ERROR(reader->ReadShard(shard, ScanFor(1), &sink));
   }
-  sink.EraseUnseen();
+  PS_RETURN_IF_ERROR(sink.Finish());
   *rows = changes.rows();
-  return tables->Apply(changes, ServedCheckpointOf(c));
+  return tables->Apply(std::move(changes), ServedCheckpointOf(c));
 }
 
 }  // namespace ps::serving

@@ -62,6 +62,13 @@ class CheckpointFollower {
   struct Options {
     std::string root;              // the training cluster's --checkpoint_dir
     std::vector<uint32_t> shards;  // held (empty: all)
+    // Where tiered tables keep rows beyond memory: each set of tables
+    // loaded gets a folder tables-N in disk_tier.dir (those a killed
+    // replica left are removed at the first Poll).
+    DiskTier disk_tier;
+    // Rows per tiered table that each Poll brings into memory from those
+    // lookups read from disk (ServedTables::Promote).
+    size_t promote_per_poll = 8192;
   };
   explicit CheckpointFollower(Options options);
 
@@ -71,10 +78,12 @@ class CheckpointFollower {
     ServedCheckpoint newest;    // the newest complete one under the root
     uint64_t rows_changed = 0;  // staged and applied (or loaded)
     double apply_seconds = 0;   // reading, staging and switching
+    uint64_t rows_promoted = 0;  // tiered tables: disk to memory
   };
-  // One look at the root (see above). An error: the root cannot be listed,
-  // or the newest checkpoint was skipped (the message names it and why);
-  // the served checkpoint is unchanged either way.
+  // One look at the root (see above), then the promotions of tiered
+  // tables. An error: the root cannot be listed, the newest checkpoint was
+  // skipped (the message names it and why), or a promotion failed; the
+  // served checkpoint is unchanged either way.
   StatusOr<PollResult> Poll();
 
   // The tables lookups read (nullptr before the first load).
@@ -90,6 +99,7 @@ class CheckpointFollower {
 
   const Options options_;
   std::set<std::string> skipped_;  // checkpoints that failed: not retried
+  uint64_t loads_ = 0;             // sets of tables loaded (folder names)
   mutable std::mutex mu_;
   std::shared_ptr<ServedTables> tables_;  // guarded by mu_ (the pointer)
 };

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -87,6 +88,23 @@ DEFINE_int32(metrics_port, -1,
              "behind the newest), switches, lookups and keys per table, "
              "lookup latency; 0 picks a free port (logged); -1: off.");
 DEFINE_string(metrics_host, "127.0.0.1", ps::metrics::kMetricsHostHelp);
+DEFINE_string(disk_tier_dir, "",
+              "Folder of this replica's disk tier, for EXACT tables whose "
+              "rows move to disk at their memory bound (when_full: "
+              "WHEN_FULL_MOVE_TO_DISK): the replica keeps the same bound "
+              "(capacity rows per held shard) in memory, the other rows "
+              "there, and brings in the rows lookups read. Scratch, not a "
+              "copy to keep: what an earlier replica left there is removed "
+              "at start. Required by such tables; unused by others. Not "
+              "the checkpoint folder (which is only read).");
+DEFINE_int32(disk_tier_read_threads, 16,
+             "Reads a lookup keeps in flight to a tiered table's disk store "
+             "(a thread each, waiting on the disk) [1, 256].");
+DEFINE_uint32(promote_per_poll, 8192,
+              "Rows per tiered table that each poll (--poll_ms) brings into "
+              "memory from those lookups read from disk, moving out rows "
+              "no lookup read lately [0, 16777216]; 0: none move after "
+              "the first load.");
 
 namespace {
 
@@ -206,6 +224,37 @@ class FollowState {
   double last_switch_seconds_ = 0;
 };
 
+// The figures of each table with a disk tier.
+void ReportTiers(const ps::serving::ServedTables& tables,
+                 ps::metrics::CollectorSink& k) {
+  for (const auto& spec : tables.manifest().tables()) {
+    if (!tables.tiered(spec.id())) continue;
+    const auto t = tables.tier_stats(spec.id());
+    const ps::metrics::Labels labels = {{"table", spec.name()}};
+    k.Gauge("ps_serve_tier_memory_rows",
+            "Rows of a tiered table in memory (the others are on disk).",
+            labels, static_cast<double>(tables.exact_rows(spec.id())));
+    k.Gauge("ps_serve_tier_memory_bound_rows",
+            "The most rows of a tiered table kept in memory.", labels,
+            static_cast<double>(t.memory_bound));
+    k.Counter("ps_serve_tier_disk_reads_total",
+              "Keys lookups read from a tiered table's disk store.", labels,
+              static_cast<double>(t.disk_reads));
+    k.Counter("ps_serve_tier_promoted_rows_total",
+              "Rows moved from disk into memory because lookups read them.",
+              labels, static_cast<double>(t.promoted));
+    k.Counter("ps_serve_tier_demoted_rows_total",
+              "Rows moved out to disk to make room.", labels,
+              static_cast<double>(t.demoted));
+    k.Counter("ps_serve_tier_disk_read_bytes_total",
+              "Bytes read from a tiered table's disk stores.", labels,
+              static_cast<double>(t.bytes_read));
+    k.Counter("ps_serve_tier_disk_written_bytes_total",
+              "Bytes written to a tiered table's disk stores.", labels,
+              static_cast<double>(t.bytes_written));
+  }
+}
+
 int Main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "a serving replica: follows a training cluster's checkpoint folder "
@@ -245,6 +294,21 @@ int Main(int argc, char** argv) {
     flags = ps::metrics::CheckHost(FLAGS_metrics_host)
                 .WithContext("--metrics_host");
   }
+  if (flags.ok()) {
+    flags = ps::cli::CheckIntFlag("disk_tier_read_threads",
+                                  FLAGS_disk_tier_read_threads, 1, 256);
+  }
+  if (flags.ok() && FLAGS_promote_per_poll > (1u << 24)) {
+    flags = ps::InvalidArgument("--promote_per_poll must be in [0, 16777216], not " +
+                                std::to_string(FLAGS_promote_per_poll));
+  }
+  if (flags.ok() && !FLAGS_disk_tier_dir.empty() &&
+      std::filesystem::weakly_canonical(FLAGS_disk_tier_dir) ==
+          std::filesystem::weakly_canonical(FLAGS_checkpoint_dir)) {
+    flags = ps::InvalidArgument(
+        "--disk_tier_dir must not be the checkpoint folder, which a replica "
+        "only reads");
+  }
   if (!flags.ok()) {
     LOG(ERROR) << flags;
     return kExitBadConfig;
@@ -276,11 +340,15 @@ int Main(int argc, char** argv) {
   } join_signal_thread{&stop, &signal_thread};
 
   ps::serving::CheckpointFollower follower(
-      {.root = FLAGS_checkpoint_dir, .shards = *shards});
+      {.root = FLAGS_checkpoint_dir,
+       .shards = *shards,
+       .disk_tier = {.dir = FLAGS_disk_tier_dir,
+                     .read_threads = FLAGS_disk_tier_read_threads},
+       .promote_per_poll = FLAGS_promote_per_poll});
   FollowState state;
   const auto poll_every = std::chrono::milliseconds(FLAGS_poll_ms);
   ps::LogLimiter poll_errors(std::chrono::seconds(10));
-  auto poll = [&] {
+  auto poll = [&]() -> ps::Status {
     auto r = follower.Poll();
     if (!r.ok()) {
       state.Skipped();
@@ -291,10 +359,10 @@ int Main(int argc, char** argv) {
                                              " more errors)"
                                        : "");
       }
-      return;
+      return r.status();
     }
     state.Record(*r);
-    if (r->action == ps::serving::FollowAction::kNone) return;
+    if (r->action == ps::serving::FollowAction::kNone) return ps::Status::OK();
     LOG(INFO) << "serving " << r->served.name << " ("
               << ps::serving::FollowActionName(r->action) << ", "
               << r->rows_changed << " rows in " << r->apply_seconds
@@ -305,11 +373,17 @@ int Main(int argc, char** argv) {
                   r->served.created_unix_ms) /
                      1e3
               << " s ago)";
+    return ps::Status::OK();
   };
   // The first checkpoint: nothing is served (nor listened for) before it.
   auto waiting_since = std::chrono::steady_clock::now();
   while (!stop.load() && follower.tables() == nullptr) {
-    poll();
+    // A checkpoint these flags cannot serve (shards it lacks, a tiered
+    // table without --disk_tier_dir) ends the wait: a later one would not
+    // do better.
+    if (ps::Status s = poll(); s.Is(ps::StatusCode::kInvalidArgument)) {
+      return kExitBadConfig;
+    }
     if (follower.tables() != nullptr) break;
     if (std::chrono::steady_clock::now() - waiting_since >
         std::chrono::seconds(10)) {
@@ -347,8 +421,10 @@ int Main(int argc, char** argv) {
       state.Report(k);
       s->ReportMetrics(k);
       auto tables = follower.tables();
-      k.Gauge("ps_serve_table_bytes", "Bytes of the rows this replica holds.",
-              {}, tables ? static_cast<double>(tables->bytes()) : 0.0);
+      k.Gauge("ps_serve_table_bytes",
+              "Bytes of the rows this replica holds in memory.", {},
+              tables ? static_cast<double>(tables->bytes()) : 0.0);
+      if (tables) ReportTiers(*tables, k);
     });
     ps::metrics::AddProcessCollector(&registry);
     auto e = ps::metrics::Exporter::Start(&registry, FLAGS_metrics_host,
@@ -372,7 +448,7 @@ int Main(int argc, char** argv) {
             << (*service)->xfer_address();
   while (!stop.load()) {
     std::this_thread::sleep_for(poll_every);
-    poll();
+    (void)poll();  // logged; the served checkpoint stays
   }
   exporter.reset();
   (*service)->Stop();

@@ -8,6 +8,7 @@
 
 #include "checkpoint/manifest_entries.h"
 #include "table/key_index.h"
+#include "table/rocksdb_cold_row_store.h"
 
 namespace ps::serving {
 namespace {
@@ -28,11 +29,31 @@ struct ServedTables::Table {
   std::vector<float> rows;
   std::vector<uint32_t> free_slots;
 
+  // Tiered EXACT (cold != nullptr): at most memory_bound rows in `rows`,
+  // the others in `cold`, which lookups read through cold_view (the served
+  // checkpoint's; swapped under ServedTables::mu_). The writer's: the key
+  // of each slot, the clock's hand, the store generation.
+  std::unique_ptr<table::ColdRowStore> cold;
+  std::shared_ptr<const table::ColdRowView> cold_view;
+  uint64_t memory_bound = 0;
+  std::vector<uint64_t> slot_keys;
+  std::unique_ptr<std::atomic<uint8_t>[]> referenced;  // per slot, CLOCK
+  uint32_t clock_hand = 0;
+  mutable uint64_t generation = 0;  // of the stores opened
+  // Keys lookups read from disk, for Promote; bounded.
+  static constexpr size_t kMaxQueued = 1 << 16;
+  std::mutex queued_mu;
+  std::vector<uint64_t> queued;
+  std::atomic<uint64_t> disk_reads{0}, promoted{0}, demoted{0};
+  uint64_t retired_bytes_read = 0, retired_bytes_written = 0;  // old stores
+
   Table(const ps::proto::TableSpec& s, uint32_t num_shards)
       : spec(s),
         map(protocol::ShardMap::ForTable(s, num_shards)),
         exact(s.kind() == ps::proto::EXACT) {}
   uint32_t dim() const { return spec.dim(); }
+  size_t row_bytes() const { return dim() * sizeof(float); }
+  bool tiered() const { return cold != nullptr; }
 
   // HASHED/DENSE: global row `row`'s values; nullptr if its shard is not
   // held or it is past the table.
@@ -42,26 +63,32 @@ struct ServedTables::Table {
     if (shard_rows[s].empty()) return nullptr;
     return shard_rows[s].data() + (row - map.FirstRow(s)) * dim();
   }
-  float* KeyRow(uint64_t key) { return SlotRow(index.Find(key)); }
   float* SlotRow(uint32_t slot) {
     return slot == table::KeyIndex::kNone ? nullptr
                                           : rows.data() + size_t{slot} * dim();
   }
+  // Whether slot `slot` holds a row (not a freed one): tiered tables only.
+  bool Live(uint32_t slot) const { return index.Find(slot_keys[slot]) == slot; }
   void Put(uint64_t key, const void* values) {
     uint32_t slot = index.Find(key);
     if (slot == table::KeyIndex::kNone) {
       if (free_slots.empty()) {
         slot = static_cast<uint32_t>(rows.size() / dim());
         rows.resize(rows.size() + dim());
+        if (tiered()) slot_keys.push_back(key);
       } else {
         slot = free_slots.back();
         free_slots.pop_back();
       }
       // An index that cannot grow fails like the vectors above: no memory.
       if (!index.Insert(key, slot)) throw std::bad_alloc();
+      if (tiered()) {
+        slot_keys[slot] = key;
+        // A new row gets one pass of the clock before it may move out.
+        referenced[slot].store(1, std::memory_order_relaxed);
+      }
     }
-    std::memcpy(rows.data() + size_t{slot} * dim(), values,
-                dim() * sizeof(float));
+    std::memcpy(rows.data() + size_t{slot} * dim(), values, row_bytes());
   }
   void Erase(uint64_t key) {
     const uint32_t slot = index.Find(key);
@@ -69,7 +96,21 @@ struct ServedTables::Table {
     free_slots.push_back(slot);
     index.Erase(key);
   }
+  bool MemoryFull() const { return index.size() >= memory_bound; }
+  void Queue(std::span<const uint64_t> keys) {
+    std::lock_guard lock(queued_mu);
+    const size_t n = std::min(keys.size(), kMaxQueued - std::min(kMaxQueued, queued.size()));
+    queued.insert(queued.end(), keys.begin(), keys.begin() + static_cast<long>(n));
+  }
 };
+
+namespace {
+
+std::span<const std::byte> Bytes(const void* values, size_t bytes) {
+  return {static_cast<const std::byte*>(values), bytes};
+}
+
+}  // namespace
 
 void ServedChanges::AddRows(uint32_t table_id, uint64_t first_row,
                             uint64_t rows, const char* values_bytes,
@@ -99,7 +140,8 @@ uint64_t ServedChanges::rows() const {
 }
 
 StatusOr<std::unique_ptr<ServedTables>> ServedTables::Create(
-    const checkpoint::proto::Manifest& manifest, std::vector<uint32_t> shards) {
+    const checkpoint::proto::Manifest& manifest, std::vector<uint32_t> shards,
+    const DiskTier& disk_tier) {
   const uint32_t num_shards = manifest.num_shards();
   if (shards.empty()) {
     for (uint32_t s = 0; s < num_shards; ++s) shards.push_back(s);
@@ -116,6 +158,7 @@ StatusOr<std::unique_ptr<ServedTables>> ServedTables::Create(
   t->manifest_.clear_shards();
   t->manifest_.clear_workers();
   t->shards_ = std::move(shards);
+  t->disk_tier_ = disk_tier;
   for (const auto& spec : manifest.tables()) {
     auto table = std::make_unique<Table>(spec, num_shards);
     table->shard_rows.resize(num_shards);
@@ -123,6 +166,25 @@ StatusOr<std::unique_ptr<ServedTables>> ServedTables::Create(
       for (uint32_t s : t->shards_) {
         table->shard_rows[s].assign(table->map.RowsOf(s) * spec.dim(), 0.0f);
       }
+    } else if (spec.when_full() == ps::proto::WHEN_FULL_MOVE_TO_DISK) {
+      if (disk_tier.dir.empty()) {
+        return InvalidArgument(
+            TableWhere(spec) +
+            " keeps the rows beyond its memory bound on disk (when_full: "
+            "WHEN_FULL_MOVE_TO_DISK): a replica needs a disk tier folder for "
+            "it (ps_serve --disk_tier_dir)");
+      }
+      // The same bound as the training servers': capacity rows a shard.
+      table->memory_bound = spec.capacity() * t->shards_.size();
+      if (table->memory_bound == 0 || table->memory_bound >= table::KeyIndex::kNone) {
+        return InvalidArgument(TableWhere(spec) + ": a memory bound of " +
+                               std::to_string(table->memory_bound) +
+                               " rows cannot be served");
+      }
+      table->referenced.reset(new std::atomic<uint8_t>[table->memory_bound]());
+      // Address space only: the pages are touched as rows come in.
+      table->rows.reserve(table->memory_bound * spec.dim());
+      PS_ASSIGN_OR_RETURN(table->cold, t->OpenColdStore(*table));
     }
     t->tables_.push_back(std::move(table));
   }
@@ -130,6 +192,23 @@ StatusOr<std::unique_ptr<ServedTables>> ServedTables::Create(
 }
 
 ServedTables::~ServedTables() = default;
+
+StatusOr<std::unique_ptr<table::ColdRowStore>> ServedTables::OpenColdStore(
+    const Table& t) const {
+  return table::RocksDbColdRowStore::Open(
+      disk_tier_.dir + "/table-" + std::to_string(t.spec.id()) + "." +
+          std::to_string(t.generation++),
+      t.row_bytes(), disk_tier_.read_threads);
+}
+
+StatusOr<std::unique_ptr<table::ColdRowStore>> ServedTables::NewColdStore(
+    uint32_t table_id) const {
+  const Table* t = Find(table_id);
+  if (t == nullptr || !t->tiered()) {
+    return InvalidArgument("no tiered table id " + std::to_string(table_id));
+  }
+  return OpenColdStore(*t);
+}
 
 ServedTables::Table* ServedTables::Find(uint32_t table_id) {
   for (auto& t : tables_) {
@@ -183,10 +262,29 @@ uint64_t ServedTables::bytes() const {
   uint64_t b = 0;
   for (const auto& t : tables_) {
     for (const auto& r : t->shard_rows) b += r.capacity() * sizeof(float);
-    b += t->rows.capacity() * sizeof(float);
+    // A tiered table's reserve is address space until rows come in.
+    b += (t->tiered() ? t->rows.size() : t->rows.capacity()) * sizeof(float);
     b += t->index.bytes();
+    b += t->slot_keys.capacity() * sizeof(uint64_t) + t->memory_bound;
   }
   return b;
+}
+
+bool ServedTables::tiered(uint32_t table_id) const {
+  const Table* t = Find(table_id);
+  return t != nullptr && t->tiered();
+}
+
+ServedTables::TierStats ServedTables::tier_stats(uint32_t table_id) const {
+  std::shared_lock lock(mu_);
+  const Table* t = Find(table_id);
+  if (t == nullptr || !t->tiered()) return {};
+  return {.memory_bound = t->memory_bound,
+          .disk_reads = t->disk_reads.load(std::memory_order_relaxed),
+          .promoted = t->promoted.load(std::memory_order_relaxed),
+          .demoted = t->demoted.load(std::memory_order_relaxed),
+          .bytes_read = t->retired_bytes_read + t->cold->bytes_read(),
+          .bytes_written = t->retired_bytes_written + t->cold->bytes_written()};
 }
 
 uint64_t ServedTables::exact_rows(uint32_t table_id) const {
@@ -220,7 +318,9 @@ StatusOr<ServedTables::LookupResult> ServedTables::Lookup(
   // cache lines fetched a few keys ahead, so that the misses of a large
   // table overlap; then the copies.
   thread_local std::vector<const float*> found;
+  thread_local std::vector<size_t> on_disk;  // tiered: keys not in memory
   found.resize(keys.size());
+  on_disk.clear();
   constexpr size_t kAhead = table::KeyIndex::kPrefetchAhead;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (t->exact) {
@@ -234,8 +334,17 @@ StatusOr<ServedTables::LookupResult> ServedTables::Lookup(
                                std::to_string(s) +
                                "'s, which this replica does not hold");
       }
-      found[i] = table->KeyRow(keys[i]);
-      if (found[i] == nullptr) ++r.missing;
+      const uint32_t slot = t->index.Find(keys[i]);
+      found[i] = table->SlotRow(slot);
+      if (t->tiered()) {
+        if (found[i] == nullptr) {
+          on_disk.push_back(i);
+        } else if (!t->referenced[slot].load(std::memory_order_relaxed)) {
+          t->referenced[slot].store(1, std::memory_order_relaxed);
+        }
+      } else if (found[i] == nullptr) {
+        ++r.missing;
+      }
     } else {
       const uint64_t global = t->map.GlobalRow(keys[i]);
       found[i] = table->RowAt(global);
@@ -258,6 +367,32 @@ StatusOr<ServedTables::LookupResult> ServedTables::Lookup(
       std::memcpy(out.data() + i * dim, found[i], dim * sizeof(float));
     }
   }
+  if (on_disk.empty()) return r;
+  // The rows on disk, read without the lock through the view of the
+  // checkpoint whose memory rows were just copied: a switch meanwhile
+  // changes neither.
+  const std::shared_ptr<const table::ColdRowView> view = t->cold_view;
+  lock.unlock();
+  thread_local std::vector<uint64_t> disk_keys;
+  thread_local std::vector<std::byte> records;
+  thread_local std::vector<uint8_t> on;
+  disk_keys.clear();
+  for (size_t i : on_disk) disk_keys.push_back(keys[i]);
+  records.resize(disk_keys.size() * t->row_bytes());
+  on.assign(disk_keys.size(), 0);
+  PS_RETURN_IF_ERROR(view->GetMany(disk_keys, records, on));
+  table->disk_reads.fetch_add(disk_keys.size(), std::memory_order_relaxed);
+  size_t read = 0;
+  for (size_t j = 0; j < on_disk.size(); ++j) {
+    if (!on[j]) {
+      ++r.missing;
+      continue;
+    }
+    std::memcpy(out.data() + on_disk[j] * dim,
+                records.data() + j * t->row_bytes(), t->row_bytes());
+    disk_keys[read++] = disk_keys[j];
+  }
+  table->Queue(std::span<const uint64_t>(disk_keys.data(), read));
   return r;
 }
 
@@ -323,13 +458,29 @@ Status ServedTables::PutKey(uint32_t table_id, uint64_t key,
     return InvalidArgument(TableWhere(t->spec) + ": key " +
                            std::to_string(key) + "'s shard is not held");
   }
+  if (t->tiered() && t->MemoryFull() &&
+      t->index.Find(key) == table::KeyIndex::kNone) {
+    return t->cold->Put(key, Bytes(values_bytes, t->row_bytes()));
+  }
   t->Put(key, values_bytes);
   return Status::OK();
 }
 
-void ServedTables::Serve(const ServedCheckpoint& checkpoint) {
+Status ServedTables::Serve(const ServedCheckpoint& checkpoint) {
+  std::vector<std::shared_ptr<const table::ColdRowView>> views;
+  for (const auto& t : tables_) {
+    std::shared_ptr<const table::ColdRowView> view;
+    if (t->tiered()) {
+      PS_ASSIGN_OR_RETURN(view, t->cold->Pin());
+    }
+    views.push_back(std::move(view));
+  }
   std::unique_lock lock(mu_);
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    if (views[i]) tables_[i]->cold_view = std::move(views[i]);
+  }
   checkpoint_ = checkpoint;
+  return Status::OK();
 }
 
 Status ServedTables::CheckChange(const ServedChanges& changes) const {
@@ -349,6 +500,13 @@ Status ServedTables::CheckChange(const ServedChanges& changes) const {
                              " are not all held");
     }
   }
+  for (const auto& c : changes.cold_stores) {
+    if (!tiered(c.table_id) || c.store == nullptr) {
+      return InvalidArgument("a disk store for table id " +
+                             std::to_string(c.table_id) +
+                             ", which has no disk tier here");
+    }
+  }
   for (const auto& k : changes.keys) {
     const Table* t = Find(k.table_id);
     if (t == nullptr || !t->exact || !holds(t->map.ShardOfKey(k.key))) {
@@ -360,9 +518,101 @@ Status ServedTables::CheckChange(const ServedChanges& changes) const {
   return Status::OK();
 }
 
-Status ServedTables::Apply(const ServedChanges& changes,
-                           const ServedCheckpoint& to) {
+// What a switch does to one tiered table under the lock, staged by
+// StageTiered: rows in memory erased, then put; the view of its store (or
+// of the store that replaces it) as of the batch written for the switch.
+struct ServedTables::TieredSwitch {
+  Table* table = nullptr;
+  std::vector<uint64_t> erase;
+  std::vector<std::pair<uint64_t, const float*>> put;
+  std::shared_ptr<const table::ColdRowView> view;  // null: unchanged
+  std::unique_ptr<table::ColdRowStore> replacement;
+
+  // Under the lock. The store replaced ends in `replacement`, to be
+  // destroyed after the lock.
+  void Run() {
+    for (uint64_t key : erase) table->Erase(key);
+    for (const auto& [key, values] : put) table->Put(key, values);
+    if (replacement) {
+      table->retired_bytes_read += table->cold->bytes_read();
+      table->retired_bytes_written += table->cold->bytes_written();
+      std::swap(table->cold, replacement);
+    }
+    if (view) table->cold_view = std::move(view);
+  }
+};
+
+StatusOr<ServedTables::TieredSwitch> ServedTables::StageTiered(
+    Table* t, ServedChanges& changes) {
+  TieredSwitch sw;
+  sw.table = t;
+  for (auto& c : changes.cold_stores) {
+    if (c.table_id == t->spec.id()) sw.replacement = std::move(c.store);
+  }
+  // A key's last change is what it ends as.
+  std::unordered_map<uint64_t, size_t> last;
+  for (size_t i = 0; i < changes.keys.size(); ++i) {
+    if (changes.keys[i].table_id == t->spec.id()) {
+      last[changes.keys[i].key] = i;
+    }
+  }
+  std::vector<table::ColdRecordWrite> batch;
+  std::vector<size_t> fresh;  // puts of keys not in memory
+  uint64_t room = t->memory_bound - t->index.size();
+  for (const auto& [key, i] : last) {
+    const ServedChanges::Key& k = changes.keys[i];
+    const bool in_memory = t->index.Find(key) != table::KeyIndex::kNone;
+    if (k.erase) {
+      if (in_memory) {
+        sw.erase.push_back(key);
+        ++room;
+      } else {
+        batch.push_back({key, {}});
+      }
+    } else if (in_memory) {
+      sw.put.emplace_back(key, changes.values.data() + k.offset);
+    } else {
+      fresh.push_back(i);
+    }
+  }
+  // New rows go to memory while it has room (and leave the disk, where an
+  // older row of theirs may be), then to disk.
+  for (size_t i : fresh) {
+    const ServedChanges::Key& k = changes.keys[i];
+    const float* values = changes.values.data() + k.offset;
+    if (room > 0) {
+      --room;
+      sw.put.emplace_back(k.key, values);
+      batch.push_back({k.key, {}});
+    } else {
+      batch.push_back({k.key, Bytes(values, t->row_bytes())});
+    }
+  }
+  table::ColdRowStore* store =
+      sw.replacement ? sw.replacement.get() : t->cold.get();
+  if (!batch.empty() || sw.replacement) {
+    PS_RETURN_IF_ERROR(store->Write(batch));
+    PS_ASSIGN_OR_RETURN(sw.view, store->Pin());
+  }
+  return sw;
+}
+
+Status ServedTables::Apply(ServedChanges changes, const ServedCheckpoint& to) {
   PS_RETURN_IF_ERROR(CheckChange(changes));
+  // Tiered tables first: their disk batches are written (invisible to the
+  // served views) before the lock. A batch that fails after another
+  // table's succeeded leaves that store ahead of the served checkpoint:
+  // lookups still read the served view, and the follower loads anew.
+  std::vector<TieredSwitch> tiered;
+  for (auto& t : tables_) {
+    if (!t->tiered()) continue;
+    auto sw = StageTiered(t.get(), changes);
+    if (!sw.ok()) {
+      if (!tiered.empty()) diverged_ = true;
+      return sw.status();
+    }
+    tiered.push_back(std::move(*sw));
+  }
   // Where each change goes is found before the lock (only this writer
   // changes the index), so that lookups wait for the copies alone: the slot
   // of a key that has a row (kNone: a new key, or one this change list
@@ -390,6 +640,7 @@ Status ServedTables::Apply(const ServedChanges& changes,
   for (size_t i = 0; i < changes.keys.size(); ++i) {
     const auto& k = changes.keys[i];
     Table* t = Find(k.table_id);
+    if (t->tiered()) continue;  // TieredSwitch's
     const float* values = changes.values.data() + k.offset;
     if (k.erase) {
       t->Erase(k.key);
@@ -399,8 +650,84 @@ Status ServedTables::Apply(const ServedChanges& changes,
       t->Put(k.key, values);
     }
   }
+  for (TieredSwitch& sw : tiered) sw.Run();
   checkpoint_ = to;
-  return Status::OK();
+  lock.unlock();
+  return Status::OK();  // the stores replaced close with `tiered`
+}
+
+StatusOr<uint64_t> ServedTables::Promote(size_t max_keys) {
+  if (diverged_) return 0;  // the follower loads anew
+  uint64_t promoted = 0;
+  for (auto& owned : tables_) {
+    Table* t = owned.get();
+    if (!t->tiered()) continue;
+    std::vector<uint64_t> keys;
+    {
+      std::lock_guard lock(t->queued_mu);
+      keys.swap(t->queued);
+    }
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    std::erase_if(keys, [&](uint64_t key) {
+      return t->index.Find(key) != table::KeyIndex::kNone;
+    });
+    if (keys.size() > max_keys) keys.resize(max_keys);
+    if (keys.empty()) continue;
+    // Their rows as served (the served view is the store as it is: only
+    // this writer changes it, and pins a view after each change).
+    const size_t rb = t->row_bytes();
+    std::vector<std::byte> records(keys.size() * rb);
+    std::vector<uint8_t> found(keys.size());
+    PS_RETURN_IF_ERROR(t->cold_view->GetMany(keys, records, found));
+    size_t n = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!found[i]) continue;  // gone since (a switch erased it)
+      keys[n] = keys[i];
+      std::memmove(records.data() + n * rb, records.data() + i * rb, rb);
+      ++n;
+    }
+    keys.resize(n);
+    // Room first, then rows the clock's hand finds unread since it last
+    // passed (it clears the marks it passes).
+    const uint64_t room = t->memory_bound - t->index.size();
+    const size_t need = keys.size() > room ? keys.size() - room : 0;
+    const uint32_t slots = static_cast<uint32_t>(t->rows.size() / t->dim());
+    std::vector<uint32_t> victims;
+    for (uint64_t step = 0; victims.size() < need && step < 2 * uint64_t{slots};
+         ++step) {
+      const uint32_t s = t->clock_hand;
+      t->clock_hand = s + 1 == slots ? 0 : s + 1;
+      if (!t->Live(s)) continue;
+      if (t->referenced[s].load(std::memory_order_relaxed)) {
+        t->referenced[s].store(0, std::memory_order_relaxed);
+        continue;
+      }
+      t->referenced[s].store(1, std::memory_order_relaxed);  // chosen once
+      victims.push_back(s);
+    }
+    keys.resize(std::min<size_t>(keys.size(), room + victims.size()));
+    if (keys.empty()) continue;
+    std::vector<table::ColdRecordWrite> batch;
+    for (uint32_t v : victims) {
+      batch.push_back({t->slot_keys[v], Bytes(t->SlotRow(v), rb)});
+    }
+    for (uint64_t key : keys) batch.push_back({key, {}});
+    PS_RETURN_IF_ERROR(t->cold->Write(batch));
+    PS_ASSIGN_OR_RETURN(std::shared_ptr<const table::ColdRowView> view,
+                        t->cold->Pin());
+    std::unique_lock lock(mu_);
+    for (uint32_t v : victims) t->Erase(t->slot_keys[v]);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      t->Put(keys[i], records.data() + i * rb);
+    }
+    t->cold_view = std::move(view);
+    lock.unlock();
+    t->promoted.fetch_add(keys.size(), std::memory_order_relaxed);
+    t->demoted.fetch_add(victims.size(), std::memory_order_relaxed);
+    promoted += keys.size();
+  }
+  return promoted;
 }
 
 }  // namespace ps::serving

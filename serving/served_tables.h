@@ -3,7 +3,7 @@
 // and which checkpoint that is.
 //
 //   auto tables = ServedTables::Create(manifest, {0, 1}).value();
-//   ... fill it (Mutable*) before it is served, or stage ServedChanges ...
+//   ... fill it (Put*) before it is served, or stage ServedChanges ...
 //   tables->Apply(changes, next_checkpoint);       // atomically
 //   auto r = tables->Lookup(table_id, keys, out);  // r->checkpoint names it
 //
@@ -11,7 +11,23 @@
 // lock, and a new checkpoint's changes, staged beforehand without the lock
 // (ServedChanges: only the rows that differ), are copied in under the
 // exclusive lock, which lookups wait for only as long as that copy takes.
-// Memory: the rows of the held shards, plus the staged rows during a switch.
+// Memory: the rows of the held shards (of tiered tables: those in memory),
+// plus the staged rows during a switch.
+//
+// Tables larger than memory: an EXACT table whose spec moves rows to disk
+// at its memory bound (when_full: WHEN_FULL_MOVE_TO_DISK, as the training
+// servers keep it) holds at most `capacity` rows per held shard in memory
+// and the others in a disk store of its own (table/cold_row_store.h, in
+// DiskTier::dir), read through a pinned view of the store as of the served
+// checkpoint: a switch writes the store's changes in one atomic batch
+// beforehand and swaps the view with the rows in memory, so a lookup that
+// reads the disk (after releasing the lock) still sees one checkpoint.
+// Which rows stay in memory: lookups mark the rows they read (a CLOCK bit)
+// and queue the keys they read from disk; Promote (the writer's, between
+// polls) brings those in, moving out rows no lookup marked since the
+// clock's hand last passed. A full checkpoint compared with the served one
+// writes the rows not in memory into a new store, which replaces the old
+// at the switch (disk, not memory, holds two copies for a while).
 //
 // What a lookup returns for a key: HASHED, its row (the hashing trick:
 // every id has one); DENSE, row `key` (kInvalidArgument past the table);
@@ -20,8 +36,9 @@
 // does not hold is kInvalidArgument naming the shard.
 //
 // Thread-safety: Lookup from any number of threads; one writer (the
-// follower) calls the Mutable* methods and Apply. The Mutable* methods may
-// be used only before the tables are served (nothing reads them yet).
+// follower) calls the Put* methods, Serve, Apply, NewColdStore and
+// Promote. The Put* methods may be used only before the tables are served
+// (nothing reads them yet).
 #pragma once
 
 #include <cstdint>
@@ -36,8 +53,15 @@
 #include "checkpoint/checkpoint.pb.h"
 #include "protocol/ps.pb.h"
 #include "protocol/shard_map.h"
+#include "table/cold_row_store.h"
 
 namespace ps::serving {
+
+// Where tables with a disk tier keep the rows beyond their memory bound.
+struct DiskTier {
+  std::string dir;       // a folder of this replica's (empty: no disk tier)
+  int read_threads = 16;  // reads a lookup keeps in flight to the disk
+};
 
 // Which checkpoint rows come from.
 struct ServedCheckpoint {
@@ -63,6 +87,13 @@ struct ServedChanges {
   std::vector<Run> runs;
   std::vector<Key> keys;
   std::vector<float> values;
+  // Tiered EXACT tables whose rows not in memory were written to a new
+  // store (ServedTables::NewColdStore) that replaces the old at the switch.
+  struct ColdStore {
+    uint32_t table_id;
+    std::unique_ptr<table::ColdRowStore> store;
+  };
+  std::vector<ColdStore> cold_stores;
 
   void AddRows(uint32_t table_id, uint64_t first_row, uint64_t rows,
                const char* values_bytes, uint32_t dim);
@@ -76,10 +107,13 @@ struct ServedChanges {
 class ServedTables {
  public:
   // Tables shaped as `manifest`'s, holding shards `shards` (each below its
-  // num_shards; empty: all). kInvalidArgument for a shard out of range.
+  // num_shards; empty: all), the rows of tiered tables beyond memory in
+  // `disk_tier.dir`/table-ID (emptied first). kInvalidArgument for a shard
+  // out of range or a tiered table without a disk_tier.dir; kIOError when
+  // the folder cannot be written.
   static StatusOr<std::unique_ptr<ServedTables>> Create(
       const checkpoint::proto::Manifest& manifest,
-      std::vector<uint32_t> shards);
+      std::vector<uint32_t> shards, const DiskTier& disk_tier = {});
   ~ServedTables();
 
   struct LookupResult {
@@ -104,8 +138,24 @@ class ServedTables {
   // Whether `m` has the same tables (ids, kinds, dims, capacities) and
   // number of shards, so that its rows fit these tables.
   bool SameLayout(const checkpoint::proto::Manifest& m) const;
-  uint64_t bytes() const;  // of the rows held (EXACT: with its index)
+  uint64_t bytes() const;  // of the rows in memory (EXACT: with its index)
+  // EXACT: the rows in memory (of a tiered table, not those on disk).
   uint64_t exact_rows(uint32_t table_id) const;
+
+  // A tiered table's figures (all zero for other tables).
+  struct TierStats {
+    uint64_t memory_bound = 0;  // rows it may keep in memory
+    uint64_t disk_reads = 0;    // keys lookups read from disk
+    uint64_t promoted = 0;      // rows moved into memory
+    uint64_t demoted = 0;       // rows moved out to make room
+    uint64_t bytes_read = 0, bytes_written = 0;  // of its disk stores
+  };
+  bool tiered(uint32_t table_id) const;
+  // Whether a failed Apply left a disk store ahead of the served
+  // checkpoint: these tables can no longer take changes and must be
+  // loaded anew (they still serve the served checkpoint).
+  bool diverged() const { return diverged_; }
+  TierStats tier_stats(uint32_t table_id) const;
 
   // The writer's, read without a lock since only the writer changes rows.
   // HASHED/DENSE: the values of global row `row` (nullptr: not held).
@@ -127,21 +177,42 @@ class ServedTables {
                  const char* values_bytes);
   Status PutKey(uint32_t table_id, uint64_t key, const char* values_bytes);
   // Makes `checkpoint` the served one without changes (after Put*).
-  void Serve(const ServedCheckpoint& checkpoint);
+  Status Serve(const ServedCheckpoint& checkpoint);
   // Copies `changes` in and makes `to` the served checkpoint, at once for
   // lookups. kInvalidArgument (nothing applied) for a change that does not
-  // fit (no such table or shard).
-  Status Apply(const ServedChanges& changes, const ServedCheckpoint& to);
+  // fit (no such table or shard); kIOError when a disk store refuses the
+  // batch (nothing applied either).
+  Status Apply(ServedChanges changes, const ServedCheckpoint& to);
+  // A new, empty disk store for tiered table `table_id`, for the rows of a
+  // compared checkpoint that are not in memory (ServedChanges::cold_stores).
+  StatusOr<std::unique_ptr<table::ColdRowStore>> NewColdStore(
+      uint32_t table_id) const;
+  // Brings into memory up to `max_keys` rows per tiered table that lookups
+  // read from disk since the last call, moving out rows lookups have not
+  // read lately to make room; the rows' values do not change. Returns the
+  // rows moved in.
+  StatusOr<uint64_t> Promote(size_t max_keys);
 
  private:
   struct Table;
   ServedTables() = default;
   Table* Find(uint32_t table_id);
   const Table* Find(uint32_t table_id) const;
+  // A new, empty store for tiered table `t` in disk_tier_.dir.
+  StatusOr<std::unique_ptr<table::ColdRowStore>> OpenColdStore(
+      const Table& t) const;
   Status CheckChange(const ServedChanges& changes) const;
+  // Apply's part for tiered table `t`: its disk batch written and a view
+  // of it pinned before the lock; the rest, run under it.
+  struct TieredSwitch;
+  StatusOr<TieredSwitch> StageTiered(Table* t, ServedChanges& changes);
 
   checkpoint::proto::Manifest manifest_;  // specs and layout (no shards)
   std::vector<uint32_t> shards_;
+  DiskTier disk_tier_;
+  // A disk store was changed for a switch that did not happen: its next
+  // view would not be the served checkpoint's (the writer's; see Apply).
+  bool diverged_ = false;
   std::vector<std::unique_ptr<Table>> tables_;
   mutable std::shared_mutex mu_;  // lookups shared; Apply exclusive
   ServedCheckpoint checkpoint_;   // guarded by mu_

@@ -35,6 +35,13 @@ namespace ps::table {
 // fn(key, record) of one record.
 using ColdRecordFn = std::function<void(uint64_t, std::span<const std::byte>)>;
 
+// One change of ColdRowStore::Write: `record` stored under `key`, or, when
+// `record` is empty, the key's record deleted.
+struct ColdRecordWrite {
+  uint64_t key;
+  std::span<const std::byte> record;
+};
+
 // The records of a store as they were at one moment (ColdRowStore::Pin),
 // readable later and from any thread while the store goes on changing:
 // what a checkpoint writes the rows on disk from. Thread-safe.
@@ -43,6 +50,10 @@ class ColdRowView {
   virtual ~ColdRowView() = default;
   // fn(key, record) for every record of the moment, keys ascending.
   virtual Status ForEach(const ColdRecordFn& fn) const = 0;
+  // ColdRowStore::GetMany as of the moment.
+  virtual Status GetMany(std::span<const uint64_t> keys,
+                         std::span<std::byte> records,
+                         std::span<uint8_t> found) const = 0;
 };
 
 class ColdRowStore {
@@ -71,6 +82,10 @@ class ColdRowStore {
                          std::span<std::byte> records,
                          std::span<uint8_t> found) const = 0;
   virtual Status Delete(uint64_t key) = 0;
+  // Every change of `writes`, in order, at once: a view pinned later sees
+  // all of them, one pinned earlier none, and on an error (kIOError)
+  // nothing was changed.
+  virtual Status Write(std::span<const ColdRecordWrite> writes) = 0;
   // Every record deleted (a restore starts from an empty store).
   virtual Status Clear() = 0;
   // fn(key, record) for at most `limit` records from key `first` on, keys

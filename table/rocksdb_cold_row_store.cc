@@ -4,10 +4,14 @@
 #include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
 
 #include <cstdarg>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+
+#include "kernels/thread_pool.h"
 
 namespace ps::table {
 namespace {
@@ -101,8 +105,8 @@ StatusOr<std::optional<uint64_t>> Scan(rocksdb::DB* db,
 }  // namespace
 
 struct RocksDbColdRowStore::Database {
-  Database(std::string dir, std::unique_ptr<rocksdb::DB> db)
-      : dir(std::move(dir)), db(std::move(db)) {}
+  Database(std::string dir, std::unique_ptr<rocksdb::DB> db, int read_threads)
+      : dir(std::move(dir)), db(std::move(db)), readers(read_threads) {}
   ~Database() {
     db.reset();
     // Scratch: nothing to keep. A failure leaves files to the next Open.
@@ -110,8 +114,66 @@ struct RocksDbColdRowStore::Database {
     std::error_code ec;
     std::filesystem::remove(dir, ec);  // only if empty
   }
+
+  // The record of `key` as of `snapshot` (null: now) into `record`.
+  StatusOr<bool> Get(const rocksdb::Snapshot* snapshot, uint64_t key,
+                     std::span<std::byte> record) {
+    rocksdb::ReadOptions r;
+    r.snapshot = snapshot;
+    rocksdb::PinnableSlice value;
+    const rocksdb::Status s = db->Get(r, db->DefaultColumnFamily(),
+                                      EncodedKey(key).slice(), &value);
+    if (s.IsNotFound()) return false;
+    if (!s.ok()) return FromRocks(s, "cannot read a row", dir);
+    if (value.size() != record.size()) {
+      return Corruption("disk tier " + dir + ": the row of key " +
+                        std::to_string(key) + " has " +
+                        std::to_string(value.size()) + " bytes, not " +
+                        std::to_string(record.size()));
+    }
+    std::memcpy(record.data(), value.data(), value.size());
+    bytes_read.fetch_add(value.size(), std::memory_order_relaxed);
+    return true;
+  }
+
+  // ColdRowStore::GetMany as of `snapshot` (null: now), on the pool.
+  Status GetMany(const rocksdb::Snapshot* snapshot, size_t record_bytes,
+                 std::span<const uint64_t> keys, std::span<std::byte> records,
+                 std::span<uint8_t> found) {
+    if (records.size() != keys.size() * record_bytes ||
+        found.size() != keys.size()) {
+      return InvalidArgument("disk tier " + dir +
+                             ": GetMany given buffers of the wrong size");
+    }
+    // Each thread reads a contiguous share, one key at a time: as many
+    // reads in flight as threads.
+    std::vector<Status> errors(readers.size());
+    auto read = [&](size_t begin, size_t end, int share) {
+      for (size_t i = begin; i < end; ++i) {
+        auto got = Get(snapshot, keys[i],
+                       records.subspan(i * record_bytes, record_bytes));
+        if (!got.ok()) {
+          errors[share] = got.status();
+          return;
+        }
+        found[i] = *got;
+      }
+    };
+    {
+      std::lock_guard lock(readers_mu);
+      readers.ParallelFor(keys.size(), 1, read);
+    }
+    for (Status& s : errors) {
+      if (!s.ok()) return s;
+    }
+    return Status::OK();
+  }
+
   const std::string dir;
   std::unique_ptr<rocksdb::DB> db;
+  std::atomic<uint64_t> bytes_read{0};
+  std::mutex readers_mu;  // one GetMany on the pool at a time
+  kernels::ThreadPool readers;
 };
 
 namespace {
@@ -130,6 +192,10 @@ class PinnedView final : public ColdRowView {
     return Scan(database_->db.get(), snapshot_, database_->dir, record_bytes_,
                 0, SIZE_MAX, fn)
         .status();
+  }
+  Status GetMany(std::span<const uint64_t> keys, std::span<std::byte> records,
+                 std::span<uint8_t> found) const override {
+    return database_->GetMany(snapshot_, record_bytes_, keys, records, found);
   }
 
  private:
@@ -159,20 +225,18 @@ StatusOr<std::unique_ptr<ColdRowStore>> RocksDbColdRowStore::Open(
   rocksdb::DB* db = nullptr;
   s = rocksdb::DB::Open(options, dir, &db);
   if (!s.ok()) return FromRocks(s, "cannot open", dir);
-  auto database =
-      std::make_shared<Database>(dir, std::unique_ptr<rocksdb::DB>(db));
-  return std::unique_ptr<ColdRowStore>(new RocksDbColdRowStore(
-      dir, record_bytes, std::move(database), read_threads));
+  auto database = std::make_shared<Database>(
+      dir, std::unique_ptr<rocksdb::DB>(db), read_threads);
+  return std::unique_ptr<ColdRowStore>(
+      new RocksDbColdRowStore(dir, record_bytes, std::move(database)));
 }
 
 RocksDbColdRowStore::RocksDbColdRowStore(std::string dir, size_t record_bytes,
-                                         std::shared_ptr<Database> database,
-                                         int read_threads)
+                                         std::shared_ptr<Database> database)
     : dir_(std::move(dir)),
       record_bytes_(record_bytes),
       database_(std::move(database)),
-      db_(database_->db.get()),
-      readers_(read_threads) {}
+      db_(database_->db.get()) {}
 
 RocksDbColdRowStore::~RocksDbColdRowStore() = default;  // see Database
 
@@ -189,58 +253,48 @@ Status RocksDbColdRowStore::Put(uint64_t key,
 
 StatusOr<bool> RocksDbColdRowStore::Get(uint64_t key,
                                         std::span<std::byte> record) const {
-  rocksdb::PinnableSlice value;
-  const rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(),
-               EncodedKey(key).slice(), &value);
-  if (s.IsNotFound()) return false;
-  if (!s.ok()) return FromRocks(s, "cannot read a row", dir_);
-  if (value.size() != record.size()) {
-    return Corruption("disk tier " + dir_ + ": the row of key " +
-                      std::to_string(key) + " has " +
-                      std::to_string(value.size()) + " bytes, not " +
-                      std::to_string(record.size()));
-  }
-  std::memcpy(record.data(), value.data(), value.size());
-  bytes_read_.fetch_add(value.size(), std::memory_order_relaxed);
-  return true;
+  return database_->Get(nullptr, key, record);
 }
 
 Status RocksDbColdRowStore::GetMany(std::span<const uint64_t> keys,
                                     std::span<std::byte> records,
                                     std::span<uint8_t> found) const {
-  if (records.size() != keys.size() * record_bytes_ ||
-      found.size() != keys.size()) {
-    return InvalidArgument("disk tier " + dir_ +
-                           ": GetMany given buffers of the wrong size");
-  }
-  // Each thread reads a contiguous share, one key at a time: as many reads
-  // in flight as threads.
-  std::vector<Status> errors(readers_.size());
-  auto read = [&](size_t begin, size_t end, int share) {
-    for (size_t i = begin; i < end; ++i) {
-      auto got =
-          Get(keys[i], records.subspan(i * record_bytes_, record_bytes_));
-      if (!got.ok()) {
-        errors[share] = got.status();
-        return;
-      }
-      found[i] = *got;
-    }
-  };
-  {
-    std::lock_guard lock(readers_mu_);
-    readers_.ParallelFor(keys.size(), 1, read);
-  }
-  for (Status& s : errors) {
-    if (!s.ok()) return s;
-  }
-  return Status::OK();
+  return database_->GetMany(nullptr, record_bytes_, keys, records, found);
+}
+
+uint64_t RocksDbColdRowStore::bytes_read() const {
+  return database_->bytes_read.load(std::memory_order_relaxed);
 }
 
 Status RocksDbColdRowStore::Delete(uint64_t key) {
   const rocksdb::Status s = db_->Delete(Unlogged(), EncodedKey(key).slice());
   if (!s.ok()) return FromRocks(s, "cannot delete a row", dir_);
+  return Status::OK();
+}
+
+Status RocksDbColdRowStore::Write(std::span<const ColdRecordWrite> writes) {
+  rocksdb::WriteBatch batch;
+  uint64_t bytes = 0;
+  for (const ColdRecordWrite& w : writes) {
+    const EncodedKey key(w.key);
+    rocksdb::Status s;
+    if (w.record.empty()) {
+      s = batch.Delete(key.slice());
+    } else if (w.record.size() != record_bytes_) {
+      return InvalidArgument("disk tier " + dir_ + ": a record of " +
+                             std::to_string(w.record.size()) +
+                             " bytes, not " + std::to_string(record_bytes_));
+    } else {
+      s = batch.Put(key.slice(),
+                    rocksdb::Slice(reinterpret_cast<const char*>(w.record.data()),
+                                   w.record.size()));
+      bytes += w.record.size();
+    }
+    if (!s.ok()) return FromRocks(s, "cannot stage a write", dir_);
+  }
+  const rocksdb::Status s = db_->Write(Unlogged(), &batch);
+  if (!s.ok()) return FromRocks(s, "cannot write rows", dir_);
+  bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
   return Status::OK();
 }
 

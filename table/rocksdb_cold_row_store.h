@@ -23,15 +23,14 @@
 // (fio, psync), so --disk_tier_read_threads (ps_server) defaults to 16.
 // The threads wait on the disk, not on a core.
 //
-// Thread-safe (RocksDB is; GetMany calls take the pool in turn).
+// Thread-safe (RocksDB is; GetMany calls, the store's and its views', take
+// the pool in turn).
 #pragma once
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 
-#include "kernels/thread_pool.h"
 #include "table/cold_row_store.h"
 
 namespace rocksdb {
@@ -60,12 +59,13 @@ class RocksDbColdRowStore final : public ColdRowStore {
   Status GetMany(std::span<const uint64_t> keys, std::span<std::byte> records,
                  std::span<uint8_t> found) const override;
   Status Delete(uint64_t key) override;
+  Status Write(std::span<const ColdRecordWrite> writes) override;
   Status Clear() override;
   StatusOr<std::optional<uint64_t>> ForEachFrom(
       uint64_t first, size_t limit, const RecordFn& fn) const override;
   StatusOr<std::shared_ptr<const ColdRowView>> Pin() const override;
   uint64_t bytes_written() const override { return bytes_written_; }
-  uint64_t bytes_read() const override { return bytes_read_; }
+  uint64_t bytes_read() const override;
 
   // The open database, shared by the store and its views; the last owner
   // closes it and deletes its files.
@@ -73,16 +73,13 @@ class RocksDbColdRowStore final : public ColdRowStore {
 
  private:
   RocksDbColdRowStore(std::string dir, size_t record_bytes,
-                      std::shared_ptr<Database> database, int read_threads);
+                      std::shared_ptr<Database> database);
 
   const std::string dir_;
   const size_t record_bytes_;
   const std::shared_ptr<Database> database_;
   rocksdb::DB* const db_;  // database_'s
   std::atomic<uint64_t> bytes_written_{0};
-  mutable std::atomic<uint64_t> bytes_read_{0};
-  mutable std::mutex readers_mu_;  // one GetMany on the pool at a time
-  mutable kernels::ThreadPool readers_;
 };
 
 }  // namespace ps::table

@@ -36,6 +36,9 @@ struct Model {
   uint32_t dense_dim = 4;
   uint32_t exact_dim = 4;
   uint32_t exact_keys = 3000;
+  uint64_t exact_capacity = 100000;  // rows per shard
+  ps::proto::ExactWhenFull exact_when_full =
+      ps::proto::WHEN_FULL_EVICT_LEAST_RECENT;
   // version(table, id): which generation of values a row holds (tests bump
   // it for the rows they "train").
   std::function<uint32_t(uint32_t table, uint64_t id)> version =
@@ -59,7 +62,10 @@ struct Model {
     s[2].set_name("ids");
     s[2].set_kind(ps::proto::EXACT);
     s[2].set_dim(exact_dim);
-    s[2].set_capacity(100000);
+    s[2].set_capacity(exact_capacity);
+    if (exact_when_full != ps::proto::WHEN_FULL_EVICT_LEAST_RECENT) {
+      s[2].set_when_full(exact_when_full);
+    }
     s[2].mutable_optimizer()->set_name("adagrad");
     return s;
   }

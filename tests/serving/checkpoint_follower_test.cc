@@ -29,6 +29,16 @@ using checkpoint::testing::Model;
 using checkpoint::testing::TempDir;
 using checkpoint::testing::WriteCheckpoint;
 
+CheckpointFollower::Options Follow(std::string root,
+                                   std::vector<uint32_t> shards = {},
+                                   std::string disk_tier_dir = "") {
+  CheckpointFollower::Options o;
+  o.root = std::move(root);
+  o.shards = std::move(shards);
+  o.disk_tier.dir = std::move(disk_tier_dir);
+  return o;
+}
+
 bool SameBits(const float* a, const float* b, size_t n) {
   return std::memcmp(a, b, n * sizeof(float)) == 0;
 }
@@ -60,7 +70,14 @@ void ExpectServes(const ServedTables& served, const std::string& path,
         keys.push_back(t.exact.ids[i]);
         want.push_back(t.exact.values.data() + i * dim);
       }
-      EXPECT_EQ(served.exact_rows(t.spec.id()), keys.size());
+      if (served.tiered(t.spec.id())) {
+        // At most the bound in memory, the other rows on disk.
+        EXPECT_LE(served.exact_rows(t.spec.id()),
+                  served.tier_stats(t.spec.id()).memory_bound);
+        EXPECT_GT(served.exact_rows(t.spec.id()), 0u);
+      } else {
+        EXPECT_EQ(served.exact_rows(t.spec.id()), keys.size());
+      }
     } else {
       // HASHED ids spread over the rows; DENSE: every row.
       const uint64_t n = t.spec.kind() == ps::proto::DENSE ? t.rows : 5000;
@@ -96,12 +113,13 @@ void ExpectServes(const ServedTables& served, const std::string& path,
   }
 }
 
-// Increment at `step` over `parent`, EXACT only: `gone` loses its row,
-// `put` keys get a row of `value`.
+// Increment at `step` over `parent`, EXACT only: `gone` keys lose their
+// row, `put` keys get a row of `value`.
 void WriteExactIncrement(const std::string& root, const Model& model,
                          uint64_t step, uint64_t parent, uint32_t shards,
-                         uint64_t gone, std::vector<uint64_t> put,
+                         std::vector<uint64_t> gone, std::vector<uint64_t> put,
                          float value) {
+  std::sort(gone.begin(), gone.end());
   std::sort(put.begin(), put.end());
   const std::string dir = JoinPath(root, CheckpointDirName(step));
   const auto map = protocol::ShardMap::ForTable(model.Specs()[2], shards);
@@ -121,7 +139,9 @@ void WriteExactIncrement(const std::string& root, const Model& model,
       t.state[0].insert(t.state[0].end(), model.exact_dim, 1.0f);
       t.last_update.push_back(step);
     }
-    if (map.ShardOfKey(gone) == k) t.deleted = {gone};
+    for (uint64_t key : gone) {
+      if (map.ShardOfKey(key) == k) t.deleted.push_back(key);
+    }
     snap.tables.push_back(t);
     checkpoint::ShardWriteOptions o;
     o.kind = checkpoint::proto::INCREMENTAL;
@@ -145,7 +165,7 @@ CheckpointFollower::PollResult PollOk(CheckpointFollower* f) {
 TEST(CheckpointFollower, FollowsIncrementsTombstonesAndFullCheckpoints) {
   TempDir dir;
   Model model;
-  CheckpointFollower follower({.root = dir.path(), .shards = {}});
+  CheckpointFollower follower(Follow(dir.path(), {}));
   EXPECT_EQ(PollOk(&follower).action, FollowAction::kNone);
   EXPECT_EQ(follower.tables(), nullptr);
 
@@ -173,7 +193,7 @@ TEST(CheckpointFollower, FollowsIncrementsTombstonesAndFullCheckpoints) {
                model, 2);
 
   // An EXACT key loses its row, one changes, one is new.
-  WriteExactIncrement(dir.path(), model, 3, 2, 2, model.ExactKey(0),
+  WriteExactIncrement(dir.path(), model, 3, 2, 2, {model.ExactKey(0)},
                       {model.ExactKey(1), 4242}, 7.0f);
   r = PollOk(&follower);
   EXPECT_EQ(r.action, FollowAction::kIncremental);
@@ -200,7 +220,7 @@ TEST(CheckpointFollower, DamagedCheckpointIsSkippedAndTheServedOneStays) {
   TempDir dir;
   Model model;
   ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 2).ok());
-  CheckpointFollower follower({.root = dir.path(), .shards = {}});
+  CheckpointFollower follower(Follow(dir.path(), {}));
   ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
 
   Model next;
@@ -237,7 +257,7 @@ TEST(CheckpointFollower, NewLayoutIsLoadedAnew) {
   TempDir dir;
   Model model;
   ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 2).ok());
-  CheckpointFollower follower({.root = dir.path(), .shards = {}});
+  CheckpointFollower follower(Follow(dir.path(), {}));
   ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
   ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 2, 3).ok());
   EXPECT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
@@ -249,7 +269,7 @@ TEST(CheckpointFollower, SubsetOfShards) {
   TempDir dir;
   Model model;
   ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 3).ok());
-  CheckpointFollower follower({.root = dir.path(), .shards = {2, 0}});
+  CheckpointFollower follower(Follow(dir.path(), {2, 0}));
   ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
   ExpectServes(*follower.tables(), JoinPath(dir.path(), CheckpointDirName(1)),
                model, 3, {0, 2});
@@ -267,17 +287,17 @@ TEST(CheckpointFollower, SubsetOfShards) {
 
 TEST(CheckpointFollower, RefusesBadLookupsAndRoots) {
   TempDir dir;
-  CheckpointFollower missing({.root = dir.path() + "/nope", .shards = {}});
+  CheckpointFollower missing(Follow(dir.path() + "/nope", {}));
   EXPECT_FALSE(missing.Poll().ok());
   Model model;
   ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 1).ok());
-  CheckpointFollower too_many({.root = dir.path(), .shards = {1}});
+  CheckpointFollower too_many(Follow(dir.path(), {1}));
   auto r = too_many.Poll();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
   EXPECT_EQ(too_many.tables(), nullptr);
 
-  CheckpointFollower follower({.root = dir.path(), .shards = {}});
+  CheckpointFollower follower(Follow(dir.path(), {}));
   ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
   auto tables = follower.tables();
   std::vector<float> out(3);
@@ -303,7 +323,7 @@ TEST(CheckpointFollower, LookupsDuringSwitchesSeeOneCheckpoint) {
   model.hashed_capacity = 2003;
   model.version = [](uint32_t, uint64_t) { return 1u; };
   ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 2).ok());
-  CheckpointFollower follower({.root = dir.path(), .shards = {}});
+  CheckpointFollower follower(Follow(dir.path(), {}));
   ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
 
   std::vector<uint64_t> keys;
@@ -353,6 +373,192 @@ TEST(CheckpointFollower, LookupsDuringSwitchesSeeOneCheckpoint) {
   a.join();
   b.join();
   EXPECT_EQ(wrong.load(), 0u) << "of " << lookups.load() << " lookups";
+}
+
+// A model whose EXACT table keeps 300 rows a shard in memory and the others
+// on disk, as a training cluster's tiered table does.
+Model TieredModel() {
+  Model model;
+  model.exact_capacity = 300;
+  model.exact_when_full = ps::proto::WHEN_FULL_MOVE_TO_DISK;
+  return model;
+}
+
+// `n` model keys whose rows `served` holds on disk (or in memory).
+std::vector<uint64_t> ModelKeys(const ServedTables& served, const Model& model,
+                                size_t n, bool in_memory) {
+  std::vector<uint64_t> keys;
+  for (uint32_t i = 0; i < model.exact_keys && keys.size() < n; ++i) {
+    const uint64_t key = model.ExactKey(i);
+    if ((served.KeySlot(kExact, key) != ServedTables::kNoSlot) == in_memory) {
+      keys.push_back(key);
+    }
+  }
+  return keys;
+}
+
+TEST(CheckpointFollower, TieredTableFollowsIncrementsTombstonesAndFullOnes) {
+  TempDir dir, tier;
+  Model model = TieredModel();
+  auto follower = std::make_unique<CheckpointFollower>(
+      Follow(dir.path(), {}, tier.path()));
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 2).ok());
+  ASSERT_EQ(PollOk(follower.get()).action, FollowAction::kLoaded);
+  auto served = follower->tables();
+  ASSERT_TRUE(served->tiered(kExact));
+  EXPECT_EQ(served->tier_stats(kExact).memory_bound, 600u);
+  ExpectServes(*served, JoinPath(dir.path(), CheckpointDirName(1)), model, 2);
+  EXPECT_GT(served->tier_stats(kExact).disk_reads, 2000u);
+
+  // 1% of the rows change, in both tiers.
+  auto is_changed = [](uint32_t, uint64_t id) {
+    return protocol::Mix64(id + 1) % 100 == 0;
+  };
+  model.version = [is_changed](uint32_t t, uint64_t id) {
+    return is_changed(t, id) ? 1u : 0u;
+  };
+  std::function<bool(uint32_t, uint64_t)> changed = is_changed;
+  ASSERT_TRUE(
+      WriteCheckpoint(dir.path(), model, 2, 2, CheckpointDirName(1), &changed)
+          .ok());
+  EXPECT_EQ(PollOk(follower.get()).action, FollowAction::kIncremental);
+  ExpectServes(*served, JoinPath(dir.path(), CheckpointDirName(2)), model, 2);
+
+  // Keys lose their row, change and come new, in memory and on disk.
+  const auto on_disk = ModelKeys(*served, model, 2, false);
+  const auto in_memory = ModelKeys(*served, model, 2, true);
+  ASSERT_EQ(on_disk.size(), 2u);
+  ASSERT_EQ(in_memory.size(), 2u);
+  WriteExactIncrement(dir.path(), model, 3, 2, 2, {on_disk[0], in_memory[0]},
+                      {on_disk[1], in_memory[1], 4242, 4243}, 7.0f);
+  auto r = PollOk(follower.get());
+  EXPECT_EQ(r.action, FollowAction::kIncremental);
+  EXPECT_EQ(r.rows_changed, 6u);
+  ExpectServes(*served, JoinPath(dir.path(), CheckpointDirName(3)), model, 2);
+
+  // A full checkpoint: the rows not in memory go to a new store, which
+  // replaces the old one (whose folder goes with it).
+  model.version = [is_changed](uint32_t t, uint64_t id) {
+    return is_changed(t, id) ? 2u : 0u;
+  };
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 4, 2).ok());
+  EXPECT_EQ(PollOk(follower.get()).action, FollowAction::kCompared);
+  ExpectServes(*served, JoinPath(dir.path(), CheckpointDirName(4)), model, 2);
+  const std::string tables_dir = JoinPath(tier.path(), "tables-0");
+  EXPECT_FALSE(std::filesystem::exists(JoinPath(tables_dir, "table-3.0")));
+  EXPECT_TRUE(std::filesystem::exists(JoinPath(tables_dir, "table-3.1")));
+
+  // The tables go, and their stores with them.
+  follower.reset();
+  served.reset();
+  EXPECT_TRUE(std::filesystem::is_empty(tables_dir) ||
+              !std::filesystem::exists(tables_dir));
+}
+
+TEST(CheckpointFollower, TieredTableBringsInTheRowsLookupsRead) {
+  TempDir dir, tier;
+  Model model = TieredModel();
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 2).ok());
+  CheckpointFollower follower(Follow(dir.path(), {}, tier.path()));
+  ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
+  auto served = follower.tables();
+  const auto hot = ModelKeys(*served, model, 100, false);
+  ASSERT_EQ(hot.size(), 100u);
+  std::vector<float> out(hot.size() * model.exact_dim);
+  ASSERT_TRUE(served->Lookup(kExact, hot, out).ok());
+  EXPECT_EQ(served->tier_stats(kExact).disk_reads, 100u);
+
+  auto r = PollOk(&follower);
+  EXPECT_EQ(r.action, FollowAction::kNone);
+  EXPECT_EQ(r.rows_promoted, 100u);
+  const auto stats = served->tier_stats(kExact);
+  EXPECT_EQ(stats.promoted, 100u);
+  EXPECT_EQ(stats.demoted, 100u);  // memory was full
+  EXPECT_EQ(served->exact_rows(kExact), 600u);
+  for (uint64_t key : hot) {
+    EXPECT_NE(served->KeySlot(kExact, key), ServedTables::kNoSlot);
+  }
+  ASSERT_TRUE(served->Lookup(kExact, hot, out).ok());
+  EXPECT_EQ(served->tier_stats(kExact).disk_reads, 100u);  // none more
+  // Every row, moved or not, still reads as the checkpoint has it.
+  ExpectServes(*served, JoinPath(dir.path(), CheckpointDirName(1)), model, 2);
+}
+
+TEST(CheckpointFollower, TieredTableNeedsADiskTierFolder) {
+  TempDir dir;
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), TieredModel(), 1, 2).ok());
+  CheckpointFollower follower(Follow(dir.path()));
+  auto r = follower.Poll();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("--disk_tier_dir"), std::string::npos)
+      << r.status();
+}
+
+// Lookups of a tiered table, from memory and disk, while increments switch
+// in and rows move between the tiers: each sees one checkpoint's rows
+// (checkpoint k gives every row version k).
+TEST(CheckpointFollower, TieredLookupsDuringSwitchesAndMovesSeeOneCheckpoint) {
+  TempDir dir, tier;
+  Model model = TieredModel();
+  model.version = [](uint32_t, uint64_t) { return 1u; };
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 2).ok());
+  CheckpointFollower follower(Follow(dir.path(), {}, tier.path()));
+  ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> lookups{0}, wrong{0};
+  const Model base = model;
+  auto reader = [&](uint64_t seed) {
+    std::vector<uint64_t> keys(64);
+    std::vector<float> out(keys.size() * base.exact_dim);
+    while (!stop.load()) {
+      for (auto& k : keys) {
+        seed = protocol::Mix64(seed);
+        k = base.ExactKey(static_cast<uint32_t>(seed % base.exact_keys));
+      }
+      auto r = follower.tables()->Lookup(kExact, keys, out);
+      if (!r.ok() || r->missing != 0) {
+        wrong.fetch_add(1);
+        continue;
+      }
+      Model at = base;
+      const uint32_t v = static_cast<uint32_t>(r->checkpoint.step);
+      at.version = [v](uint32_t, uint64_t) { return v; };
+      for (size_t i = 0; i < keys.size(); ++i) {
+        for (uint32_t j = 0; j < base.exact_dim; ++j) {
+          const float want = at.Value(kExact, keys[i], j, -1);
+          if (!SameBits(&out[i * base.exact_dim + j], &want, 1)) {
+            wrong.fetch_add(1);
+          }
+        }
+      }
+      lookups.fetch_add(1);
+    }
+  };
+  std::thread a(reader, 1), b(reader, 2);
+  std::function<bool(uint32_t, uint64_t)> all = [](uint32_t, uint64_t) {
+    return true;
+  };
+  uint64_t promoted = 0;
+  for (uint64_t step = 2; step <= 8; ++step) {
+    model.version = [step](uint32_t, uint64_t) {
+      return static_cast<uint32_t>(step);
+    };
+    ASSERT_TRUE(WriteCheckpoint(dir.path(), model, step, 2,
+                                CheckpointDirName(step - 1), &all)
+                    .ok());
+    promoted += PollOk(&follower).rows_promoted;
+    EXPECT_EQ(follower.tables()->checkpoint().step, step);
+    const uint64_t seen = lookups.load();
+    while (lookups.load() < seen + 3) std::this_thread::yield();
+    promoted += PollOk(&follower).rows_promoted;  // moves alone
+  }
+  stop = true;
+  a.join();
+  b.join();
+  EXPECT_EQ(wrong.load(), 0u) << "of " << lookups.load() << " lookups";
+  EXPECT_GT(promoted, 0u);
 }
 
 }  // namespace
