@@ -21,6 +21,13 @@
 //                          the lookups (the replica compares it whole)
 //   loaded_rss_mib         ps_serve's RSS once it served the first one
 //   peak_rss_mib           its peak RSS (VmHWM) over the switches after it
+// With --tier_fraction=F (0 < F < 1) the table is tiered (when_full:
+// WHEN_FULL_MOVE_TO_DISK, capacity F of its rows): the replica keeps that
+// many rows in memory and the others in its disk tier (--disk_tier_dir in
+// --dir). With --zipf=S (> 0) each lookup draws its keys from a Zipf law
+// of exponent S over every key (a pool of 512 lookups, cycled) instead of
+// the same spread-out keys each time. --label names the samples
+// (lookups_per_s_<t>_<label>, fresh_ms_<label>, ...).
 // It also writes --redis_load (RESP SET commands: the lookup keys' rows as
 // 64-byte binary values, for redis-cli --pipe) and --redis_keys (the keys'
 // names, one per line), so that the script's Redis peer serves the same
@@ -30,6 +37,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -37,6 +45,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <span>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -65,6 +74,16 @@ DEFINE_int32(poll_ms, 20, "ps_serve --poll_ms.");
 DEFINE_int32(lookup_threads, 1, "ps_serve --lookup_threads.");
 DEFINE_string(redis_load, "", "Where to write the Redis load (RESP).");
 DEFINE_string(redis_keys, "", "Where to write the lookup keys' names.");
+DEFINE_double(tier_fraction, 0,
+              "Rows kept in memory, as a fraction of the table, by a tiered "
+              "table (0: not tiered).");
+DEFINE_double(zipf, 0,
+              "Exponent of the Zipf law lookups draw keys from (0: the same "
+              "keys every lookup).");
+DEFINE_string(label, "", "Appended to the sample names.");
+DEFINE_string(serve_flags, "",
+              "More ps_serve flags, space-separated (e.g. "
+              "--promote_per_poll=0).");
 
 namespace {
 
@@ -93,8 +112,36 @@ ps::proto::TableSpec Spec() {
   s.set_kind(ps::proto::EXACT);
   s.set_dim(FLAGS_dim);
   s.set_capacity(FLAGS_rows);
+  if (FLAGS_tier_fraction > 0) {
+    s.set_when_full(ps::proto::WHEN_FULL_MOVE_TO_DISK);
+    s.set_capacity(std::max<uint64_t>(
+        1, static_cast<uint64_t>(FLAGS_rows * FLAGS_tier_fraction)));
+  }
   s.mutable_optimizer()->set_name("sgd");
   return s;
+}
+
+// `lookups` x `keys` keys of `all` drawn from a Zipf law of exponent `s`
+// (rank r has weight 1/(r+1)^s; ranks scattered over the keys).
+std::vector<uint64_t> ZipfPool(const std::vector<uint64_t>& all, double s,
+                               size_t lookups, size_t keys) {
+  std::vector<double> cdf(all.size());
+  double sum = 0;
+  for (size_t r = 0; r < all.size(); ++r) {
+    sum += 1.0 / std::pow(static_cast<double>(r + 1), s);
+    cdf[r] = sum;
+  }
+  std::vector<uint64_t> pool(lookups * keys);
+  uint64_t seed = 42;
+  for (auto& key : pool) {
+    seed = ps::protocol::Mix64(seed);
+    const double u = static_cast<double>(seed >> 11) * 0x1.0p-53 * sum;
+    const size_t r = static_cast<size_t>(
+        std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+    // An odd multiplier prime to 5: a bijection of the ranks onto 10^k keys.
+    key = all[(std::min(r, all.size() - 1) * 2654435761ull) % all.size()];
+  }
+  return pool;
 }
 
 // Checkpoint `step` of `keys` (sorted; every key when full), key i at
@@ -141,6 +188,11 @@ double StatusMib(pid_t pid, const std::string& field) {
   return 0;
 }
 
+// A sample's name, with --label after it.
+std::string Named(const std::string& name) {
+  return FLAGS_label.empty() ? name : name + "_" + FLAGS_label;
+}
+
 double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
@@ -168,11 +220,25 @@ int Run() {
     std::fprintf(stderr, "serving_bench: %s\n", s.ToString().c_str());
     return 1;
   }
-  // The lookup keys: every 997th key, so they spread over the table.
+  // The lookup keys: every 997th key, so they spread over the table; or
+  // lookups drawn from a Zipf law.
   std::vector<uint64_t> lookup;
   for (uint64_t i = 0; lookup.size() < FLAGS_lookup_keys; i += 997) {
     lookup.push_back(all[i % FLAGS_rows]);
   }
+  constexpr size_t kPoolLookups = 512;
+  const std::vector<uint64_t> pool =
+      FLAGS_zipf > 0
+          ? ZipfPool(all, FLAGS_zipf, kPoolLookups, FLAGS_lookup_keys)
+          : std::vector<uint64_t>();
+  size_t lookups_made = 0;
+  // The keys of the next lookup.
+  auto next_keys = [&]() -> std::span<const uint64_t> {
+    if (pool.empty()) return lookup;
+    const size_t at = (lookups_made++ % kPoolLookups) * FLAGS_lookup_keys;
+    return std::span<const uint64_t>(pool.data() + at, FLAGS_lookup_keys);
+  };
+
   if (!FLAGS_redis_load.empty()) {
     std::ofstream load(FLAGS_redis_load, std::ios::binary);
     std::ofstream names(FLAGS_redis_keys);
@@ -198,6 +264,13 @@ int Run() {
                "--poll_ms=" + std::to_string(FLAGS_poll_ms),
                "--max_keys=" + std::to_string(FLAGS_lookup_keys),
                "--lookup_threads=" + std::to_string(FLAGS_lookup_threads)};
+  if (FLAGS_tier_fraction > 0) {
+    spec.argv.push_back("--disk_tier_dir=" + ck::JoinPath(FLAGS_dir, "tier"));
+  }
+  {
+    std::stringstream in(FLAGS_serve_flags);
+    for (std::string flag; in >> flag;) spec.argv.push_back(flag);
+  }
   spec.log_path = ck::JoinPath(FLAGS_dir, "serve.log");
   spec.name = "ps_serve";
   auto replica = ps::launch::Process::Spawn(spec);
@@ -243,7 +316,7 @@ int Run() {
       return 1;
     }
     for (int i = 0; i < 200; ++i) {  // warm up
-      if (!(*client)->Lookup("ids", lookup, out).ok()) return 1;
+      if (!(*client)->Lookup("ids", next_keys(), out).ok()) return 1;
     }
     // Increments, one a second, while the lookups run.
     std::atomic<bool> stop{false};
@@ -288,8 +361,9 @@ int Run() {
     const auto start = Clock::now();
     const auto end = start + std::chrono::duration<double>(FLAGS_seconds);
     while (Clock::now() < end) {
+      const std::span<const uint64_t> keys = next_keys();
       const auto t0 = Clock::now();
-      auto r = (*client)->Lookup("ids", lookup, out);
+      auto r = (*client)->Lookup("ids", keys, out);
       const auto t1 = Clock::now();
       if (!r.ok()) {
         std::fprintf(stderr, "serving_bench: %s\n",
@@ -306,23 +380,25 @@ int Run() {
         std::chrono::duration<double>(Clock::now() - start).count();
     stop = true;
     writer.join();
-    std::printf("p50_ms_%s %.6g ms\n", name.c_str(),
+    std::printf("%s %.6g ms\n", Named("p50_ms_" + name).c_str(),
                 Percentile(latency_ms, 0.5));
-    std::printf("p99_ms_%s %.6g ms\n", name.c_str(),
+    std::printf("%s %.6g ms\n", Named("p99_ms_" + name).c_str(),
                 Percentile(latency_ms, 0.99));
-    std::printf("lookups_per_s_%s %.6g /s\n", name.c_str(),
+    std::printf("%s %.6g /s\n", Named("lookups_per_s_" + name).c_str(),
                 latency_ms.size() / elapsed);
     std::lock_guard lock(mu);
     for (const auto& [s, at] : committed) {
       for (const auto& [when, got] : named) {
         if (got >= s) {
-          std::printf("fresh_ms %lld ms\n",
+          std::printf("%s %lld ms\n", Named("fresh_ms").c_str(),
                       static_cast<long long>(std::max<int64_t>(0, when - at)));
           break;
         }
       }
     }
-    for (double v : verify_ms) std::printf("verify_ms %.6g ms\n", v);
+    for (double v : verify_ms) {
+      std::printf("%s %.6g ms\n", Named("verify_ms").c_str(), v);
+    }
   }
 
   // A full checkpoint (the rows as they are now, every 5th one in training
@@ -342,16 +418,17 @@ int Run() {
       if (r->step >= full) break;
       if (MsSince(t0) > 60000) return 1;
     }
-    std::printf("fresh_full_ms %.6g ms\n", MsSince(t0));
+    std::printf("%s %.6g ms\n", Named("fresh_full_ms").c_str(), MsSince(t0));
     const auto v0 = Clock::now();
     if (!ck::VerifyCheckpoint(ck::JoinPath(root, ck::CheckpointDirName(full)))
              .ok()) {
       return 1;
     }
-    std::printf("verify_full_ms %.6g ms\n", MsSince(v0));
+    std::printf("%s %.6g ms\n", Named("verify_full_ms").c_str(), MsSince(v0));
   }
-  std::printf("loaded_rss_mib %.6g MiB\n", loaded_rss_mib);
-  std::printf("peak_rss_mib %.6g MiB\n", StatusMib((*replica)->pid(), "VmHWM"));
+  std::printf("%s %.6g MiB\n", Named("loaded_rss_mib").c_str(), loaded_rss_mib);
+  std::printf("%s %.6g MiB\n", Named("peak_rss_mib").c_str(),
+              StatusMib((*replica)->pid(), "VmHWM"));
   (void)(*replica)->Stop(SIGTERM, 10000);
   std::filesystem::remove_all(FLAGS_dir);
   return 0;

@@ -17,6 +17,13 @@
 #    same way, and reads ps_serve's RSS: once it served the first
 #    checkpoint, and its peak (VmHWM, reset after that load) over every
 #    switch since.
+#  - a table larger than the replica's memory: the same bench, tcp only,
+#    each lookup's 1,000 keys drawn from a Zipf law (exponent 0.9, as the
+#    Criteo log's large fields) over the 10^6 keys, once with the table
+#    tiered (when_full: WHEN_FULL_MOVE_TO_DISK, 1/8 of its rows in the
+#    replica's memory, the others in its disk tier) and once all in memory
+#    (the peer). The disk tier's files sit in the page cache here (no memory
+#    cgroup): this times the tier's code, not the disk.
 #  - redis-server on a free loopback port (no persistence) holds the same
 #    1,000 rows as 64-byte binary values; redis-benchmark with one client
 #    and one request in flight (-c 1 -P 1) sends MGET of the 1,000 keys.
@@ -32,6 +39,11 @@
 #   serving_switch_peak_rss_mib      peak RSS over the switches; peer: the
 #                                    RSS once loaded (goal: ratio >= 0.8,
 #                                    at most 1.25x)
+#   serving_tiered_lookups_per_s_tcp  Zipf lookups on the tiered table; peer:
+#                                    the same on the table in memory
+#   serving_tiered_p99_ms_tcp        their p99s
+#   serving_tiered_loaded_rss_mib    the replica's RSS once loaded; peer:
+#                                    the replica holding it all in memory
 # With --json, writes
 #   {"results": [{"name", "value", "unit", "peer", "peer_value", "ratio"}]}
 set -euo pipefail
@@ -60,6 +72,16 @@ for i in $(seq "$reps"); do
     --serve_bin="$build_dir/serving/ps_serve" --seconds="$seconds" \
     --poll_ms=5 --redis_load="$work/redis.resp" \
     --redis_keys="$work/redis.keys" | tee -a "$results" >&2
+
+  for tier in memory tiered; do
+    echo "== run $i/$reps: Zipf lookups, table $tier (tcp) for ${seconds}s" >&2
+    fraction=0
+    [ "$tier" = tiered ] && fraction=0.125
+    "$build_dir/bench/serving_bench" --dir="$work/serving" \
+      --serve_bin="$build_dir/serving/ps_serve" --seconds="$seconds" \
+      --poll_ms=5 --transports=tcp --zipf=0.9 --tier_fraction="$fraction" \
+      --label="$tier" | grep -v '^fresh\|^verify' | tee -a "$results" >&2
+  done
 
   echo "== run $i/$reps: Redis MGET of the same 1,000 rows" >&2
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -92,5 +114,8 @@ done
   echo "row serving_fresh_ms ms fresh_ms verify_ms lower ps_ckpt verify of the increment"
   echo "row serving_fresh_full_ms ms fresh_full_ms verify_full_ms lower ps_ckpt verify of the full checkpoint"
   echo "row serving_switch_peak_rss_mib MiB peak_rss_mib loaded_rss_mib lower RSS once the first checkpoint is served"
+  echo "row serving_tiered_lookups_per_s_tcp lookups/s lookups_per_s_tcp_tiered lookups_per_s_tcp_memory higher the table in memory"
+  echo "row serving_tiered_p99_ms_tcp ms p99_ms_tcp_tiered p99_ms_tcp_memory lower the table in memory"
+  echo "row serving_tiered_loaded_rss_mib MiB loaded_rss_mib_tiered loaded_rss_mib_memory lower the table in memory"
   echo "extra redis_p99_ms ms redis_p99_ms - - -"
 } | bench_report ${json:+--json="$json"}

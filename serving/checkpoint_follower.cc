@@ -137,9 +137,9 @@ class DiffSink : public checkpoint::ChainRowSink {
       std::vector<table::ColdRecordWrite> batch;
       for (size_t i = 0; i < keys.size(); ++i) {
         batch.push_back(
-            {keys[i], {reinterpret_cast<const std::byte*>(values.data() +
-                                                          i * dim),
-                       dim * sizeof(float)}});
+            {keys[i],
+             {reinterpret_cast<const std::byte*>(values.data() + i * dim),
+              dim * sizeof(float)}});
       }
       PS_RETURN_IF_ERROR(store->Write(batch));
       keys.clear();
@@ -355,7 +355,8 @@ StatusOr<std::unique_ptr<ServedTables>> CheckpointFollower::Load(
     const CheckpointInfo& c, uint64_t* rows) {
   DiskTier tier = options_.disk_tier;
   if (!tier.dir.empty()) {
-    tier.dir = checkpoint::JoinPath(tier.dir, "tables-" + std::to_string(loads_++));
+    tier.dir =
+        checkpoint::JoinPath(tier.dir, "tables-" + std::to_string(loads_++));
   }
   PS_ASSIGN_OR_RETURN(std::unique_ptr<ServedTables> tables,
                       ServedTables::Create(c.manifest, options_.shards, tier));

@@ -74,10 +74,10 @@ class CheckpointFollower {
 
   struct PollResult {
     FollowAction action = FollowAction::kNone;
-    ServedCheckpoint served;    // after the poll (empty name: none)
-    ServedCheckpoint newest;    // the newest complete one under the root
-    uint64_t rows_changed = 0;  // staged and applied (or loaded)
-    double apply_seconds = 0;   // reading, staging and switching
+    ServedCheckpoint served;     // after the poll (empty name: none)
+    ServedCheckpoint newest;     // the newest complete one under the root
+    uint64_t rows_changed = 0;   // staged and applied (or loaded)
+    double apply_seconds = 0;    // reading, staging and switching
     uint64_t rows_promoted = 0;  // tiered tables: disk to memory
   };
   // One look at the root (see above), then the promotions of tiered

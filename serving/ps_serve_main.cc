@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -299,8 +299,9 @@ int Main(int argc, char** argv) {
                                   FLAGS_disk_tier_read_threads, 1, 256);
   }
   if (flags.ok() && FLAGS_promote_per_poll > (1u << 24)) {
-    flags = ps::InvalidArgument("--promote_per_poll must be in [0, 16777216], not " +
-                                std::to_string(FLAGS_promote_per_poll));
+    flags = ps::InvalidArgument(
+        "--promote_per_poll must be in [0, 16777216], not " +
+        std::to_string(FLAGS_promote_per_poll));
   }
   if (flags.ok() && !FLAGS_disk_tier_dir.empty() &&
       std::filesystem::weakly_canonical(FLAGS_disk_tier_dir) ==
@@ -416,16 +417,16 @@ int Main(int argc, char** argv) {
   std::unique_ptr<ps::metrics::Exporter> exporter;
   if (FLAGS_metrics_port >= 0) {
     ps::serving::LookupService* s = service->get();
-    registry.AddCollector([s, &state,
-                           &follower](ps::metrics::CollectorSink& k) {
-      state.Report(k);
-      s->ReportMetrics(k);
-      auto tables = follower.tables();
-      k.Gauge("ps_serve_table_bytes",
-              "Bytes of the rows this replica holds in memory.", {},
-              tables ? static_cast<double>(tables->bytes()) : 0.0);
-      if (tables) ReportTiers(*tables, k);
-    });
+    registry.AddCollector(
+        [s, &state, &follower](ps::metrics::CollectorSink& k) {
+          state.Report(k);
+          s->ReportMetrics(k);
+          auto tables = follower.tables();
+          k.Gauge("ps_serve_table_bytes",
+                  "Bytes of the rows this replica holds in memory.", {},
+                  tables ? static_cast<double>(tables->bytes()) : 0.0);
+          if (tables) ReportTiers(*tables, k);
+        });
     ps::metrics::AddProcessCollector(&registry);
     auto e = ps::metrics::Exporter::Start(&registry, FLAGS_metrics_host,
                                           FLAGS_metrics_port);

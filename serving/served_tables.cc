@@ -99,8 +99,10 @@ struct ServedTables::Table {
   bool MemoryFull() const { return index.size() >= memory_bound; }
   void Queue(std::span<const uint64_t> keys) {
     std::lock_guard lock(queued_mu);
-    const size_t n = std::min(keys.size(), kMaxQueued - std::min(kMaxQueued, queued.size()));
-    queued.insert(queued.end(), keys.begin(), keys.begin() + static_cast<long>(n));
+    const size_t n =
+        std::min(keys.size(), kMaxQueued - std::min(kMaxQueued, queued.size()));
+    queued.insert(queued.end(), keys.begin(),
+                  keys.begin() + static_cast<long>(n));
   }
 };
 
@@ -176,7 +178,8 @@ StatusOr<std::unique_ptr<ServedTables>> ServedTables::Create(
       }
       // The same bound as the training servers': capacity rows a shard.
       table->memory_bound = spec.capacity() * t->shards_.size();
-      if (table->memory_bound == 0 || table->memory_bound >= table::KeyIndex::kNone) {
+      if (table->memory_bound == 0 ||
+          table->memory_bound >= table::KeyIndex::kNone) {
         return InvalidArgument(TableWhere(spec) + ": a memory bound of " +
                                std::to_string(table->memory_bound) +
                                " rows cannot be served");

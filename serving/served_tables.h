@@ -59,7 +59,7 @@ namespace ps::serving {
 
 // Where tables with a disk tier keep the rows beyond their memory bound.
 struct DiskTier {
-  std::string dir;       // a folder of this replica's (empty: no disk tier)
+  std::string dir;        // a folder of this replica's (empty: no disk tier)
   int read_threads = 16;  // reads a lookup keeps in flight to the disk
 };
 
@@ -112,8 +112,8 @@ class ServedTables {
   // out of range or a tiered table without a disk_tier.dir; kIOError when
   // the folder cannot be written.
   static StatusOr<std::unique_ptr<ServedTables>> Create(
-      const checkpoint::proto::Manifest& manifest,
-      std::vector<uint32_t> shards, const DiskTier& disk_tier = {});
+      const checkpoint::proto::Manifest& manifest, std::vector<uint32_t> shards,
+      const DiskTier& disk_tier = {});
   ~ServedTables();
 
   struct LookupResult {
@@ -144,10 +144,10 @@ class ServedTables {
 
   // A tiered table's figures (all zero for other tables).
   struct TierStats {
-    uint64_t memory_bound = 0;  // rows it may keep in memory
-    uint64_t disk_reads = 0;    // keys lookups read from disk
-    uint64_t promoted = 0;      // rows moved into memory
-    uint64_t demoted = 0;       // rows moved out to make room
+    uint64_t memory_bound = 0;                   // rows it may keep in memory
+    uint64_t disk_reads = 0;                     // keys lookups read from disk
+    uint64_t promoted = 0;                       // rows moved into memory
+    uint64_t demoted = 0;                        // rows moved out to make room
     uint64_t bytes_read = 0, bytes_written = 0;  // of its disk stores
   };
   bool tiered(uint32_t table_id) const;

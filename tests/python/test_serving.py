@@ -263,3 +263,76 @@ def test_replica_metrics(servers, replicas, tmp_path):
     assert value('ps_serve_lookup_missing_keys_total{table="ids"}') == 5
     assert value("ps_serve_lookup_seconds_count ") == 1
     assert value('ps_serve_switches_total{how="loaded"}') == 1
+
+
+def test_replica_serves_a_table_larger_than_its_memory(servers, replicas,
+                                                       tmp_path):
+    """A tiered EXACT table (64 rows a shard in memory, the rest on disk,
+    as the training servers keep it): the replica keeps the same bound,
+    reads the other rows from its own disk tier, byte-identical to the
+    checkpoint, and brings in the rows lookups read."""
+    ckpt = tmp_path / "ckpt"
+    tiered = table_text(3, "big", kind="EXACT", dim=DIM, capacity=64,
+                        optimizer="sgd", learning_rate=0.5,
+                        extra="admit_after_pushes: 1 "
+                              "when_full: WHEN_FULL_MOVE_TO_DISK ")
+    cluster = servers(tiered, num_shards=1, num_workers=1,
+                      checkpoint_dir=str(ckpt), checkpoint_every_steps=1,
+                      disk_tier_dir=str(tmp_path / "server-tier"))
+    client = cluster.client()
+    keys = np.arange(1, 601, dtype=np.int64) * 7919
+    rng = np.random.default_rng(5)
+    client.push("big", keys, rng.integers(-4, 4, (600, DIM)).astype(np.float32))
+    client.clock()
+    client.checkpoints().checkpoint(1)
+
+    # Without a folder for the disk tier, the replica says so and exits 2.
+    bad = replicas(ckpt, "no-tier")
+    assert bad.proc.wait(timeout=30) == 2
+    assert "--disk_tier_dir" in bad.log_path.read_text()
+
+    tier = tmp_path / "replica-tier"
+    replica = replicas(ckpt, "tiered", f"--disk_tier_dir={tier}",
+                       "--metrics_port=0")
+    lookups = ps.serving.Client([replica.address()])
+    url = re.search(r"metrics: (http://\S+)",
+                    replica.log_path.read_text()).group(1)
+
+    def metric(name):
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        for line in text.splitlines():
+            if line.startswith(name + '{table="big"}'):
+                return float(line.split()[-1])
+        raise AssertionError(f"no {name} in\n{text}")
+
+    found = lookups.lookup("big", keys)
+    want = expected_rows(exported(ckpt, found.step, tmp_path)[0]["big"], keys)
+    assert found.rows.tobytes() == want.tobytes()
+    assert metric("ps_serve_tier_memory_bound_rows") == 64
+    assert metric("ps_serve_tier_memory_rows") <= 64
+    assert metric("ps_serve_tier_disk_reads_total") >= 600 - 64
+    assert any(tier.rglob("*.sst")) or any(tier.rglob("*.log"))
+
+    # A hot set read again and again moves in: its reads stop reaching disk.
+    hot = keys[-32:]
+    deadline = time.monotonic() + 20
+    while True:
+        lookups.lookup("big", hot)
+        before = metric("ps_serve_tier_disk_reads_total")
+        lookups.lookup("big", hot)
+        if metric("ps_serve_tier_disk_reads_total") == before:
+            break
+        assert time.monotonic() < deadline, "the hot rows never moved in"
+        time.sleep(0.1)
+    assert metric("ps_serve_tier_promoted_rows_total") >= 32
+
+    # The next checkpoint changes rows in both tiers; lookups follow it.
+    client.push("big", keys, np.ones((600, DIM), np.float32))
+    client.clock()
+    client.checkpoints().checkpoint(2)
+    deadline = time.monotonic() + 20
+    while (found := lookups.lookup("big", keys)).step < 2:
+        assert time.monotonic() < deadline, "checkpoint 2 never served"
+        time.sleep(0.05)
+    want = expected_rows(exported(ckpt, found.step, tmp_path)[0]["big"], keys)
+    assert found.rows.tobytes() == want.tobytes()

@@ -400,8 +400,8 @@ std::vector<uint64_t> ModelKeys(const ServedTables& served, const Model& model,
 TEST(CheckpointFollower, TieredTableFollowsIncrementsTombstonesAndFullOnes) {
   TempDir dir, tier;
   Model model = TieredModel();
-  auto follower = std::make_unique<CheckpointFollower>(
-      Follow(dir.path(), {}, tier.path()));
+  auto follower =
+      std::make_unique<CheckpointFollower>(Follow(dir.path(), {}, tier.path()));
   ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 2).ok());
   ASSERT_EQ(PollOk(follower.get()).action, FollowAction::kLoaded);
   auto served = follower->tables();
