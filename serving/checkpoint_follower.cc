@@ -103,7 +103,16 @@ class DiffSink : public checkpoint::ChainRowSink {
   // stores completed and handed to the changes.
   Status Finish() {
     PS_RETURN_IF_ERROR(Compare());
+    // A tiered table whose rows all fit in memory still gets a new, empty
+    // store: the old one holds rows the chain may no longer have.
+    for (const auto& spec : tables_.manifest().tables()) {
+      NewStore& store = stores_[spec.id()];
+      if (!tables_.tiered(spec.id()) || store.store != nullptr) continue;
+      PS_ASSIGN_OR_RETURN(store.store, tables_.NewColdStore(spec.id()));
+      store.dim = spec.dim();
+    }
     for (auto& [table, store] : stores_) {
+      if (store.store == nullptr) continue;
       PS_RETURN_IF_ERROR(store.Flush());
       changes_->cold_stores.push_back({table, std::move(store.store)});
     }

@@ -248,7 +248,8 @@ bool ServedTables::SameLayout(const checkpoint::proto::Manifest& m) const {
   for (const auto& s : m.tables()) {
     const ps::proto::TableSpec* mine = spec(s.id());
     if (mine == nullptr || mine->kind() != s.kind() || mine->dim() != s.dim() ||
-        mine->capacity() != s.capacity()) {
+        mine->capacity() != s.capacity() ||
+        mine->when_full() != s.when_full()) {
       return false;
     }
   }

@@ -135,8 +135,9 @@ class ServedTables {
   bool holds(uint32_t shard) const;
   const ps::proto::TableSpec* spec(uint32_t table_id) const;
   const ps::proto::TableSpec* spec(const std::string& name) const;
-  // Whether `m` has the same tables (ids, kinds, dims, capacities) and
-  // number of shards, so that its rows fit these tables.
+  // Whether `m` has the same tables (ids, kinds, dims, capacities, where
+  // rows go when full) and number of shards, so that its rows fit these
+  // tables.
   bool SameLayout(const checkpoint::proto::Manifest& m) const;
   uint64_t bytes() const;  // of the rows in memory (EXACT: with its index)
   // EXACT: the rows in memory (of a tiered table, not those on disk).

@@ -448,6 +448,44 @@ TEST(CheckpointFollower, TieredTableFollowsIncrementsTombstonesAndFullOnes) {
   EXPECT_FALSE(std::filesystem::exists(JoinPath(tables_dir, "table-3.0")));
   EXPECT_TRUE(std::filesystem::exists(JoinPath(tables_dir, "table-3.1")));
 
+  // A full checkpoint whose rows all fit in memory: the rows the disk held
+  // are gone with the store (they read as zeros).
+  Model small = model;
+  small.exact_keys = 100;
+  std::vector<uint64_t> kept;
+  for (uint32_t i = 0; i < small.exact_keys; ++i) {
+    kept.push_back(small.ExactKey(i));
+  }
+  // Read again and again, they come to stay in memory (the clock may take
+  // some back out while it looks for room).
+  std::vector<float> kept_rows(kept.size() * model.exact_dim);
+  auto all_in_memory = [&] {
+    for (uint64_t key : kept) {
+      if (served->KeySlot(kExact, key) == ServedTables::kNoSlot) return false;
+    }
+    return true;
+  };
+  for (int round = 0; round < 10 && !all_in_memory(); ++round) {
+    ASSERT_TRUE(served->Lookup(kExact, kept, kept_rows).ok());
+    PollOk(follower.get());
+  }
+  ASSERT_TRUE(all_in_memory());
+  std::vector<uint64_t> gone;
+  for (uint32_t i = small.exact_keys; i < model.exact_keys; ++i) {
+    if (served->KeySlot(kExact, model.ExactKey(i)) == ServedTables::kNoSlot) {
+      gone.push_back(model.ExactKey(i));
+    }
+  }
+  ASSERT_GT(gone.size(), 1000u);
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), small, 5, 2).ok());
+  EXPECT_EQ(PollOk(follower.get()).action, FollowAction::kCompared);
+  ExpectServes(*served, JoinPath(dir.path(), CheckpointDirName(5)), small, 2);
+  std::vector<float> out(gone.size() * model.exact_dim, 1.0f);
+  auto lookup = served->Lookup(kExact, gone, out);
+  ASSERT_TRUE(lookup.ok()) << lookup.status();
+  EXPECT_EQ(lookup->missing, gone.size());
+  EXPECT_EQ(out, std::vector<float>(out.size(), 0.0f));
+
   // The tables go, and their stores with them.
   follower.reset();
   served.reset();
