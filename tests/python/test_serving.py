@@ -336,3 +336,12 @@ def test_replica_serves_a_table_larger_than_its_memory(servers, replicas,
         time.sleep(0.05)
     want = expected_rows(exported(ckpt, found.step, tmp_path)[0]["big"], keys)
     assert found.rows.tobytes() == want.tobytes()
+
+    # kill -9, then a restart on the same folder: what the killed replica
+    # left there is removed, and a complete checkpoint is served again.
+    replica.kill()
+    again = replicas(ckpt, "tiered-again", f"--disk_tier_dir={tier}")
+    found = ps.serving.Client([again.address()]).lookup("big", keys)
+    want = expected_rows(exported(ckpt, found.step, tmp_path)[0]["big"], keys)
+    assert found.rows.tobytes() == want.tobytes()
+    assert sorted(p.name for p in tier.iterdir()) == ["tables-0"]
