@@ -401,6 +401,8 @@ int Run() {
     }
   }
 
+  std::printf("%s %.6g MiB\n", Named("peak_rss_increments_mib").c_str(),
+              StatusMib((*replica)->pid(), "VmHWM"));
   // A full checkpoint (the rows as they are now, every 5th one in training
   // by default): the replica compares it with what it serves. Timed from
   // its commit to the first lookup that names it; its peer reads it whole.

@@ -204,15 +204,24 @@ class DiffSink : public checkpoint::ChainRowSink {
 
 // The entries of one link's shard database, staged as they are: it holds
 // only changed rows (EXACT: with tombstones for keys that lost their row).
+// Of a tiered table, the rows not in memory are written to its store
+// instead, in batches (ServedTables::WriteCold), so that the memory an
+// increment takes is bounded by the rows in memory.
 class IncrementSink : public checkpoint::EntrySink {
  public:
-  explicit IncrementSink(ServedChanges* changes) : changes_(changes) {}
+  IncrementSink(ServedTables* tables, ServedChanges* changes)
+      : tables_(tables), changes_(changes) {}
+
   Status Add(const checkpoint::ScanTable& table, uint64_t id, uint64_t rows,
              std::string_view value) override {
     const uint32_t t = table.spec->id(), dim = table.spec->dim();
     if (!table.exact) {
       // A run's values come first (checkpoint/row_codec.h).
       changes_->AddRows(t, id, rows, value.data(), dim);
+    } else if (tables_->tiered(t) &&
+               tables_->KeySlot(t, id) == ServedTables::kNoSlot) {
+      return ToDisk(t, id, value.empty() ? nullptr : value.data(),
+                    dim * sizeof(float));
     } else if (value.empty()) {
       changes_->EraseKey(t, id);
     } else {
@@ -221,8 +230,59 @@ class IncrementSink : public checkpoint::EntrySink {
     return Status::OK();
   }
 
+  // The batches not yet written.
+  Status Flush() {
+    for (auto& [table, batch] : batches_) {
+      PS_RETURN_IF_ERROR(Write(table, &batch));
+    }
+    return Status::OK();
+  }
+  uint64_t rows_to_disk() const { return rows_to_disk_; }
+
  private:
+  struct Batch {
+    std::vector<uint64_t> keys;
+    std::vector<std::byte> records;  // row_bytes each; none for an erase
+    std::vector<bool> erase;
+    size_t row_bytes = 0;
+  };
+
+  Status ToDisk(uint32_t table, uint64_t key, const char* values,
+                size_t row_bytes) {
+    Batch& b = batches_[table];
+    b.row_bytes = row_bytes;
+    b.keys.push_back(key);
+    b.erase.push_back(values == nullptr);
+    if (values != nullptr) {
+      const auto* bytes = reinterpret_cast<const std::byte*>(values);
+      b.records.insert(b.records.end(), bytes, bytes + row_bytes);
+    }
+    ++rows_to_disk_;
+    return b.keys.size() == 4096 ? Write(table, &b) : Status::OK();
+  }
+
+  Status Write(uint32_t table, Batch* b) {
+    std::vector<table::ColdRecordWrite> writes;
+    size_t at = 0;
+    for (size_t i = 0; i < b->keys.size(); ++i) {
+      if (b->erase[i]) {
+        writes.push_back({b->keys[i], {}});
+      } else {
+        writes.push_back({b->keys[i], {b->records.data() + at, b->row_bytes}});
+        at += b->row_bytes;
+      }
+    }
+    PS_RETURN_IF_ERROR(tables_->WriteCold(table, writes));
+    b->keys.clear();
+    b->records.clear();
+    b->erase.clear();
+    return Status::OK();
+  }
+
+  ServedTables* tables_;
   ServedChanges* changes_;
+  std::unordered_map<uint32_t, Batch> batches_;
+  uint64_t rows_to_disk_ = 0;
 };
 
 // The tables-N folders of a replica that stopped without removing them
@@ -318,9 +378,7 @@ Status CheckpointFollower::Bring(const CheckpointInfo& newest, PollResult* r) {
     std::lock_guard lock(mu_);
     tables = tables_;
   }
-  // Tables a failed switch left diverged are loaded anew too.
-  if (tables == nullptr || !tables->SameLayout(newest.manifest) ||
-      tables->diverged()) {
+  if (tables == nullptr || !tables->SameLayout(newest.manifest)) {
     PS_ASSIGN_OR_RETURN(std::unique_ptr<ServedTables> loaded,
                         Load(newest, &r->rows_changed));
     PS_RETURN_IF_ERROR(loaded->Serve(to));
@@ -339,7 +397,9 @@ Status CheckpointFollower::Bring(const CheckpointInfo& newest, PollResult* r) {
   for (size_t i = 0; i < chain.size(); ++i) {
     if (SameCheckpoint(ServedCheckpointOf(chain[i]), served)) at = i;
   }
-  bool increments_only = at + 1 < chain.size();
+  // Tables a failed switch left with disk rows ahead of the served
+  // checkpoint take a compared one, which replaces their stores.
+  bool increments_only = at + 1 < chain.size() && !tables->diverged();
   for (size_t j = at + 1; increments_only && j < chain.size(); ++j) {
     for (const auto& shard : chain[j].manifest.shards()) {
       for (const auto& e : shard.tables()) {
@@ -388,7 +448,7 @@ Status CheckpointFollower::ApplyIncrements(
     tables = tables_;
   }
   ServedChanges changes;
-  IncrementSink sink(&changes);
+  IncrementSink sink(tables.get(), &changes);
   uint64_t bytes = 0;
   for (const CheckpointInfo& link : links) {
     for (uint32_t shard : tables->shards()) {
@@ -399,7 +459,8 @@ Status CheckpointFollower::ApplyIncrements(
           [&](size_t) { return &sink; }, &bytes));
     }
   }
-  *rows = changes.rows();
+  PS_RETURN_IF_ERROR(sink.Flush());
+  *rows = changes.rows() + sink.rows_to_disk();
   return tables->Apply(std::move(changes), to);
 }
 

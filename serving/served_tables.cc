@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "checkpoint/manifest_entries.h"
@@ -44,6 +45,8 @@ struct ServedTables::Table {
   static constexpr size_t kMaxQueued = 1 << 16;
   std::mutex queued_mu;
   std::vector<uint64_t> queued;
+  // Written (ServedTables::WriteCold) ahead of cold_view: the writer's.
+  bool unpublished = false;
   std::atomic<uint64_t> disk_reads{0}, promoted{0}, demoted{0};
   uint64_t retired_bytes_read = 0, retired_bytes_written = 0;  // old stores
 
@@ -198,10 +201,15 @@ ServedTables::~ServedTables() = default;
 
 StatusOr<std::unique_ptr<table::ColdRowStore>> ServedTables::OpenColdStore(
     const Table& t) const {
+  // Small buffers: a replica writes its stores only at switches and moves,
+  // and a full checkpoint's switch holds two stores for a while; their
+  // buffers are memory beyond the rows (the training tier's defaults, 16
+  // MiB of memtable and 8 of cache, doubled a small replica's RSS).
   return table::RocksDbColdRowStore::Open(
       disk_tier_.dir + "/table-" + std::to_string(t.spec.id()) + "." +
           std::to_string(t.generation++),
-      t.row_bytes(), disk_tier_.read_threads);
+      t.row_bytes(), disk_tier_.read_threads,
+      {.memtable_bytes = 4 << 20, .block_cache_bytes = 4 << 20});
 }
 
 StatusOr<std::unique_ptr<table::ColdRowStore>> ServedTables::NewColdStore(
@@ -522,100 +530,75 @@ Status ServedTables::CheckChange(const ServedChanges& changes) const {
   return Status::OK();
 }
 
-// What a switch does to one tiered table under the lock, staged by
-// StageTiered: rows in memory erased, then put; the view of its store (or
-// of the store that replaces it) as of the batch written for the switch.
-struct ServedTables::TieredSwitch {
-  Table* table = nullptr;
-  std::vector<uint64_t> erase;
-  std::vector<std::pair<uint64_t, const float*>> put;
-  std::shared_ptr<const table::ColdRowView> view;  // null: unchanged
-  std::unique_ptr<table::ColdRowStore> replacement;
+Status ServedTables::WriteCold(uint32_t table_id,
+                               std::span<const table::ColdRecordWrite> writes) {
+  Table* t = Find(table_id);
+  if (t == nullptr || !t->tiered()) {
+    return InvalidArgument("no tiered table id " + std::to_string(table_id));
+  }
+  for (const auto& w : writes) {
+    if (t->index.Find(w.key) != table::KeyIndex::kNone) {
+      return InvalidArgument(TableWhere(t->spec) + ": key " +
+                             std::to_string(w.key) +
+                             " has its row in memory, not on disk");
+    }
+  }
+  // Ahead of the served view from here until Apply publishes it.
+  t->unpublished = true;
+  return t->cold->Write(writes);
+}
 
-  // Under the lock. The store replaced ends in `replacement`, to be
-  // destroyed after the lock.
-  void Run() {
-    for (uint64_t key : erase) table->Erase(key);
-    for (const auto& [key, values] : put) table->Put(key, values);
-    if (replacement) {
-      table->retired_bytes_read += table->cold->bytes_read();
-      table->retired_bytes_written += table->cold->bytes_written();
-      std::swap(table->cold, replacement);
-    }
-    if (view) table->cold_view = std::move(view);
+bool ServedTables::diverged() const {
+  for (const auto& t : tables_) {
+    if (t->unpublished) return true;
   }
-};
+  return false;
+}
 
-StatusOr<ServedTables::TieredSwitch> ServedTables::StageTiered(
-    Table* t, ServedChanges& changes) {
-  TieredSwitch sw;
-  sw.table = t;
-  for (auto& c : changes.cold_stores) {
-    if (c.table_id == t->spec.id()) sw.replacement = std::move(c.store);
+Status ServedTables::CheckMemoryBounds(const ServedChanges& changes) const {
+  // Rows a tiered table's changes add to memory: puts of keys not there,
+  // less erases of keys there (an upper bound: a key put twice counts
+  // twice).
+  std::unordered_map<uint32_t, int64_t> added;
+  for (const auto& k : changes.keys) {
+    const Table* t = Find(k.table_id);
+    if (!t->tiered()) continue;
+    const bool in_memory = t->index.Find(k.key) != table::KeyIndex::kNone;
+    if (k.erase && in_memory) --added[k.table_id];
+    if (!k.erase && !in_memory) ++added[k.table_id];
   }
-  // A key's last change is what it ends as.
-  std::unordered_map<uint64_t, size_t> last;
-  for (size_t i = 0; i < changes.keys.size(); ++i) {
-    if (changes.keys[i].table_id == t->spec.id()) {
-      last[changes.keys[i].key] = i;
+  for (const auto& [id, n] : added) {
+    const Table* t = Find(id);
+    if (static_cast<int64_t>(t->index.size()) + n >
+        static_cast<int64_t>(t->memory_bound)) {
+      return InvalidArgument(TableWhere(t->spec) +
+                             ": the changes would keep more rows in memory "
+                             "than its bound of " +
+                             std::to_string(t->memory_bound));
     }
   }
-  std::vector<table::ColdRecordWrite> batch;
-  std::vector<size_t> fresh;  // puts of keys not in memory
-  uint64_t room = t->memory_bound - t->index.size();
-  for (const auto& [key, i] : last) {
-    const ServedChanges::Key& k = changes.keys[i];
-    const bool in_memory = t->index.Find(key) != table::KeyIndex::kNone;
-    if (k.erase) {
-      if (in_memory) {
-        sw.erase.push_back(key);
-        ++room;
-      } else {
-        batch.push_back({key, {}});
-      }
-    } else if (in_memory) {
-      sw.put.emplace_back(key, changes.values.data() + k.offset);
-    } else {
-      fresh.push_back(i);
-    }
-  }
-  // New rows go to memory while it has room (and leave the disk, where an
-  // older row of theirs may be), then to disk.
-  for (size_t i : fresh) {
-    const ServedChanges::Key& k = changes.keys[i];
-    const float* values = changes.values.data() + k.offset;
-    if (room > 0) {
-      --room;
-      sw.put.emplace_back(k.key, values);
-      batch.push_back({k.key, {}});
-    } else {
-      batch.push_back({k.key, Bytes(values, t->row_bytes())});
-    }
-  }
-  table::ColdRowStore* store =
-      sw.replacement ? sw.replacement.get() : t->cold.get();
-  if (!batch.empty() || sw.replacement) {
-    PS_RETURN_IF_ERROR(store->Write(batch));
-    PS_ASSIGN_OR_RETURN(sw.view, store->Pin());
-  }
-  return sw;
+  return Status::OK();
 }
 
 Status ServedTables::Apply(ServedChanges changes, const ServedCheckpoint& to) {
   PS_RETURN_IF_ERROR(CheckChange(changes));
-  // Tiered tables first: their disk batches are written (invisible to the
-  // served views) before the lock. A batch that fails after another
-  // table's succeeded leaves that store ahead of the served checkpoint:
-  // lookups still read the served view, and the follower loads anew.
-  std::vector<TieredSwitch> tiered;
-  for (auto& t : tables_) {
+  PS_RETURN_IF_ERROR(CheckMemoryBounds(changes));
+  // Tiered tables: the view of each store written since the last switch
+  // (WriteCold) or replaced, pinned after those writes, for the lock.
+  std::vector<std::shared_ptr<const table::ColdRowView>> views(tables_.size());
+  std::vector<std::unique_ptr<table::ColdRowStore>> replacements(
+      tables_.size());
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    Table* t = tables_[i].get();
     if (!t->tiered()) continue;
-    auto sw = StageTiered(t.get(), changes);
-    if (!sw.ok()) {
-      if (!tiered.empty()) diverged_ = true;
-      return sw.status();
+    for (auto& c : changes.cold_stores) {
+      if (c.table_id == t->spec.id()) replacements[i] = std::move(c.store);
     }
-    tiered.push_back(std::move(*sw));
+    table::ColdRowStore* store =
+        replacements[i] ? replacements[i].get() : t->cold.get();
+    if (replacements[i] || t->unpublished) {
+      PS_ASSIGN_OR_RETURN(views[i], store->Pin());
+    }
   }
   // Where each change goes is found before the lock (only this writer
   // changes the index), so that lookups wait for the copies alone: the slot
@@ -644,7 +627,6 @@ Status ServedTables::Apply(ServedChanges changes, const ServedCheckpoint& to) {
   for (size_t i = 0; i < changes.keys.size(); ++i) {
     const auto& k = changes.keys[i];
     Table* t = Find(k.table_id);
-    if (t->tiered()) continue;  // TieredSwitch's
     const float* values = changes.values.data() + k.offset;
     if (k.erase) {
       t->Erase(k.key);
@@ -654,14 +636,26 @@ Status ServedTables::Apply(ServedChanges changes, const ServedCheckpoint& to) {
       t->Put(k.key, values);
     }
   }
-  for (TieredSwitch& sw : tiered) sw.Run();
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    Table* t = tables_[i].get();
+    if (replacements[i]) {
+      t->retired_bytes_read += t->cold->bytes_read();
+      t->retired_bytes_written += t->cold->bytes_written();
+      std::swap(t->cold, replacements[i]);  // the old one closes below
+    }
+    if (views[i]) {
+      t->cold_view = std::move(views[i]);
+      // Published (a replacement holds the compared checkpoint's rows
+      // whole: what was written ahead of the old view went with it).
+      t->unpublished = false;
+    }
+  }
   checkpoint_ = to;
-  lock.unlock();
-  return Status::OK();  // the stores replaced close with `tiered`
+  return Status::OK();
 }
 
 StatusOr<uint64_t> ServedTables::Promote(size_t max_keys) {
-  if (diverged_) return 0;  // the follower loads anew
+  if (diverged()) return 0;  // a view pinned now would not be served rows
   uint64_t promoted = 0;
   for (auto& owned : tables_) {
     Table* t = owned.get();

@@ -19,9 +19,11 @@
 // servers keep it) holds at most `capacity` rows per held shard in memory
 // and the others in a disk store of its own (table/cold_row_store.h, in
 // DiskTier::dir), read through a pinned view of the store as of the served
-// checkpoint: a switch writes the store's changes in one atomic batch
-// beforehand and swaps the view with the rows in memory, so a lookup that
-// reads the disk (after releasing the lock) still sees one checkpoint.
+// checkpoint: a new checkpoint's rows that are not in memory are written
+// to the store beforehand (WriteCold, which the view does not see), and
+// the switch swaps in a view pinned after them with the rows in memory, so
+// a lookup that reads the disk (after releasing the lock) still sees one
+// checkpoint.
 // Which rows stay in memory: lookups mark the rows they read (a CLOCK bit)
 // and queue the keys they read from disk; Promote (the writer's, between
 // polls) brings those in, moving out rows no lookup marked since the
@@ -152,10 +154,11 @@ class ServedTables {
     uint64_t bytes_read = 0, bytes_written = 0;  // of its disk stores
   };
   bool tiered(uint32_t table_id) const;
-  // Whether a failed Apply left a disk store ahead of the served
-  // checkpoint: these tables can no longer take changes and must be
-  // loaded anew (they still serve the served checkpoint).
-  bool diverged() const { return diverged_; }
+  // Whether a store was written (WriteCold) since the last switch: ahead
+  // of the served checkpoint until an Apply switches to the checkpoint the
+  // writes belong to. After a failed switch, only a compared checkpoint
+  // (which replaces every store) can follow; no rows move meanwhile.
+  bool diverged() const;
   TierStats tier_stats(uint32_t table_id) const;
 
   // The writer's, read without a lock since only the writer changes rows.
@@ -179,10 +182,18 @@ class ServedTables {
   Status PutKey(uint32_t table_id, uint64_t key, const char* values_bytes);
   // Makes `checkpoint` the served one without changes (after Put*).
   Status Serve(const ServedCheckpoint& checkpoint);
+  // Tiered table `table_id`: the rows of a new checkpoint that are not in
+  // memory, written straight to its store, in order, before the Apply of
+  // that checkpoint (lookups read the served view meanwhile, which does
+  // not see them). kInvalidArgument for a key whose row is in memory (its
+  // change is staged in ServedChanges); kIOError from the store.
+  Status WriteCold(uint32_t table_id,
+                   std::span<const table::ColdRecordWrite> writes);
   // Copies `changes` in and makes `to` the served checkpoint, at once for
-  // lookups. kInvalidArgument (nothing applied) for a change that does not
-  // fit (no such table or shard); kIOError when a disk store refuses the
-  // batch (nothing applied either).
+  // lookups, with the rows written by WriteCold since the last switch.
+  // Of a tiered table, changes may only be of rows in memory (and keep it
+  // within its bound). kInvalidArgument (nothing applied) for a change that
+  // does not fit (no such table or shard, beyond the bound).
   Status Apply(ServedChanges changes, const ServedCheckpoint& to);
   // A new, empty disk store for tiered table `table_id`, for the rows of a
   // compared checkpoint that are not in memory (ServedChanges::cold_stores).
@@ -203,17 +214,13 @@ class ServedTables {
   StatusOr<std::unique_ptr<table::ColdRowStore>> OpenColdStore(
       const Table& t) const;
   Status CheckChange(const ServedChanges& changes) const;
-  // Apply's part for tiered table `t`: its disk batch written and a view
-  // of it pinned before the lock; the rest, run under it.
-  struct TieredSwitch;
-  StatusOr<TieredSwitch> StageTiered(Table* t, ServedChanges& changes);
+  // kInvalidArgument when `changes` would keep more rows of a tiered table
+  // in memory than its bound.
+  Status CheckMemoryBounds(const ServedChanges& changes) const;
 
   checkpoint::proto::Manifest manifest_;  // specs and layout (no shards)
   std::vector<uint32_t> shards_;
   DiskTier disk_tier_;
-  // A disk store was changed for a switch that did not happen: its next
-  // view would not be the served checkpoint's (the writer's; see Apply).
-  bool diverged_ = false;
   std::vector<std::unique_ptr<Table>> tables_;
   mutable std::shared_mutex mu_;  // lookups shared; Apply exclusive
   ServedCheckpoint checkpoint_;   // guarded by mu_

@@ -522,6 +522,50 @@ TEST(CheckpointFollower, TieredTableBringsInTheRowsLookupsRead) {
   ExpectServes(*served, JoinPath(dir.path(), CheckpointDirName(1)), model, 2);
 }
 
+// An increment that fails after some of its rows were written to the
+// store: the served checkpoint stays whole (lookups read its view), no rows
+// move, and the next full checkpoint is compared, which replaces the store.
+TEST(CheckpointFollower, TieredTableRecoversFromAnIncrementThatFailsMidway) {
+  TempDir dir, tier;
+  Model model = TieredModel();
+  model.exact_keys = 12000;  // disk rows enough for a written batch
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 1, 2).ok());
+  CheckpointFollower follower(Follow(dir.path(), {}, tier.path()));
+  ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
+  auto served = follower.tables();
+
+  // Two links at once; the second is damaged in shard 1, read last.
+  std::function<bool(uint32_t, uint64_t)> all = [](uint32_t, uint64_t) {
+    return true;
+  };
+  Model next = model;
+  next.version = [](uint32_t, uint64_t) { return 2u; };
+  ASSERT_TRUE(
+      WriteCheckpoint(dir.path(), next, 2, 2, CheckpointDirName(1), &all).ok());
+  ASSERT_TRUE(
+      WriteCheckpoint(dir.path(), next, 3, 2, CheckpointDirName(2), &all).ok());
+  const std::string shard1 =
+      JoinPath(JoinPath(dir.path(), CheckpointDirName(3)), "shard-1");
+  for (const auto& e : std::filesystem::directory_iterator(shard1)) {
+    if (e.path().extension() == ".sst") {
+      std::filesystem::resize_file(e.path(), e.file_size() / 2);
+    }
+  }
+  auto r = follower.Poll();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(served->diverged()) << r.status();
+  ExpectServes(*served, JoinPath(dir.path(), CheckpointDirName(1)), model, 2);
+  EXPECT_EQ(PollOk(&follower).rows_promoted, 0u);  // nothing moves now
+
+  Model full = model;
+  full.version = [](uint32_t, uint64_t) { return 4u; };
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), full, 4, 2).ok());
+  EXPECT_EQ(PollOk(&follower).action, FollowAction::kCompared);
+  EXPECT_FALSE(served->diverged());
+  ExpectServes(*served, JoinPath(dir.path(), CheckpointDirName(4)), full, 2);
+  EXPECT_GT(PollOk(&follower).rows_promoted, 0u);  // moves again
+}
+
 TEST(CheckpointFollower, TieredTableNeedsADiskTierFolder) {
   TempDir dir;
   ASSERT_TRUE(WriteCheckpoint(dir.path(), TieredModel(), 1, 2).ok());
