@@ -556,21 +556,26 @@ bool ServedTables::diverged() const {
 }
 
 Status ServedTables::CheckMemoryBounds(const ServedChanges& changes) const {
-  // Rows a tiered table's changes add to memory: puts of keys not there,
-  // less erases of keys there (an upper bound: a key put twice counts
-  // twice).
-  std::unordered_map<uint32_t, int64_t> added;
+  // Each tiered table's rows in memory as the changes are applied in
+  // order (a put of a key not there takes a row, an erase of one there
+  // frees it), against its bound at every step.
+  struct Count {
+    int64_t rows;
+    std::unordered_map<uint64_t, bool> in_memory;  // keys changed so far
+  };
+  std::unordered_map<uint32_t, Count> counts;
   for (const auto& k : changes.keys) {
     const Table* t = Find(k.table_id);
     if (!t->tiered()) continue;
-    const bool in_memory = t->index.Find(k.key) != table::KeyIndex::kNone;
-    if (k.erase && in_memory) --added[k.table_id];
-    if (!k.erase && !in_memory) ++added[k.table_id];
-  }
-  for (const auto& [id, n] : added) {
-    const Table* t = Find(id);
-    if (static_cast<int64_t>(t->index.size()) + n >
-        static_cast<int64_t>(t->memory_bound)) {
+    auto [it, fresh] = counts.try_emplace(k.table_id);
+    Count& c = it->second;
+    if (fresh) c.rows = static_cast<int64_t>(t->index.size());
+    auto [state, first] = c.in_memory.try_emplace(k.key, false);
+    if (first) state->second = t->index.Find(k.key) != table::KeyIndex::kNone;
+    if (k.erase && state->second) --c.rows;
+    if (!k.erase && !state->second) ++c.rows;
+    state->second = !k.erase;
+    if (c.rows > static_cast<int64_t>(t->memory_bound)) {
       return InvalidArgument(TableWhere(t->spec) +
                              ": the changes would keep more rows in memory "
                              "than its bound of " +

@@ -566,6 +566,47 @@ TEST(CheckpointFollower, TieredTableRecoversFromAnIncrementThatFailsMidway) {
   EXPECT_GT(PollOk(&follower).rows_promoted, 0u);  // moves again
 }
 
+// Changes a tiered table cannot take: more rows in memory than its bound
+// (counted in order: a key erased and put again, then a new one), and a
+// disk write of a row that is in memory.
+TEST(ServedTables, TieredTableRefusesChangesBeyondItsBound) {
+  TempDir tier;
+  Model model = TieredModel();
+  checkpoint::proto::Manifest manifest;
+  manifest.set_num_shards(1);
+  for (const auto& spec : model.Specs()) *manifest.add_tables() = spec;
+  auto tables = ServedTables::Create(manifest, {},
+                                     {.dir = tier.path(), .read_threads = 2})
+                    .value();
+  const std::vector<float> row(model.exact_dim, 1.0f);
+  const char* values = reinterpret_cast<const char*>(row.data());
+  for (uint64_t key = 1; key <= 300; ++key) {
+    ASSERT_TRUE(tables->PutKey(kExact, key, values).ok());
+  }
+  ASSERT_TRUE(tables->Serve({"ckpt-1", 1, 0}).ok());
+  ASSERT_EQ(tables->exact_rows(kExact), 300u);
+
+  ServedChanges over;
+  over.EraseKey(kExact, 1);
+  over.AddKey(kExact, 1, values, model.exact_dim);
+  over.AddKey(kExact, 301, values, model.exact_dim);
+  auto s = tables->Apply(std::move(over), {"ckpt-2", 2, 0});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(tables->checkpoint().step, 1u);
+
+  ServedChanges fits;
+  fits.EraseKey(kExact, 1);
+  fits.AddKey(kExact, 301, values, model.exact_dim);
+  ASSERT_TRUE(tables->Apply(std::move(fits), {"ckpt-2", 2, 0}).ok());
+  EXPECT_EQ(tables->exact_rows(kExact), 300u);
+
+  const std::vector<std::byte> record(model.exact_dim * sizeof(float));
+  const table::ColdRecordWrite in_memory{301, record};
+  EXPECT_EQ(tables->WriteCold(kExact, {&in_memory, 1}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(tables->diverged());
+}
+
 TEST(CheckpointFollower, TieredTableNeedsADiskTierFolder) {
   TempDir dir;
   ASSERT_TRUE(WriteCheckpoint(dir.path(), TieredModel(), 1, 2).ok());
