@@ -201,15 +201,10 @@ ServedTables::~ServedTables() = default;
 
 StatusOr<std::unique_ptr<table::ColdRowStore>> ServedTables::OpenColdStore(
     const Table& t) const {
-  // Small buffers: a replica writes its stores only at switches and moves,
-  // and a full checkpoint's switch holds two stores for a while; their
-  // buffers are memory beyond the rows (the training tier's defaults, 16
-  // MiB of memtable and 8 of cache, doubled a small replica's RSS).
   return table::RocksDbColdRowStore::Open(
       disk_tier_.dir + "/table-" + std::to_string(t.spec.id()) + "." +
           std::to_string(t.generation++),
-      t.row_bytes(), disk_tier_.read_threads,
-      {.memtable_bytes = 4 << 20, .block_cache_bytes = 4 << 20});
+      t.row_bytes(), disk_tier_.read_threads);
 }
 
 StatusOr<std::unique_ptr<table::ColdRowStore>> ServedTables::NewColdStore(

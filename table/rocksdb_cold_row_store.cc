@@ -40,22 +40,22 @@ class DiscardLogger : public rocksdb::Logger {
   void Logv(const char* /*format*/, va_list /*ap*/) override {}
 };
 
-rocksdb::Options StoreOptions(const ColdStoreBuffers& buffers = {}) {
+rocksdb::Options StoreOptions() {
   rocksdb::Options o;
   o.create_if_missing = true;
   o.compression = rocksdb::kNoCompression;
   o.bottommost_compression = rocksdb::kNoCompression;
   rocksdb::BlockBasedTableOptions table;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-  table.block_cache = rocksdb::NewLRUCache(buffers.block_cache_bytes);
+  table.block_cache = rocksdb::NewLRUCache(8 << 20);
   table.checksum = rocksdb::kXXH3;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   // A small memtable with a bloom filter of its own: every promotion
   // reads and deletes and every demotion writes a random key, and the
-  // default 64 MiB skip list made each a chain of cache misses
-  // (ColdStoreBuffers' 16 MiB and the filter: 6.5 training steps/s instead
-  // of 5.3 on a table with 1/8 of its rows in memory).
-  o.write_buffer_size = buffers.memtable_bytes;
+  // default 64 MiB skip list made each a chain of cache misses (16 MiB and
+  // the filter: 6.5 training steps/s instead of 5.3 on a table with 1/8 of
+  // its rows in memory).
+  o.write_buffer_size = 16 << 20;
   o.memtable_prefix_bloom_size_ratio = 0.1;
   o.memtable_whole_key_filtering = true;
   o.info_log = std::make_shared<DiscardLogger>();
@@ -235,8 +235,7 @@ class PinnedView final : public ColdRowView {
 }  // namespace
 
 StatusOr<std::unique_ptr<ColdRowStore>> RocksDbColdRowStore::Open(
-    const std::string& dir, size_t record_bytes, int read_threads,
-    const ColdStoreBuffers& buffers) {
+    const std::string& dir, size_t record_bytes, int read_threads) {
   if (read_threads < 1) {
     return InvalidArgument("disk tier " + dir +
                            ": read threads must be >= 1, not " +
@@ -248,7 +247,7 @@ StatusOr<std::unique_ptr<ColdRowStore>> RocksDbColdRowStore::Open(
     return IOError("disk tier " + dir +
                    ": cannot create the folder: " + ec.message());
   }
-  const rocksdb::Options options = StoreOptions(buffers);
+  const rocksdb::Options options = StoreOptions();
   rocksdb::Status s = rocksdb::DestroyDB(dir, options);
   if (!s.ok()) return FromRocks(s, "cannot empty what was left there", dir);
   rocksdb::DB* db = nullptr;

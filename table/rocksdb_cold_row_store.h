@@ -39,14 +39,6 @@ class DB;
 
 namespace ps::table {
 
-// The memory a RocksDbColdRowStore may take beyond its files: its write
-// buffer (memtable; RocksDB keeps up to two while one is written out) and
-// its block cache.
-struct ColdStoreBuffers {
-  size_t memtable_bytes = 16 << 20;
-  size_t block_cache_bytes = 8 << 20;
-};
-
 class RocksDbColdRowStore final : public ColdRowStore {
  public:
   static constexpr int kDefaultReadThreads = 16;
@@ -57,8 +49,7 @@ class RocksDbColdRowStore final : public ColdRowStore {
   // written.
   static StatusOr<std::unique_ptr<ColdRowStore>> Open(
       const std::string& dir, size_t record_bytes,
-      int read_threads = kDefaultReadThreads,
-      const ColdStoreBuffers& buffers = {});
+      int read_threads = kDefaultReadThreads);
   ~RocksDbColdRowStore() override;
 
   size_t record_bytes() const override { return record_bytes_; }
