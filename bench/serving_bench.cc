@@ -20,16 +20,18 @@
 //   fresh_full_ms, verify_full_ms   the same for one full checkpoint after
 //                          the lookups (the replica compares it whole)
 //   loaded_rss_mib         ps_serve's RSS once it served the first one
-//   peak_rss_mib           its peak RSS (VmHWM) over the switches after it
+//   peak_rss_increments_mib  its peak RSS (VmHWM) over the increments' switches
+//   peak_rss_mib           its peak RSS over the switches after the first
+//                          load, the full checkpoint's included
 // With --tier_fraction=F (0 < F < 1) the table is tiered (when_full:
 // WHEN_FULL_MOVE_TO_DISK, capacity F of its rows): the replica keeps that
 // many rows in memory and the others in its disk tier (--disk_tier_dir in
 // --dir). With --zipf=S (> 0) each lookup draws its keys from a Zipf law
-// of exponent S over every key (a pool of 512 lookups, cycled) instead of
-// the same spread-out keys each time. --label names the samples
-// (lookups_per_s_<t>_<label>, fresh_ms_<label>, ...).
-// It also writes --redis_load (RESP SET commands: the lookup keys' rows as
-// 64-byte binary values, for redis-cli --pipe) and --redis_keys (the keys'
+// of exponent S over every key (a pool of 8,192 lookups, cycled: more keys than
+// a tiered table holds in memory) instead of the same spread-out keys each
+// time. --label names the samples (lookups_per_s_<t>_<label>, fresh_ms_<label>,
+// ...). It also writes --redis_load (RESP SET commands: the lookup keys' rows
+// as 64-byte binary values, for redis-cli --pipe) and --redis_keys (the keys'
 // names, one per line), so that the script's Redis peer serves the same
 // rows.
 #include <gflags/gflags.h>
@@ -226,7 +228,7 @@ int Run() {
   for (uint64_t i = 0; lookup.size() < FLAGS_lookup_keys; i += 997) {
     lookup.push_back(all[i % FLAGS_rows]);
   }
-  constexpr size_t kPoolLookups = 512;
+  constexpr size_t kPoolLookups = 8192;
   const std::vector<uint64_t> pool =
       FLAGS_zipf > 0
           ? ZipfPool(all, FLAGS_zipf, kPoolLookups, FLAGS_lookup_keys)

@@ -17,9 +17,9 @@
 #    same way, and reads ps_serve's RSS: once it served the first
 #    checkpoint, and its peak (VmHWM, reset after that load) over every
 #    switch since.
-#  - a table larger than the replica's memory: the same bench, tcp only,
-#    each lookup's 1,000 keys drawn from a Zipf law (exponent 0.9, as the
-#    Criteo log's large fields) over the 10^6 keys, once with the table
+#  - a table larger than the replica's memory: the same bench on a table
+#    of 10^7 keys, tcp only, each lookup's 1,000 keys drawn from a Zipf law
+#    (exponent 0.9, as the Criteo log's large fields), once with the table
 #    tiered (when_full: WHEN_FULL_MOVE_TO_DISK, 1/8 of its rows in the
 #    replica's memory, the others in its disk tier) and once all in memory
 #    (the peer). The disk tier's files sit in the page cache here (no memory
@@ -44,6 +44,10 @@
 #   serving_tiered_p99_ms_tcp        their p99s
 #   serving_tiered_loaded_rss_mib    the replica's RSS once loaded; peer:
 #                                    the replica holding it all in memory
+#   serving_tiered_switch_peak_rss_mib  its peak RSS over the switches (the
+#                                    increments and the full checkpoint,
+#                                    which writes a new disk store); peer:
+#                                    its RSS once loaded
 # With --json, writes
 #   {"results": [{"name", "value", "unit", "peer", "peer_value", "ratio"}]}
 set -euo pipefail
@@ -74,13 +78,14 @@ for i in $(seq "$reps"); do
     --redis_keys="$work/redis.keys" | tee -a "$results" >&2
 
   for tier in memory tiered; do
-    echo "== run $i/$reps: Zipf lookups, table $tier (tcp) for ${seconds}s" >&2
+    echo "== run $i/$reps: Zipf lookups, 10^7 keys, table $tier (tcp) for ${seconds}s" >&2
     fraction=0
     [ "$tier" = tiered ] && fraction=0.125
     "$build_dir/bench/serving_bench" --dir="$work/serving" \
       --serve_bin="$build_dir/serving/ps_serve" --seconds="$seconds" \
-      --poll_ms=5 --transports=tcp --zipf=0.9 --tier_fraction="$fraction" \
-      --label="$tier" | grep -v '^fresh\|^verify' | tee -a "$results" >&2
+      --rows=10000000 --poll_ms=5 --transports=tcp --zipf=0.9 \
+      --tier_fraction="$fraction" --label="$tier" |
+      grep -v '^fresh\|^verify' | tee -a "$results" >&2
   done
 
   echo "== run $i/$reps: Redis MGET of the same 1,000 rows" >&2
@@ -117,5 +122,6 @@ done
   echo "row serving_tiered_lookups_per_s_tcp lookups/s lookups_per_s_tcp_tiered lookups_per_s_tcp_memory higher the table in memory"
   echo "row serving_tiered_p99_ms_tcp ms p99_ms_tcp_tiered p99_ms_tcp_memory lower the table in memory"
   echo "row serving_tiered_loaded_rss_mib MiB loaded_rss_mib_tiered loaded_rss_mib_memory lower the table in memory"
+  echo "row serving_tiered_switch_peak_rss_mib MiB peak_rss_mib_tiered loaded_rss_mib_tiered lower its RSS once loaded"
   echo "extra redis_p99_ms ms redis_p99_ms - - -"
 } | bench_report ${json:+--json="$json"}

@@ -67,7 +67,7 @@ class CheckpointFollower {
     // replica left are removed at the first Poll).
     DiskTier disk_tier;
     // Rows per tiered table that each Poll brings into memory from those
-    // lookups read from disk (ServedTables::Promote).
+    // lookups read from disk twice (ServedTables::Promote).
     size_t promote_per_poll = 8192;
   };
   explicit CheckpointFollower(Options options);

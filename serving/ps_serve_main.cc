@@ -102,9 +102,9 @@ DEFINE_int32(disk_tier_read_threads, 16,
              "(a thread each, waiting on the disk) [1, 256].");
 DEFINE_uint32(promote_per_poll, 8192,
               "Rows per tiered table that each poll (--poll_ms) brings into "
-              "memory from those lookups read from disk, moving out rows "
-              "no lookup read lately [0, 16777216]; 0: none move after "
-              "the first load.");
+              "memory from those lookups read from disk twice, moving out "
+              "rows no lookup read lately [0, 16777216]; 0: none move "
+              "after the first load.");
 
 namespace {
 

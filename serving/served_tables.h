@@ -26,8 +26,8 @@
 // checkpoint.
 // Which rows stay in memory: lookups mark the rows they read (a CLOCK bit)
 // and queue the keys they read from disk; Promote (the writer's, between
-// polls) brings those in, moving out rows no lookup marked since the
-// clock's hand last passed. A full checkpoint compared with the served one
+// polls) brings in those read twice, moving out rows no lookup marked
+// since the clock's hand last passed. A full checkpoint compared with the served one
 // writes the rows not in memory into a new store, which replaces the old
 // at the switch (disk, not memory, holds two copies for a while).
 //
@@ -200,9 +200,9 @@ class ServedTables {
   StatusOr<std::unique_ptr<table::ColdRowStore>> NewColdStore(
       uint32_t table_id) const;
   // Brings into memory up to `max_keys` rows per tiered table that lookups
-  // read from disk since the last call, moving out rows lookups have not
-  // read lately to make room; the rows' values do not change. Returns the
-  // rows moved in.
+  // read from disk twice (since the last call, or once before and once
+  // since), moving out rows lookups have not read lately to make room; the
+  // rows' values do not change. Returns the rows moved in.
   StatusOr<uint64_t> Promote(size_t max_keys);
 
  private:
