@@ -156,6 +156,19 @@ void WriteExactIncrement(const std::string& root, const Model& model,
   ASSERT_TRUE(checkpoint::CommitCheckpoint(c).ok());
 }
 
+// Gives 1% of every table's rows of `model` version `version` (the others
+// version 0); returns which rows those are, for an incremental checkpoint.
+std::function<bool(uint32_t, uint64_t)> ChangeOnePercent(Model* model,
+                                                         uint32_t version) {
+  auto is_changed = [](uint32_t, uint64_t id) {
+    return protocol::Mix64(id + 1) % 100 == 0;
+  };
+  model->version = [is_changed, version](uint32_t t, uint64_t id) {
+    return is_changed(t, id) ? version : 0u;
+  };
+  return is_changed;
+}
+
 CheckpointFollower::PollResult PollOk(CheckpointFollower* f) {
   auto r = f->Poll();
   EXPECT_TRUE(r.ok()) << r.status();
@@ -176,13 +189,7 @@ TEST(CheckpointFollower, FollowsIncrementsTombstonesAndFullCheckpoints) {
                model, 2);
 
   // 1% of every table's rows change: only they are applied.
-  auto is_changed = [](uint32_t, uint64_t id) {
-    return protocol::Mix64(id + 1) % 100 == 0;
-  };
-  model.version = [is_changed](uint32_t t, uint64_t id) {
-    return is_changed(t, id) ? 1u : 0u;
-  };
-  std::function<bool(uint32_t, uint64_t)> changed = is_changed;
+  std::function<bool(uint32_t, uint64_t)> changed = ChangeOnePercent(&model, 1);
   ASSERT_TRUE(
       WriteCheckpoint(dir.path(), model, 2, 2, CheckpointDirName(1), &changed)
           .ok());
@@ -203,9 +210,7 @@ TEST(CheckpointFollower, FollowsIncrementsTombstonesAndFullCheckpoints) {
 
   // A full checkpoint: compared, only what differs applied (the changed
   // rows of version 2, the key of step 3 back, 4242 gone again).
-  model.version = [is_changed](uint32_t t, uint64_t id) {
-    return is_changed(t, id) ? 2u : 0u;
-  };
+  ChangeOnePercent(&model, 2);
   ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 4, 2).ok());
   r = PollOk(&follower);
   EXPECT_EQ(r.action, FollowAction::kCompared);
@@ -411,13 +416,7 @@ TEST(CheckpointFollower, TieredTableFollowsIncrementsTombstonesAndFullOnes) {
   EXPECT_GT(served->tier_stats(kExact).disk_reads, 2000u);
 
   // 1% of the rows change, in both tiers.
-  auto is_changed = [](uint32_t, uint64_t id) {
-    return protocol::Mix64(id + 1) % 100 == 0;
-  };
-  model.version = [is_changed](uint32_t t, uint64_t id) {
-    return is_changed(t, id) ? 1u : 0u;
-  };
-  std::function<bool(uint32_t, uint64_t)> changed = is_changed;
+  std::function<bool(uint32_t, uint64_t)> changed = ChangeOnePercent(&model, 1);
   ASSERT_TRUE(
       WriteCheckpoint(dir.path(), model, 2, 2, CheckpointDirName(1), &changed)
           .ok());
@@ -438,9 +437,7 @@ TEST(CheckpointFollower, TieredTableFollowsIncrementsTombstonesAndFullOnes) {
 
   // A full checkpoint: the rows not in memory go to a new store, which
   // replaces the old one (whose folder goes with it).
-  model.version = [is_changed](uint32_t t, uint64_t id) {
-    return is_changed(t, id) ? 2u : 0u;
-  };
+  ChangeOnePercent(&model, 2);
   ASSERT_TRUE(WriteCheckpoint(dir.path(), model, 4, 2).ok());
   EXPECT_EQ(PollOk(follower.get()).action, FollowAction::kCompared);
   ExpectServes(*served, JoinPath(dir.path(), CheckpointDirName(4)), model, 2);
