@@ -27,9 +27,9 @@
 // Which rows stay in memory: lookups mark the rows they read (a CLOCK bit)
 // and queue the keys they read from disk; Promote (the writer's, between
 // polls) brings in those read twice, moving out rows no lookup marked
-// since the clock's hand last passed. A full checkpoint compared with the served one
-// writes the rows not in memory into a new store, which replaces the old
-// at the switch (disk, not memory, holds two copies for a while).
+// since the clock's hand last passed. A full checkpoint compared with the
+// served one writes the rows not in memory into a new store, which replaces the
+// old at the switch (disk, not memory, holds two copies for a while).
 //
 // What a lookup returns for a key: HASHED, its row (the hashing trick:
 // every id has one); DENSE, row `key` (kInvalidArgument past the table);
