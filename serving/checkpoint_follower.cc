@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -49,6 +51,54 @@ class LoadSink : public checkpoint::ChainRowSink {
   std::atomic<uint64_t> rows_{0};
 };
 
+// Rows for a tiered table's disk store, handed to `write` 4,096 at a time
+// (a batch in memory, not the whole checkpoint's rows).
+class ColdBatch {
+ public:
+  using WriteFn =
+      std::function<Status(std::span<const table::ColdRecordWrite>)>;
+  ColdBatch(size_t row_bytes, WriteFn write)
+      : row_bytes_(row_bytes), write_(std::move(write)) {}
+
+  // `values` (row_bytes) stored under `key`; nullptr: the key's row deleted.
+  Status Add(uint64_t key, const void* values) {
+    keys_.push_back(key);
+    if (values == nullptr) {
+      at_.push_back(kErase);
+    } else {
+      at_.push_back(records_.size());
+      const auto* bytes = static_cast<const std::byte*>(values);
+      records_.insert(records_.end(), bytes, bytes + row_bytes_);
+    }
+    return keys_.size() == kRows ? Flush() : Status::OK();
+  }
+
+  Status Flush() {
+    std::vector<table::ColdRecordWrite> writes;
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      writes.push_back(
+          {keys_[i], at_[i] == kErase
+                         ? std::span<const std::byte>()
+                         : std::span<const std::byte>(records_.data() + at_[i],
+                                                      row_bytes_)});
+    }
+    PS_RETURN_IF_ERROR(write_(writes));
+    keys_.clear();
+    at_.clear();
+    records_.clear();
+    return Status::OK();
+  }
+
+ private:
+  static constexpr size_t kRows = 4096;
+  static constexpr size_t kErase = SIZE_MAX;
+  const size_t row_bytes_;
+  const WriteFn write_;
+  std::vector<uint64_t> keys_;
+  std::vector<size_t> at_;  // of each key's record in records_, or kErase
+  std::vector<std::byte> records_;
+};
+
 // A whole chain compared with the served rows: the rows that differ are
 // staged. A row staged once is staged again whatever it holds (the
 // increments' rows come after the base's and replace them). The EXACT rows
@@ -59,6 +109,23 @@ class DiffSink : public checkpoint::ChainRowSink {
  public:
   DiffSink(const ServedTables& tables, ServedChanges* changes)
       : tables_(tables), changes_(changes) {}
+
+  // A new, empty store for each tiered table (even one whose rows will all
+  // fit in memory: the old store holds rows the chain may no longer have).
+  Status OpenStores() {
+    for (const auto& spec : tables_.manifest().tables()) {
+      if (!tables_.tiered(spec.id())) continue;
+      PS_ASSIGN_OR_RETURN(std::unique_ptr<table::ColdRowStore> store,
+                          tables_.NewColdStore(spec.id()));
+      table::ColdRowStore* to = store.get();
+      changes_->cold_stores.push_back({spec.id(), std::move(store)});
+      stores_.try_emplace(spec.id(), spec.dim() * sizeof(float),
+                          [to](std::span<const table::ColdRecordWrite> w) {
+                            return to->Write(w);
+                          });
+    }
+    return Status::OK();
+  }
 
   Status Rows(const ps::proto::TableSpec& spec, uint64_t first, uint64_t rows,
               const char* values) override {
@@ -100,22 +167,10 @@ class DiffSink : public checkpoint::ChainRowSink {
   }
 
   // The served EXACT keys the chain did not have: erased. The new disk
-  // stores completed and handed to the changes.
+  // stores completed.
   Status Finish() {
     PS_RETURN_IF_ERROR(Compare());
-    // A tiered table whose rows all fit in memory still gets a new, empty
-    // store: the old one holds rows the chain may no longer have.
-    for (const auto& spec : tables_.manifest().tables()) {
-      NewStore& store = stores_[spec.id()];
-      if (!tables_.tiered(spec.id()) || store.store != nullptr) continue;
-      PS_ASSIGN_OR_RETURN(store.store, tables_.NewColdStore(spec.id()));
-      store.dim = spec.dim();
-    }
-    for (auto& [table, store] : stores_) {
-      if (store.store == nullptr) continue;
-      PS_RETURN_IF_ERROR(store.Flush());
-      changes_->cold_stores.push_back({table, std::move(store.store)});
-    }
+    for (auto& [table, batch] : stores_) PS_RETURN_IF_ERROR(batch.Flush());
     for (const auto& spec : tables_.manifest().tables()) {
       if (spec.kind() != ps::proto::EXACT) continue;
       const std::vector<uint8_t>& seen = seen_[spec.id()];
@@ -130,32 +185,6 @@ class DiffSink : public checkpoint::ChainRowSink {
 
  private:
   static constexpr size_t kBatch = 64;
-  // A new disk store being filled, its writes batched.
-  struct NewStore {
-    std::unique_ptr<table::ColdRowStore> store;
-    std::vector<uint64_t> keys;
-    std::vector<float> values;
-    uint32_t dim = 0;
-
-    Status Add(uint64_t key, const float* v) {
-      keys.push_back(key);
-      values.insert(values.end(), v, v + dim);
-      return keys.size() == 4096 ? Flush() : Status::OK();
-    }
-    Status Flush() {
-      std::vector<table::ColdRecordWrite> batch;
-      for (size_t i = 0; i < keys.size(); ++i) {
-        batch.push_back(
-            {keys[i],
-             {reinterpret_cast<const std::byte*>(values.data() + i * dim),
-              dim * sizeof(float)}});
-      }
-      PS_RETURN_IF_ERROR(store->Write(batch));
-      keys.clear();
-      values.clear();
-      return Status::OK();
-    }
-  };
   struct Pending {
     uint32_t table, dim;
     uint64_t key;
@@ -167,12 +196,7 @@ class DiffSink : public checkpoint::ChainRowSink {
       const uint32_t slot = tables_.KeySlot(p.table, p.key);
       const float* values = pending_values_.data() + p.at;
       if (slot == ServedTables::kNoSlot && tables_.tiered(p.table)) {
-        NewStore& store = stores_[p.table];
-        if (store.store == nullptr) {
-          PS_ASSIGN_OR_RETURN(store.store, tables_.NewColdStore(p.table));
-          store.dim = p.dim;
-        }
-        PS_RETURN_IF_ERROR(store.Add(p.key, values));
+        PS_RETURN_IF_ERROR(stores_.at(p.table).Add(p.key, values));
         continue;
       }
       if (slot != ServedTables::kNoSlot) {
@@ -197,7 +221,8 @@ class DiffSink : public checkpoint::ChainRowSink {
   std::unordered_map<uint32_t, std::unordered_set<uint64_t>> staged_rows_;
   // EXACT: the served slots the chain has a key for.
   std::unordered_map<uint32_t, std::vector<uint8_t>> seen_;
-  std::unordered_map<uint32_t, NewStore> stores_;  // tiered tables'
+  // Tiered tables: the rows not in memory, for their new stores.
+  std::unordered_map<uint32_t, ColdBatch> stores_;
   std::vector<Pending> pending_;
   std::vector<float> pending_values_;
 };
@@ -220,8 +245,8 @@ class IncrementSink : public checkpoint::EntrySink {
       changes_->AddRows(t, id, rows, value.data(), dim);
     } else if (tables_->tiered(t) &&
                tables_->KeySlot(t, id) == ServedTables::kNoSlot) {
-      return ToDisk(t, id, value.empty() ? nullptr : value.data(),
-                    dim * sizeof(float));
+      ++rows_to_disk_;
+      return Batch(t, dim).Add(id, value.empty() ? nullptr : value.data());
     } else if (value.empty()) {
       changes_->EraseKey(t, id);
     } else {
@@ -232,56 +257,24 @@ class IncrementSink : public checkpoint::EntrySink {
 
   // The batches not yet written.
   Status Flush() {
-    for (auto& [table, batch] : batches_) {
-      PS_RETURN_IF_ERROR(Write(table, &batch));
-    }
+    for (auto& [table, batch] : batches_) PS_RETURN_IF_ERROR(batch.Flush());
     return Status::OK();
   }
   uint64_t rows_to_disk() const { return rows_to_disk_; }
 
  private:
-  struct Batch {
-    std::vector<uint64_t> keys;
-    std::vector<std::byte> records;  // row_bytes each; none for an erase
-    std::vector<bool> erase;
-    size_t row_bytes = 0;
-  };
-
-  Status ToDisk(uint32_t table, uint64_t key, const char* values,
-                size_t row_bytes) {
-    Batch& b = batches_[table];
-    b.row_bytes = row_bytes;
-    b.keys.push_back(key);
-    b.erase.push_back(values == nullptr);
-    if (values != nullptr) {
-      const auto* bytes = reinterpret_cast<const std::byte*>(values);
-      b.records.insert(b.records.end(), bytes, bytes + row_bytes);
-    }
-    ++rows_to_disk_;
-    return b.keys.size() == 4096 ? Write(table, &b) : Status::OK();
-  }
-
-  Status Write(uint32_t table, Batch* b) {
-    std::vector<table::ColdRecordWrite> writes;
-    size_t at = 0;
-    for (size_t i = 0; i < b->keys.size(); ++i) {
-      if (b->erase[i]) {
-        writes.push_back({b->keys[i], {}});
-      } else {
-        writes.push_back({b->keys[i], {b->records.data() + at, b->row_bytes}});
-        at += b->row_bytes;
-      }
-    }
-    PS_RETURN_IF_ERROR(tables_->WriteCold(table, writes));
-    b->keys.clear();
-    b->records.clear();
-    b->erase.clear();
-    return Status::OK();
+  ColdBatch& Batch(uint32_t table_id, uint32_t dim) {
+    auto write = [tables = tables_,
+                  table_id](std::span<const table::ColdRecordWrite> w) {
+      return tables->WriteCold(table_id, w);
+    };
+    return batches_.try_emplace(table_id, dim * sizeof(float), write)
+        .first->second;
   }
 
   ServedTables* tables_;
   ServedChanges* changes_;
-  std::unordered_map<uint32_t, Batch> batches_;
+  std::unordered_map<uint32_t, ColdBatch> batches_;
   uint64_t rows_to_disk_ = 0;
 };
 
@@ -475,6 +468,7 @@ Status CheckpointFollower::ApplyDifferences(const CheckpointInfo& c,
                       checkpoint::ChainReader::Open(c.path, {}));
   ServedChanges changes;
   DiffSink sink(*tables, &changes);
+  PS_RETURN_IF_ERROR(sink.OpenStores());
   for (uint32_t shard : tables->shards()) {
     // One reader: the sink compares on this thread.
     PS_RETURN_IF_ERROR(reader->ReadShard(shard, ScanFor(1), &sink));

@@ -261,6 +261,17 @@ inline StatusOr<proto::Manifest> WriteCheckpoint(
   return CommitCheckpoint(c);
 }
 
+// Damages shard `shard` of the checkpoint in `checkpoint_dir`: each of its
+// SST files cut to half its size (a restore or scan of it is kCorruption).
+inline void CutShardShort(const std::string& checkpoint_dir, uint32_t shard) {
+  for (const auto& e : std::filesystem::directory_iterator(
+           JoinPath(checkpoint_dir, ShardDirName(shard)))) {
+    if (e.path().extension() == ".sst") {
+      std::filesystem::resize_file(e.path(), e.file_size() / 2);
+    }
+  }
+}
+
 // The steps of every checkpoint directory under `root`, ascending.
 inline std::vector<uint64_t> Steps(const std::string& root) {
   std::vector<uint64_t> s;

@@ -53,6 +53,17 @@ class Replica:
             time.sleep(0.02)
         return self.port_file.read_text().strip()
 
+    def metric(self, line_start):
+        """The value of the metrics line (--metrics_port) that starts with
+        `line_start`, scraped now."""
+        url = re.search(r"metrics: (http://\S+)",
+                        self.log_path.read_text()).group(1)
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        for line in text.splitlines():
+            if line.startswith(line_start):
+                return float(line.split()[-1])
+        raise AssertionError(f"no {line_start} in\n{text}")
+
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
@@ -110,6 +121,13 @@ def expected_rows(table, ids):
         if k in where:
             out[i] = rows[where[k]]
     return out
+
+
+def assert_as_exported(found, table, ids, ckpt, folder):
+    """`found`, a lookup of `ids` in `table`, is byte-identical to the
+    checkpoint under `ckpt` it names."""
+    want = expected_rows(exported(ckpt, found.step, folder)[0][table], ids)
+    assert found.rows.tobytes() == want.tobytes()
 
 
 def test_replicas_follow_a_training_job(servers, replicas, tmp_path):
@@ -204,20 +222,25 @@ def test_replicas_follow_a_training_job(servers, replicas, tmp_path):
     again = replicas(ckpt, "a-again")
     fresh = ps.serving.Client([again.address()])
     found = fresh.lookup("ids", exact_keys)
-    want = expected_rows(exported(ckpt, found.step, tmp_path)[0]["ids"],
-                         exact_keys)
-    assert found.rows.tobytes() == want.tobytes()
+    assert_as_exported(found, "ids", exact_keys, ckpt, tmp_path)
 
 
-def test_lookup_refusals(servers, replicas, tmp_path):
+def one_checkpoint(servers, tmp_path, table, rows):
+    """A one-server job whose `table` got ones at keys 0..rows-1,
+    checkpointed at step 1: (the cluster, its checkpoint folder)."""
     ckpt = tmp_path / "ckpt"
     cluster = servers(TABLES, num_shards=1, num_workers=1,
                       checkpoint_dir=str(ckpt), checkpoint_every_steps=1)
     client = cluster.client()
-    client.push("emb", np.arange(4, dtype=np.int64),
-                np.ones((4, DIM), np.float32))
+    client.push(table, np.arange(rows, dtype=np.int64),
+                np.ones((rows, DIM), np.float32))
     client.clock()
     client.checkpoints().checkpoint(1)
+    return cluster, ckpt
+
+
+def test_lookup_refusals(servers, replicas, tmp_path):
+    cluster, ckpt = one_checkpoint(servers, tmp_path, "emb", 4)
     replica = replicas(ckpt, "r")
     lookups = ps.serving.Client(replica.address())
     with pytest.raises(ps.errors.NotFoundError):
@@ -234,27 +257,11 @@ def test_lookup_refusals(servers, replicas, tmp_path):
 
 
 def test_replica_metrics(servers, replicas, tmp_path):
-    ckpt = tmp_path / "ckpt"
-    cluster = servers(TABLES, num_shards=1, num_workers=1,
-                      checkpoint_dir=str(ckpt), checkpoint_every_steps=1)
-    client = cluster.client()
-    client.push("ids", np.arange(5, dtype=np.int64),
-                np.ones((5, DIM), np.float32))
-    client.clock()
-    client.checkpoints().checkpoint(1)
+    _, ckpt = one_checkpoint(servers, tmp_path, "ids", 5)
     replica = replicas(ckpt, "m", "--metrics_port=0")
     lookups = ps.serving.Client([replica.address()])
     lookups.lookup("ids", np.arange(10, dtype=np.int64))  # 5 without a row
-    url = re.search(r"metrics: (http://\S+)",
-                    replica.log_path.read_text()).group(1)
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-
-    def value(line_start):
-        for line in text.splitlines():
-            if line.startswith(line_start):
-                return float(line.split()[-1])
-        raise AssertionError(f"no {line_start} in\n{text}")
-
+    value = replica.metric
     assert value("ps_serve_checkpoint_step ") >= 1
     assert value("ps_serve_checkpoint_commit_time_seconds ") > 1.6e9
     assert value("ps_serve_seconds_behind_newest ") >= 0
@@ -295,19 +302,12 @@ def test_replica_serves_a_table_larger_than_its_memory(servers, replicas,
     replica = replicas(ckpt, "tiered", f"--disk_tier_dir={tier}",
                        "--metrics_port=0")
     lookups = ps.serving.Client([replica.address()])
-    url = re.search(r"metrics: (http://\S+)",
-                    replica.log_path.read_text()).group(1)
 
     def metric(name):
-        text = urllib.request.urlopen(url, timeout=10).read().decode()
-        for line in text.splitlines():
-            if line.startswith(name + '{table="big"}'):
-                return float(line.split()[-1])
-        raise AssertionError(f"no {name} in\n{text}")
+        return replica.metric(name + '{table="big"}')
 
     found = lookups.lookup("big", keys)
-    want = expected_rows(exported(ckpt, found.step, tmp_path)[0]["big"], keys)
-    assert found.rows.tobytes() == want.tobytes()
+    assert_as_exported(found, "big", keys, ckpt, tmp_path)
     assert metric("ps_serve_tier_memory_bound_rows") == 64
     assert metric("ps_serve_tier_memory_rows") <= 64
     assert metric("ps_serve_tier_disk_reads_total") >= 600 - 64
@@ -334,14 +334,12 @@ def test_replica_serves_a_table_larger_than_its_memory(servers, replicas,
     while (found := lookups.lookup("big", keys)).step < 2:
         assert time.monotonic() < deadline, "checkpoint 2 never served"
         time.sleep(0.05)
-    want = expected_rows(exported(ckpt, found.step, tmp_path)[0]["big"], keys)
-    assert found.rows.tobytes() == want.tobytes()
+    assert_as_exported(found, "big", keys, ckpt, tmp_path)
 
     # kill -9, then a restart on the same folder: what the killed replica
     # left there is removed, and a complete checkpoint is served again.
     replica.kill()
     again = replicas(ckpt, "tiered-again", f"--disk_tier_dir={tier}")
     found = ps.serving.Client([again.address()]).lookup("big", keys)
-    want = expected_rows(exported(ckpt, found.step, tmp_path)[0]["big"], keys)
-    assert found.rows.tobytes() == want.tobytes()
+    assert_as_exported(found, "big", keys, ckpt, tmp_path)
     assert sorted(p.name for p in tier.iterdir()) == ["tables-0"]

@@ -231,13 +231,8 @@ TEST(CheckpointFollower, DamagedCheckpointIsSkippedAndTheServedOneStays) {
   Model next;
   next.version = [](uint32_t, uint64_t) { return 5u; };
   ASSERT_TRUE(WriteCheckpoint(dir.path(), next, 2, 2).ok());
-  const std::string shard1 =
-      JoinPath(JoinPath(dir.path(), CheckpointDirName(2)), "shard-1");
-  for (const auto& e : std::filesystem::directory_iterator(shard1)) {
-    if (e.path().extension() == ".sst") {
-      std::filesystem::resize_file(e.path(), e.file_size() / 2);
-    }
-  }
+  checkpoint::testing::CutShardShort(JoinPath(dir.path(), CheckpointDirName(2)),
+                                     1);
   auto r = follower.Poll();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status();
@@ -548,13 +543,8 @@ TEST(CheckpointFollower, TieredTableRecoversFromAnIncrementThatFailsMidway) {
       WriteCheckpoint(dir.path(), next, 2, 2, CheckpointDirName(1), &all).ok());
   ASSERT_TRUE(
       WriteCheckpoint(dir.path(), next, 3, 2, CheckpointDirName(2), &all).ok());
-  const std::string shard1 =
-      JoinPath(JoinPath(dir.path(), CheckpointDirName(3)), "shard-1");
-  for (const auto& e : std::filesystem::directory_iterator(shard1)) {
-    if (e.path().extension() == ".sst") {
-      std::filesystem::resize_file(e.path(), e.file_size() / 2);
-    }
-  }
+  checkpoint::testing::CutShardShort(JoinPath(dir.path(), CheckpointDirName(3)),
+                                     1);
   auto r = follower.Poll();
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(served->diverged()) << r.status();

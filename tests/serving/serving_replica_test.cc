@@ -288,12 +288,7 @@ TEST(ServingReplicas, DamagedCheckpointIsSkippedWithItsReason) {
   const std::string staging = JoinPath(dir.path(), "staging");
   ASSERT_TRUE(WriteCheckpoint(staging, next, 2, 2).ok());
   const std::string damaged = JoinPath(staging, CheckpointDirName(2));
-  for (const auto& e : std::filesystem::directory_iterator(
-           JoinPath(damaged, checkpoint::ShardDirName(1)))) {
-    if (e.path().extension() == ".sst") {
-      std::filesystem::resize_file(e.path(), e.file_size() / 2);
-    }
-  }
+  checkpoint::testing::CutShardShort(damaged, 1);
   std::filesystem::rename(damaged, JoinPath(root, CheckpointDirName(2)));
   // Its reason in the log, and the rows of checkpoint 1 meanwhile.
   const auto deadline =
