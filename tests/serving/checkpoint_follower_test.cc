@@ -156,6 +156,26 @@ void WriteExactIncrement(const std::string& root, const Model& model,
   ASSERT_TRUE(checkpoint::CommitCheckpoint(c).ok());
 }
 
+// The values of `out` (ids.size() rows of `dim`) that differ from the
+// model's rows `ids` (HASHED: global rows; EXACT: keys) of `table` at
+// version `version` (the version every row of checkpoint `version` has).
+uint64_t Mismatches(const Model& base, uint32_t table, uint64_t version,
+                    const std::vector<uint64_t>& ids,
+                    const std::vector<float>& out, uint32_t dim) {
+  Model at = base;
+  at.version = [v = static_cast<uint32_t>(version)](uint32_t, uint64_t) {
+    return v;
+  };
+  uint64_t wrong = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (uint32_t j = 0; j < dim; ++j) {
+      const float want = at.Value(table, ids[i], j, -1);
+      if (!SameBits(&out[i * dim + j], &want, 1)) ++wrong;
+    }
+  }
+  return wrong;
+}
+
 // Gives 1% of every table's rows of `model` version `version` (the others
 // version 0); returns which rows those are, for an incremental checkpoint.
 std::function<bool(uint32_t, uint64_t)> ChangeOnePercent(Model* model,
@@ -327,8 +347,12 @@ TEST(CheckpointFollower, LookupsDuringSwitchesSeeOneCheckpoint) {
   ASSERT_EQ(PollOk(&follower).action, FollowAction::kLoaded);
 
   std::vector<uint64_t> keys;
-  for (uint64_t i = 0; i < 512; ++i) keys.push_back(protocol::Mix64(i));
+  std::vector<uint64_t> rows;  // the keys' global rows
   const auto map = protocol::ShardMap::ForTable(model.Specs()[0], 2);
+  for (uint64_t i = 0; i < 512; ++i) {
+    keys.push_back(protocol::Mix64(i));
+    rows.push_back(map.GlobalRow(keys.back()));
+  }
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> lookups{0}, wrong{0};
   const Model base = model;  // the readers' (the writer changes `model`)
@@ -340,18 +364,8 @@ TEST(CheckpointFollower, LookupsDuringSwitchesSeeOneCheckpoint) {
         wrong.fetch_add(1);
         continue;
       }
-      Model at = base;
-      const uint32_t v = static_cast<uint32_t>(r->checkpoint.step);
-      at.version = [v](uint32_t, uint64_t) { return v; };
-      for (size_t i = 0; i < keys.size(); ++i) {
-        const uint64_t row = map.GlobalRow(keys[i]);
-        for (uint32_t j = 0; j < base.hashed_dim; ++j) {
-          const float want = at.Value(kHashed, row, j, -1);
-          if (!SameBits(&out[i * base.hashed_dim + j], &want, 1)) {
-            wrong.fetch_add(1);
-          }
-        }
-      }
+      wrong.fetch_add(Mismatches(base, kHashed, r->checkpoint.step, rows, out,
+                                 base.hashed_dim));
       lookups.fetch_add(1);
     }
   };
@@ -639,17 +653,8 @@ TEST(CheckpointFollower, TieredLookupsDuringSwitchesAndMovesSeeOneCheckpoint) {
         wrong.fetch_add(1);
         continue;
       }
-      Model at = base;
-      const uint32_t v = static_cast<uint32_t>(r->checkpoint.step);
-      at.version = [v](uint32_t, uint64_t) { return v; };
-      for (size_t i = 0; i < keys.size(); ++i) {
-        for (uint32_t j = 0; j < base.exact_dim; ++j) {
-          const float want = at.Value(kExact, keys[i], j, -1);
-          if (!SameBits(&out[i * base.exact_dim + j], &want, 1)) {
-            wrong.fetch_add(1);
-          }
-        }
-      }
+      wrong.fetch_add(Mismatches(base, kExact, r->checkpoint.step, keys, out,
+                                 base.exact_dim));
       lookups.fetch_add(1);
     }
   };
