@@ -75,6 +75,9 @@ std::string ShardDirName(uint32_t shard) {
 std::string ShardDoneName(uint32_t shard) {
   return ShardDirName(shard) + ".done";
 }
+std::string ShardDiskTierName(uint32_t shard, uint32_t table_id) {
+  return ShardDirName(shard) + ".disk-" + std::to_string(table_id);
+}
 std::string JoinPath(const std::string& a, const std::string& b) {
   return (std::filesystem::path(a) / b).string();
 }

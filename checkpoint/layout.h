@@ -3,6 +3,7 @@
 //
 //   <root>/ckpt-000000000120/shard-0/        RocksDB of shard 0 at step 120
 //   <root>/ckpt-000000000120/shard-0.done    its ShardEntry (framed)
+//   <root>/ckpt-000000000120/shard-0.disk-7/ table 7's rows on disk, linked
 //   <root>/ckpt-000000000120/MANIFEST        the Manifest (framed), LAST
 //
 // Framed file: "PSCK" magic, u32 frame version (kFrameVersion), u64
@@ -27,8 +28,11 @@ inline constexpr uint32_t kFrameVersion = 1;
 // The checkpoint format a Manifest records (format_version): what this
 // program writes, and the oldest it still reads. 2: HASHED/DENSE entries hold
 // runs of rows (checkpoint/row_codec.h); a program that reads only 1 refuses
-// such a checkpoint by its version instead of misreading its values.
-inline constexpr uint32_t kFormatVersion = 2;
+// such a checkpoint by its version instead of misreading its values. 3: an
+// EXACT table's rows on disk may lie in a database of their own
+// (ShardTableEntry.disk_tier_path), which a program that reads only 2 would
+// miss.
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr char kManifestName[] = "MANIFEST";
 
@@ -38,6 +42,8 @@ std::string CheckpointDirName(uint64_t step);
 bool ParseCheckpointDirName(const std::string& name, uint64_t* step);
 std::string ShardDirName(uint32_t shard);   // "shard-3"
 std::string ShardDoneName(uint32_t shard);  // "shard-3.done"
+// "shard-3.disk-7": table 7's rows on disk (ShardTableEntry.disk_tier_path).
+std::string ShardDiskTierName(uint32_t shard, uint32_t table_id);
 std::string JoinPath(const std::string& a, const std::string& b);
 
 // Writes `payload` framed, atomically (temp file + fsync + rename + fsync of

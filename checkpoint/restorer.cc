@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -54,9 +55,13 @@ class RestoreSink : public EntrySink {
     bool tombstone;  // the key has no row any more
   };
 
+  // `adopted`: the tables whose rows on disk in this shard the targets'
+  // sinks adopted (RestoredRowSink::Adopt): their entries on disk are
+  // counted, not put.
   RestoreSink(const RestoreTarget& target,
-              const std::unordered_map<uint32_t, TableTarget*>& targets)
-      : shard_id_(target.shard_id) {
+              const std::unordered_map<uint32_t, TableTarget*>& targets,
+              const std::set<uint32_t>* adopted)
+      : shard_id_(target.shard_id), adopted_(adopted) {
     for (const auto& [id, t] : targets) {
       tables_.emplace(id, PerTable{t,
                                    protocol::ShardMap(1, target.num_shards,
@@ -120,6 +125,22 @@ class RestoreSink : public EntrySink {
     return Status::OK();
   }
 
+  Status AddFromDisk(const ScanTable& table, uint64_t id,
+                     std::string_view value) override {
+    if (adopted_->count(table.spec->id()) == 0) {
+      return Add(table, id, 1, value);
+    }
+    PerTable& p = tables_.at(table.spec->id());
+    if (p.new_map.ShardOfKey(id) != shard_id_) {
+      return Corruption(TableWhere(*table.spec) + " key " + std::to_string(id) +
+                        " lies on disk in shard " + std::to_string(shard_id_) +
+                        "'s part, not its own");
+    }
+    p.optimizer_steps =
+        std::max(p.optimizer_steps, table.entry->optimizer_steps());
+    return p.target->exact_sink->CountAdopted(id);
+  }
+
   // After the scan: counters into the targets and `full_rows`, EXACT
   // entries into `exact_rows`. Call for the ranges in key order.
   void MergeInto(
@@ -164,6 +185,7 @@ class RestoreSink : public EntrySink {
   }
 
   const uint32_t shard_id_;
+  const std::set<uint32_t>* const adopted_;
   std::unordered_map<uint32_t, PerTable> tables_;
   const ScanTable* last_table_ = nullptr;
   PerTable* current_ = nullptr;
@@ -255,6 +277,18 @@ StatusOr<RestoreResult> RestoreShard(const std::string& checkpoint_path,
     targets[t.spec.id()] = &t;
   }
 
+  // EXACT tables continue their clock from the latest cut, before any row
+  // is restored.
+  for (auto& [id, t] : targets) {
+    if (t->spec.kind() != ps::proto::EXACT) continue;
+    for (const auto& shard : last.shards()) {
+      if (const auto* e = FindEntry(shard, id); e != nullptr) {
+        t->clock_s = std::max(t->clock_s, e->clock_seconds());
+      }
+    }
+    if (t->exact_sink != nullptr) t->exact_sink->ContinueClock(t->clock_s);
+  }
+
   // EXACT rows of the new shard, by key.
   std::unordered_map<uint32_t, std::map<uint64_t, ExactRow>> exact_rows;
   // HASHED/DENSE rows restored from the checkpoint where the table was last
@@ -290,6 +324,24 @@ StatusOr<RestoreResult> RestoreShard(const std::string& checkpoint_path,
         }
       }
     }
+    // Rows on disk of this shard in the same layout (every key stays here)
+    // are adopted: their files linked, not each row written. Only at the
+    // name the writer gives (ScanShard refuses any other).
+    std::set<uint32_t> adopted_here;
+    if (old_shards == target->num_shards && target->shard_id < old_shards) {
+      const uint32_t k = target->shard_id;
+      const proto::ShardEntry& shard = m.shards(static_cast<int>(k));
+      for (auto& [id, t] : targets) {
+        const proto::ShardTableEntry* e = FindEntry(shard, id);
+        if (t->exact_sink == nullptr || e == nullptr || !e->full() ||
+            e->disk_tier_path() != ShardDiskTierName(k, id)) {
+          continue;
+        }
+        PS_RETURN_IF_ERROR(
+            t->exact_sink->Adopt(JoinPath(c.path, e->disk_tier_path())));
+        adopted_here.insert(id);
+      }
+    }
     for (uint32_t k = 0; k < old_shards; ++k) {
       const proto::ShardEntry& shard = m.shards(static_cast<int>(k));
       // Does new shard target->shard_id need anything from old shard k?
@@ -306,9 +358,13 @@ StatusOr<RestoreResult> RestoreShard(const std::string& checkpoint_path,
         if (a < t->first_row + t->rows && t->first_row < b) needed = true;
       }
       if (!needed) continue;
+      const std::set<uint32_t> none;
+      const std::set<uint32_t>& adopted =
+          k == target->shard_id ? adopted_here : none;
       std::vector<std::unique_ptr<RestoreSink>> sinks;
       auto make_sink = [&](size_t) -> EntrySink* {
-        sinks.push_back(std::make_unique<RestoreSink>(*target, targets));
+        sinks.push_back(
+            std::make_unique<RestoreSink>(*target, targets, &adopted));
         return sinks.back().get();
       };
       PS_RETURN_IF_ERROR(ScanShard(c.path, m, shard,

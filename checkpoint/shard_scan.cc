@@ -17,12 +17,13 @@
 #include "checkpoint/manifest_entries.h"
 #include "checkpoint/rocksdb_options.h"
 #include "checkpoint/row_codec.h"
+#include "table/exact_partition.h"
 
 namespace ps::checkpoint {
 namespace {
 
 // One reader's share: one SST file, or the keys in [lower, upper) of the
-// database (empty: unbounded).
+// database (empty: unbounded) and of the tables' rows on disk.
 struct Range {
   std::string file;
   std::string lower, upper;
@@ -30,6 +31,21 @@ struct Range {
   uint64_t count = 0, checksum = 0, bytes = 0;
   Status status;
 };
+
+// An EXACT table's rows on disk (ShardTableEntry.disk_tier_path): a database
+// of disk tier records under 8-byte big-endian keys, opened read-only.
+struct DiskPart {
+  const ScanTable* table = nullptr;
+  std::string dir;
+  std::unique_ptr<rocksdb::DB> db;
+  size_t record_bytes = 0;  // table::ExactPartition::ColdRecordBytes
+};
+
+uint64_t DecodeBigEndian64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
 
 uint64_t IntProperty(rocksdb::DB* db, const std::string& name) {
   uint64_t v = 0;
@@ -45,14 +61,34 @@ uint64_t IntProperty(rocksdb::DB* db, const std::string& name) {
 // ranges overlap, entries in a memtable: a database written some other way)
 // is cut into key ranges of the database at the files' smallest keys,
 // which a database iterator per range reads exactly.
-std::vector<Range> CutRanges(rocksdb::DB* db, int readers) {
+//
+// Tables with rows on disk are read by key ranges too, each range merging
+// the shard's database with the rows on disk; their files' smallest keys
+// are cuts as well.
+std::vector<Range> CutRanges(rocksdb::DB* db,
+                             const std::vector<DiskPart>& disk_parts,
+                             int readers) {
   std::vector<rocksdb::LiveFileMetaData> files;
   db->GetLiveFilesMetaData(&files);
   std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) {
     return a.smallestkey < b.smallestkey;
   });
+  std::vector<std::string> cuts;
+  for (const auto& f : files) cuts.push_back(f.smallestkey);
+  for (const DiskPart& d : disk_parts) {
+    std::vector<rocksdb::LiveFileMetaData> disk_files;
+    d.db->GetLiveFilesMetaData(&disk_files);
+    for (const auto& f : disk_files) {
+      if (f.smallestkey.size() != 8) continue;  // the scan reports it
+      char key[kKeyBytes];
+      EncodeKey(d.table->entry->table_id(),
+                DecodeBigEndian64(f.smallestkey.data()), key);
+      cuts.emplace_back(key, kKeyBytes);
+    }
+  }
+  std::sort(cuts.begin(), cuts.end());
   bool by_file =
-      !files.empty() &&
+      !files.empty() && disk_parts.empty() &&
       IntProperty(db, rocksdb::DB::Properties::kNumEntriesActiveMemTable) ==
           0 &&
       IntProperty(db, rocksdb::DB::Properties::kNumEntriesImmMemTables) == 0;
@@ -69,8 +105,6 @@ std::vector<Range> CutRanges(rocksdb::DB* db, int readers) {
   }
   ranges.emplace_back();
   if (readers <= 1) return ranges;
-  std::vector<std::string> cuts;
-  for (const auto& f : files) cuts.push_back(f.smallestkey);
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   for (size_t i = 1; i < cuts.size(); ++i) {
     ranges.back().upper = cuts[i];
@@ -80,11 +114,141 @@ std::vector<Range> CutRanges(rocksdb::DB* db, int readers) {
   return ranges;
 }
 
+// The entries of one source in key order: 12-byte keys (row_codec.h) and
+// checkpoint values.
+class Cursor {
+ public:
+  virtual ~Cursor() = default;
+  virtual bool Valid() const = 0;
+  virtual std::string_view key() const = 0;
+  virtual std::string_view value() const = 0;
+  virtual void Next() = 0;
+  virtual Status status() const = 0;
+  // Its entries are a table's rows on disk (EntrySink::AddFromDisk).
+  virtual bool on_disk() const { return false; }
+};
+
+// The shard's database, or one of its SST files, as they are.
+class ShardCursor final : public Cursor {
+ public:
+  ShardCursor(std::unique_ptr<rocksdb::SstFileReader> file,
+              std::unique_ptr<rocksdb::Iterator> it)
+      : file_(std::move(file)), it_(std::move(it)) {
+    it_->SeekToFirst();
+  }
+  bool Valid() const override { return it_->Valid(); }
+  std::string_view key() const override {
+    return std::string_view(it_->key().data(), it_->key().size());
+  }
+  std::string_view value() const override {
+    return std::string_view(it_->value().data(), it_->value().size());
+  }
+  void Next() override { it_->Next(); }
+  Status status() const override {
+    return it_->status().ok() ? Status::OK()
+                              : Corruption(it_->status().ToString());
+  }
+
+ private:
+  std::unique_ptr<rocksdb::SstFileReader> file_;  // outlives the iterator
+  std::unique_ptr<rocksdb::Iterator> it_;
+};
+
+// A table's rows on disk within [lower, upper) of the 12-byte keys, each
+// disk tier record read as the EXACT value a copied row would have.
+class DiskCursor final : public Cursor {
+ public:
+  DiskCursor(const DiskPart& part, const std::string& lower,
+             const std::string& upper)
+      : part_(part),
+        upper_(upper),
+        table_id_(part.table->entry->table_id()),
+        it_(part.db->NewIterator(CheckpointScanOptions())) {
+    uint32_t lower_table = 0;
+    uint64_t lower_id = 0;
+    if (lower.empty() || !DecodeKey(lower, &lower_table, &lower_id) ||
+        lower_table < table_id_) {
+      it_->SeekToFirst();
+    } else if (lower_table == table_id_) {
+      char from[8];
+      for (int i = 0; i < 8; ++i) {
+        from[i] = static_cast<char>(lower_id >> (56 - 8 * i));
+      }
+      it_->Seek(rocksdb::Slice(from, 8));
+    } else {
+      done_ = true;  // the range lies past this table
+    }
+    Load();
+  }
+  bool Valid() const override { return !done_ && it_->Valid(); }
+  std::string_view key() const override {
+    return std::string_view(key_, kKeyBytes);
+  }
+  std::string_view value() const override { return value_; }
+  void Next() override {
+    it_->Next();
+    Load();
+  }
+  bool on_disk() const override { return true; }
+  Status status() const override {
+    if (!status_.ok()) return status_;
+    return it_->status().ok()
+               ? Status::OK()
+               : Corruption(part_.dir + ": " + it_->status().ToString());
+  }
+
+ private:
+  // The entry at the iterator, decoded; done_ past the range or on a
+  // malformed entry (status_).
+  void Load() {
+    if (done_ || !it_->Valid()) return;
+    const rocksdb::Slice k = it_->key(), v = it_->value();
+    if (k.size() != 8 || v.size() != part_.record_bytes) {
+      status_ =
+          Corruption(part_.dir + ": an entry with a key of " +
+                     std::to_string(k.size()) + " bytes (8 expected) " +
+                     "and a value of " + std::to_string(v.size()) + " bytes (" +
+                     std::to_string(part_.record_bytes) + " expected)");
+      done_ = true;
+      return;
+    }
+    EncodeKey(table_id_, DecodeBigEndian64(k.data()), key_);
+    if (!upper_.empty() && key() >= std::string_view(upper_)) {
+      done_ = true;
+      return;
+    }
+    // A record read in place need not be 4-byte aligned: copied first.
+    record_.assign(reinterpret_cast<const std::byte*>(v.data()),
+                   reinterpret_cast<const std::byte*>(v.data()) + v.size());
+    const int arrays = static_cast<int>(part_.table->entry->state_arrays());
+    const uint32_t dim = part_.table->spec->dim();
+    const table::ExactPartition::ColdRow row =
+        table::ExactPartition::ViewColdRecord(record_, dim, arrays);
+    EncodeExactValue(dim, arrays, row.values, row.state, row.last_update,
+                     &value_);
+  }
+
+  const DiskPart& part_;
+  const std::string& upper_;
+  const uint32_t table_id_;
+  std::unique_ptr<rocksdb::Iterator> it_;
+  bool done_ = false;
+  Status status_;
+  char key_[kKeyBytes] = {};
+  std::vector<std::byte> record_;
+  std::string value_;
+};
+
 class RangeScanner {
  public:
   RangeScanner(rocksdb::DB* db, const std::vector<ScanTable>& tables,
+               const std::vector<DiskPart>& disk_parts,
                const std::string& where, FileReads reads)
-      : db_(db), tables_(tables), where_(where), reads_(reads) {}
+      : db_(db),
+        tables_(tables),
+        disk_parts_(disk_parts),
+        where_(where),
+        reads_(reads) {}
 
   // Gives up early once `*stop` is set (another range failed).
   void Scan(Range* r, const std::atomic<bool>* stop) const {
@@ -92,12 +256,12 @@ class RangeScanner {
     const rocksdb::Slice lower(r->lower), upper(r->upper);
     if (!r->lower.empty()) ro.iterate_lower_bound = &lower;
     if (!r->upper.empty()) ro.iterate_upper_bound = &upper;
-    std::unique_ptr<rocksdb::SstFileReader> file;  // outlives the iterator
-    std::unique_ptr<rocksdb::Iterator> it;
+    std::vector<std::unique_ptr<Cursor>> cursors;
     if (r->file.empty()) {
-      it.reset(db_->NewIterator(ro));
+      cursors.push_back(std::make_unique<ShardCursor>(
+          nullptr, std::unique_ptr<rocksdb::Iterator>(db_->NewIterator(ro))));
     } else {
-      file = std::make_unique<rocksdb::SstFileReader>(
+      auto file = std::make_unique<rocksdb::SstFileReader>(
           CheckpointReadDbOptions(reads_));
       rocksdb::Status s = file->Open(r->file);
       if (!s.ok()) {
@@ -105,20 +269,39 @@ class RangeScanner {
                                s.ToString());
         return;
       }
-      it.reset(file->NewIterator(ro));
+      std::unique_ptr<rocksdb::Iterator> it(file->NewIterator(ro));
+      cursors.push_back(
+          std::make_unique<ShardCursor>(std::move(file), std::move(it)));
+    }
+    for (const DiskPart& d : disk_parts_) {
+      cursors.push_back(std::make_unique<DiskCursor>(d, r->lower, r->upper));
     }
     const ScanTable* t = nullptr;
     uint32_t t_id = 0;
     uint64_t n = 0;
     uint64_t run_end = 0;  // HASHED/DENSE: the row after the last entry's
-    for (it->SeekToFirst(); it->Valid(); it->Next(), ++n) {
+    for (;; ++n) {
       if ((n & 4095) == 0 && stop->load(std::memory_order_relaxed)) {
         return;
       }
-      const rocksdb::Slice k = it->key(), v = it->value();
+      // The smallest key of the sources (one, unless rows lie on disk).
+      Cursor* c = nullptr;
+      for (const auto& each : cursors) {
+        if (!each->Valid()) continue;
+        if (c != nullptr && each->key() == c->key()) {
+          r->status = Corruption(where_ +
+                                 ": a key is both in the shard's "
+                                 "database and among its rows on "
+                                 "disk");
+          return;
+        }
+        if (c == nullptr || each->key() < c->key()) c = each.get();
+      }
+      if (c == nullptr) break;
+      const std::string_view k = c->key(), value = c->value();
       uint32_t table_id;
       uint64_t id;
-      if (!DecodeKey(std::string_view(k.data(), k.size()), &table_id, &id)) {
+      if (!DecodeKey(k, &table_id, &id)) {
         r->status =
             Corruption(where_ + ": a key of " + std::to_string(k.size()) +
                        " bytes (12 expected)");
@@ -137,19 +320,25 @@ class RangeScanner {
         }
       }
       uint64_t rows = 1;
-      if (!CheckValue(*t, id, v.size(), run_end, &rows, &r->status)) return;
+      if (!CheckValue(*t, id, value.size(), run_end, &rows, &r->status)) {
+        return;
+      }
       run_end = id + rows;
-      const std::string_view value(v.data(), v.size());
       r->checksum += EntryChecksum(table_id, id, value);
-      r->bytes += k.size() + v.size();
+      r->bytes += k.size() + value.size();
       if (r->sink != nullptr) {
-        r->status = r->sink->Add(*t, id, rows, value);
+        r->status = c->on_disk() ? r->sink->AddFromDisk(*t, id, value)
+                                 : r->sink->Add(*t, id, rows, value);
         if (!r->status.ok()) return;
       }
+      c->Next();
     }
     r->count = n;
-    if (!it->status().ok()) {
-      r->status = Corruption(where_ + ": " + it->status().ToString());
+    for (const auto& each : cursors) {
+      if (Status s = each->status(); !s.ok()) {
+        r->status = s.WithContext(where_);
+        return;
+      }
     }
   }
 
@@ -202,6 +391,7 @@ class RangeScanner {
 
   rocksdb::DB* db_;
   const std::vector<ScanTable>& tables_;
+  const std::vector<DiskPart>& disk_parts_;
   const std::string& where_;
   const FileReads reads_;
 };
@@ -245,11 +435,48 @@ Status ScanShard(const std::string& checkpoint_path, const proto::Manifest& m,
     tables.push_back(t);
   }
 
-  std::vector<Range> ranges = CutRanges(db.get(), options.readers);
+  // The tables' rows on disk. tables is not resized from here on: the
+  // parts point into it.
+  std::vector<DiskPart> disk_parts;
+  for (const ScanTable& t : tables) {
+    const std::string& path = t.entry->disk_tier_path();
+    if (path.empty()) continue;
+    // Only the name the writer gives: a manifest cannot point a reader
+    // anywhere else.
+    if (!t.exact ||
+        path != ShardDiskTierName(shard.shard_id(), t.entry->table_id())) {
+      return Corruption(where + ": " + TableWhere(*t.spec) +
+                        " names rows on disk at '" + path + "'" +
+                        (t.exact ? ", not at '" +
+                                       ShardDiskTierName(shard.shard_id(),
+                                                         t.entry->table_id()) +
+                                       "'"
+                                 : ", which only EXACT tables have"));
+    }
+    DiskPart d;
+    d.table = &t;
+    d.dir = JoinPath(checkpoint_path, path);
+    d.record_bytes = table::ExactPartition::ColdRecordBytes(
+        t.spec->dim(), static_cast<int>(t.entry->state_arrays()));
+    rocksdb::DB* part = nullptr;
+    s = std::filesystem::is_directory(d.dir, ec)
+            ? rocksdb::DB::OpenForReadOnly(CheckpointReadDbOptions(reads),
+                                           d.dir, &part)
+            : rocksdb::Status::NotFound("the folder is missing");
+    if (!s.ok()) {
+      return Corruption(where + ": cannot open the rows on disk of " +
+                        TableWhere(*t.spec) + " (" + d.dir +
+                        "): " + s.ToString());
+    }
+    d.db.reset(part);
+    disk_parts.push_back(std::move(d));
+  }
+
+  std::vector<Range> ranges = CutRanges(db.get(), disk_parts, options.readers);
   for (size_t i = 0; i < ranges.size(); ++i) {
     ranges[i].sink = make_sink ? make_sink(i) : nullptr;
   }
-  const RangeScanner scanner(db.get(), tables, where, reads);
+  const RangeScanner scanner(db.get(), tables, disk_parts, where, reads);
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
   auto work = [&] {

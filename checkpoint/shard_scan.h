@@ -50,6 +50,12 @@ class EntrySink {
   virtual ~EntrySink() = default;
   virtual Status Add(const ScanTable& table, uint64_t id, uint64_t rows,
                      std::string_view value) = 0;
+  // An entry of the table's rows on disk (ShardTableEntry.disk_tier_path):
+  // one row, never a tombstone. By default the same as Add.
+  virtual Status AddFromDisk(const ScanTable& table, uint64_t id,
+                             std::string_view value) {
+    return Add(table, id, 1, value);
+  }
 };
 
 struct ScanOptions {

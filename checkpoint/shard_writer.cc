@@ -36,9 +36,12 @@ struct TablePlan {
 struct Chunk {
   size_t table;
   uint64_t begin, end;  // positions in the table's key order
-  // The file to write, or with `merged` (a table with uncopied rows: all
-  // of it in one chunk) the prefix of the files to write.
+  // The file to write; with `on_disk` (the rows a table's snapshot did not
+  // copy, linked) the folder to place them in; with `merged` (the same, not
+  // linked: all of the table in one chunk) the prefix of the files to
+  // write.
   std::string file;
+  bool on_disk = false;
   bool merged = false;
   std::vector<std::string> files;  // written
   uint64_t entries = 0;
@@ -208,11 +211,37 @@ void WriteChunk(const TablePlan& plan, const rocksdb::Options& options,
   chunk->files.push_back(chunk->file);
 }
 
-// A table with rows its snapshot did not copy (TableSnapshot::uncopied: an
-// EXACT table's disk tier), in one pass: the copied entries (in key order)
-// and the uncopied rows (keys ascending; never a copied key) merged into
-// files of about `target_file_bytes`, one after another. The same entries,
-// bytes and checksum as the rows copied would give.
+// The rows a table's snapshot did not copy (TableSnapshot::uncopied: an
+// EXACT table's disk tier): their files placed in the folder chunk->file
+// (hard links where the file system allows), then read once for the
+// entries and checksum that the shard's manifest entry records, as if they
+// had been written as EXACT values.
+void PlaceRowsOnDisk(const TablePlan& plan, Chunk* chunk) {
+  const TableSnapshot& t = *plan.table;
+  const uint32_t table_id = t.spec.id();
+  Status s = t.uncopied->PlaceAt(chunk->file);
+  std::string value;
+  if (s.ok()) {
+    s = t.uncopied->ForEach([&](uint64_t id, const float* values,
+                                const float* const* state,
+                                uint64_t last_update) {
+      EncodeExactValue(t.dim(), t.state_arrays, values, state, last_update,
+                       &value);
+      chunk->checksum += EntryChecksum(table_id, id, value);
+      ++chunk->entries;
+    });
+  }
+  if (!s.ok()) {
+    chunk->status = s.WithContext("placing the rows on disk of table '" +
+                                  t.spec.name() + "'");
+  }
+}
+
+// The same where the rows' files could not be linked at the cut (a full
+// disk): the copied entries (in key order) and the uncopied rows read back
+// (keys ascending; never a copied key) merged, in one pass, into files of
+// about `target_file_bytes`, one after another. The same entries and
+// checksum as every row copied would give.
 void WriteMergedChunk(const TablePlan& plan, const rocksdb::Options& options,
                       uint64_t target_file_bytes, Chunk* chunk) {
   const TableSnapshot& t = *plan.table;
@@ -272,6 +301,7 @@ void WriteMergedChunk(const TablePlan& plan, const rocksdb::Options& options,
 }
 
 // WriteShard's work once the checkpoint directory exists and no leftover of
+// WriteShard's work once the checkpoint directory exists and no leftover of
 // shard-<k> is in it. Leaves partial files behind on failure: WriteShard
 // removes them.
 StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
@@ -304,7 +334,8 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
   for (size_t ti = 0; ti < plans.size(); ++ti) {
     // Whole runs per file: a run never spans two files.
     const uint64_t run = plans[ti].run_rows;
-    if (plans[ti].table->uncopied != nullptr) {
+    if (const auto& uncopied = plans[ti].table->uncopied;
+        uncopied != nullptr && !uncopied->linked()) {
       Chunk c;
       c.table = ti;
       c.begin = 0;
@@ -313,6 +344,14 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
       c.file = JoinPath(sst_dir, std::to_string(chunks.size()));
       chunks.push_back(std::move(c));
       continue;
+    } else if (uncopied != nullptr) {
+      Chunk c;
+      c.table = ti;
+      c.on_disk = true;
+      c.file = JoinPath(
+          checkpoint_dir,
+          ShardDiskTierName(snapshot.shard_id, plans[ti].table->spec.id()));
+      chunks.push_back(std::move(c));
     }
     const uint64_t per_file =
         std::max<uint64_t>(1, options.target_file_bytes /
@@ -332,7 +371,9 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < chunks.size();) {
-      if (chunks[i].merged) {
+      if (chunks[i].on_disk) {
+        PlaceRowsOnDisk(plans[chunks[i].table], &chunks[i]);
+      } else if (chunks[i].merged) {
         WriteMergedChunk(plans[chunks[i].table], db_options,
                          options.target_file_bytes, &chunks[i]);
       } else {
@@ -354,20 +395,28 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
   entry.set_kind(options.kind);
   entry.set_parent(options.parent);
   entry.set_cut_pause_ms(options.cut_pause_ms);
-  uint64_t checksum = 0, entries = 0;
+  uint64_t checksum = 0, entries = 0, linked_bytes = 0;
   std::vector<std::string> files;
   std::vector<uint64_t> table_entries(plans.size(), 0);
+  std::vector<std::string> disk_tier_paths(plans.size());
   for (const Chunk& c : chunks) {
     if (!c.status.ok()) return c.status;
     checksum += c.checksum;
     entries += c.entries;
     table_entries[c.table] += c.entries;
     files.insert(files.end(), c.files.begin(), c.files.end());
+    if (c.on_disk) {
+      disk_tier_paths[c.table] =
+          std::filesystem::path(c.file).filename().string();
+      linked_bytes += BytesOnDisk(c.file);
+    }
   }
   for (size_t ti = 0; ti < plans.size(); ++ti) {
     const TablePlan& p = plans[ti];
     proto::ShardTableEntry* te = entry.add_tables();
     te->set_table_id(p.table->spec.id());
+    te->set_disk_tier_path(disk_tier_paths[ti]);
+    if (p.exact) te->set_clock_seconds(p.table->clock_s);
     te->set_full(p.table->full);
     te->set_entries(table_entries[ti]);
     if (!p.exact) te->set_rows_per_entry(static_cast<uint32_t>(p.run_rows));
@@ -399,7 +448,8 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
 
   entry.set_entries(entries);
   entry.set_checksum(checksum);
-  entry.set_bytes(BytesOnDisk(shard_dir));
+  entry.set_bytes(BytesOnDisk(shard_dir) + linked_bytes);
+  entry.set_linked_bytes(linked_bytes);
   entry.set_write_ms(std::chrono::duration<double, std::milli>(
                          std::chrono::steady_clock::now() - started)
                          .count());
@@ -417,8 +467,19 @@ Status RemoveShardPart(const std::string& checkpoint_dir, uint32_t shard) {
   const std::string done = JoinPath(checkpoint_dir, ShardDoneName(shard));
   // The .done first: while the database is half deleted, nothing may claim
   // that the shard is written.
-  for (const std::string& path :
-       {done, done + ".tmp", shard_dir + ".sst-tmp", shard_dir}) {
+  std::vector<std::string> paths = {done, done + ".tmp",
+                                    shard_dir + ".sst-tmp"};
+  // Its tables' rows on disk ("shard-3.disk-7"), whichever tables.
+  const std::string disk_prefix = ShardDirName(shard) + ".disk-";
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator(checkpoint_dir, ec)) {
+    if (e.path().filename().string().rfind(disk_prefix, 0) == 0) {
+      paths.push_back(e.path().string());
+    }
+  }
+  paths.push_back(shard_dir);
+  for (const std::string& path : paths) {
     PS_RETURN_IF_ERROR(RemoveTree(path));
   }
   return Status::OK();

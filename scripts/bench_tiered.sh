@@ -28,8 +28,9 @@
 #   tiered_server_read_mib: what the tiered server read from storage
 #       (read_bytes of /proc/PID/io); peer: the server in memory.
 #   tiered_server_peak_mib: the servers' peak RSS (VmHWM).
-#   tiered_ckpt_{mb,pause_ms,write_s}: the checkpoint each server writes as
-#       it stops (--checkpoint_on_exit: every row): its size, how long
+#   tiered_ckpt_{mb,linked_mb,pause_ms,write_s}: the checkpoint each server
+#       writes as it stops (--checkpoint_on_exit: every row): its size, how
+#       much of it is the disk tier's files linked (not written), how long
 #       applying paused for its cut, how long writing it took.
 #   tiered_restore_s, tiered_restore_server_peak_mib: a cluster restored
 #       from that checkpoint (--restore_from=latest): the restore's time
@@ -142,10 +143,11 @@ launch() {
 run() {
   local name=$1 tables=$2 bin=$3 args="$4 --checkpoint_dir=$work/$1-ckpt"
   launch "$name" "$tables" "$bin" "$args" "--batches=$steps --fill"
-  sed -n 's/^.*checkpoint step [0-9]* shard 0: .*, \([0-9.]*\) MB, cut pause \([0-9.]*\) ms, write \([0-9.]*\) ms.*$/\1 \2 \3/p' \
+  sed -n 's/^.*checkpoint step [0-9]* shard 0: .*, \([0-9.]*\) MB (\([0-9.]*\) MB of it linked[^,]*, cut pause \([0-9.]*\) ms, write \([0-9.]*\) ms.*$/\1 \2 \3 \4/p' \
     "$work/$name"/server-0.log | tail -n 1 |
-    awk -v run="$name" '{ print "ckpt_mb_" run, $1; print "ckpt_pause_ms_" run, $2;
-                          print "ckpt_write_s_" run, $3 / 1000 }' >>"$work/results"
+    awk -v run="$name" '{ print "ckpt_mb_" run, $1; print "ckpt_linked_mb_" run, $2;
+                          print "ckpt_pause_ms_" run, $3;
+                          print "ckpt_write_s_" run, $4 / 1000 }' >>"$work/results"
   launch "$name-restore" "$tables" "$bin" \
     "$args --restore_from=latest --checkpoint_on_exit=false" "--batches=1"
   sed -n 's/^.*restored shard 0 of .* in \([0-9.]*\) s.*$/\1/p' \
@@ -168,6 +170,7 @@ peer="same table in memory, same run"
   echo "row tiered_server_read_mib MiB rss_server_read_mib_tiered rss_server_read_mib_memory - $peer"
   echo "row tiered_server_peak_mib MiB rss_server_peak_mib_tiered rss_server_peak_mib_memory - $peer"
   echo "row tiered_ckpt_mb MB ckpt_mb_tiered ckpt_mb_memory - $peer"
+  echo "row tiered_ckpt_linked_mb MB ckpt_linked_mb_tiered ckpt_linked_mb_memory - $peer"
   echo "row tiered_ckpt_pause_ms ms ckpt_pause_ms_tiered ckpt_pause_ms_memory lower $peer"
   echo "row tiered_ckpt_write_s s ckpt_write_s_tiered ckpt_write_s_memory lower $peer"
   echo "row tiered_restore_s s restore_s_tiered restore_s_memory lower $peer"

@@ -10,9 +10,9 @@
 //
 // A store is scratch, not durable state: it starts empty and deletes its
 // files when destroyed (or when the last view of it goes). Checkpoints are
-// what survive a crash (they write every row of both tiers, reading the
-// rows on disk from a view pinned at the cut), so a restart restores the
-// newest checkpoint and starts with an empty store.
+// what survive a crash: they write the rows in memory and link the store's
+// files as they were at the cut (Link), so a restart restores the newest
+// checkpoint and starts with an empty store.
 //
 // A key is either in the table's memory or here, never both: the table
 // moves it under its partition's exclusive lock, so a store needs no
@@ -56,6 +56,25 @@ class ColdRowView {
                          std::span<uint8_t> found) const = 0;
 };
 
+// The records of a store at one moment as files (ColdRowStore::Link): hard
+// links to the store's files, which RocksDB never changes once written, in
+// a folder of their own that is a database by itself. What a checkpoint
+// places in its folder instead of writing the rows again (checkpoint/
+// shard_writer.h). The folder is deleted when the object goes.
+// Thread-safe.
+class ColdRowFiles {
+ public:
+  virtual ~ColdRowFiles() = default;
+  // fn(key, record) for every record of the moment, keys ascending (reads
+  // the files).
+  virtual Status ForEach(const ColdRecordFn& fn) const = 0;
+  // Places the files in `dir`, created here (its parent must exist, `dir`
+  // must not): each file hard-linked where `dir` is on the same file
+  // system, copied where not; the folder is synced. kIOError naming what
+  // failed (then `dir` may hold some of the files: the caller removes it).
+  virtual Status PlaceAt(const std::string& dir) const = 0;
+};
+
 class ColdRowStore {
  public:
   virtual ~ColdRowStore() = default;
@@ -88,6 +107,15 @@ class ColdRowStore {
   virtual Status Write(std::span<const ColdRecordWrite> writes) = 0;
   // Every record deleted (a restore starts from an empty store).
   virtual Status Clear() = 0;
+  // Every record replaced by those of the folder `dir` that
+  // ColdRowFiles::PlaceAt made (a checkpoint's, which a restore adopts
+  // instead of writing each row again): its table files hard-linked into
+  // the store (copied across file systems), the rest copied; `dir` is left
+  // as it was. Nothing else may use the store meanwhile, and no view of it
+  // may live (kInternal, nothing changed). kIOError naming what
+  // failed: then the store is empty, or, where it cannot be opened again,
+  // unusable (its calls fail).
+  virtual Status Adopt(const std::string& dir) = 0;
   // fn(key, record) for at most `limit` records from key `first` on, keys
   // ascending. Returns the key after the last one visited, or nullopt when
   // the scan reached the end.
@@ -102,6 +130,11 @@ class ColdRowStore {
   // The records as they are now, as a view that keeps them (and the
   // store's files) while it lives, even past the store's own end.
   virtual StatusOr<std::shared_ptr<const ColdRowView>> Pin() const = 0;
+  // The records as they are now, as files that stay as they are while the
+  // store goes on changing (what writes hold still during this call is
+  // what they hold). Costs writing out the records not yet in a file
+  // (RocksDB's memtable, up to 16 MiB), then one hard link per file.
+  virtual StatusOr<std::shared_ptr<const ColdRowFiles>> Link() const = 0;
 
   // Bytes of records written and read since the store opened.
   virtual uint64_t bytes_written() const = 0;

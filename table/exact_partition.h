@@ -202,6 +202,9 @@ class ExactPartition {
   // for admission as the sketch estimates them.
   TableCounters counters() const;
   uint64_t sketch_bytes() const;
+  // A row on disk that a restore adopted with the store's files
+  // (ColdRowStore::Adopt): counted, nothing written.
+  void CountAdoptedRowLocked() { ++counters_.rows_on_disk; }
 
   // For reads, snapshots and restores of the whole table, which lock every
   // partition (in order).

@@ -392,6 +392,7 @@ Status ExactTable::Snapshot(TableSnapshot* out) const {
   out->last_update.clear();
   out->state_arrays = state_arrays_;
   out->optimizer_steps = optimizer_steps_.load();
+  out->clock_s = NowSeconds();
   for (const auto& p : partitions_) {
     std::shared_lock lock(p->lock());
     p->ForEachRowLocked([&](uint64_t key, const float* values,
@@ -406,23 +407,42 @@ Status ExactTable::Snapshot(TableSnapshot* out) const {
   }
   out->uncopied = nullptr;
   if (cold_ == nullptr) return Status::OK();
-  // The rows on disk stay there, pinned as they are now (no apply moves a
-  // row until this returns).
-  PS_ASSIGN_OR_RETURN(auto view, cold_->Pin());
+  // The rows on disk stay there: their files as they are now (no apply
+  // moves a row until this returns) are linked, not copied. Linking writes
+  // out RocksDB's memtable first; where the disk cannot take it (full),
+  // a view pinned now serves instead, and the checkpoint writes the rows.
+  StatusOr<std::shared_ptr<const ColdRowFiles>> files = cold_->Link();
+  std::shared_ptr<const ColdRowView> view;
+  if (!files.ok()) {
+    LOG(WARNING) << Where(spec()) << ": " << files.status()
+                 << "; this checkpoint writes the rows on disk instead of "
+                    "linking their files";
+    PS_ASSIGN_OR_RETURN(view, cold_->Pin());
+  }
   out->uncopied =
-      std::make_shared<RowsOnDisk>(std::move(view), dim_, state_arrays_);
+      std::make_shared<RowsOnDisk>(files.ok() ? *std::move(files) : nullptr,
+                                   std::move(view), dim_, state_arrays_);
   return Status::OK();
+}
+
+Status ExactTable::RowsOnDisk::PlaceAt(const std::string& dir) const {
+  if (files_ == nullptr) {
+    return Internal("the rows on disk were not linked at the cut");
+  }
+  return files_->PlaceAt(dir);
 }
 
 Status ExactTable::RowsOnDisk::ForEach(const RowFn& fn) const {
   // RocksDB's buffers need not be 4-byte aligned: each record is copied.
   std::vector<std::byte> aligned;
-  return view_->ForEach([&](uint64_t key, std::span<const std::byte> record) {
+  const ColdRecordFn decode = [&](uint64_t key,
+                                  std::span<const std::byte> record) {
     aligned.assign(record.begin(), record.end());
     const ExactPartition::ColdRow row =
         ExactPartition::ViewColdRecord(aligned, dim_, state_arrays_);
     fn(key, row.values, row.state, row.last_update);
-  });
+  };
+  return files_ != nullptr ? files_->ForEach(decode) : view_->ForEach(decode);
 }
 
 Status ExactTable::PrepareRestore(TableTarget* target) {
@@ -462,6 +482,24 @@ Status ExactTable::StreamedRestore::Put(uint64_t key, const float* values,
   return Status::OK();
 }
 
+void ExactTable::StreamedRestore::ContinueClock(uint32_t saved_s) {
+  table_->ContinueClock(saved_s);
+}
+
+Status ExactTable::StreamedRestore::Adopt(const std::string& dir) {
+  PS_RETURN_IF_ERROR(Clear());
+  return table_->cold_->Adopt(dir).WithContext("restoring " +
+                                               Where(table_->spec()));
+}
+
+Status ExactTable::StreamedRestore::CountAdopted(uint64_t key) {
+  ExactPartition& p = table_->PartitionOf(key);
+  std::unique_lock lock(p.lock());
+  p.CountAdoptedRowLocked();
+  ++rows_;
+  return Status::OK();
+}
+
 Status ExactTable::StreamedRestore::Delete(uint64_t key) {
   ExactPartition& p = table_->PartitionOf(key);
   std::unique_lock lock(p.lock());
@@ -472,6 +510,7 @@ Status ExactTable::StreamedRestore::Delete(uint64_t key) {
 
 Status ExactTable::FinishRestore(TableTarget* target) {
   const TableSnapshot& saved = target->exact;
+  ContinueClock(target->clock_s);  // before rows are touched at now
   if (target->exact_sink != nullptr && saved.ids.empty()) {
     // Streamed: every row is on disk already, and comes back into memory
     // when it is pushed or pulled.
@@ -530,6 +569,11 @@ Status ExactTable::FinishRestore(TableTarget* target) {
   swept_step_.store(0);
   swept_second_.store(0);
   return Status::OK();
+}
+
+void ExactTable::ContinueClock(uint32_t saved_s) {
+  const uint32_t now_s = NowSeconds();
+  if (saved_s > now_s) clock_offset_.fetch_add(saved_s - now_s);
 }
 
 }  // namespace ps::table

@@ -140,7 +140,7 @@ class ExactTable final : public Table {
 
   // Every key with its row, state and last update (ids in no order): the
   // rows in memory copied, those on disk (with a disk tier) as
-  // out->uncopied, a view of the disk tier pinned at this moment.
+  // out->uncopied, the disk tier's files linked at this moment.
   Status Snapshot(TableSnapshot* out) const override;
   // The reader fills target->exact (keys ascending).
   // With a disk tier, every row is dropped and the reader streams the
@@ -159,7 +159,10 @@ class ExactTable final : public Table {
 
   ExactTable(const proto::TableSpec& spec, SecondsClock clock,
              std::unique_ptr<ColdRowStore> cold);
-  uint32_t NowSeconds() const { return static_cast<uint32_t>(clock_()); }
+  uint32_t NowSeconds() const {
+    return static_cast<uint32_t>(clock_() +
+                                 clock_offset_.load(std::memory_order_relaxed));
+  }
 
   // The push's keys grouped by partition (each group in the push's order),
   // with their hashes; what one call hands each partition.
@@ -182,6 +185,10 @@ class ExactTable final : public Table {
   }
   // Every row freed, in memory and on disk (no apply may run).
   Status FreeAllRows();
+  // Moves the clock on to `saved_s` (a restored checkpoint's) if it is
+  // behind, so that the seconds of rows restored as they were stay in the
+  // past (no apply may run).
+  void ContinueClock(uint32_t saved_s);
   // A restore's rows streamed to the disk tier (PrepareRestore).
   class StreamedRestore final : public RestoredRowSink {
    public:
@@ -190,22 +197,33 @@ class ExactTable final : public Table {
     Status Put(uint64_t key, const float* values, const float* const* state,
                uint64_t last_update) override;
     Status Delete(uint64_t key) override;
+    void ContinueClock(uint32_t saved_s) override;
+    Status Adopt(const std::string& dir) override;
+    Status CountAdopted(uint64_t key) override;
     uint64_t rows() const override { return rows_; }
 
    private:
     ExactTable* const table_;
     std::atomic<uint64_t> rows_{0};
   };
-  // A snapshot's rows on disk: a pinned view of the store, decoded.
+  // A snapshot's rows on disk: the store's files linked at the cut, or,
+  // where they could not be, a view of the store pinned there.
   class RowsOnDisk final : public UncopiedRows {
    public:
-    RowsOnDisk(std::shared_ptr<const ColdRowView> view, uint32_t dim,
+    RowsOnDisk(std::shared_ptr<const ColdRowFiles> files,
+               std::shared_ptr<const ColdRowView> view, uint32_t dim,
                int state_arrays)
-        : view_(std::move(view)), dim_(dim), state_arrays_(state_arrays) {}
+        : files_(std::move(files)),
+          view_(std::move(view)),
+          dim_(dim),
+          state_arrays_(state_arrays) {}
     Status ForEach(const RowFn& fn) const override;
+    bool linked() const override { return files_ != nullptr; }
+    Status PlaceAt(const std::string& dir) const override;
 
    private:
-    const std::shared_ptr<const ColdRowView> view_;
+    const std::shared_ptr<const ColdRowFiles> files_;  // or null
+    const std::shared_ptr<const ColdRowView> view_;    // when files_ is null
     const uint32_t dim_;
     const int state_arrays_;
   };
@@ -248,6 +266,8 @@ class ExactTable final : public Table {
   // Applies hold it shared, snapshots and restores exclusively.
   mutable std::shared_mutex applies_mu_;
   const SecondsClock clock_;
+  // Added to clock_: a restore continues the clock of the checkpoint.
+  std::atomic<uint64_t> clock_offset_{0};
   std::atomic<uint64_t> swept_step_{0};
   std::atomic<uint32_t> swept_second_{0};
   RowBudget budget_;

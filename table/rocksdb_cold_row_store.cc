@@ -1,11 +1,15 @@
 #include "table/rocksdb_cold_row_store.h"
 
+#include <fcntl.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdarg>
 #include <cstring>
 #include <filesystem>
@@ -102,6 +106,9 @@ StatusOr<std::optional<uint64_t>> Scan(rocksdb::DB* db,
   return std::optional<uint64_t>();
 }
 
+// Where Link's folders go: beside the store's, on its file system.
+std::string LinksDir(const std::string& dir) { return dir + ".links"; }
+
 }  // namespace
 
 struct RocksDbColdRowStore::Database {
@@ -112,7 +119,8 @@ struct RocksDbColdRowStore::Database {
     // Scratch: nothing to keep. A failure leaves files to the next Open.
     (void)rocksdb::DestroyDB(dir, StoreOptions());
     std::error_code ec;
-    std::filesystem::remove(dir, ec);  // only if empty
+    std::filesystem::remove(dir, ec);            // only if empty
+    std::filesystem::remove(LinksDir(dir), ec);  // only if empty
   }
 
   // The record of `key` into `record`.
@@ -234,6 +242,74 @@ class PinnedView final : public ColdRowView {
 
 }  // namespace
 
+namespace {
+
+// Syncs the folder `dir` (its new entries). kIOError naming it.
+Status SyncFolder(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return IOError("cannot sync " + dir + ": " + std::strerror(err));
+  }
+  ::close(fd);
+  return Status::OK();
+}
+
+// A RocksDB checkpoint of the store: its own folder of links, deleted with
+// it.
+class LinkedFiles final : public ColdRowFiles {
+ public:
+  LinkedFiles(std::string dir, size_t record_bytes)
+      : dir_(std::move(dir)), record_bytes_(record_bytes) {}
+  ~LinkedFiles() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    // <store>.links, once the store and its other links are gone.
+    std::filesystem::remove(std::filesystem::path(dir_).parent_path(), ec);
+  }
+
+  Status ForEach(const ColdRecordFn& fn) const override {
+    rocksdb::Options options = StoreOptions();
+    options.create_if_missing = false;
+    rocksdb::DB* raw = nullptr;
+    const rocksdb::Status s = rocksdb::DB::OpenForReadOnly(options, dir_, &raw);
+    if (!s.ok()) return FromRocks(s, "cannot open the linked files", dir_);
+    const std::unique_ptr<rocksdb::DB> db(raw);
+    return Scan(db.get(), nullptr, dir_, record_bytes_, 0, SIZE_MAX, fn)
+        .status();
+  }
+
+  Status PlaceAt(const std::string& dir) const override {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::create_directory(dir, ec) || ec) {
+      return IOError("cannot create " + dir + ": " +
+                     (ec ? ec.message() : "it exists"));
+    }
+    for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
+      const std::string to = dir + "/" + e.path().filename().string();
+      fs::create_hard_link(e.path(), to, ec);
+      if (ec) {  // another file system (or none with links): a copy
+        ec.clear();
+        fs::copy_file(e.path(), to, ec);
+      }
+      if (ec) {
+        return IOError("cannot place " + e.path().string() + " at " + to +
+                       ": " + ec.message());
+      }
+    }
+    if (ec) return IOError("cannot list " + dir_ + ": " + ec.message());
+    return SyncFolder(dir);
+  }
+
+ private:
+  const std::string dir_;
+  const size_t record_bytes_;
+};
+
+}  // namespace
+
 StatusOr<std::unique_ptr<ColdRowStore>> RocksDbColdRowStore::Open(
     const std::string& dir, size_t record_bytes, int read_threads) {
   if (read_threads < 1) {
@@ -250,26 +326,82 @@ StatusOr<std::unique_ptr<ColdRowStore>> RocksDbColdRowStore::Open(
   const rocksdb::Options options = StoreOptions();
   rocksdb::Status s = rocksdb::DestroyDB(dir, options);
   if (!s.ok()) return FromRocks(s, "cannot empty what was left there", dir);
+  std::filesystem::remove_all(LinksDir(dir), ec);
+  if (ec) {
+    return IOError("disk tier " + dir + ": cannot remove " + LinksDir(dir) +
+                   ": " + ec.message());
+  }
   rocksdb::DB* db = nullptr;
   s = rocksdb::DB::Open(options, dir, &db);
   if (!s.ok()) return FromRocks(s, "cannot open", dir);
   auto database = std::make_shared<Database>(
       dir, std::unique_ptr<rocksdb::DB>(db), read_threads);
-  return std::unique_ptr<ColdRowStore>(
-      new RocksDbColdRowStore(dir, record_bytes, std::move(database)));
+  return std::unique_ptr<ColdRowStore>(new RocksDbColdRowStore(
+      dir, record_bytes, read_threads, std::move(database)));
 }
 
 RocksDbColdRowStore::RocksDbColdRowStore(std::string dir, size_t record_bytes,
+                                         int read_threads,
                                          std::shared_ptr<Database> database)
     : dir_(std::move(dir)),
       record_bytes_(record_bytes),
+      read_threads_(read_threads),
       database_(std::move(database)),
       db_(database_->db.get()) {}
+
+Status RocksDbColdRowStore::Adopt(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (database_.use_count() != 1) {
+    return Internal("disk tier " + dir_ +
+                    ": cannot adopt other rows while views of it live");
+  }
+  // The old database goes first (closed, its files deleted), then the
+  // folder is filled and opened again.
+  database_.reset();
+  db_ = nullptr;
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) {
+    return IOError("disk tier " + dir_ +
+                   ": cannot create the folder: " + ec.message());
+  }
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string to = dir_ + "/" + e.path().filename().string();
+    // Table files are never changed once written; RocksDB rewrites or
+    // appends to the others (MANIFEST, logs), which must stay the
+    // checkpoint's as they are.
+    if (e.path().extension() == ".sst") {
+      fs::create_hard_link(e.path(), to, ec);
+      if (ec)
+        ec.clear();  // another file system: a copy
+      else
+        continue;
+    }
+    fs::copy_file(e.path(), to, ec);
+    if (ec) {
+      return IOError("disk tier " + dir_ + ": cannot take " +
+                     e.path().string() + ": " + ec.message());
+    }
+  }
+  if (ec)
+    return IOError("disk tier " + dir_ + ": cannot list " + dir + ": " +
+                   ec.message());
+  rocksdb::Options options = StoreOptions();
+  options.create_if_missing = false;
+  rocksdb::DB* db = nullptr;
+  const rocksdb::Status s = rocksdb::DB::Open(options, dir_, &db);
+  if (!s.ok()) return FromRocks(s, "cannot open the rows of " + dir, dir_);
+  database_ = std::make_shared<Database>(dir_, std::unique_ptr<rocksdb::DB>(db),
+                                         read_threads_);
+  db_ = db;
+  return Status::OK();
+}
 
 RocksDbColdRowStore::~RocksDbColdRowStore() = default;  // see Database
 
 Status RocksDbColdRowStore::Put(uint64_t key,
                                 std::span<const std::byte> record) {
+  if (db_ == nullptr) return Unusable();
   const rocksdb::Status s =
       db_->Put(Unlogged(), EncodedKey(key).slice(),
                rocksdb::Slice(reinterpret_cast<const char*>(record.data()),
@@ -281,26 +413,37 @@ Status RocksDbColdRowStore::Put(uint64_t key,
 
 StatusOr<bool> RocksDbColdRowStore::Get(uint64_t key,
                                         std::span<std::byte> record) const {
+  if (db_ == nullptr) return Unusable();
   return database_->Get(key, record);
 }
 
 Status RocksDbColdRowStore::GetMany(std::span<const uint64_t> keys,
                                     std::span<std::byte> records,
                                     std::span<uint8_t> found) const {
+  if (db_ == nullptr) return Unusable();
   return database_->GetMany(nullptr, record_bytes_, keys, records, found);
 }
 
 uint64_t RocksDbColdRowStore::bytes_read() const {
-  return database_->bytes_read.load(std::memory_order_relaxed);
+  return database_ != nullptr
+             ? database_->bytes_read.load(std::memory_order_relaxed)
+             : 0;
+}
+
+Status RocksDbColdRowStore::Unusable() const {
+  return IOError("disk tier " + dir_ +
+                 ": unusable since adopting other rows failed");
 }
 
 Status RocksDbColdRowStore::Delete(uint64_t key) {
+  if (db_ == nullptr) return Unusable();
   const rocksdb::Status s = db_->Delete(Unlogged(), EncodedKey(key).slice());
   if (!s.ok()) return FromRocks(s, "cannot delete a row", dir_);
   return Status::OK();
 }
 
 Status RocksDbColdRowStore::Write(std::span<const ColdRecordWrite> writes) {
+  if (db_ == nullptr) return Unusable();
   rocksdb::WriteBatch batch;
   uint64_t bytes = 0;
   for (const ColdRecordWrite& w : writes) {
@@ -328,6 +471,7 @@ Status RocksDbColdRowStore::Write(std::span<const ColdRecordWrite> writes) {
 }
 
 Status RocksDbColdRowStore::Clear() {
+  if (db_ == nullptr) return Unusable();
   const EncodedKey begin(0);
   // DeleteRange's end is exclusive: key UINT64_MAX goes on its own.
   const EncodedKey end(UINT64_MAX);
@@ -340,12 +484,39 @@ Status RocksDbColdRowStore::Clear() {
 
 StatusOr<std::optional<uint64_t>> RocksDbColdRowStore::ForEachFrom(
     uint64_t first, size_t limit, const RecordFn& fn) const {
+  if (db_ == nullptr) return Unusable();
   return Scan(db_, nullptr, dir_, record_bytes_, first, limit, fn);
 }
 
 StatusOr<std::shared_ptr<const ColdRowView>> RocksDbColdRowStore::Pin() const {
+  if (db_ == nullptr) return Unusable();
   return std::shared_ptr<const ColdRowView>(
       std::make_shared<PinnedView>(database_, record_bytes_));
+}
+
+StatusOr<std::shared_ptr<const ColdRowFiles>> RocksDbColdRowStore::Link()
+    const {
+  if (db_ == nullptr) return Unusable();
+  std::error_code ec;
+  std::filesystem::create_directories(LinksDir(dir_), ec);
+  if (ec) {
+    return IOError("disk tier " + dir_ + ": cannot create " + LinksDir(dir_) +
+                   ": " + ec.message());
+  }
+  // RocksDB wants an absolute path.
+  const std::string to =
+      std::filesystem::absolute(LinksDir(dir_), ec).string() + "/" +
+      std::to_string(links_made_.fetch_add(1));
+  if (ec) return IOError("disk tier " + dir_ + ": " + ec.message());
+  rocksdb::Checkpoint* raw = nullptr;
+  rocksdb::Status s = rocksdb::Checkpoint::Create(db_, &raw);
+  const std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  // The default log_size_for_flush (0) writes the memtable out first: the
+  // store has no write-ahead log to link.
+  if (s.ok()) s = checkpoint->CreateCheckpoint(to);
+  if (!s.ok()) return FromRocks(s, "cannot link its files", dir_);
+  return std::shared_ptr<const ColdRowFiles>(
+      std::make_shared<LinkedFiles>(to, record_bytes_));
 }
 
 }  // namespace ps::table

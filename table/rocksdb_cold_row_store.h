@@ -15,7 +15,7 @@
 // 19 us for a read, read, delete and write of 208-byte rows), for two
 // reasons: its index costs no memory per row on disk (a slot file's costs
 // ~20 bytes, 3.5 GB for 1.75x10^8 cold rows), and its files are immutable,
-// so checkpoints can link them instead of copying.
+// so checkpoints link them instead of copying (Link).
 //
 // GetMany reads on a pool of threads of the store's own, each reading its
 // share of the keys in turn: this machine's disk answers about 15k random
@@ -61,9 +61,13 @@ class RocksDbColdRowStore final : public ColdRowStore {
   Status Delete(uint64_t key) override;
   Status Write(std::span<const ColdRecordWrite> writes) override;
   Status Clear() override;
+  Status Adopt(const std::string& dir) override;
   StatusOr<std::optional<uint64_t>> ForEachFrom(
       uint64_t first, size_t limit, const RecordFn& fn) const override;
   StatusOr<std::shared_ptr<const ColdRowView>> Pin() const override;
+  // A RocksDB checkpoint (rocksdb/utilities/checkpoint.h) in a folder of
+  // its own under <dir>.links/, which Open empties too.
+  StatusOr<std::shared_ptr<const ColdRowFiles>> Link() const override;
   uint64_t bytes_written() const override { return bytes_written_; }
   uint64_t bytes_read() const override;
 
@@ -72,14 +76,20 @@ class RocksDbColdRowStore final : public ColdRowStore {
   struct Database;
 
  private:
-  RocksDbColdRowStore(std::string dir, size_t record_bytes,
+  RocksDbColdRowStore(std::string dir, size_t record_bytes, int read_threads,
                       std::shared_ptr<Database> database);
 
   const std::string dir_;
   const size_t record_bytes_;
-  const std::shared_ptr<Database> database_;
-  rocksdb::DB* const db_;  // database_'s
+  const int read_threads_;
+  // kIOError: Adopt failed to open the adopted rows (db_ is null).
+  Status Unusable() const;
+
+  // Replaced only by Adopt, which nothing else runs beside.
+  std::shared_ptr<Database> database_;
+  rocksdb::DB* db_;  // database_'s
   std::atomic<uint64_t> bytes_written_{0};
+  mutable std::atomic<uint64_t> links_made_{0};  // names Link's folders
 };
 
 }  // namespace ps::table

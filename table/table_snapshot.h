@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -16,8 +17,10 @@
 namespace ps::table {
 
 // Rows of a snapshot that are not copied into it: an EXACT table's disk
-// tier, which may hold more rows than memory. Read (as they were at the
-// cut) when the snapshot is written. Thread-safe.
+// tier, which may hold more rows than memory, as the tier's files were at
+// the cut (table/cold_row_store.h: ColdRowFiles). A checkpoint places the
+// files in its folder (hard links where it can) instead of writing the rows
+// again. Thread-safe.
 class UncopiedRows {
  public:
   virtual ~UncopiedRows() = default;
@@ -27,6 +30,15 @@ class UncopiedRows {
       std::function<void(uint64_t key, const float* values,
                          const float* const* state, uint64_t last_update)>;
   virtual Status ForEach(const RowFn& fn) const = 0;
+  // Whether the files were linked at the cut, so that PlaceAt works. Where
+  // the tier could not link them (a full disk cannot take RocksDB's
+  // memtable), the checkpoint writes the rows instead, read with ForEach.
+  virtual bool linked() const = 0;
+  // ColdRowFiles::PlaceAt: the folder `dir` then holds a RocksDB database
+  // of the rows, keyed by 8-byte big-endian keys, each value one disk tier
+  // record (ExactPartition::ColdRecordBytes, laid out as
+  // ExactPartition::ViewColdRecord reads it).
+  virtual Status PlaceAt(const std::string& dir) const = 0;
 };
 
 // A copy of one shard's part of a table, taken at a checkpoint's cut.
@@ -50,6 +62,10 @@ struct TableSnapshot {
   std::vector<float> state[kernels::kMaxOptimizerStates];
   std::vector<uint64_t> last_update;  // EXACT: per entry
   std::vector<uint64_t> deleted;      // EXACT, not full: keys without a row now
+  // EXACT: the table's clock (seconds, evict_after_seconds) at the cut,
+  // which a restore continues from: rows kept on disk keep the second of
+  // their last update.
+  uint32_t clock_s = 0;
   // EXACT with a disk tier: its rows on disk, besides the entries above
   // (never the same key); null otherwise.
   std::shared_ptr<const UncopiedRows> uncopied;
@@ -72,10 +88,22 @@ class RestoredRowSink {
   // Every row put so far dropped: a later full checkpoint of the chain
   // replaces the rows of the earlier one.
   virtual Status Clear() = 0;
+  // Before any row: the table's clock moves on to `saved_s` (the
+  // checkpoint's, TableSnapshot::clock_s) if it is behind, so that rows put
+  // at the restore's second and rows adopted with their own seconds read
+  // on one clock.
+  virtual void ContinueClock(uint32_t saved_s) = 0;
   virtual Status Put(uint64_t key, const float* values,
                      const float* const* state, uint64_t last_update) = 0;
   virtual Status Delete(uint64_t key) = 0;
-  virtual uint64_t rows() const = 0;  // put and not deleted or cleared
+  // Every row put so far replaced by the rows on disk of a checkpoint
+  // shard's folder (ShardTableEntry.disk_tier_path, every key of it this
+  // shard's), taken as they are: their files linked into the table's disk
+  // tier (ColdRowStore::Adopt) instead of each row put. The reader then
+  // calls CountAdopted once per key of the folder as it reads them.
+  virtual Status Adopt(const std::string& dir) = 0;
+  virtual Status CountAdopted(uint64_t key) = 0;
+  virtual uint64_t rows() const = 0;  // put or adopted, not deleted or cleared
 };
 
 // Where a restore puts one shard's part of a table: the checkpoint reader
@@ -101,6 +129,8 @@ struct TableTarget {
   RestoredRowSink* exact_sink = nullptr;  // the table's
   // Out: the largest optimizer step count of the old shards.
   uint64_t optimizer_steps = 0;
+  // EXACT: the latest clock of the old shards (the reader sets it first).
+  uint32_t clock_s = 0;
   uint64_t rows_restored = 0;  // out
 };
 

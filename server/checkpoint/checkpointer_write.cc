@@ -184,6 +184,10 @@ void Checkpointer::Write(Job job) {
     }
     return;
   }
+  // The baseline of the next increment needs no rows on disk (EXACT tables
+  // are written whole each time): their linked files go now, so that the
+  // disk tier's compactions free space.
+  for (ck::TableSnapshot& t : job.snapshot.tables) t.uncopied = nullptr;
   previous_ = std::move(job.snapshot);
   SetPart(step, Reply::WRITTEN);
   constexpr auto kRelaxed = std::memory_order_relaxed;
@@ -196,8 +200,9 @@ void Checkpointer::Write(Job job) {
   LOG(INFO) << "checkpoint step " << step << " shard " << k << ": "
             << (full ? "full" : "incremental of " + wo.parent) << ", "
             << entry->entries() << " entries, " << entry->bytes() / 1e6
-            << " MB, cut pause " << job.pause_ms << " ms, write "
-            << entry->write_ms() << " ms";
+            << " MB (" << entry->linked_bytes() / 1e6
+            << " MB of it linked from the disk tier), cut pause "
+            << job.pause_ms << " ms, write " << entry->write_ms() << " ms";
   if (k != 0) return;
   const auto waited = Clock::now();
   uint64_t total_bytes = 0;

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <shared_mutex>
@@ -25,6 +26,9 @@
 #include <tuple>
 #include <vector>
 
+#include "checkpoint/committer.h"
+#include "checkpoint/restorer.h"
+#include "checkpoint/shard_scan.h"
 #include "checkpoint/shard_writer.h"
 #include "table/exact_table.h"
 #include "table/rocksdb_cold_row_store.h"
@@ -222,6 +226,56 @@ TEST(RocksDbColdRowStoreTest, PinnedViewsReadTheirMomentAndOutliveTheStore) {
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
+// Link: the store's files at the moment of the call, hard links in a
+// folder of their own that reads that moment after the store changes and
+// after it is gone; PlaceAt links them again elsewhere (same inodes); the
+// folder goes with the object, what PlaceAt made stays.
+TEST(RocksDbColdRowStoreTest, LinkedFilesHoldTheirMomentAndPlaceByLinks) {
+  TempDir dir;
+  const std::string path = dir.path() + "/store";
+  auto store = RocksDbColdRowStore::Open(path, 8).value();
+  auto record = [](uint64_t v) {
+    std::vector<std::byte> r(8);
+    std::memcpy(r.data(), &v, 8);
+    return r;
+  };
+  for (uint64_t key : {1, 2, 3}) ASSERT_TRUE(store->Put(key, record(key)).ok());
+  auto files = store->Link().value();
+  ASSERT_TRUE(store->Delete(2).ok());
+  ASSERT_TRUE(store->Put(4, record(4)).ok());
+  ASSERT_TRUE(store->Put(1, record(10)).ok());
+  const std::string placed = dir.path() + "/placed";
+  ASSERT_TRUE(files->PlaceAt(placed).ok());
+  EXPECT_EQ(files->PlaceAt(placed).code(), StatusCode::kIOError)
+      << "the folder exists";
+  // Each table file placed is the store's own file, not a copy.
+  int linked = 0;
+  for (const auto& e : std::filesystem::directory_iterator(placed)) {
+    if (e.path().extension() != ".sst") continue;
+    ++linked;
+    const std::string in_store = path + "/" + e.path().filename().string();
+    ASSERT_TRUE(std::filesystem::exists(in_store)) << in_store;
+    EXPECT_TRUE(std::filesystem::equivalent(e.path(), in_store));
+    EXPECT_GE(std::filesystem::hard_link_count(e.path()), 3u);
+  }
+  EXPECT_GE(linked, 1);
+  store.reset();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  std::map<uint64_t, std::vector<std::byte>> seen;
+  ASSERT_TRUE(files
+                  ->ForEach([&](uint64_t key, std::span<const std::byte> r) {
+                    seen[key].assign(r.begin(), r.end());
+                  })
+                  .ok());
+  const std::map<uint64_t, std::vector<std::byte>> moment = {
+      {1, record(1)}, {2, record(2)}, {3, record(3)}};
+  EXPECT_EQ(seen, moment);
+  files.reset();
+  EXPECT_FALSE(std::filesystem::exists(path + ".links"));
+  // What PlaceAt made stays: a database of its own (checkpoints read it).
+  EXPECT_TRUE(std::filesystem::exists(placed + "/CURRENT"));
+}
+
 // This test binary, filtered to one test (a child's command line).
 std::string ThisBinaryRunning(const std::string& test) {
   return std::filesystem::read_symlink("/proc/self/exe").string() +
@@ -396,21 +450,64 @@ TEST(ExactTierTest, SnapshotHoldsBothTiersAndRestoreRefillsThem) {
   EXPECT_EQ(restore(*small).code(), StatusCode::kResourceExhausted);
 }
 
-// A checkpoint of a tiered table writes the rows of both tiers: those on
-// disk read, after the cut, from the view its snapshot pinned (never
-// copied into memory) and merged with those in memory into files one
-// after another. The same entries and checksum as every row copied gives,
-// though rows moved both ways after the cut.
-TEST(ExactTierTest, CheckpointsWriteTheRowsOnDiskFromThePinnedView) {
+// A shard written by WriteShard, read back by ScanShard with `readers`
+// threads: every entry's value by key.
+StatusOr<std::map<uint64_t, std::string>> ScanBack(
+    const std::string& checkpoint, const proto::TableSpec& spec,
+    const checkpoint::proto::ShardEntry& shard, int readers) {
+  class Collect final : public checkpoint::EntrySink {
+   public:
+    Collect(std::mutex* mu, std::map<uint64_t, std::string>* out)
+        : mu_(mu), out_(out) {}
+    Status Add(const checkpoint::ScanTable&, uint64_t id, uint64_t,
+               std::string_view value) override {
+      std::lock_guard lock(*mu_);
+      if (!out_->emplace(id, std::string(value)).second) {
+        return Internal("key " + std::to_string(id) + " twice");
+      }
+      return Status::OK();
+    }
+
+   private:
+    std::mutex* mu_;
+    std::map<uint64_t, std::string>* out_;
+  };
+  checkpoint::proto::Manifest m;
+  m.set_num_shards(1);
+  *m.add_tables() = spec;
+  *m.add_shards() = shard;
+  std::mutex mu;
+  std::map<uint64_t, std::string> rows;
+  std::vector<std::unique_ptr<Collect>> sinks;
+  uint64_t bytes = 0;
+  PS_RETURN_IF_ERROR(checkpoint::ScanShard(
+      checkpoint, m, shard, {.readers = readers},
+      [&](size_t) {
+        sinks.push_back(std::make_unique<Collect>(&mu, &rows));
+        return sinks.back().get();
+      },
+      &bytes));
+  return rows;
+}
+
+// A checkpoint of a tiered table writes the rows in memory and links the
+// disk tier's files as they were at the cut into a folder beside the
+// shard's database ("shard-0.disk-5"): the same entries and checksum as
+// every row copied gives, read back the same (by one reader or several),
+// though rows moved both ways after the cut. A manifest that points the
+// rows on disk elsewhere, a folder gone, and a key in both parts are
+// refused.
+TEST(ExactTierTest, CheckpointsLinkTheRowsOnDiskAndReadThemBack) {
   TempDir dir;
   auto t = Tiered(Spec(50, true), dir.path() + "/tier");
   const std::vector<uint64_t> keys = PushKeysPastTheBound(*t);
-  checkpoint::ShardSnapshot pinned, copied;
-  pinned.tables.emplace_back();
-  pinned.tables[0].spec = t->spec();
-  ASSERT_TRUE(t->Snapshot(&pinned.tables[0]).ok());
-  ASSERT_NE(pinned.tables[0].uncopied, nullptr);
-  EXPECT_EQ(pinned.tables[0].ids.size(), 50u) << "only memory is copied";
+  checkpoint::ShardSnapshot linked, copied;
+  linked.tables.emplace_back();
+  linked.tables[0].spec = t->spec();
+  ASSERT_TRUE(t->Snapshot(&linked.tables[0]).ok());
+  ASSERT_NE(linked.tables[0].uncopied, nullptr);
+  ASSERT_TRUE(linked.tables[0].uncopied->linked());
+  EXPECT_EQ(linked.tables[0].ids.size(), 50u) << "only memory is copied";
   copied.tables.push_back(WholeSnapshot(*t));
   ASSERT_EQ(copied.tables[0].ids.size(), 300u);
   // After the cut: rows on disk come back, others go out, all change.
@@ -419,14 +516,151 @@ TEST(ExactTierTest, CheckpointsWriteTheRowsOnDiskFromThePinnedView) {
                   .ok());
   ASSERT_GT(t->counters().promoted, 0u);
   checkpoint::ShardWriteOptions o;
-  o.target_file_bytes = 2048;  // several files from the merged pass
-  auto a = checkpoint::WriteShard(dir.path() + "/a", pinned, o);
+  o.target_file_bytes = 2048;  // several files
+  auto a = checkpoint::WriteShard(dir.path() + "/a", linked, o);
   auto b = checkpoint::WriteShard(dir.path() + "/b", copied, o);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(a->entries(), 300u);
   EXPECT_EQ(a->tables(0).entries(), 300u);
   EXPECT_EQ(a->checksum(), b->checksum());
+  EXPECT_EQ(a->tables(0).disk_tier_path(), "shard-0.disk-5");
+  EXPECT_EQ(b->tables(0).disk_tier_path(), "");
+  EXPECT_GT(a->linked_bytes(), 0u);
+  EXPECT_EQ(b->linked_bytes(), 0u);
+  // The table files are the tier's own, linked.
+  const std::string part = dir.path() + "/a/shard-0.disk-5";
+  int shared = 0;
+  for (const auto& e : std::filesystem::directory_iterator(part)) {
+    const std::string in_tier =
+        dir.path() + "/tier/" + e.path().filename().string();
+    if (e.path().extension() == ".sst" && std::filesystem::exists(in_tier) &&
+        std::filesystem::equivalent(e.path(), in_tier)) {
+      ++shared;
+    }
+  }
+  EXPECT_GE(shared, 1);
+  const auto copied_rows = ScanBack(dir.path() + "/b", t->spec(), *b, 1);
+  ASSERT_TRUE(copied_rows.ok()) << copied_rows.status();
+  ASSERT_EQ(copied_rows->size(), 300u);
+  for (int readers : {1, 3}) {
+    const auto rows = ScanBack(dir.path() + "/a", t->spec(), *a, readers);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    EXPECT_EQ(*rows, *copied_rows) << readers << " readers";
+  }
+
+  checkpoint::proto::ShardEntry elsewhere = *a;
+  elsewhere.mutable_tables(0)->set_disk_tier_path("../b/shard-0");
+  auto refused = ScanBack(dir.path() + "/a", t->spec(), elsewhere, 1);
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(refused.status().message().find("names rows on disk at"),
+            std::string::npos)
+      << refused.status();
+  std::filesystem::rename(part, part + ".gone");
+  refused = ScanBack(dir.path() + "/a", t->spec(), *a, 1);
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(refused.status().message().find("cannot open the rows on disk"),
+            std::string::npos)
+      << refused.status();
+  // Every row copied and the rows on disk linked as well: each key of the
+  // disk is twice.
+  checkpoint::ShardSnapshot both;
+  both.tables.push_back(WholeSnapshot(*t));
+  both.tables[0].uncopied = linked.tables[0].uncopied;
+  auto c = checkpoint::WriteShard(dir.path() + "/c", both, o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  refused = ScanBack(dir.path() + "/c", t->spec(), *c, 2);
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(refused.status().message().find("both in the shard's database"),
+            std::string::npos)
+      << refused.status();
+}
+
+// The .sst files of folder `a` that are the same files (inodes) as one in
+// folder `b`.
+int SharedTableFiles(const std::string& a, const std::string& b) {
+  int shared = 0;
+  for (const auto& e : std::filesystem::directory_iterator(a)) {
+    const std::string other = b + "/" + e.path().filename().string();
+    if (e.path().extension() == ".sst" && std::filesystem::exists(other) &&
+        std::filesystem::equivalent(e.path(), other)) {
+      ++shared;
+    }
+  }
+  return shared;
+}
+
+// A restore of a checkpoint whose rows on disk were linked, into the same
+// shard of the same layout, adopts the checkpoint's files into its disk
+// tier (hard links: no row written), puts the rows that were in memory on
+// disk as well, and continues the table's clock from the cut. Into another
+// layout (two shards) each shard reads and puts its rows instead.
+TEST(ExactTierTest, RestoresAdoptTheLinkedRowsOnDisk) {
+  TempDir dir;
+  auto tiered = [&](const std::string& name, uint64_t seconds) {
+    ExactTable::Options options;
+    options.clock = [seconds] { return seconds; };
+    const std::string store = dir.path() + "/" + name;
+    options.open_disk_tier = [store](size_t record_bytes) {
+      return RocksDbColdRowStore::Open(store, record_bytes);
+    };
+    return ExactTable::Create(Spec(50, true), options).value();
+  };
+  auto t = tiered("a", 1000);
+  PushKeysPastTheBound(*t);
+  const Rows saved = RowsOf(*t);
+  const std::string ckpt = dir.path() + "/root/ckpt-000000000007";
+  checkpoint::ShardSnapshot snap;
+  snap.step = 7;
+  snap.tables.emplace_back();
+  snap.tables[0].spec = t->spec();
+  ASSERT_TRUE(t->Snapshot(&snap.tables[0]).ok());
+  ASSERT_TRUE(checkpoint::WriteShard(ckpt, snap, {}).ok());
+  checkpoint::CommitRequest commit;
+  commit.checkpoint_dir = ckpt;
+  commit.step = 7;
+  commit.tables = {t->spec()};
+  ASSERT_TRUE(checkpoint::CommitCheckpoint(commit).ok());
+  t.reset();
+  snap.tables.clear();  // the tier's own links go: the checkpoint's stay
+
+  auto restore = [&](Table& into, uint32_t shard, uint32_t shards) {
+    checkpoint::RestoreTarget target;
+    target.shard_id = shard;
+    target.num_shards = shards;
+    target.tables.emplace_back();
+    target.tables[0].spec = into.spec();
+    EXPECT_TRUE(into.PrepareRestore(&target.tables[0]).ok());
+    const auto r = checkpoint::RestoreShard(ckpt, &target);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return into.FinishRestore(&target.tables[0]);
+  };
+  auto again = tiered("b", 5);
+  ASSERT_TRUE(restore(*again, 0, 1).ok());
+  EXPECT_EQ(RowsOf(*again), saved);
+  const TableCounters c = again->counters();
+  EXPECT_EQ(c.rows, 0u);
+  EXPECT_EQ(c.rows_on_disk, 300u);
+  EXPECT_GE(SharedTableFiles(dir.path() + "/b", ckpt + "/shard-0.disk-5"), 1)
+      << "adopted by links";
+  TableSnapshot after;
+  after.spec = again->spec();
+  ASSERT_TRUE(again->Snapshot(&after).ok());
+  EXPECT_EQ(after.clock_s, 1000u) << "the clock goes on from the cut";
+
+  Rows both;
+  for (uint32_t shard : {0u, 1u}) {
+    auto part = tiered("c" + std::to_string(shard), 5);
+    ASSERT_TRUE(restore(*part, shard, 2).ok());
+    const Rows rows = RowsOf(*part);
+    EXPECT_GT(rows.size(), 0u);
+    both.insert(rows.begin(), rows.end());
+    EXPECT_EQ(SharedTableFiles(dir.path() + "/c" + std::to_string(shard),
+                               ckpt + "/shard-0.disk-5"),
+              0)
+        << "another layout puts its rows";
+  }
+  EXPECT_EQ(both, saved);
 }
 
 // A restore into a tiered table streams the rows to disk as the reader
@@ -785,6 +1019,19 @@ TEST(ExactTierTest, DiskFullChild) {
   EXPECT_EQ(held + c.refused_full, kKeys);
   EXPECT_GT(c.rows_on_disk, 0u);
   EXPECT_EQ(WholeSnapshot(*t).ids.size(), held);
+  // A checkpoint cannot link the tier's files (RocksDB cannot write its
+  // memtable out to link it): it writes the rows on disk instead, elsewhere,
+  // every row held.
+  checkpoint::ShardSnapshot snap;
+  snap.tables.emplace_back();
+  snap.tables[0].spec = t->spec();
+  ASSERT_TRUE(t->Snapshot(&snap.tables[0]).ok());
+  ASSERT_FALSE(snap.tables[0].uncopied->linked());
+  TempDir out;
+  const auto written = checkpoint::WriteShard(out.path() + "/ckpt", snap, {});
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->entries(), held);
+  EXPECT_EQ(written->tables(0).disk_tier_path(), "");
   // Pushes to keys whose rows are on disk cannot bring them back (that
   // would move another row out): dropped and counted, the rows unchanged.
   std::vector<uint64_t> cold;
