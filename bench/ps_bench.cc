@@ -89,6 +89,9 @@ DEFINE_string(mode, "both",
 DEFINE_uint32(batches, 500,
               "train: timed steps (after 20 warm-up steps), each a Pull and "
               "a Push of one batch.");
+DEFINE_uint32(train_seconds, 0,
+              "train: stop the timed steps once they have run this long "
+              "(wall clock), even before --batches; 0: --batches only.");
 DEFINE_uint32(batch_examples, 1000, "train: examples per batch.");
 DEFINE_uint32(example_keys, 39, "train: keys per example (one per field).");
 DEFINE_uint64(key_space, 0,
@@ -414,7 +417,13 @@ int RunTrain(Bench& b, KeyLaw key_law) {
   if (FLAGS_fill && ids > 0) {
     if (int rc = FillKeySpace(b, ids, n); rc != 0) return rc;
   }
+  Clock::time_point timed_since{};
   for (uint32_t it = 0; it < kTrainWarmupBatches + FLAGS_batches; ++it) {
+    if (it == kTrainWarmupBatches) timed_since = Clock::now();
+    if (FLAGS_train_seconds > 0 && it > kTrainWarmupBatches &&
+        Seconds(timed_since, Clock::now()) >= FLAGS_train_seconds) {
+      break;
+    }
     Draw(&b.rng, ids > 0 ? std::span<uint64_t>() : keys, grads);
     if (skewed) {
       for (auto& k : keys) k = skewed->Key(b.rng);
@@ -446,15 +455,15 @@ int RunTrain(Bench& b, KeyLaw key_law) {
   const double per_s = push_s.size() / pushing;
   const double steps_per_s = push_s.size() / (pushing + pulling);
   std::printf(
-      "train: %u steps of %zu keys: %.0f pushes/s; push p50 %.3f ms, p99 "
+      "train: %zu steps of %zu keys: %.0f pushes/s; push p50 %.3f ms, p99 "
       "%.3f ms; pull p50 %.3f ms, p99 %.3f ms\n",
-      FLAGS_batches, n, per_s, Quantile(push_s, 0.5) * 1e3,
+      push_s.size(), n, per_s, Quantile(push_s, 0.5) * 1e3,
       Quantile(push_s, 0.99) * 1e3, Quantile(pull_s, 0.5) * 1e3,
       Quantile(pull_s, 0.99) * 1e3);
   std::printf(
-      "RESULT mode=train pushes_per_s=%.1f steps_per_s=%.2f push_p50_ms=%.4f "
-      "push_p99_ms=%.4f pull_p50_ms=%.4f pull_p99_ms=%.4f\n",
-      per_s, steps_per_s, Quantile(push_s, 0.5) * 1e3,
+      "RESULT mode=train steps=%zu pushes_per_s=%.1f steps_per_s=%.2f "
+      "push_p50_ms=%.4f push_p99_ms=%.4f pull_p50_ms=%.4f pull_p99_ms=%.4f\n",
+      push_s.size(), per_s, steps_per_s, Quantile(push_s, 0.5) * 1e3,
       Quantile(push_s, 0.99) * 1e3, Quantile(pull_s, 0.5) * 1e3,
       Quantile(pull_s, 0.99) * 1e3);
   return 0;

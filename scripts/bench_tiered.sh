@@ -36,8 +36,24 @@
 #       from that checkpoint (--restore_from=latest): the restore's time
 #       and its server's peak RSS (the tiered one in the same cgroup).
 #
+# With --large[=N] (N ids, default 2x10^8: more rows and state than this
+# machine's memory), a third run after those two, tiered only: rows in
+# memory for a budget of --large_budget_mib (default 4096) at the row's
+# values and Adagrad state plus 64 bytes of index and bookkeeping each
+# (what issue 39 measured), the server in a memory cgroup of budget +
+# 1 GiB; a timed fill, then --large_seconds (default 600) of steps, then
+# its checkpoint and a restore of it, as above:
+#   large_steps_per_s: peer: the table of --keys ids in memory (the second
+#       run); large_fill_s, large_server_peak_mib (with the budget + 1 GiB
+#       as its peer: must stay below), large_store_gib (the disk store's
+#       largest size, du; peer: this machine's memory: must exceed it),
+#       large_ckpt_{mb,linked_mb,pause_ms,write_s}, large_restore_s,
+#       large_restore_server_peak_mib.
+#
 # Usage: scripts/bench_tiered.sh [--json FILE] [--keys=N] [--steps=N]
 #                                [--zipf=S] [--quick] [--build-dir=DIR]
+#                                [--large[=N]] [--large_budget_mib=M]
+#                                [--large_seconds=S]
 #   --json FILE  also write {"results":[{name,value,unit,peer,peer_value,ratio}]}
 #   --keys=N     ids in the table (default 20000000, the issue's 2x10^7)
 #   --steps=N    timed steps (default 100)
@@ -47,8 +63,13 @@
 set -euo pipefail
 source "$(dirname "$0")/bench_lib.sh"  # sets $root
 keys=20000000 steps=100 zipf="" quick=0
+large=0 large_budget_mib=4096 large_seconds=600
 bench_option() {
   case "$1" in
+    --large) large=200000000 ;;
+    --large=*) large=${1#*=} ;;
+    --large_budget_mib=*) large_budget_mib=${1#*=} ;;
+    --large_seconds=*) large_seconds=${1#*=} ;;
     --keys=*) keys=${1#*=} ;;
     --steps=*) steps=${1#*=} ;;
     --zipf=*) zipf=${1#*=} ;;
@@ -62,6 +83,10 @@ bench_parse bench_tiered 2,45 "$@"
   { echo "bench_tiered: --keys must be a whole number >= 8" >&2; exit 2; }
 [[ "$steps" =~ ^[0-9]+$ && "$steps" -ge 1 ]] ||
   { echo "bench_tiered: --steps must be a whole number >= 1" >&2; exit 2; }
+for v in large large_budget_mib large_seconds; do
+  [[ "${!v}" =~ ^[0-9]+$ ]] ||
+    { echo "bench_tiered: --$v must be a whole number" >&2; exit 2; }
+done
 
 bench_scratch
 bench_tools ps_server ps_bench ps_launch bench_report
@@ -89,29 +114,36 @@ TABLES
 tables "$work/memory.tables" "$((keys + keys / 64))" WHEN_FULL_EVICT_LEAST_RECENT
 tables "$work/tiered.tables" "$in_memory" WHEN_FULL_MOVE_TO_DISK
 
-# The tiered server's memory cgroup, through a wrapper ps_launch starts in
-# its place: it joins the group, then becomes ps_server.
-cgroup=""
-server_bin="$build_dir/server/ps_server"
-if [ "$(id -u)" = 0 ] && [ -w /sys/fs/cgroup/memory ]; then
-  cgroup=/sys/fs/cgroup/memory/ps_bench_tiered_$$
-  mkdir "$cgroup"
-  echo "$limit" >"$cgroup/memory.limit_in_bytes"
-  cat >"$work/in_cgroup.sh" <<WRAP
+# in_cgroup NAME LIMIT: sets $wrapped to a wrapper that ps_launch starts in
+# ps_server's place: it joins a memory cgroup of LIMIT bytes, then becomes
+# ps_server (plain ps_server where there is no v1 memory controller or we
+# are not root, as it says).
+cgroups=()
+in_cgroup() {
+  if [ "$(id -u)" != 0 ] || [ ! -w /sys/fs/cgroup/memory ]; then
+    echo "$1 server: no memory cgroup (needs root and /sys/fs/cgroup/memory): the page cache may hold the rows on disk"
+    wrapped="$build_dir/server/ps_server"
+    return
+  fi
+  local group=/sys/fs/cgroup/memory/ps_bench_tiered_$$_$1
+  mkdir "$group"
+  cgroups+=("$group")
+  echo "$2" >"$group/memory.limit_in_bytes"
+  cat >"$work/in_cgroup_$1.sh" <<WRAP
 #!/bin/sh
-echo \$\$ >"$cgroup/cgroup.procs"
+echo \$\$ >"$group/cgroup.procs"
 exec "$build_dir/server/ps_server" "\$@"
 WRAP
-  chmod +x "$work/in_cgroup.sh"
-  server_bin="$work/in_cgroup.sh"
-  echo "tiered server: memory cgroup of $((limit >> 20)) MiB"
-else
-  echo "tiered server: no memory cgroup (needs root and /sys/fs/cgroup/memory): the page cache may hold the rows on disk"
-fi
-remove_cgroup() {
-  [ -n "$cgroup" ] && [ -d "$cgroup" ] && rmdir "$cgroup" 2>/dev/null || true
+  chmod +x "$work/in_cgroup_$1.sh"
+  echo "$1 server: memory cgroup of $(($2 >> 20)) MiB"
+  wrapped="$work/in_cgroup_$1.sh"
 }
-trap 'remove_cgroup; bench_cleanup' EXIT INT TERM
+remove_cgroups() {
+  for group in "${cgroups[@]}"; do rmdir "$group" 2>/dev/null || true; done
+}
+trap 'remove_cgroups; bench_cleanup' EXIT INT TERM
+in_cgroup tiered "$limit"
+server_bin=$wrapped
 
 # launch NAME TABLES SERVER_BIN SERVER_ARGS WORKER_ARGS: one cluster (its
 # logs in $work/NAME); appends worker 0's RESULT figures to $work/results
@@ -121,8 +153,8 @@ launch() {
   local name=$1 tables=$2 bin=$3 args=$4 worker_args=$5 dir="$work/$1"
   "$build_dir/launch/ps_launch" --servers=1 --workers=1 --tables="$tables" \
     --transport=shm --server_args="$args" --server_bin="$bin" \
-    --ready_timeout=1800 --stop_timeout=1800 --worker_bin="$build_dir/bench/ps_bench" \
-    --worker_args="--table=ids --dim=$dim --mode=train --batch_examples=1000 --example_keys=39 --key_space=$keys $key_law --server_pid_files=$dir/server-0.pid $worker_args" \
+    --ready_timeout=3600 --stop_timeout=3600 --worker_bin="$build_dir/bench/ps_bench" \
+    --worker_args="--table=ids --dim=$dim --mode=train --batch_examples=1000 --example_keys=39 --key_space=${run_keys:-$keys} $key_law --server_pid_files=$dir/server-0.pid $worker_args" \
     --run_dir="$dir" >/dev/null 2>"$work/launch.err" || {
     echo "bench_tiered: ps_bench failed ($name):" >&2
     cat "$work/launch.err" "$dir"/worker-*.log >&2
@@ -142,7 +174,7 @@ launch() {
 # restore's time from the log, its server's peak RSS) for a few steps.
 run() {
   local name=$1 tables=$2 bin=$3 args="$4 --checkpoint_dir=$work/$1-ckpt"
-  launch "$name" "$tables" "$bin" "$args" "--batches=$steps --fill"
+  launch "$name" "$tables" "$bin" "$args" "--batches=$steps --fill ${train_args:-}"
   sed -n 's/^.*checkpoint step [0-9]* shard 0: .*, \([0-9.]*\) MB (\([0-9.]*\) MB of it linked[^,]*, cut pause \([0-9.]*\) ms, write \([0-9.]*\) ms.*$/\1 \2 \3 \4/p' \
     "$work/$name"/server-0.log | tail -n 1 |
     awk -v run="$name" '{ print "ckpt_mb_" run, $1; print "ckpt_linked_mb_" run, $2;
@@ -158,6 +190,34 @@ run() {
 echo "$keys ids ($law), dim $dim, Adagrad; $in_memory rows in memory when tiered"
 run memory "$work/memory.tables" "$build_dir/server/ps_server" ""
 run tiered "$work/tiered.tables" "$server_bin" "--disk_tier_dir=$work/tier"
+
+if [ "$large" -gt 0 ]; then
+  # Rows and Adagrad state, + 64 bytes of index and bookkeeping, per row.
+  large_rows=$(((large_budget_mib << 20) / (dim * 4 * 2 + 64)))
+  tables "$work/large.tables" "$large_rows" WHEN_FULL_MOVE_TO_DISK
+  echo "$large ids, dim 16, Adagrad; $large_rows rows in memory (a budget of $large_budget_mib MiB)"
+  in_cgroup large $(((large_budget_mib + 1024) << 20))
+  large_bin=$wrapped
+  # The store's largest size, sampled while the runs go on.
+  echo 0 >"$work/large_store_bytes"
+  (
+    max=0
+    while sleep 5; do
+      now=$(du -sb "$work/large-tier" 2>/dev/null | cut -f1)
+      if [ "${now:-0}" -gt "$max" ]; then
+        max=$now
+        echo "$max" >"$work/large_store_bytes"
+      fi
+    done
+  ) &
+  du_sampler=$!
+  run_keys=$large train_args="--batches=1000000 --train_seconds=$large_seconds" \
+    run large "$work/large.tables" "$large_bin" "--disk_tier_dir=$work/large-tier"
+  kill "$du_sampler" 2>/dev/null || true
+  echo "large_store_gib $(awk '{ print $1 / 2^30 }' "$work/large_store_bytes")" >>"$work/results"
+  echo "large_budget_peak_mib $((large_budget_mib + 1024))" >>"$work/results"
+  echo "machine_memory_gib $(awk '$1 == "MemTotal:" { print $2 / 2^20 }' /proc/meminfo)" >>"$work/results"
+fi
 
 peer="same table in memory, same run"
 {
@@ -175,5 +235,18 @@ peer="same table in memory, same run"
   echo "row tiered_ckpt_write_s s ckpt_write_s_tiered ckpt_write_s_memory lower $peer"
   echo "row tiered_restore_s s restore_s_tiered restore_s_memory lower $peer"
   echo "row tiered_restore_server_peak_mib MiB rss_server_peak_mib_tiered-restore rss_server_peak_mib_memory-restore - $peer"
+  if [ "$large" -gt 0 ]; then
+    echo "row large_steps_per_s steps/s train_steps_per_s_large train_steps_per_s_memory higher $keys ids in memory, same run"
+    echo "row large_steps - train_steps_large - -"
+    echo "row large_fill_s s fill_seconds_large - -"
+    echo "row large_server_peak_mib MiB rss_server_peak_mib_large large_budget_peak_mib - budget + 1 GiB"
+    echo "row large_store_gib GiB large_store_gib machine_memory_gib - this machine's memory"
+    echo "row large_ckpt_mb MB ckpt_mb_large - -"
+    echo "row large_ckpt_linked_mb MB ckpt_linked_mb_large - -"
+    echo "row large_ckpt_pause_ms ms ckpt_pause_ms_large - -"
+    echo "row large_ckpt_write_s s ckpt_write_s_large - -"
+    echo "row large_restore_s s restore_s_large - -"
+    echo "row large_restore_server_peak_mib MiB rss_server_peak_mib_large-restore large_budget_peak_mib - budget + 1 GiB"
+  fi
 } | bench_report ${json:+--json="$json"}
 echo "(ratio = tiered / in memory for steps/s; in memory / tiered for times)"
