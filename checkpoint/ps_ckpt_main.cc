@@ -143,23 +143,33 @@ int Inspect() {
         static_cast<unsigned long long>(t.capacity()), optimizer_name.c_str());
   }
   for (const auto& s : m->shards()) {
+    const std::string linked =
+        s.linked_bytes() > 0
+            ? " (" + Mb(s.linked_bytes()) + " of it disk tier files linked)"
+            : "";
     std::printf(
-        "  shard %u: %s, %llu entries, %s, checksum %016llx, cut "
+        "  shard %u: %s, %llu entries, %s%s, checksum %016llx, cut "
         "pause %.1f ms, write %.0f ms\n",
         s.shard_id(), s.path().c_str(),
         static_cast<unsigned long long>(s.entries()), Mb(s.bytes()).c_str(),
-        static_cast<unsigned long long>(s.checksum()), s.cut_pause_ms(),
-        s.write_ms());
+        linked.c_str(), static_cast<unsigned long long>(s.checksum()),
+        s.cut_pause_ms(), s.write_ms());
     for (const auto& t : s.tables()) {
       // Format 2 stores HASHED/DENSE rows in runs (checkpoint/row_codec.h).
       const std::string runs =
           t.rows_per_entry() > 1
               ? " (up to " + std::to_string(t.rows_per_entry()) + " rows each)"
               : "";
-      std::printf("    table id %u: %s, %llu entries%s, optimizer steps %llu\n",
-                  t.table_id(), t.full() ? "full" : "changed rows",
-                  static_cast<unsigned long long>(t.entries()), runs.c_str(),
-                  static_cast<unsigned long long>(t.optimizer_steps()));
+      const std::string on_disk =
+          t.disk_tier_path().empty()
+              ? ""
+              : ", its rows on disk in " + t.disk_tier_path();
+      std::printf(
+          "    table id %u: %s, %llu entries%s%s, optimizer steps %llu\n",
+          t.table_id(), t.full() ? "full" : "changed rows",
+          static_cast<unsigned long long>(t.entries()), runs.c_str(),
+          on_disk.c_str(),
+          static_cast<unsigned long long>(t.optimizer_steps()));
     }
   }
   for (const auto& w : m->workers()) {

@@ -216,10 +216,11 @@ void WriteChunk(const TablePlan& plan, const rocksdb::Options& options,
 // (hard links where the file system allows), then read once for the
 // entries and checksum that the shard's manifest entry records, as if they
 // had been written as EXACT values.
-void PlaceRowsOnDisk(const TablePlan& plan, Chunk* chunk) {
+void PlaceRowsOnDisk(const TablePlan& plan,
+                     const std::vector<std::string>& earlier, Chunk* chunk) {
   const TableSnapshot& t = *plan.table;
   const uint32_t table_id = t.spec.id();
-  Status s = t.uncopied->PlaceAt(chunk->file);
+  Status s = t.uncopied->PlaceAt(chunk->file, earlier);
   std::string value;
   if (s.ok()) {
     s = t.uncopied->ForEach([&](uint64_t id, const float* values,
@@ -235,6 +236,26 @@ void PlaceRowsOnDisk(const TablePlan& plan, Chunk* chunk) {
     chunk->status = s.WithContext("placing the rows on disk of table '" +
                                   t.spec.name() + "'");
   }
+}
+
+// The folders of the rows on disk that shard `shard` of the complete
+// checkpoints beside `checkpoint_dir` hold for table `table_id`, newest
+// first: where PlaceAt finds the copies an earlier checkpoint made (when
+// the checkpoints lie on another file system than the disk tier).
+std::vector<std::string> EarlierDiskTierFolders(
+    const std::string& checkpoint_dir, uint32_t shard, uint32_t table_id) {
+  std::vector<std::string> folders;
+  const std::filesystem::path self(checkpoint_dir);
+  auto all = ListCheckpoints(self.parent_path().string());
+  if (!all.ok()) return folders;
+  for (auto it = all->rbegin(); it != all->rend(); ++it) {
+    if (!it->complete || it->name == self.filename().string()) continue;
+    const std::string folder =
+        JoinPath(it->path, ShardDiskTierName(shard, table_id));
+    std::error_code ec;
+    if (std::filesystem::is_directory(folder, ec)) folders.push_back(folder);
+  }
+  return folders;
 }
 
 // The same where the rows' files could not be linked at the cut (a full
@@ -372,7 +393,11 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < chunks.size();) {
       if (chunks[i].on_disk) {
-        PlaceRowsOnDisk(plans[chunks[i].table], &chunks[i]);
+        PlaceRowsOnDisk(
+            plans[chunks[i].table],
+            EarlierDiskTierFolders(checkpoint_dir, snapshot.shard_id,
+                                   plans[chunks[i].table].table->spec.id()),
+            &chunks[i]);
       } else if (chunks[i].merged) {
         WriteMergedChunk(plans[chunks[i].table], db_options,
                          options.target_file_bytes, &chunks[i]);

@@ -7,7 +7,12 @@
 //   auto entry = WriteShard("/ckpt/ckpt-000000000100", snapshot, o);
 //
 // How it writes: see checkpoint/rocksdb_options.h (sorted SST files written
-// in parallel, then ingested).
+// in parallel, then ingested). An EXACT table's rows on disk (a disk tier,
+// TableSnapshot::uncopied) are not written: the tier's files as they were
+// at the cut are placed beside the database as shard-<k>.disk-<table>/
+// (hard links; on another file system, linked from an earlier checkpoint's
+// copy of the same file, or copied), and read once for the entries and
+// checksum the manifest records.
 #pragma once
 
 #include <cstdint>
@@ -40,14 +45,16 @@ struct ShardWriteOptions {
 // interrupted attempt, writes the database, then shard-<k>.done. kIOError or
 // kInvalidArgument (a snapshot that does not match its spec), naming the
 // table and path. A failed write (a full disk, say) leaves nothing of the
-// shard behind: shard-<k>/, shard-<k>.sst-tmp/, shard-<k>.done and its .tmp
-// are removed before the error returns, so the space is free for a retry.
+// shard behind: shard-<k>/, shard-<k>.sst-tmp/, shard-<k>.disk-*/,
+// shard-<k>.done and its .tmp are removed before the error returns, so the
+// space is free for a retry.
 StatusOr<proto::ShardEntry> WriteShard(const std::string& checkpoint_dir,
                                        const ShardSnapshot& snapshot,
                                        const ShardWriteOptions& options);
 
 // Removes everything WriteShard makes for shard `shard` in `checkpoint_dir`
-// (its database, the SST staging folder, shard-<k>.done and its temp file),
+// (its database, the SST staging folder, its tables' rows on disk,
+// shard-<k>.done and its temp file),
 // the .done first; what is already gone is not an error. kIOError naming
 // what could not be deleted.
 Status RemoveShardPart(const std::string& checkpoint_dir, uint32_t shard);

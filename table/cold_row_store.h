@@ -26,6 +26,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "base/status_or.h"
@@ -70,9 +71,15 @@ class ColdRowFiles {
   virtual Status ForEach(const ColdRecordFn& fn) const = 0;
   // Places the files in `dir`, created here (its parent must exist, `dir`
   // must not): each file hard-linked where `dir` is on the same file
-  // system, copied where not; the folder is synced. kIOError naming what
-  // failed (then `dir` may hold some of the files: the caller removes it).
-  virtual Status PlaceAt(const std::string& dir) const = 0;
+  // system; where not (a checkpoint folder on NFS, say), hard-linked from
+  // the first of `earlier` (folders PlaceAt made before, newest first,
+  // on dir's file system) that holds the same file of the same store, so
+  // that each file is copied once and then shared, the file system
+  // counting its links; copied otherwise. The folder is synced. kIOError
+  // naming what failed (then `dir` may hold some of the files: the caller
+  // removes it).
+  virtual Status PlaceAt(const std::string& dir,
+                         const std::vector<std::string>& earlier) const = 0;
 };
 
 class ColdRowStore {

@@ -425,11 +425,12 @@ Status ExactTable::Snapshot(TableSnapshot* out) const {
   return Status::OK();
 }
 
-Status ExactTable::RowsOnDisk::PlaceAt(const std::string& dir) const {
+Status ExactTable::RowsOnDisk::PlaceAt(
+    const std::string& dir, const std::vector<std::string>& earlier) const {
   if (files_ == nullptr) {
     return Internal("the rows on disk were not linked at the cut");
   }
-  return files_->PlaceAt(dir);
+  return files_->PlaceAt(dir, earlier);
 }
 
 Status ExactTable::RowsOnDisk::ForEach(const RowFn& fn) const {

@@ -219,7 +219,8 @@ class ExactTable final : public Table {
           state_arrays_(state_arrays) {}
     Status ForEach(const RowFn& fn) const override;
     bool linked() const override { return files_ != nullptr; }
-    Status PlaceAt(const std::string& dir) const override;
+    Status PlaceAt(const std::string& dir,
+                   const std::vector<std::string>& earlier) const override;
 
    private:
     const std::shared_ptr<const ColdRowFiles> files_;  // or null

@@ -13,6 +13,8 @@
 #include <cstdarg>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 
 #include "kernels/thread_pool.h"
@@ -244,24 +246,41 @@ class PinnedView final : public ColdRowView {
 
 namespace {
 
-// Syncs the folder `dir` (its new entries). kIOError naming it.
-Status SyncFolder(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+// Syncs the file or folder `path` (a folder: its new entries). kIOError
+// naming it.
+Status SyncPath(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
   if (fd < 0 || ::fsync(fd) != 0) {
     const int err = errno;
     if (fd >= 0) ::close(fd);
-    return IOError("cannot sync " + dir + ": " + std::strerror(err));
+    return IOError("cannot sync " + path + ": " + std::strerror(err));
   }
   ::close(fd);
   return Status::OK();
+}
+
+// Syncs the folder `dir` (its new entries). kIOError naming it.
+Status SyncFolder(const std::string& dir) { return SyncPath(dir, O_DIRECTORY); }
+
+// Names the store's files in a folder PlaceAt made: the RocksDB session
+// (unique to one opening of the store) whose file names (numbers, never
+// reused in a session) they are. RocksDB ignores the file.
+constexpr char kSessionFile[] = "PS-STORE-SESSION";
+
+// The contents of `path`, or "" when it cannot be read.
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // A RocksDB checkpoint of the store: its own folder of links, deleted with
 // it.
 class LinkedFiles final : public ColdRowFiles {
  public:
-  LinkedFiles(std::string dir, size_t record_bytes)
-      : dir_(std::move(dir)), record_bytes_(record_bytes) {}
+  LinkedFiles(std::string dir, size_t record_bytes, std::string session)
+      : dir_(std::move(dir)),
+        record_bytes_(record_bytes),
+        session_(std::move(session)) {}
   ~LinkedFiles() override {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
@@ -280,32 +299,58 @@ class LinkedFiles final : public ColdRowFiles {
         .status();
   }
 
-  Status PlaceAt(const std::string& dir) const override {
+  Status PlaceAt(const std::string& dir,
+                 const std::vector<std::string>& earlier) const override {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (!fs::create_directory(dir, ec) || ec) {
       return IOError("cannot create " + dir + ": " +
                      (ec ? ec.message() : "it exists"));
     }
-    for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
-      const std::string to = dir + "/" + e.path().filename().string();
-      fs::create_hard_link(e.path(), to, ec);
-      if (ec) {  // another file system (or none with links): a copy
-        ec.clear();
-        fs::copy_file(e.path(), to, ec);
+    // The earlier folders that hold files of this session.
+    std::vector<std::string> same_session;
+    for (const std::string& e : earlier) {
+      if (ReadSmallFile(e + "/" + kSessionFile) == session_) {
+        same_session.push_back(e);
       }
-      if (ec) {
-        return IOError("cannot place " + e.path().string() + " at " + to +
-                       ": " + ec.message());
+    }
+    for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
+      const std::string name = e.path().filename().string();
+      const std::string to = dir + "/" + name;
+      std::error_code link_ec;
+      fs::create_hard_link(e.path(), to, link_ec);
+      bool placed = !link_ec;
+      if (!placed && e.path().extension() == ".sst") {
+        // Another file system: the copy an earlier checkpoint made, if any.
+        std::error_code size_ec;
+        const uintmax_t size = fs::file_size(e.path(), size_ec);
+        for (const std::string& folder : same_session) {
+          const std::string copy = folder + "/" + name;
+          std::error_code other;
+          if (size_ec || fs::file_size(copy, other) != size || other) continue;
+          fs::create_hard_link(copy, to, other);
+          if ((placed = !other)) break;
+        }
+      }
+      if (!placed) {  // none to link: a copy
+        std::error_code copy_ec;
+        fs::copy_file(e.path(), to, copy_ec);
+        if (copy_ec) {
+          return IOError("cannot place " + e.path().string() + " at " + to +
+                         ": " + copy_ec.message());
+        }
+        PS_RETURN_IF_ERROR(SyncPath(to, 0));  // links share synced data
       }
     }
     if (ec) return IOError("cannot list " + dir_ + ": " + ec.message());
+    std::ofstream(dir + "/" + kSessionFile, std::ios::binary) << session_;
     return SyncFolder(dir);
   }
 
  private:
   const std::string dir_;
   const size_t record_bytes_;
+  const std::string session_;
 };
 
 }  // namespace
@@ -515,8 +560,11 @@ StatusOr<std::shared_ptr<const ColdRowFiles>> RocksDbColdRowStore::Link()
   // store has no write-ahead log to link.
   if (s.ok()) s = checkpoint->CreateCheckpoint(to);
   if (!s.ok()) return FromRocks(s, "cannot link its files", dir_);
+  std::string session;
+  s = db_->GetDbSessionId(session);
+  if (!s.ok()) return FromRocks(s, "cannot name its session", dir_);
   return std::shared_ptr<const ColdRowFiles>(
-      std::make_shared<LinkedFiles>(to, record_bytes_));
+      std::make_shared<LinkedFiles>(to, record_bytes_, std::move(session)));
 }
 
 }  // namespace ps::table

@@ -38,7 +38,8 @@ class UncopiedRows {
   // of the rows, keyed by 8-byte big-endian keys, each value one disk tier
   // record (ExactPartition::ColdRecordBytes, laid out as
   // ExactPartition::ViewColdRecord reads it).
-  virtual Status PlaceAt(const std::string& dir) const = 0;
+  virtual Status PlaceAt(const std::string& dir,
+                         const std::vector<std::string>& earlier) const = 0;
 };
 
 // A copy of one shard's part of a table, taken at a checkpoint's cut.

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "checkpoint/committer.h"
+#include "checkpoint/layout.h"
 #include "checkpoint/restorer.h"
 #include "checkpoint/shard_scan.h"
 #include "checkpoint/shard_writer.h"
@@ -245,8 +246,8 @@ TEST(RocksDbColdRowStoreTest, LinkedFilesHoldTheirMomentAndPlaceByLinks) {
   ASSERT_TRUE(store->Put(4, record(4)).ok());
   ASSERT_TRUE(store->Put(1, record(10)).ok());
   const std::string placed = dir.path() + "/placed";
-  ASSERT_TRUE(files->PlaceAt(placed).ok());
-  EXPECT_EQ(files->PlaceAt(placed).code(), StatusCode::kIOError)
+  ASSERT_TRUE(files->PlaceAt(placed, {}).ok());
+  EXPECT_EQ(files->PlaceAt(placed, {}).code(), StatusCode::kIOError)
       << "the folder exists";
   // Each table file placed is the store's own file, not a copy.
   int linked = 0;
@@ -979,6 +980,71 @@ TEST(ExactTierTest, ConcurrentPushesPullsAndSnapshotsKeepExactSums) {
             .ok());
   }
   EXPECT_LE(table->counters().rows, 64u);
+}
+
+// Checkpoints on another file system than the disk tier (NFS, say), where
+// the tier's files cannot be linked. The parent runs this binary again,
+// filtered to ElsewhereChild, in a mount namespace of its own whose
+// checkpoint root is a tmpfs; the mount dies with the child.
+constexpr char kElsewhereEnv[] = "PS_TIER_TEST_ELSEWHERE_DIR";
+
+TEST(ExactTierTest, ElsewhereChild) {
+  const char* root = std::getenv(kElsewhereEnv);
+  if (root == nullptr) GTEST_SKIP() << "run by CheckpointsElsewhere...";
+  TempDir dir;
+  auto t = Tiered(Spec(50, true), dir.path() + "/tier");
+  const std::vector<uint64_t> keys = PushKeysPastTheBound(*t);
+  auto checkpoint = [&](uint64_t step) {
+    checkpoint::ShardSnapshot snap;
+    snap.step = step;
+    snap.tables.emplace_back();
+    snap.tables[0].spec = t->spec();
+    EXPECT_TRUE(t->Snapshot(&snap.tables[0]).ok());
+    checkpoint::CommitRequest commit;
+    commit.checkpoint_dir =
+        std::string(root) + "/" + checkpoint::CheckpointDirName(step);
+    commit.step = step;
+    commit.tables = {t->spec()};
+    auto entry = checkpoint::WriteShard(commit.checkpoint_dir, snap, {});
+    EXPECT_TRUE(entry.ok()) << entry.status();
+    EXPECT_TRUE(checkpoint::CommitCheckpoint(commit).ok());
+    return std::make_pair(commit.checkpoint_dir + "/shard-0.disk-5", *entry);
+  };
+  const auto [first, a] = checkpoint(1);
+  EXPECT_EQ(SharedTableFiles(first, dir.path() + "/tier"), 0)
+      << "another file system: copied";
+  // A few rows move: the files of the first cut stay in the tier.
+  ASSERT_TRUE(
+      t->ApplyKeys(400, std::span(keys).first(10), std::vector<float>(30, 5.0f))
+          .ok());
+  const Rows saved = RowsOf(*t);
+  const auto [second, b] = checkpoint(2);
+  const int shared = SharedTableFiles(second, first);
+  EXPECT_GE(shared, 1) << "each file copied once, then linked";
+  // Retention deletes the first checkpoint: the second reads whole.
+  ASSERT_TRUE(checkpoint::RemoveTree(std::string(root) + "/" +
+                                     checkpoint::CheckpointDirName(1))
+                  .ok());
+  const auto rows =
+      ScanBack(second.substr(0, second.rfind('/')), t->spec(), b, 2);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->size(), saved.size());
+  std::printf("%d of the second checkpoint's table files shared\n", shared);
+}
+
+TEST(ExactTierTest, CheckpointsElsewhereCopyEachTierFileOnce) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a tmpfs mount needs root";
+  TempDir dir;
+  const ChildRun child = RunShell(
+      "unshare --mount --propagation private sh -c 'mount -t tmpfs -o "
+      "size=64m tmpfs " +
+      dir.path() + " && " + kElsewhereEnv + "=" + dir.path() + " exec " +
+      ThisBinaryRunning("ExactTierTest.ElsewhereChild") + "'");
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+      << child.output;
+  EXPECT_NE(child.output.find("[  PASSED  ] 1 test"), std::string::npos)
+      << child.output;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 // A disk tier on a full disk. The parent runs this binary again, filtered
