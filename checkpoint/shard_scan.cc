@@ -459,9 +459,12 @@ Status ScanShard(const std::string& checkpoint_path, const proto::Manifest& m,
     d.record_bytes = table::ExactPartition::ColdRecordBytes(
         t.spec->dim(), static_cast<int>(t.entry->state_arrays()));
     rocksdb::DB* part = nullptr;
+    // Copied, never mapped: the rows on disk may be larger than memory, and
+    // a restore that adopts them reads them only to check them, so their
+    // pages must not count in its resident memory.
     s = std::filesystem::is_directory(d.dir, ec)
-            ? rocksdb::DB::OpenForReadOnly(CheckpointReadDbOptions(reads),
-                                           d.dir, &part)
+            ? rocksdb::DB::OpenForReadOnly(
+                  CheckpointReadDbOptions(FileReads::kCopied), d.dir, &part)
             : rocksdb::Status::NotFound("the folder is missing");
     if (!s.ok()) {
       return Corruption(where + ": cannot open the rows on disk of " +
