@@ -193,6 +193,10 @@ class RestoreSink : public EntrySink {
   std::string exact_bytes_;
 };
 
+// The most seconds a saved table clock may read (about 34 years of
+// training): a table's clock is a u32 that must not wrap.
+constexpr uint32_t kMaxClockSeconds = uint32_t{1} << 30;
+
 int ReadersOf(int requested) {
   if (requested > 0) return requested;
   return static_cast<int>(
@@ -282,9 +286,16 @@ StatusOr<RestoreResult> RestoreShard(const std::string& checkpoint_path,
   for (auto& [id, t] : targets) {
     if (t->spec.kind() != ps::proto::EXACT) continue;
     for (const auto& shard : last.shards()) {
-      if (const auto* e = FindEntry(shard, id); e != nullptr) {
-        t->clock_s = std::max(t->clock_s, e->clock_seconds());
+      const auto* e = FindEntry(shard, id);
+      if (e == nullptr) continue;
+      if (e->clock_seconds() > kMaxClockSeconds) {
+        return Corruption(checkpoint_path + ": " + TableWhere(t->spec) +
+                          " was saved at a clock of " +
+                          std::to_string(e->clock_seconds()) +
+                          " seconds, past the most a table counts (" +
+                          std::to_string(kMaxClockSeconds) + ")");
       }
+      t->clock_s = std::max(t->clock_s, e->clock_seconds());
     }
     if (t->exact_sink != nullptr) t->exact_sink->ContinueClock(t->clock_s);
   }
@@ -295,10 +306,29 @@ StatusOr<RestoreResult> RestoreShard(const std::string& checkpoint_path,
   // full (every row must come from there).
   std::unordered_map<uint32_t, uint64_t> full_rows;
 
-  for (const CheckpointInfo& c : chain) {
+  // Each table starts over at the last checkpoint of the chain where it is
+  // full (its base): the links before are not read for it. (EXACT tables
+  // are full in every checkpoint, so only the last is read for them.)
+  std::unordered_map<uint32_t, size_t> base;
+  for (size_t j = 0; j < chain.size(); ++j) {
+    for (const auto& [id, t] : targets) {
+      const proto::ShardTableEntry* e0 =
+          FindEntry(chain[j].manifest.shards(0), id);
+      if (e0 != nullptr && e0->full()) base[id] = j;
+    }
+  }
+  for (size_t j = 0; j < chain.size(); ++j) {
+    const CheckpointInfo& c = chain[j];
     const proto::Manifest& m = c.manifest;
     const uint32_t old_shards = m.num_shards();
-    for (auto& [id, t] : targets) {
+    // Same layout: every row of the new shard is in the old shard of its
+    // number, and only there.
+    const bool same_layout = old_shards == target->num_shards;
+    std::unordered_map<uint32_t, TableTarget*> active;
+    for (const auto& [id, t] : targets) {
+      if (base[id] <= j) active.emplace(id, t);
+    }
+    for (auto& [id, t] : active) {
       // The table's state arrays and fullness, from the first shard.
       const proto::ShardTableEntry* e0 = FindEntry(m.shards(0), id);
       if (e0 == nullptr) {
@@ -324,17 +354,19 @@ StatusOr<RestoreResult> RestoreShard(const std::string& checkpoint_path,
         }
       }
     }
-    // Rows on disk of this shard in the same layout (every key stays here)
-    // are adopted: their files linked, not each row written. Only at the
-    // name the writer gives (ScanShard refuses any other).
+    // Rows on disk of this shard in the same layout are adopted: their
+    // files linked, not each row written. Only at the name the writer
+    // gives (ScanShard refuses any other) and with the server's state
+    // arrays (the records' size).
     std::set<uint32_t> adopted_here;
-    if (old_shards == target->num_shards && target->shard_id < old_shards) {
+    if (same_layout && target->shard_id < old_shards) {
       const uint32_t k = target->shard_id;
       const proto::ShardEntry& shard = m.shards(static_cast<int>(k));
-      for (auto& [id, t] : targets) {
+      for (auto& [id, t] : active) {
         const proto::ShardTableEntry* e = FindEntry(shard, id);
         if (t->exact_sink == nullptr || e == nullptr || !e->full() ||
-            e->disk_tier_path() != ShardDiskTierName(k, id)) {
+            e->disk_tier_path() != ShardDiskTierName(k, id) ||
+            static_cast<int>(e->state_arrays()) != t->state_arrays) {
           continue;
         }
         PS_RETURN_IF_ERROR(
@@ -346,10 +378,10 @@ StatusOr<RestoreResult> RestoreShard(const std::string& checkpoint_path,
       const proto::ShardEntry& shard = m.shards(static_cast<int>(k));
       // Does new shard target->shard_id need anything from old shard k?
       bool needed = false;
-      for (auto& [id, t] : targets) {
+      for (auto& [id, t] : active) {
         if (FindEntry(shard, id) == nullptr) continue;
         if (t->spec.kind() == ps::proto::EXACT) {
-          needed = true;
+          needed |= !same_layout || k == target->shard_id;
           continue;
         }
         const protocol::ShardMap old_map(t->spec.capacity(), old_shards,
@@ -364,7 +396,7 @@ StatusOr<RestoreResult> RestoreShard(const std::string& checkpoint_path,
       std::vector<std::unique_ptr<RestoreSink>> sinks;
       auto make_sink = [&](size_t) -> EntrySink* {
         sinks.push_back(
-            std::make_unique<RestoreSink>(*target, targets, &adopted));
+            std::make_unique<RestoreSink>(*target, active, &adopted));
         return sinks.back().get();
       };
       PS_RETURN_IF_ERROR(ScanShard(c.path, m, shard,

@@ -13,10 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "base/plain_folder.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/manifest_entries.h"
 #include "checkpoint/rocksdb_options.h"
 #include "checkpoint/row_codec.h"
+#include "kernels/optimizers.h"
 #include "table/exact_partition.h"
 
 namespace ps::checkpoint {
@@ -427,6 +429,13 @@ Status ScanShard(const std::string& checkpoint_path, const proto::Manifest& m,
       return Corruption(where + ": table id " + std::to_string(e.table_id()) +
                         " is not in the manifest's tables");
     }
+    if (e.state_arrays() > kernels::kMaxOptimizerStates) {
+      return Corruption(where + ": " + TableWhere(*t.spec) + " has " +
+                        std::to_string(e.state_arrays()) +
+                        " optimizer state arrays, at most " +
+                        std::to_string(kernels::kMaxOptimizerStates) +
+                        " exist");
+    }
     t.entry = &e;
     t.exact = t.spec->kind() == ps::proto::EXACT;
     t.value_bytes =
@@ -458,14 +467,17 @@ Status ScanShard(const std::string& checkpoint_path, const proto::Manifest& m,
     d.dir = JoinPath(checkpoint_path, path);
     d.record_bytes = table::ExactPartition::ColdRecordBytes(
         t.spec->dim(), static_cast<int>(t.entry->state_arrays()));
+    // Nothing but files: a link there could point the reader anywhere.
+    if (auto files = ListPlainFolder(d.dir); !files.ok()) {
+      return Corruption(where + ": cannot open the rows on disk of " +
+                        TableWhere(*t.spec) + ": " + files.status().message());
+    }
     rocksdb::DB* part = nullptr;
     // Copied, never mapped: the rows on disk may be larger than memory, and
     // a restore that adopts them reads them only to check them, so their
     // pages must not count in its resident memory.
-    s = std::filesystem::is_directory(d.dir, ec)
-            ? rocksdb::DB::OpenForReadOnly(
-                  CheckpointReadDbOptions(FileReads::kCopied), d.dir, &part)
-            : rocksdb::Status::NotFound("the folder is missing");
+    s = rocksdb::DB::OpenForReadOnly(
+        CheckpointReadDbOptions(FileReads::kCopied), d.dir, &part);
     if (!s.ok()) {
       return Corruption(where + ": cannot open the rows on disk of " +
                         TableWhere(*t.spec) + " (" + d.dir +

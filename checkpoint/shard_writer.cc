@@ -497,11 +497,14 @@ Status RemoveShardPart(const std::string& checkpoint_dir, uint32_t shard) {
   // Its tables' rows on disk ("shard-3.disk-7"), whichever tables.
   const std::string disk_prefix = ShardDirName(shard) + ".disk-";
   std::error_code ec;
-  for (const auto& e :
-       std::filesystem::directory_iterator(checkpoint_dir, ec)) {
-    if (e.path().filename().string().rfind(disk_prefix, 0) == 0) {
-      paths.push_back(e.path().string());
+  std::filesystem::directory_iterator it(checkpoint_dir, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (it->path().filename().string().rfind(disk_prefix, 0) == 0) {
+      paths.push_back(it->path().string());
     }
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return IOError("cannot list " + checkpoint_dir + ": " + ec.message());
   }
   paths.push_back(shard_dir);
   for (const std::string& path : paths) {

@@ -139,7 +139,9 @@ WRAP
   wrapped="$work/in_cgroup_$1.sh"
 }
 remove_cgroups() {
-  for group in "${cgroups[@]}"; do rmdir "$group" 2>/dev/null || true; done
+  for group in ${cgroups[@]+"${cgroups[@]}"}; do
+    rmdir "$group" 2>/dev/null || true
+  done
 }
 trap 'remove_cgroups; bench_cleanup' EXIT INT TERM
 in_cgroup tiered "$limit"
@@ -211,6 +213,7 @@ if [ "$large" -gt 0 ]; then
     done
   ) &
   du_sampler=$!
+  background+=("$du_sampler")
   run_keys=$large train_args="--batches=1000000 --train_seconds=$large_seconds" \
     run large "$work/large.tables" "$large_bin" "--disk_tier_dir=$work/large-tier"
   kill "$du_sampler" 2>/dev/null || true

@@ -119,8 +119,10 @@ class ColdRowStore {
   // instead of writing each row again): its table files hard-linked into
   // the store (copied across file systems), the rest copied; `dir` is left
   // as it was. Nothing else may use the store meanwhile, and no view of it
-  // may live (kInternal, nothing changed). kIOError naming what
-  // failed: then the store is empty, or, where it cannot be opened again,
+  // may live (kInternal, nothing changed). A `dir` that is not a folder of
+  // regular files is refused before anything changes (kCorruption,
+  // kNotFound: base/plain_folder.h). Other failures (kIOError, naming what
+  // failed) leave the store empty, or, where it cannot be opened again,
   // unusable (its calls fail).
   virtual Status Adopt(const std::string& dir) = 0;
   // fn(key, record) for at most `limit` records from key `first` on, keys

@@ -573,8 +573,10 @@ Status ExactTable::FinishRestore(TableTarget* target) {
 }
 
 void ExactTable::ContinueClock(uint32_t saved_s) {
-  const uint32_t now_s = NowSeconds();
-  if (saved_s > now_s) clock_offset_.fetch_add(saved_s - now_s);
+  // Set, not added: a restore that falls back to an older checkpoint sets
+  // it again from that one's.
+  const uint64_t own = clock_();
+  clock_offset_.store(saved_s > own ? saved_s - own : 0);
 }
 
 }  // namespace ps::table

@@ -185,9 +185,9 @@ class ExactTable final : public Table {
   }
   // Every row freed, in memory and on disk (no apply may run).
   Status FreeAllRows();
-  // Moves the clock on to `saved_s` (a restored checkpoint's) if it is
-  // behind, so that the seconds of rows restored as they were stay in the
-  // past (no apply may run).
+  // Sets the clock to go on from `saved_s` (a restored checkpoint's) where
+  // its own is behind, so that the seconds of rows restored as they were
+  // stay in the past (a restore: no apply may run).
   void ContinueClock(uint32_t saved_s);
   // A restore's rows streamed to the disk tier (PrepareRestore).
   class StreamedRestore final : public RestoredRowSink {

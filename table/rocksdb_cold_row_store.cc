@@ -17,6 +17,7 @@
 #include <iterator>
 #include <mutex>
 
+#include "base/plain_folder.h"
 #include "kernels/thread_pool.h"
 
 namespace ps::table {
@@ -114,8 +115,12 @@ std::string LinksDir(const std::string& dir) { return dir + ".links"; }
 }  // namespace
 
 struct RocksDbColdRowStore::Database {
-  Database(std::string dir, std::unique_ptr<rocksdb::DB> db, int read_threads)
-      : dir(std::move(dir)), db(std::move(db)), readers(read_threads) {}
+  Database(std::string dir, std::unique_ptr<rocksdb::DB> db, int read_threads,
+           std::shared_ptr<std::atomic<uint64_t>> bytes_read)
+      : dir(std::move(dir)),
+        db(std::move(db)),
+        bytes_read(std::move(bytes_read)),
+        readers(read_threads) {}
   ~Database() {
     db.reset();
     // Scratch: nothing to keep. A failure leaves files to the next Open.
@@ -140,7 +145,7 @@ struct RocksDbColdRowStore::Database {
                         std::to_string(record.size()));
     }
     std::memcpy(record.data(), value.data(), value.size());
-    bytes_read.fetch_add(value.size(), std::memory_order_relaxed);
+    bytes_read->fetch_add(value.size(), std::memory_order_relaxed);
     return true;
   }
 
@@ -194,7 +199,7 @@ struct RocksDbColdRowStore::Database {
         std::memcpy(records.data() + i * record_bytes, values[j].data(),
                     record_bytes);
         found[i] = 1;
-        bytes_read.fetch_add(record_bytes, std::memory_order_relaxed);
+        bytes_read->fetch_add(record_bytes, std::memory_order_relaxed);
       }
     };
     {
@@ -209,7 +214,8 @@ struct RocksDbColdRowStore::Database {
 
   const std::string dir;
   std::unique_ptr<rocksdb::DB> db;
-  std::atomic<uint64_t> bytes_read{0};
+  // The store's, which outlives an Adopt: read without this database.
+  const std::shared_ptr<std::atomic<uint64_t>> bytes_read;
   std::mutex readers_mu;  // one GetMany on the pool at a time
   kernels::ThreadPool readers;
 };
@@ -245,6 +251,18 @@ class PinnedView final : public ColdRowView {
 }  // namespace
 
 namespace {
+
+// An empty database in `dir` (created if missing): what a killed process
+// or a failed Adopt left there is deleted first.
+StatusOr<std::unique_ptr<rocksdb::DB>> OpenEmpty(const std::string& dir) {
+  const rocksdb::Options options = StoreOptions();
+  rocksdb::Status s = rocksdb::DestroyDB(dir, options);
+  if (!s.ok()) return FromRocks(s, "cannot empty what was left there", dir);
+  rocksdb::DB* db = nullptr;
+  s = rocksdb::DB::Open(options, dir, &db);
+  if (!s.ok()) return FromRocks(s, "cannot open", dir);
+  return std::unique_ptr<rocksdb::DB>(db);
+}
 
 // Syncs the file or folder `path` (a folder: its new entries). kIOError
 // naming it.
@@ -314,16 +332,18 @@ class LinkedFiles final : public ColdRowFiles {
         same_session.push_back(e);
       }
     }
-    for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
-      const std::string name = e.path().filename().string();
+    PS_ASSIGN_OR_RETURN(const std::vector<std::string> names,
+                        ListPlainFolder(dir_));
+    for (const std::string& name : names) {
+      const fs::path from = fs::path(dir_) / name;
       const std::string to = dir + "/" + name;
       std::error_code link_ec;
-      fs::create_hard_link(e.path(), to, link_ec);
+      fs::create_hard_link(from, to, link_ec);
       bool placed = !link_ec;
-      if (!placed && e.path().extension() == ".sst") {
+      if (!placed && from.extension() == ".sst") {
         // Another file system: the copy an earlier checkpoint made, if any.
         std::error_code size_ec;
-        const uintmax_t size = fs::file_size(e.path(), size_ec);
+        const uintmax_t size = fs::file_size(from, size_ec);
         for (const std::string& folder : same_session) {
           const std::string copy = folder + "/" + name;
           std::error_code other;
@@ -334,15 +354,15 @@ class LinkedFiles final : public ColdRowFiles {
       }
       if (!placed) {  // none to link: a copy
         std::error_code copy_ec;
-        fs::copy_file(e.path(), to, copy_ec);
+        fs::copy_file(from, to, copy_ec);
         if (copy_ec) {
-          return IOError("cannot place " + e.path().string() + " at " + to +
-                         ": " + copy_ec.message());
+          return IOError("cannot place " + from.string() + " at " + to + ": " +
+                         copy_ec.message());
         }
         PS_RETURN_IF_ERROR(SyncPath(to, 0));  // links share synced data
       }
     }
-    if (ec) return IOError("cannot list " + dir_ + ": " + ec.message());
+    // Only saves copies later: a file not written is no error.
     std::ofstream(dir + "/" + kSessionFile, std::ios::binary) << session_;
     return SyncFolder(dir);
   }
@@ -368,29 +388,28 @@ StatusOr<std::unique_ptr<ColdRowStore>> RocksDbColdRowStore::Open(
     return IOError("disk tier " + dir +
                    ": cannot create the folder: " + ec.message());
   }
-  const rocksdb::Options options = StoreOptions();
-  rocksdb::Status s = rocksdb::DestroyDB(dir, options);
-  if (!s.ok()) return FromRocks(s, "cannot empty what was left there", dir);
   std::filesystem::remove_all(LinksDir(dir), ec);
   if (ec) {
     return IOError("disk tier " + dir + ": cannot remove " + LinksDir(dir) +
                    ": " + ec.message());
   }
-  rocksdb::DB* db = nullptr;
-  s = rocksdb::DB::Open(options, dir, &db);
-  if (!s.ok()) return FromRocks(s, "cannot open", dir);
-  auto database = std::make_shared<Database>(
-      dir, std::unique_ptr<rocksdb::DB>(db), read_threads);
-  return std::unique_ptr<ColdRowStore>(new RocksDbColdRowStore(
-      dir, record_bytes, read_threads, std::move(database)));
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<rocksdb::DB> db, OpenEmpty(dir));
+  auto bytes_read = std::make_shared<std::atomic<uint64_t>>(0);
+  auto database =
+      std::make_shared<Database>(dir, std::move(db), read_threads, bytes_read);
+  return std::unique_ptr<ColdRowStore>(
+      new RocksDbColdRowStore(dir, record_bytes, read_threads,
+                              std::move(bytes_read), std::move(database)));
 }
 
-RocksDbColdRowStore::RocksDbColdRowStore(std::string dir, size_t record_bytes,
-                                         int read_threads,
-                                         std::shared_ptr<Database> database)
+RocksDbColdRowStore::RocksDbColdRowStore(
+    std::string dir, size_t record_bytes, int read_threads,
+    std::shared_ptr<std::atomic<uint64_t>> bytes_read,
+    std::shared_ptr<Database> database)
     : dir_(std::move(dir)),
       record_bytes_(record_bytes),
       read_threads_(read_threads),
+      bytes_read_(std::move(bytes_read)),
       database_(std::move(database)),
       db_(database_->db.get()) {}
 
@@ -400,46 +419,60 @@ Status RocksDbColdRowStore::Adopt(const std::string& dir) {
     return Internal("disk tier " + dir_ +
                     ": cannot adopt other rows while views of it live");
   }
-  // The old database goes first (closed, its files deleted), then the
-  // folder is filled and opened again.
+  // What is to be adopted is looked at before anything is dropped.
+  StatusOr<std::vector<std::string>> names = ListPlainFolder(dir);
+  if (!names.ok()) {
+    return names.status().WithContext("disk tier " + dir_ + ": adopting");
+  }
+  // The old database goes (closed, its files deleted), then the folder is
+  // filled and opened again; on a failure it opens empty.
   database_.reset();
   db_ = nullptr;
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) {
-    return IOError("disk tier " + dir_ +
-                   ": cannot create the folder: " + ec.message());
-  }
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string to = dir_ + "/" + e.path().filename().string();
-    // Table files are never changed once written; RocksDB rewrites or
-    // appends to the others (MANIFEST, logs), which must stay the
-    // checkpoint's as they are.
-    if (e.path().extension() == ".sst") {
-      fs::create_hard_link(e.path(), to, ec);
-      if (ec)
+  Status placed = [&]() -> Status {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    if (!ec) fs::create_directories(dir_, ec);
+    if (ec) return IOError("cannot make the folder anew: " + ec.message());
+    for (const std::string& name : *names) {
+      if (name == kSessionFile) continue;  // the checkpoint's, not RocksDB's
+      const fs::path from = fs::path(dir) / name;
+      const std::string to = dir_ + "/" + name;
+      // Table files are never changed once written; RocksDB rewrites or
+      // appends to the others (MANIFEST, logs), which must stay the
+      // checkpoint's as they are.
+      if (from.extension() == ".sst") {
+        fs::create_hard_link(from, to, ec);
+        if (!ec) continue;
         ec.clear();  // another file system: a copy
-      else
-        continue;
+      }
+      fs::copy_file(from, to, ec);
+      if (ec)
+        return IOError("cannot take " + from.string() + ": " + ec.message());
     }
-    fs::copy_file(e.path(), to, ec);
-    if (ec) {
-      return IOError("disk tier " + dir_ + ": cannot take " +
-                     e.path().string() + ": " + ec.message());
+    rocksdb::Options options = StoreOptions();
+    options.create_if_missing = false;
+    rocksdb::DB* db = nullptr;
+    const rocksdb::Status s = rocksdb::DB::Open(options, dir_, &db);
+    if (!s.ok()) return FromRocks(s, "cannot open the rows of " + dir, dir_);
+    database_ = std::make_shared<Database>(
+        dir_, std::unique_ptr<rocksdb::DB>(db), read_threads_, bytes_read_);
+    return Status::OK();
+  }();
+  if (!placed.ok()) {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    fs::create_directories(dir_, ec);
+    StatusOr<std::unique_ptr<rocksdb::DB>> empty = OpenEmpty(dir_);
+    if (empty.ok()) {
+      database_ = std::make_shared<Database>(dir_, std::move(*empty),
+                                             read_threads_, bytes_read_);
     }
+    placed = placed.WithContext("disk tier " + dir_ + ": adopting " + dir +
+                                (empty.ok() ? " (the store is empty now)"
+                                            : " (the store is unusable)"));
   }
-  if (ec)
-    return IOError("disk tier " + dir_ + ": cannot list " + dir + ": " +
-                   ec.message());
-  rocksdb::Options options = StoreOptions();
-  options.create_if_missing = false;
-  rocksdb::DB* db = nullptr;
-  const rocksdb::Status s = rocksdb::DB::Open(options, dir_, &db);
-  if (!s.ok()) return FromRocks(s, "cannot open the rows of " + dir, dir_);
-  database_ = std::make_shared<Database>(dir_, std::unique_ptr<rocksdb::DB>(db),
-                                         read_threads_);
-  db_ = db;
-  return Status::OK();
+  db_ = database_ != nullptr ? database_->db.get() : nullptr;
+  return placed;
 }
 
 RocksDbColdRowStore::~RocksDbColdRowStore() = default;  // see Database
@@ -470,9 +503,7 @@ Status RocksDbColdRowStore::GetMany(std::span<const uint64_t> keys,
 }
 
 uint64_t RocksDbColdRowStore::bytes_read() const {
-  return database_ != nullptr
-             ? database_->bytes_read.load(std::memory_order_relaxed)
-             : 0;
+  return bytes_read_->load(std::memory_order_relaxed);
 }
 
 Status RocksDbColdRowStore::Unusable() const {
@@ -553,16 +584,16 @@ StatusOr<std::shared_ptr<const ColdRowFiles>> RocksDbColdRowStore::Link()
       std::filesystem::absolute(LinksDir(dir_), ec).string() + "/" +
       std::to_string(links_made_.fetch_add(1));
   if (ec) return IOError("disk tier " + dir_ + ": " + ec.message());
+  std::string session;
+  rocksdb::Status s = db_->GetDbSessionId(session);
+  if (!s.ok()) return FromRocks(s, "cannot name its session", dir_);
   rocksdb::Checkpoint* raw = nullptr;
-  rocksdb::Status s = rocksdb::Checkpoint::Create(db_, &raw);
+  s = rocksdb::Checkpoint::Create(db_, &raw);
   const std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
   // The default log_size_for_flush (0) writes the memtable out first: the
   // store has no write-ahead log to link.
   if (s.ok()) s = checkpoint->CreateCheckpoint(to);
   if (!s.ok()) return FromRocks(s, "cannot link its files", dir_);
-  std::string session;
-  s = db_->GetDbSessionId(session);
-  if (!s.ok()) return FromRocks(s, "cannot name its session", dir_);
   return std::shared_ptr<const ColdRowFiles>(
       std::make_shared<LinkedFiles>(to, record_bytes_, std::move(session)));
 }

@@ -77,11 +77,14 @@ class RocksDbColdRowStore final : public ColdRowStore {
 
  private:
   RocksDbColdRowStore(std::string dir, size_t record_bytes, int read_threads,
+                      std::shared_ptr<std::atomic<uint64_t>> bytes_read,
                       std::shared_ptr<Database> database);
 
   const std::string dir_;
   const size_t record_bytes_;
   const int read_threads_;
+  // Bytes read, by the store and its views, across Adopt.
+  const std::shared_ptr<std::atomic<uint64_t>> bytes_read_;
   // kIOError: Adopt failed to open the adopted rows (db_ is null).
   Status Unusable() const;
 

@@ -89,10 +89,11 @@ class RestoredRowSink {
   // Every row put so far dropped: a later full checkpoint of the chain
   // replaces the rows of the earlier one.
   virtual Status Clear() = 0;
-  // Before any row: the table's clock moves on to `saved_s` (the
-  // checkpoint's, TableSnapshot::clock_s) if it is behind, so that rows put
-  // at the restore's second and rows adopted with their own seconds read
-  // on one clock.
+  // Before any row: the table's clock goes on from `saved_s` (the
+  // checkpoint's, TableSnapshot::clock_s) where its own is behind, so that
+  // rows put at the restore's second and rows adopted with their own
+  // seconds read on one clock. Called again by a restore that falls back
+  // to another checkpoint.
   virtual void ContinueClock(uint32_t saved_s) = 0;
   virtual Status Put(uint64_t key, const float* values,
                      const float* const* state, uint64_t last_update) = 0;

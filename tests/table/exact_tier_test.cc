@@ -277,6 +277,42 @@ TEST(RocksDbColdRowStoreTest, LinkedFilesHoldTheirMomentAndPlaceByLinks) {
   EXPECT_TRUE(std::filesystem::exists(placed + "/CURRENT"));
 }
 
+// Adopt takes a folder PlaceAt made, in place of every record; a folder
+// that is not plain files is refused before anything changes; one that is
+// no database leaves the store empty and usable.
+TEST(RocksDbColdRowStoreTest, AdoptTakesPlacedFilesAndRecoversFromBadOnes) {
+  TempDir dir;
+  auto record = [](uint64_t v) {
+    std::vector<std::byte> r(8);
+    std::memcpy(r.data(), &v, 8);
+    return r;
+  };
+  auto source = RocksDbColdRowStore::Open(dir.path() + "/source", 8).value();
+  for (uint64_t key : {1, 2}) ASSERT_TRUE(source->Put(key, record(key)).ok());
+  ASSERT_TRUE(source->Link().value()->PlaceAt(dir.path() + "/placed", {}).ok());
+  auto store = RocksDbColdRowStore::Open(dir.path() + "/store", 8).value();
+  ASSERT_TRUE(store->Put(9, record(9)).ok());
+  for (int time = 0; time < 2; ++time) {  // twice into the same folder
+    ASSERT_TRUE(store->Adopt(dir.path() + "/placed").ok()) << time;
+    std::vector<std::byte> got(8);
+    EXPECT_EQ(store->Get(2, got).value(), true);
+    EXPECT_EQ(got, record(2));
+    EXPECT_EQ(store->Get(9, got).value(), false) << "replaced";
+  }
+  std::filesystem::create_directory_symlink(dir.path() + "/placed",
+                                            dir.path() + "/linked");
+  EXPECT_EQ(store->Adopt(dir.path() + "/linked").code(),
+            StatusCode::kCorruption);
+  std::vector<std::byte> got(8);
+  EXPECT_EQ(store->Get(1, got).value(), true) << "nothing changed";
+  std::filesystem::create_directory(dir.path() + "/junk");
+  std::ofstream(dir.path() + "/junk/CURRENT") << "not a database\n";
+  EXPECT_EQ(store->Adopt(dir.path() + "/junk").code(), StatusCode::kIOError);
+  EXPECT_EQ(store->Get(1, got).value(), false) << "empty";
+  ASSERT_TRUE(store->Put(3, record(3)).ok()) << "usable";
+  EXPECT_EQ(store->Get(3, got).value(), true);
+}
+
 // This test binary, filtered to one test (a child's command line).
 std::string ThisBinaryRunning(const std::string& test) {
   return std::filesystem::read_symlink("/proc/self/exe").string() +
@@ -557,11 +593,24 @@ TEST(ExactTierTest, CheckpointsLinkTheRowsOnDiskAndReadThemBack) {
   EXPECT_NE(refused.status().message().find("names rows on disk at"),
             std::string::npos)
       << refused.status();
+  checkpoint::proto::ShardEntry arrays = *a;
+  arrays.mutable_tables(0)->set_state_arrays(7);
+  refused = ScanBack(dir.path() + "/a", t->spec(), arrays, 1);
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(refused.status().message().find("7 optimizer state arrays"),
+            std::string::npos)
+      << refused.status();
   std::filesystem::rename(part, part + ".gone");
   refused = ScanBack(dir.path() + "/a", t->spec(), *a, 1);
   EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
   EXPECT_NE(refused.status().message().find("cannot open the rows on disk"),
             std::string::npos)
+      << refused.status();
+  // A link in its place, even to the real folder, is not read.
+  std::filesystem::create_directory_symlink(part + ".gone", part);
+  refused = ScanBack(dir.path() + "/a", t->spec(), *a, 1);
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(refused.status().message().find("not a folder"), std::string::npos)
       << refused.status();
   // Every row copied and the rows on disk linked as well: each key of the
   // disk is twice.
@@ -648,6 +697,11 @@ TEST(ExactTierTest, RestoresAdoptTheLinkedRowsOnDisk) {
   after.spec = again->spec();
   ASSERT_TRUE(again->Snapshot(&after).ok());
   EXPECT_EQ(after.clock_s, 1000u) << "the clock goes on from the cut";
+  after = TableSnapshot();
+  // Again into the same tier folder (a restart, or a fallback): the same.
+  ASSERT_TRUE(restore(*again, 0, 1).ok());
+  EXPECT_EQ(RowsOf(*again), saved);
+  EXPECT_EQ(again->counters().rows_on_disk, 300u);
 
   Rows both;
   for (uint32_t shard : {0u, 1u}) {
@@ -662,6 +716,19 @@ TEST(ExactTierTest, RestoresAdoptTheLinkedRowsOnDisk) {
         << "another layout puts its rows";
   }
   EXPECT_EQ(both, saved);
+
+  // A manifest whose clock would wrap the table's is refused.
+  auto m = checkpoint::ReadManifest(ckpt).value();
+  m.mutable_shards(0)->mutable_tables(0)->set_clock_seconds(UINT32_MAX);
+  ASSERT_TRUE(checkpoint::WriteManifest(ckpt, m).ok());
+  checkpoint::RestoreTarget hostile;
+  hostile.tables.emplace_back();
+  hostile.tables[0].spec = again->spec();
+  ASSERT_TRUE(again->PrepareRestore(&hostile.tables[0]).ok());
+  const auto refused = checkpoint::RestoreShard(ckpt, &hostile);
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(refused.status().message().find("clock"), std::string::npos)
+      << refused.status();
 }
 
 // A restore into a tiered table streams the rows to disk as the reader
