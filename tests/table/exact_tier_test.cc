@@ -142,21 +142,51 @@ Pulled Pull(const ExactTable& t, const std::vector<uint64_t>& keys) {
   return p;
 }
 
+// An 8-byte record holding `v`.
+std::vector<std::byte> Record8(uint64_t v) {
+  std::vector<std::byte> r(8);
+  std::memcpy(r.data(), &v, 8);
+  return r;
+}
+
+using Records = std::map<uint64_t, std::vector<std::byte>>;
+
+// Every record a ForEach gives, by key.
+template <class Source>
+Records ReadAll(const Source& source) {
+  Records seen;
+  EXPECT_TRUE(source
+                  .ForEach([&](uint64_t key, std::span<const std::byte> r) {
+                    seen[key].assign(r.begin(), r.end());
+                  })
+                  .ok());
+  return seen;
+}
+
+// Keys 1, 2 and 3 stored, `take` (Pin, Link) called, then key 2 deleted, 4
+// added and 1 changed: what `take` took must read {1, 2, 3} as stored.
+template <class Take>
+auto StoreThreeThenChange(ColdRowStore& store, Take take) {
+  for (uint64_t key : {1, 2, 3}) EXPECT_TRUE(store.Put(key, Record8(key)).ok());
+  auto taken = take();
+  EXPECT_TRUE(store.Delete(2).ok());
+  EXPECT_TRUE(store.Put(4, Record8(4)).ok());
+  EXPECT_TRUE(store.Put(1, Record8(10)).ok());
+  return taken;
+}
+
+const Records kFirstThree = {{1, Record8(1)}, {2, Record8(2)}, {3, Record8(3)}};
+
 TEST(RocksDbColdRowStoreTest, PutGetDeleteClearAndForEachInKeyOrder) {
   TempDir dir;
   auto store = RocksDbColdRowStore::Open(dir.path() + "/store", 8).value();
-  auto record = [](uint64_t v) {
-    std::vector<std::byte> r(8);
-    std::memcpy(r.data(), &v, 8);
-    return r;
-  };
   for (uint64_t key :
        {UINT64_MAX, uint64_t{5}, uint64_t{1} << 40, uint64_t{0}}) {
-    ASSERT_TRUE(store->Put(key, record(key ^ 7)).ok());
+    ASSERT_TRUE(store->Put(key, Record8(key ^ 7)).ok());
   }
   std::vector<std::byte> got(8);
   ASSERT_TRUE(store->Get(uint64_t{1} << 40, got).value());
-  EXPECT_EQ(got, record((uint64_t{1} << 40) ^ 7));
+  EXPECT_EQ(got, Record8((uint64_t{1} << 40) ^ 7));
   EXPECT_FALSE(store->Get(6, got).value());
   ASSERT_TRUE(store->Delete(5).ok());
   std::vector<uint64_t> keys;
@@ -164,7 +194,7 @@ TEST(RocksDbColdRowStoreTest, PutGetDeleteClearAndForEachInKeyOrder) {
                   ->ForEach([&](uint64_t key, std::span<const std::byte> r) {
                     keys.push_back(key);
                     EXPECT_EQ(std::vector<std::byte>(r.begin(), r.end()),
-                              record(key ^ 7));
+                              Record8(key ^ 7));
                   })
                   .ok());
   EXPECT_EQ(keys, (std::vector<uint64_t>{0, uint64_t{1} << 40, UINT64_MAX}));
@@ -179,7 +209,7 @@ TEST(RocksDbColdRowStoreTest, PutGetDeleteClearAndForEachInKeyOrder) {
   for (size_t i : {0, 2, 4}) {
     EXPECT_EQ(std::vector<std::byte>(records.begin() + 8 * i,
                                      records.begin() + 8 * (i + 1)),
-              record(many[i] ^ 7));
+              Record8(many[i] ^ 7));
   }
   EXPECT_EQ(store->GetMany(many, records, std::span(found).first(2)).code(),
             StatusCode::kInvalidArgument);
@@ -204,25 +234,11 @@ TEST(RocksDbColdRowStoreTest, PinnedViewsReadTheirMomentAndOutliveTheStore) {
   TempDir dir;
   const std::string path = dir.path() + "/store";
   auto store = RocksDbColdRowStore::Open(path, 8).value();
-  auto record = [](uint64_t v) {
-    std::vector<std::byte> r(8);
-    std::memcpy(r.data(), &v, 8);
-    return r;
-  };
-  for (uint64_t key : {1, 2, 3}) ASSERT_TRUE(store->Put(key, record(key)).ok());
-  auto view = store->Pin().value();
-  ASSERT_TRUE(store->Delete(2).ok());
-  ASSERT_TRUE(store->Put(4, record(4)).ok());
-  ASSERT_TRUE(store->Put(1, record(10)).ok());
+  auto view =
+      StoreThreeThenChange(*store, [&] { return store->Pin().value(); });
   store.reset();
   ASSERT_TRUE(std::filesystem::exists(path));
-  std::map<uint64_t, std::vector<std::byte>> seen;
-  ASSERT_TRUE(view->ForEach([&](uint64_t key, std::span<const std::byte> r) {
-                    seen[key].assign(r.begin(), r.end());
-                  })
-                  .ok());
-  EXPECT_EQ(seen, (std::map<uint64_t, std::vector<std::byte>>{
-                      {1, record(1)}, {2, record(2)}, {3, record(3)}}));
+  EXPECT_EQ(ReadAll(*view), kFirstThree);
   view.reset();
   EXPECT_FALSE(std::filesystem::exists(path));
 }
@@ -235,16 +251,8 @@ TEST(RocksDbColdRowStoreTest, LinkedFilesHoldTheirMomentAndPlaceByLinks) {
   TempDir dir;
   const std::string path = dir.path() + "/store";
   auto store = RocksDbColdRowStore::Open(path, 8).value();
-  auto record = [](uint64_t v) {
-    std::vector<std::byte> r(8);
-    std::memcpy(r.data(), &v, 8);
-    return r;
-  };
-  for (uint64_t key : {1, 2, 3}) ASSERT_TRUE(store->Put(key, record(key)).ok());
-  auto files = store->Link().value();
-  ASSERT_TRUE(store->Delete(2).ok());
-  ASSERT_TRUE(store->Put(4, record(4)).ok());
-  ASSERT_TRUE(store->Put(1, record(10)).ok());
+  auto files =
+      StoreThreeThenChange(*store, [&] { return store->Link().value(); });
   const std::string placed = dir.path() + "/placed";
   ASSERT_TRUE(files->PlaceAt(placed, {}).ok());
   EXPECT_EQ(files->PlaceAt(placed, {}).code(), StatusCode::kIOError)
@@ -262,15 +270,7 @@ TEST(RocksDbColdRowStoreTest, LinkedFilesHoldTheirMomentAndPlaceByLinks) {
   EXPECT_GE(linked, 1);
   store.reset();
   EXPECT_FALSE(std::filesystem::exists(path));
-  std::map<uint64_t, std::vector<std::byte>> seen;
-  ASSERT_TRUE(files
-                  ->ForEach([&](uint64_t key, std::span<const std::byte> r) {
-                    seen[key].assign(r.begin(), r.end());
-                  })
-                  .ok());
-  const std::map<uint64_t, std::vector<std::byte>> moment = {
-      {1, record(1)}, {2, record(2)}, {3, record(3)}};
-  EXPECT_EQ(seen, moment);
+  EXPECT_EQ(ReadAll(*files), kFirstThree);
   files.reset();
   EXPECT_FALSE(std::filesystem::exists(path + ".links"));
   // What PlaceAt made stays: a database of its own (checkpoints read it).
@@ -282,21 +282,16 @@ TEST(RocksDbColdRowStoreTest, LinkedFilesHoldTheirMomentAndPlaceByLinks) {
 // no database leaves the store empty and usable.
 TEST(RocksDbColdRowStoreTest, AdoptTakesPlacedFilesAndRecoversFromBadOnes) {
   TempDir dir;
-  auto record = [](uint64_t v) {
-    std::vector<std::byte> r(8);
-    std::memcpy(r.data(), &v, 8);
-    return r;
-  };
   auto source = RocksDbColdRowStore::Open(dir.path() + "/source", 8).value();
-  for (uint64_t key : {1, 2}) ASSERT_TRUE(source->Put(key, record(key)).ok());
+  for (uint64_t key : {1, 2}) ASSERT_TRUE(source->Put(key, Record8(key)).ok());
   ASSERT_TRUE(source->Link().value()->PlaceAt(dir.path() + "/placed", {}).ok());
   auto store = RocksDbColdRowStore::Open(dir.path() + "/store", 8).value();
-  ASSERT_TRUE(store->Put(9, record(9)).ok());
+  ASSERT_TRUE(store->Put(9, Record8(9)).ok());
   for (int time = 0; time < 2; ++time) {  // twice into the same folder
     ASSERT_TRUE(store->Adopt(dir.path() + "/placed").ok()) << time;
     std::vector<std::byte> got(8);
     EXPECT_EQ(store->Get(2, got).value(), true);
-    EXPECT_EQ(got, record(2));
+    EXPECT_EQ(got, Record8(2));
     EXPECT_EQ(store->Get(9, got).value(), false) << "replaced";
   }
   std::filesystem::create_directory_symlink(dir.path() + "/placed",
@@ -309,7 +304,7 @@ TEST(RocksDbColdRowStoreTest, AdoptTakesPlacedFilesAndRecoversFromBadOnes) {
   std::ofstream(dir.path() + "/junk/CURRENT") << "not a database\n";
   EXPECT_EQ(store->Adopt(dir.path() + "/junk").code(), StatusCode::kIOError);
   EXPECT_EQ(store->Get(1, got).value(), false) << "empty";
-  ASSERT_TRUE(store->Put(3, record(3)).ok()) << "usable";
+  ASSERT_TRUE(store->Put(3, Record8(3)).ok()) << "usable";
   EXPECT_EQ(store->Get(3, got).value(), true);
 }
 
