@@ -1092,6 +1092,11 @@ TEST(ExactTierTest, ElsewhereChild) {
   ASSERT_TRUE(rows.ok()) << rows.status();
   EXPECT_EQ(rows->size(), saved.size());
   std::printf("%d of the second checkpoint's table files shared\n", shared);
+  // Leaves without the exit handlers: static destructors would race with
+  // RocksDB's idle background threads (a TSan report at exit, with no
+  // RocksDB frame to suppress it by). The status says whether it passed.
+  std::fflush(nullptr);
+  std::_Exit(::testing::Test::HasFailure() ? 1 : 0);
 }
 
 TEST(ExactTierTest, CheckpointsElsewhereCopyEachTierFileOnce) {
@@ -1104,7 +1109,7 @@ TEST(ExactTierTest, CheckpointsElsewhereCopyEachTierFileOnce) {
       ThisBinaryRunning("ExactTierTest.ElsewhereChild") + "'");
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << child.output;
-  EXPECT_NE(child.output.find("[  PASSED  ] 1 test"), std::string::npos)
+  EXPECT_NE(child.output.find("table files shared"), std::string::npos)
       << child.output;
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
