@@ -172,11 +172,8 @@ class DiskCursor final : public Cursor {
         lower_table < table_id_) {
       it_->SeekToFirst();
     } else if (lower_table == table_id_) {
-      char from[8];
-      for (int i = 0; i < 8; ++i) {
-        from[i] = static_cast<char>(lower_id >> (56 - 8 * i));
-      }
-      it_->Seek(rocksdb::Slice(from, 8));
+      // The key's last 8 bytes are the id, big endian, as the tier keys it.
+      it_->Seek(rocksdb::Slice(lower.data() + 4, 8));
     } else {
       done_ = true;  // the range lies past this table
     }
