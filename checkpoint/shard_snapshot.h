@@ -14,6 +14,7 @@ namespace ps::checkpoint {
 
 // The table's part (table/table_snapshot.h).
 using TableSnapshot = table::TableSnapshot;
+using UncopiedRows = table::UncopiedRows;
 
 struct ShardSnapshot {
   uint64_t step = 0;

@@ -37,12 +37,12 @@ struct Chunk {
   size_t table;
   uint64_t begin, end;  // positions in the table's key order
   // The file to write; with `on_disk` (the rows a table's snapshot did not
-  // copy, linked) the folder to place them in; with `merged` (the same, not
-  // linked: all of the table in one chunk) the prefix of the files to
-  // write.
+  // copy, linked) the folder to place them in; with `merged` (the copied
+  // entries and rows read back in one chunk: the rows on disk not linked,
+  // or the rows in memory spilled) the prefix of the files to write.
   std::string file;
   bool on_disk = false;
-  bool merged = false;
+  const UncopiedRows* merged = nullptr;
   std::vector<std::string> files;  // written
   uint64_t entries = 0;
   uint64_t checksum = 0;
@@ -88,6 +88,12 @@ Status CheckTable(const TableSnapshot& t) {
   }
   if (!exact && t.uncopied != nullptr) {
     return InvalidArgument(where + ": only EXACT tables keep rows on disk");
+  }
+  if (t.spilled != nullptr && (t.uncopied == nullptr || !t.uncopied->linked() ||
+                               n != 0 || !t.deleted.empty())) {
+    return InvalidArgument(where +
+                           ": rows spilled beside copied ones or rows on "
+                           "disk not linked");
   }
   return Status::OK();
 }
@@ -258,11 +264,11 @@ std::vector<std::string> EarlierDiskTierFolders(
   return folders;
 }
 
-// The same where the rows' files could not be linked at the cut (a full
-// disk): the copied entries (in key order) and the uncopied rows read back
-// (keys ascending; never a copied key) merged, in one pass, into files of
-// about `target_file_bytes`, one after another. The same entries and
-// checksum as every row copied would give.
+// The copied entries (in key order) and the rows `chunk->merged` reads back
+// (keys ascending; never a copied key: the rows on disk where their files
+// could not be linked at the cut, or the rows in memory spilled at the cut)
+// merged, in one pass, into files of about `target_file_bytes`, one after
+// another. The same entries and checksum as every row copied would give.
 void WriteMergedChunk(const TablePlan& plan, const rocksdb::Options& options,
                       uint64_t target_file_bytes, Chunk* chunk) {
   const TableSnapshot& t = *plan.table;
@@ -302,9 +308,9 @@ void WriteMergedChunk(const TablePlan& plan, const rocksdb::Options& options,
       put(id, deleted ? std::string_view() : std::string_view(value));
     }
   };
-  const Status scanned =
-      t.uncopied->ForEach([&](uint64_t id, const float* values,
-                              const float* const* state, uint64_t last_update) {
+  const Status scanned = chunk->merged->ForEach(
+      [&](uint64_t id, const float* values, const float* const* state,
+          uint64_t last_update) {
         put_copied(id);
         EncodeExactValue(t.dim(), t.state_arrays, values, state, last_update,
                          &value);
@@ -313,7 +319,7 @@ void WriteMergedChunk(const TablePlan& plan, const rocksdb::Options& options,
   put_copied(std::nullopt);
   if (s.ok() && writer != nullptr) s = writer->Finish();
   if (!scanned.ok()) {
-    chunk->status = scanned.WithContext("reading the rows on disk of table '" +
+    chunk->status = scanned.WithContext("reading back the rows of table '" +
                                         t.spec.name() + "'");
   } else if (!s.ok()) {
     chunk->status = IOError("writing " + chunk->file + "-*.sst (table '" +
@@ -355,24 +361,28 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
   for (size_t ti = 0; ti < plans.size(); ++ti) {
     // Whole runs per file: a run never spans two files.
     const uint64_t run = plans[ti].run_rows;
-    if (const auto& uncopied = plans[ti].table->uncopied;
-        uncopied != nullptr && !uncopied->linked()) {
+    const TableSnapshot& t = *plans[ti].table;
+    const UncopiedRows* merged =
+        t.spilled != nullptr                             ? t.spilled.get()
+        : t.uncopied != nullptr && !t.uncopied->linked() ? t.uncopied.get()
+                                                         : nullptr;
+    if (t.uncopied != nullptr && t.uncopied->linked()) {
+      Chunk c;
+      c.table = ti;
+      c.on_disk = true;
+      c.file = JoinPath(checkpoint_dir,
+                        ShardDiskTierName(snapshot.shard_id, t.spec.id()));
+      chunks.push_back(std::move(c));
+    }
+    if (merged != nullptr) {
       Chunk c;
       c.table = ti;
       c.begin = 0;
       c.end = plans[ti].count;
-      c.merged = true;
+      c.merged = merged;
       c.file = JoinPath(sst_dir, std::to_string(chunks.size()));
       chunks.push_back(std::move(c));
       continue;
-    } else if (uncopied != nullptr) {
-      Chunk c;
-      c.table = ti;
-      c.on_disk = true;
-      c.file = JoinPath(
-          checkpoint_dir,
-          ShardDiskTierName(snapshot.shard_id, plans[ti].table->spec.id()));
-      chunks.push_back(std::move(c));
     }
     const uint64_t per_file =
         std::max<uint64_t>(1, options.target_file_bytes /
@@ -398,7 +408,7 @@ StatusOr<proto::ShardEntry> WriteShardFiles(const std::string& checkpoint_dir,
             EarlierDiskTierFolders(checkpoint_dir, snapshot.shard_id,
                                    plans[chunks[i].table].table->spec.id()),
             &chunks[i]);
-      } else if (chunks[i].merged) {
+      } else if (chunks[i].merged != nullptr) {
         WriteMergedChunk(plans[chunks[i].table], db_options,
                          options.target_file_bytes, &chunks[i]);
       } else {

@@ -12,7 +12,9 @@
 // at the cut are placed beside the database as shard-<k>.disk-<table>/
 // (hard links; on another file system, linked from an earlier checkpoint's
 // copy of the same file, or copied), and read once for the entries and
-// checksum the manifest records.
+// checksum the manifest records. Its rows in memory, when the cut wrote
+// them to a file (TableSnapshot::spilled), are read back from there in key
+// order and written as copied rows are.
 #pragma once
 
 #include <cstdint>

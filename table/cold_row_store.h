@@ -90,6 +90,10 @@ class ColdRowStore {
   virtual size_t record_bytes() const = 0;
   // Where it lies, for messages.
   virtual const std::string& where() const = 0;
+  // A folder on the store's file system where the table makes files of its
+  // own, without names (table/spilled_rows.h): a snapshot writes its rows
+  // in memory there.
+  virtual const std::string& scratch_dir() const = 0;
 
   // Stores `record` (record_bytes) under `key`. kIOError when the disk
   // refuses it (full, gone): then nothing was stored.

@@ -10,6 +10,7 @@
 #include "kernels/value_section.h"
 #include "protocol/table_config.h"
 #include "table/initializer.h"
+#include "table/spilled_rows.h"
 
 namespace ps::table {
 namespace {
@@ -393,20 +394,12 @@ Status ExactTable::Snapshot(TableSnapshot* out) const {
   out->state_arrays = state_arrays_;
   out->optimizer_steps = optimizer_steps_.load();
   out->clock_s = NowSeconds();
-  for (const auto& p : partitions_) {
-    std::shared_lock lock(p->lock());
-    p->ForEachRowLocked([&](uint64_t key, const float* values,
-                            const float* const* state, uint64_t last_update) {
-      out->ids.push_back(key);
-      out->values.insert(out->values.end(), values, values + dim_);
-      for (int k = 0; k < state_arrays_; ++k) {
-        out->state[k].insert(out->state[k].end(), state[k], state[k] + dim_);
-      }
-      out->last_update.push_back(last_update);
-    });
-  }
   out->uncopied = nullptr;
-  if (cold_ == nullptr) return Status::OK();
+  out->spilled = nullptr;
+  if (cold_ == nullptr) {
+    CopyRowsInMemory(out);
+    return Status::OK();
+  }
   // The rows on disk stay there: their files as they are now (no apply
   // moves a row until this returns) are linked, not copied. Linking writes
   // out RocksDB's memtable first; where the disk cannot take it (full),
@@ -419,10 +412,80 @@ Status ExactTable::Snapshot(TableSnapshot* out) const {
                     "linking their files";
     PS_ASSIGN_OR_RETURN(view, cold_->Pin());
   }
+  // The rows in memory may be most of the server's memory: they go to a
+  // file on the tier's disk, not into a copy. A spill that fails fails the
+  // cut (a copy might not fit); the table goes on as it was.
+  if (files.ok()) {
+    const auto started = std::chrono::steady_clock::now();
+    StatusOr<std::shared_ptr<const SpilledRows>> spilled = SpillRowsInMemory();
+    if (!spilled.ok()) {
+      return spilled.status().WithContext(
+          Where(spec()) + ": cannot write the rows in memory at the cut");
+    }
+    LOG(INFO) << Where(spec()) << ": " << (*spilled)->rows()
+              << " rows in memory written at the cut ("
+              << (*spilled)->bytes() / (1 << 20) << " MiB, "
+              << std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - started)
+                     .count()
+              << " s)";
+    out->spilled = *std::move(spilled);
+  } else {
+    CopyRowsInMemory(out);
+  }
   out->uncopied =
       std::make_shared<RowsOnDisk>(files.ok() ? *std::move(files) : nullptr,
                                    std::move(view), dim_, state_arrays_);
   return Status::OK();
+}
+
+void ExactTable::CopyRowsInMemory(TableSnapshot* out) const {
+  for (const auto& p : partitions_) {
+    std::shared_lock lock(p->lock());
+    p->ForEachRowLocked([&](uint64_t key, const float* values,
+                            const float* const* state, uint64_t last_update) {
+      out->ids.push_back(key);
+      out->values.insert(out->values.end(), values, values + dim_);
+      for (int k = 0; k < state_arrays_; ++k) {
+        out->state[k].insert(out->state[k].end(), state[k], state[k] + dim_);
+      }
+      out->last_update.push_back(last_update);
+    });
+  }
+}
+
+StatusOr<std::shared_ptr<const SpilledRows>> ExactTable::SpillRowsInMemory()
+    const {
+  PS_ASSIGN_OR_RETURN(RowSpill spill, RowSpill::Create(cold_->scratch_dir(),
+                                                       dim_, state_arrays_));
+  // One run per partition, sorted there: the only memory this takes is a
+  // partition's row pointers.
+  struct RowAt {
+    uint64_t key;
+    const float* values;
+    const float* state[kernels::kMaxOptimizerStates];
+    uint64_t last_update;
+  };
+  std::vector<RowAt> rows;
+  for (const auto& p : partitions_) {
+    std::shared_lock lock(p->lock());
+    rows.clear();
+    p->ForEachRowLocked([&](uint64_t key, const float* values,
+                            const float* const* state, uint64_t last_update) {
+      RowAt& r = rows.emplace_back();
+      r.key = key;
+      r.values = values;
+      std::copy_n(state, kernels::kMaxOptimizerStates, r.state);
+      r.last_update = last_update;
+    });
+    std::sort(rows.begin(), rows.end(),
+              [](const RowAt& a, const RowAt& b) { return a.key < b.key; });
+    for (const RowAt& r : rows) {
+      PS_RETURN_IF_ERROR(spill.Append(r.key, r.values, r.state, r.last_update));
+    }
+    spill.EndRun();
+  }
+  return spill.Finish();
 }
 
 Status ExactTable::RowsOnDisk::PlaceAt(

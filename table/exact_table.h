@@ -97,6 +97,8 @@
 
 namespace ps::table {
 
+class SpilledRows;
+
 class ExactTable final : public Table {
  public:
   // The table's clock for evict_after_seconds: whole seconds, never
@@ -139,8 +141,13 @@ class ExactTable final : public Table {
   std::string Placement() const override;
 
   // Every key with its row, state and last update (ids in no order): the
-  // rows in memory copied, those on disk (with a disk tier) as
-  // out->uncopied, the disk tier's files linked at this moment.
+  // rows in memory copied. With a disk tier: the rows on disk as
+  // out->uncopied, the tier's files linked at this moment; and the rows in
+  // memory written to a file on the tier's disk (out->spilled) instead of
+  // copied, so that a checkpoint of a table that fills the server's memory
+  // needs no memory for a copy (a failed write fails the snapshot). Where
+  // the tier cannot link its files (a full disk), a view of the rows on
+  // disk and the rows in memory copied, as without a tier.
   Status Snapshot(TableSnapshot* out) const override;
   // The reader fills target->exact (keys ascending).
   // With a disk tier, every row is dropped and the reader streams the
@@ -183,6 +190,10 @@ class ExactTable final : public Table {
   ExactPartition& PartitionOf(uint64_t key) const {
     return Partition(KeyIndex::Mix(key));
   }
+  // Snapshot's parts (applies_mu_ held): every row in memory copied into
+  // `out`, or written to a spill (keys ascending per partition).
+  void CopyRowsInMemory(TableSnapshot* out) const;
+  StatusOr<std::shared_ptr<const SpilledRows>> SpillRowsInMemory() const;
   // Every row freed, in memory and on disk (no apply may run).
   Status FreeAllRows();
   // Sets the clock to go on from `saved_s` (a restored checkpoint's) where

@@ -16,11 +16,13 @@
 
 namespace ps::table {
 
-// Rows of a snapshot that are not copied into it: an EXACT table's disk
-// tier, which may hold more rows than memory, as the tier's files were at
-// the cut (table/cold_row_store.h: ColdRowFiles). A checkpoint places the
-// files in its folder (hard links where it can) instead of writing the rows
-// again. Thread-safe.
+// Rows of a snapshot that are not copied into it, because an EXACT table
+// with a disk tier may hold more rows than memory: the tier, as its files
+// were at the cut (table/cold_row_store.h: ColdRowFiles), which a
+// checkpoint places in its folder (hard links where it can) instead of
+// writing the rows again; and the rows in memory, written to a file at the
+// cut (table/spilled_rows.h), which a checkpoint writes from there.
+// Thread-safe.
 class UncopiedRows {
  public:
   virtual ~UncopiedRows() = default;
@@ -70,6 +72,11 @@ struct TableSnapshot {
   // EXACT with a disk tier: its rows on disk, besides the entries above
   // (never the same key); null otherwise.
   std::shared_ptr<const UncopiedRows> uncopied;
+  // EXACT with a disk tier whose files are linked (uncopied->linked()):
+  // the rows in memory at the cut, written to a file instead of copied
+  // into the entries above, which are then empty; null where they are
+  // copied.
+  std::shared_ptr<const UncopiedRows> spilled;
 
   uint32_t dim() const { return spec.dim(); }
   // Entries with values (not counting deleted keys).

@@ -71,6 +71,15 @@ ck::TableSnapshot ChangedRows(const ck::TableSnapshot& now,
   return d;
 }
 
+// What the baseline of the next increment keeps of an EXACT table's
+// snapshot (EXACT tables are written whole each time): its spec, no rows.
+ck::TableSnapshot ForgetRows(const ck::TableSnapshot& t) {
+  ck::TableSnapshot kept;
+  kept.spec = t.spec;
+  kept.state_arrays = t.state_arrays;
+  return kept;
+}
+
 }  // namespace
 
 bool Checkpointer::IncrementalPossible() {
@@ -143,9 +152,12 @@ void Checkpointer::Write(Job job) {
     to_write.shard_id = job.snapshot.shard_id;
     to_write.num_shards = job.snapshot.num_shards;
     for (size_t i = 0; i < job.snapshot.tables.size(); ++i) {
-      const ck::TableSnapshot& t = job.snapshot.tables[i];
+      ck::TableSnapshot& t = job.snapshot.tables[i];
       if (t.spec.kind() == ps::proto::EXACT) {
-        to_write.tables.push_back(t);  // always whole
+        // Always whole; the baseline keeps none of its rows (below).
+        ck::TableSnapshot whole = std::move(t);
+        t = ForgetRows(whole);
+        to_write.tables.push_back(std::move(whole));
       } else {
         to_write.tables.push_back(ChangedRows(t, previous_->tables[i]));
       }
@@ -184,10 +196,12 @@ void Checkpointer::Write(Job job) {
     }
     return;
   }
-  // The baseline of the next increment needs no rows on disk (EXACT tables
-  // are written whole each time): their linked files go now, so that the
-  // disk tier's compactions free space.
-  for (ck::TableSnapshot& t : job.snapshot.tables) t.uncopied = nullptr;
+  // The baseline of the next increment needs no rows of EXACT tables
+  // (written whole each time): their copies and spilled rows go now, and
+  // their linked files, so that the disk tier's compactions free space.
+  for (ck::TableSnapshot& t : job.snapshot.tables) {
+    if (t.spec.kind() == ps::proto::EXACT) t = ForgetRows(t);
+  }
   previous_ = std::move(job.snapshot);
   SetPart(step, Reply::WRITTEN);
   constexpr auto kRelaxed = std::memory_order_relaxed;

@@ -78,26 +78,30 @@ std::unique_ptr<ExactTable> Tiered(const proto::TableSpec& spec,
   return t.ok() ? std::move(*t) : nullptr;
 }
 
-// A snapshot with its rows on disk (TableSnapshot::uncopied, a view of the
-// disk tier) copied in too: every row, as a restore takes them.
+// A snapshot with the rows it did not copy (TableSnapshot::spilled, the
+// rows in memory written to a file, and uncopied, the disk tier's) copied
+// in too: every row, as a restore takes them.
 TableSnapshot WholeSnapshot(const ExactTable& t) {
   TableSnapshot snap;
   snap.spec = t.spec();
   EXPECT_TRUE(t.Snapshot(&snap).ok());
-  if (snap.uncopied == nullptr) return snap;
   const uint32_t dim = t.spec().dim();
-  EXPECT_TRUE(snap.uncopied
-                  ->ForEach([&](uint64_t key, const float* values,
-                                const float* const* state, uint64_t last) {
-                    snap.ids.push_back(key);
-                    snap.values.insert(snap.values.end(), values, values + dim);
-                    for (int k = 0; k < snap.state_arrays; ++k) {
-                      snap.state[k].insert(snap.state[k].end(), state[k],
-                                           state[k] + dim);
-                    }
-                    snap.last_update.push_back(last);
-                  })
-                  .ok());
+  for (const auto* rows : {snap.spilled.get(), snap.uncopied.get()}) {
+    if (rows == nullptr) continue;
+    EXPECT_TRUE(rows->ForEach([&](uint64_t key, const float* values,
+                                  const float* const* state, uint64_t last) {
+                      snap.ids.push_back(key);
+                      snap.values.insert(snap.values.end(), values,
+                                         values + dim);
+                      for (int k = 0; k < snap.state_arrays; ++k) {
+                        snap.state[k].insert(snap.state[k].end(), state[k],
+                                             state[k] + dim);
+                      }
+                      snap.last_update.push_back(last);
+                    })
+                    .ok());
+  }
+  snap.spilled = nullptr;
   snap.uncopied = nullptr;
   return snap;
 }
@@ -539,7 +543,25 @@ TEST(ExactTierTest, CheckpointsLinkTheRowsOnDiskAndReadThemBack) {
   ASSERT_TRUE(t->Snapshot(&linked.tables[0]).ok());
   ASSERT_NE(linked.tables[0].uncopied, nullptr);
   ASSERT_TRUE(linked.tables[0].uncopied->linked());
-  EXPECT_EQ(linked.tables[0].ids.size(), 50u) << "only memory is copied";
+  // The rows in memory are spilled to a file without a name, not copied.
+  EXPECT_TRUE(linked.tables[0].ids.empty());
+  ASSERT_NE(linked.tables[0].spilled, nullptr);
+  uint64_t spilled = 0, last = 0;
+  ASSERT_TRUE(linked.tables[0]
+                  .spilled
+                  ->ForEach([&](uint64_t key, const float*, const float* const*,
+                                uint64_t) {
+                    EXPECT_TRUE(spilled == 0 || key > last) << key;
+                    last = key;
+                    ++spilled;
+                  })
+                  .ok());
+  EXPECT_EQ(spilled, 50u);
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    EXPECT_TRUE(e.path().filename() == "tier" ||
+                e.path().filename() == "tier.links")
+        << e.path();
+  }
   copied.tables.push_back(WholeSnapshot(*t));
   ASSERT_EQ(copied.tables[0].ids.size(), 300u);
   // After the cut: rows on disk come back, others go out, all change.
@@ -607,6 +629,26 @@ TEST(ExactTierTest, CheckpointsLinkTheRowsOnDiskAndReadThemBack) {
   EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
   EXPECT_NE(refused.status().message().find("not a folder"), std::string::npos)
       << refused.status();
+  // Rows spilled are refused beside copied ones, and without the rows on
+  // disk linked.
+  for (bool copied_too : {true, false}) {
+    checkpoint::ShardSnapshot bad;
+    bad.tables.push_back(linked.tables[0]);
+    if (copied_too) {
+      bad.tables[0].ids = {1};
+      bad.tables[0].values = {1, 2, 3};
+      bad.tables[0].state[0] = {1, 2, 3};
+      bad.tables[0].last_update = {1};
+    } else {
+      bad.tables[0].uncopied = nullptr;
+    }
+    auto written = checkpoint::WriteShard(
+        dir.path() + "/bad" + std::to_string(copied_too), bad, o);
+    EXPECT_EQ(written.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(written.status().message().find("rows spilled"),
+              std::string::npos)
+        << written.status();
+  }
   // Every row copied and the rows on disk linked as well: each key of the
   // disk is twice.
   checkpoint::ShardSnapshot both;
