@@ -440,6 +440,14 @@ Status ExactTable::Snapshot(TableSnapshot* out) const {
 }
 
 void ExactTable::CopyRowsInMemory(TableSnapshot* out) const {
+  // Sized once: growing by doubling would copy the rows again and take up
+  // to twice their memory at the end.
+  uint64_t rows = 0;
+  for (const auto& p : partitions_) rows += p->counters().rows;
+  out->ids.reserve(rows);
+  out->values.reserve(rows * dim_);
+  for (int k = 0; k < state_arrays_; ++k) out->state[k].reserve(rows * dim_);
+  out->last_update.reserve(rows);
   for (const auto& p : partitions_) {
     std::shared_lock lock(p->lock());
     p->ForEachRowLocked([&](uint64_t key, const float* values,
