@@ -7,6 +7,7 @@
 #include <numeric>
 #include <string>
 
+#include "base/huge_pages.h"
 #include "kernels/value_section.h"
 #include "protocol/table_config.h"
 #include "table/initializer.h"
@@ -440,14 +441,16 @@ Status ExactTable::Snapshot(TableSnapshot* out) const {
 }
 
 void ExactTable::CopyRowsInMemory(TableSnapshot* out) const {
-  // Sized once: growing by doubling would copy the rows again and take up
-  // to twice their memory at the end.
+  // Sized once (growing by doubling would copy the rows again and take up
+  // to twice their memory at the end), on huge pages (base/huge_pages.h).
   uint64_t rows = 0;
   for (const auto& p : partitions_) rows += p->counters().rows;
-  out->ids.reserve(rows);
-  out->values.reserve(rows * dim_);
-  for (int k = 0; k < state_arrays_; ++k) out->state[k].reserve(rows * dim_);
-  out->last_update.reserve(rows);
+  ReserveOnHugePages(&out->ids, rows);
+  ReserveOnHugePages(&out->values, rows * dim_);
+  for (int k = 0; k < state_arrays_; ++k) {
+    ReserveOnHugePages(&out->state[k], rows * dim_);
+  }
+  ReserveOnHugePages(&out->last_update, rows);
   for (const auto& p : partitions_) {
     std::shared_lock lock(p->lock());
     p->ForEachRowLocked([&](uint64_t key, const float* values,

@@ -2,6 +2,7 @@
 
 #include <new>
 
+#include "base/huge_pages.h"
 #include "protocol/table_config.h"
 #include "table/initializer.h"
 
@@ -81,10 +82,15 @@ void ParamTable::CopyTo(std::vector<float>* values, std::vector<float>* state,
   // the order of earlier applies and this copy visible (to TSan too); sum
   // and sgd apply without it and rely on the caller's protocol alone.
   std::lock_guard<std::mutex> lock(optimizer_mu_);
+  // On huge pages: a copy into fresh memory is mostly page faults
+  // (base/huge_pages.h).
   const uint64_t floats = num_rows_ * dim_;
-  values->assign(data_, data_ + floats);
+  ReserveOnHugePages(values, floats);
+  values->insert(values->end(), data_, data_ + floats);
   for (int k = 0; k < optimizer_.arrays(); ++k) {
-    state[k].assign(optimizer_.array(k), optimizer_.array(k) + floats);
+    ReserveOnHugePages(&state[k], floats);
+    state[k].insert(state[k].end(), optimizer_.array(k),
+                    optimizer_.array(k) + floats);
   }
   *optimizer_steps = optimizer_.steps();
 }
