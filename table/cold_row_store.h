@@ -88,12 +88,10 @@ class ColdRowStore {
 
   // Bytes of every record.
   virtual size_t record_bytes() const = 0;
-  // Where it lies, for messages.
+  // The folder it lies in: named in messages, and where the table makes
+  // files of its own without names (table/spilled_rows.h: a snapshot writes
+  // its rows in memory there), which the store never sees.
   virtual const std::string& where() const = 0;
-  // A folder on the store's file system where the table makes files of its
-  // own, without names (table/spilled_rows.h): a snapshot writes its rows
-  // in memory there.
-  virtual const std::string& scratch_dir() const = 0;
 
   // Stores `record` (record_bytes) under `key`. kIOError when the disk
   // refuses it (full, gone): then nothing was stored.

@@ -467,8 +467,8 @@ void ExactTable::CopyRowsInMemory(TableSnapshot* out) const {
 
 StatusOr<std::shared_ptr<const SpilledRows>> ExactTable::SpillRowsInMemory()
     const {
-  PS_ASSIGN_OR_RETURN(RowSpill spill, RowSpill::Create(cold_->scratch_dir(),
-                                                       dim_, state_arrays_));
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<RowSpill> spill,
+                      RowSpill::Create(cold_->where(), dim_, state_arrays_));
   // One run per partition, sorted there: the only memory this takes is a
   // partition's row pointers.
   struct RowAt {
@@ -492,11 +492,12 @@ StatusOr<std::shared_ptr<const SpilledRows>> ExactTable::SpillRowsInMemory()
     std::sort(rows.begin(), rows.end(),
               [](const RowAt& a, const RowAt& b) { return a.key < b.key; });
     for (const RowAt& r : rows) {
-      PS_RETURN_IF_ERROR(spill.Append(r.key, r.values, r.state, r.last_update));
+      PS_RETURN_IF_ERROR(
+          spill->Append(r.key, r.values, r.state, r.last_update));
     }
-    spill.EndRun();
+    spill->EndRun();
   }
-  return spill.Finish();
+  return spill->Finish();
 }
 
 Status ExactTable::RowsOnDisk::PlaceAt(

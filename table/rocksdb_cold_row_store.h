@@ -54,8 +54,6 @@ class RocksDbColdRowStore final : public ColdRowStore {
 
   size_t record_bytes() const override { return record_bytes_; }
   const std::string& where() const override { return dir_; }
-  // The store's own folder: files without names are no files to RocksDB.
-  const std::string& scratch_dir() const override { return dir_; }
   Status Put(uint64_t key, std::span<const std::byte> record) override;
   StatusOr<bool> Get(uint64_t key, std::span<std::byte> record) const override;
   Status GetMany(std::span<const uint64_t> keys, std::span<std::byte> records,

@@ -78,8 +78,9 @@ StatusOr<int> OpenUnnamed(const std::string& dir) {
 
 }  // namespace
 
-StatusOr<RowSpill> RowSpill::Create(const std::string& dir, uint32_t dim,
-                                    int state_arrays) {
+StatusOr<std::unique_ptr<RowSpill>> RowSpill::Create(const std::string& dir,
+                                                     uint32_t dim,
+                                                     int state_arrays) {
   if (dim == 0 || state_arrays < 0 ||
       state_arrays > kernels::kMaxOptimizerStates) {
     return InvalidArgument("a spill of rows of dim " + std::to_string(dim) +
@@ -87,7 +88,8 @@ StatusOr<RowSpill> RowSpill::Create(const std::string& dir, uint32_t dim,
                            " state arrays");
   }
   PS_ASSIGN_OR_RETURN(const int fd, OpenUnnamed(dir));
-  return RowSpill(fd, "the rows spilled into " + dir, dim, state_arrays);
+  return std::unique_ptr<RowSpill>(
+      new RowSpill(fd, "the rows spilled into " + dir, dim, state_arrays));
 }
 
 RowSpill::RowSpill(int fd, std::string where, uint32_t dim, int state_arrays)
@@ -97,26 +99,6 @@ RowSpill::RowSpill(int fd, std::string where, uint32_t dim, int state_arrays)
       state_arrays_(state_arrays),
       record_bytes_(RecordBytes(dim, state_arrays)) {
   buffer_.reserve(std::max(kWriteBufferBytes, record_bytes_));
-}
-
-RowSpill::RowSpill(RowSpill&& o) noexcept { *this = std::move(o); }
-
-RowSpill& RowSpill::operator=(RowSpill&& o) noexcept {
-  if (this == &o) return *this;
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = std::exchange(o.fd_, -1);
-  where_ = std::move(o.where_);
-  dim_ = o.dim_;
-  state_arrays_ = o.state_arrays_;
-  record_bytes_ = o.record_bytes_;
-  buffer_ = std::move(o.buffer_);
-  written_ = o.written_;
-  settled_ = o.settled_;
-  rows_ = o.rows_;
-  last_key_ = o.last_key_;
-  run_ends_ = std::move(o.run_ends_);
-  run_begin_ = o.run_begin_;
-  return *this;
 }
 
 RowSpill::~RowSpill() {
@@ -186,7 +168,6 @@ StatusOr<std::shared_ptr<const SpilledRows>> RowSpill::Finish() {
       new SpilledRows(std::exchange(fd_, -1), std::move(where_), dim_,
                       state_arrays_, std::move(run_ends_), rows_));
   buffer_ = {};
-  rows_ = run_begin_ = written_ = settled_ = 0;
   return rows;
 }
 

@@ -34,10 +34,11 @@ class RowSpill {
   // A spill of rows of `dim` floats and `state_arrays` state arrays into a
   // file in `dir` (which must exist). kIOError naming `dir` when the file
   // cannot be made.
-  static StatusOr<RowSpill> Create(const std::string& dir, uint32_t dim,
-                                   int state_arrays);
-  RowSpill(RowSpill&&) noexcept;
-  RowSpill& operator=(RowSpill&&) noexcept;
+  static StatusOr<std::unique_ptr<RowSpill>> Create(const std::string& dir,
+                                                    uint32_t dim,
+                                                    int state_arrays);
+  RowSpill(const RowSpill&) = delete;
+  RowSpill& operator=(const RowSpill&) = delete;
   ~RowSpill();
 
   // Appends a row to the current run; its key must exceed the run's last.
@@ -47,7 +48,7 @@ class RowSpill {
   // Ends the current run (an empty one is dropped).
   void EndRun();
   // Every row written out; the rows, readable until the last reference
-  // goes. The spill is empty afterwards.
+  // goes. The spill takes no more rows afterwards (kInternal).
   StatusOr<std::shared_ptr<const SpilledRows>> Finish();
 
   uint64_t rows() const { return rows_; }
@@ -60,11 +61,11 @@ class RowSpill {
   // against the server's memory.
   Status Flush();
 
-  int fd_ = -1;
+  int fd_;             // -1 once Finish handed it over
   std::string where_;  // for messages
-  uint32_t dim_ = 0;
-  int state_arrays_ = 0;
-  size_t record_bytes_ = 0;
+  const uint32_t dim_;
+  const int state_arrays_;
+  const size_t record_bytes_;
   std::vector<std::byte> buffer_;
   uint64_t written_ = 0;  // bytes in the file
   uint64_t settled_ = 0;  // bytes written back and dropped from the cache

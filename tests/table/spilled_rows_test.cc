@@ -63,13 +63,13 @@ TEST(SpilledRowsTest, RunsMergeInKeyOrderFromAFileWithoutAName) {
   for (uint64_t run = 0; run < 3; ++run) {
     for (uint64_t key = run; key < kRows; key += 3) {
       const Row row(key);
-      ASSERT_TRUE(spill->Append(key, row.values, row.state, 7 * key).ok());
+      ASSERT_TRUE((*spill)->Append(key, row.values, row.state, 7 * key).ok());
     }
-    spill->EndRun();
+    (*spill)->EndRun();
   }
-  spill->EndRun();  // an empty run is dropped
-  EXPECT_EQ(spill->rows(), kRows);
-  auto rows = spill->Finish();
+  (*spill)->EndRun();  // an empty run is dropped
+  EXPECT_EQ((*spill)->rows(), kRows);
+  auto rows = (*spill)->Finish();
   ASSERT_TRUE(rows.ok()) << rows.status();
   EXPECT_EQ((*rows)->rows(), kRows);
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the file has a name";
@@ -90,7 +90,7 @@ TEST(SpilledRowsTest, AnEmptySpillReadsNothing) {
   TempDir dir;
   auto spill = RowSpill::Create(dir.path(), kDim, 0);
   ASSERT_TRUE(spill.ok()) << spill.status();
-  auto rows = spill->Finish();
+  auto rows = (*spill)->Finish();
   ASSERT_TRUE(rows.ok()) << rows.status();
   int seen = 0;
   EXPECT_TRUE((*rows)
@@ -98,7 +98,7 @@ TEST(SpilledRowsTest, AnEmptySpillReadsNothing) {
                                 uint64_t) { ++seen; })
                   .ok());
   EXPECT_EQ(seen, 0);
-  EXPECT_EQ(spill->Finish().status().code(), StatusCode::kInternal);
+  EXPECT_EQ((*spill)->Finish().status().code(), StatusCode::kInternal);
 }
 
 TEST(SpilledRowsTest, KeysOutOfOrderOrRepeatedAreRefused) {
@@ -106,15 +106,15 @@ TEST(SpilledRowsTest, KeysOutOfOrderOrRepeatedAreRefused) {
   auto spill = RowSpill::Create(dir.path(), kDim, kArrays);
   ASSERT_TRUE(spill.ok()) << spill.status();
   const Row row(5);
-  ASSERT_TRUE(spill->Append(5, row.values, row.state, 35).ok());
-  EXPECT_EQ(spill->Append(5, row.values, row.state, 35).code(),
+  ASSERT_TRUE((*spill)->Append(5, row.values, row.state, 35).ok());
+  EXPECT_EQ((*spill)->Append(5, row.values, row.state, 35).code(),
             StatusCode::kInternal);
-  EXPECT_EQ(spill->Append(4, row.values, row.state, 35).code(),
+  EXPECT_EQ((*spill)->Append(4, row.values, row.state, 35).code(),
             StatusCode::kInternal);
-  spill->EndRun();
+  (*spill)->EndRun();
   // The same key in another run: the merge refuses it.
-  ASSERT_TRUE(spill->Append(5, row.values, row.state, 35).ok());
-  auto rows = spill->Finish();
+  ASSERT_TRUE((*spill)->Append(5, row.values, row.state, 35).ok());
+  auto rows = (*spill)->Finish();
   ASSERT_TRUE(rows.ok()) << rows.status();
   const Status s = (*rows)->ForEach(
       [](uint64_t, const float*, const float* const*, uint64_t) {});
