@@ -204,11 +204,18 @@ Status ExactPartition::DeleteFromDiskLocked(uint64_t key) {
 
 Status ExactPartition::BringBack(std::span<const PulledRow> pulled) {
   std::unique_lock lock(mu_);
+  // Taken once: the deletes this loop makes are of the keys it moves in,
+  // which leave every other pulled record as it was read. (A key pulled
+  // twice is found in memory the second time, or, moved out again
+  // meanwhile, lies on disk as the same bytes.) Comparing against the
+  // running count instead read nearly every record again, one disk read
+  // at a time.
+  const uint64_t deletes_before = disk_deletes_;
   Status first;
   for (const PulledRow& p : pulled) {
     if (row_of_key_.Find(p.key, p.hash) != KeyIndex::kNone) continue;
     std::span<const std::byte> record = p.record;
-    if (disk_deletes_ != p.disk_deletes) {
+    if (deletes_before != p.disk_deletes) {
       promoted_record_.resize(cold_->record_bytes());
       auto found = cold_->Get(p.key, promoted_record_);
       if (!found.ok()) {

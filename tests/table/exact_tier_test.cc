@@ -898,6 +898,34 @@ TEST(ExactTierTest, PullsBringRowsBackForThePushThatFollows) {
   EXPECT_FALSE(t->HasRow(99));
 }
 
+// A pull of many rows on disk reads each once: bringing them back reads
+// none again (a partition's own moves in do not make its other records
+// stale), so a step's misses cost one batch of reads in flight, not a
+// second read each, one at a time.
+TEST(ExactTierTest, PullsReadEachRowOnDiskOnce) {
+  TempDir dir;
+  constexpr uint64_t kStepKeys = 3200;
+  auto t = Tiered(Counting(2 * kStepKeys), dir.path());
+  for (uint64_t step = 1; step <= 3; ++step) {
+    std::vector<uint64_t> keys;
+    for (uint64_t k = 0; k < kStepKeys; ++k) keys.push_back(step * 10000 + k);
+    ASSERT_TRUE(
+        t->ApplyKeys(step, keys, std::vector<float>(3 * kStepKeys, float(step)))
+            .ok());
+  }
+  std::vector<uint64_t> cold;  // ~10 a partition
+  for (uint64_t k = 10000; cold.size() < 640; ++k) {
+    if (!t->HasRow(k)) cold.push_back(k);
+  }
+  const TableCounters before = t->counters();
+  const Pulled p = Pull(*t, cold);
+  EXPECT_EQ(p.values, std::vector<float>(3 * cold.size(), 1.0f));
+  const TableCounters after = t->counters();
+  EXPECT_EQ(after.promoted - before.promoted, cold.size());
+  EXPECT_EQ(after.disk_bytes_read - before.disk_bytes_read,
+            cold.size() * ExactPartition::ColdRecordBytes(3, 0));
+}
+
 // A pull reads records without locks and brings them back later
 // (ExactPartition::BringBack). A record that changed meanwhile (the row
 // came back, was updated and went out again: a disk delete in between)
