@@ -237,15 +237,18 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
   const float* rows[kChunk];
   uint64_t hashes[kChunk];
   //
-  // With a disk tier, a chunk's misses are read from disk once its locks
-  // are gone (ReadMissesFromDisk): a chunk's worth at a time bounds the
-  // memory a pull of millions of keys on disk takes.
+  // With a disk tier, misses gather over chunks and are read from disk
+  // together once the chunk's locks are gone (ReadMissesFromDisk): the
+  // more reads one GetMany has, the more it keeps in flight, and a step's
+  // thousands of misses wait for the disk once, not once per chunk.
+  // kMaxMisses at a time bounds the memory a pull of millions of keys on
+  // disk takes.
+  constexpr size_t kMaxMisses = 1 << 16;
   ColdMisses misses;
   for (size_t begin = 0; begin < keys.size(); begin += kChunk) {
     const size_t n = std::min(keys.size() - begin, kChunk);
     const uint64_t* chunk = keys.data() + begin;
     for (size_t i = 0; i < n; ++i) hashes[i] = KeyIndex::Mix(chunk[i]);
-    misses.Clear();
     std::shared_lock<std::shared_mutex> locks[kPartitions];
     for (int p = 0; p < kPartitions; ++p) {
       locks[p] = std::shared_lock(partitions_[p]->lock());
@@ -277,8 +280,10 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
     }
     pull_memory_hits_.fetch_add(hits, std::memory_order_relaxed);
     for (auto& lock : locks) lock.unlock();
-    if (!misses.at.empty()) {
+    const bool last = begin + n == keys.size();
+    if (!misses.at.empty() && (last || misses.at.size() >= kMaxMisses)) {
       PS_RETURN_IF_ERROR(ReadMissesFromDisk(keys, out, present, &misses));
+      misses.Clear();
     }
   }
   return Status::OK();

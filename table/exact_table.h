@@ -252,8 +252,8 @@ class ExactTable final : public Table {
       disk_deletes.clear();
     }
   };
-  // ReadKeys's second part, chunk by chunk: the misses read from disk,
-  // then brought back.
+  // ReadKeys's second part, for the misses of one or more chunks: read
+  // from disk, then brought back.
   Status ReadMissesFromDisk(std::span<const uint64_t> keys,
                             std::span<float> out, std::span<bool> present,
                             ColdMisses* misses) const;
