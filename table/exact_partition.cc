@@ -205,9 +205,11 @@ Status ExactPartition::DeleteFromDiskLocked(uint64_t key) {
 Status ExactPartition::BringBack(std::span<const PulledRow> pulled) {
   std::unique_lock lock(mu_);
   // Taken once: the deletes this loop makes are of the keys it moves in,
-  // which leave every other pulled record as it was read. (A key pulled
+  // which leave every other pulled record as it was read (the rows it
+  // moves out are rows in memory, whose keys have no record on disk, and
+  // the rows it takes from other partitions are theirs). A key pulled
   // twice is found in memory the second time, or, moved out again
-  // meanwhile, lies on disk as the same bytes.) Comparing against the
+  // meanwhile, lies on disk as the same row. Comparing against the
   // running count instead read nearly every record again, one disk read
   // at a time.
   const uint64_t deletes_before = disk_deletes_;

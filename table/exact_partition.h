@@ -158,9 +158,12 @@ class ExactPartition {
   // (lock held, shared at least). A key's record is written to disk only
   // while the disk has none for it, so a record read from disk after this
   // count was taken is still the key's own as long as the count has not
-  // moved: what lets a pull read records without locks and bring them
-  // back later (BringBack).
+  // moved (or moved only by BringBack's own deletes, of the keys it moves
+  // in): what lets a pull read records without locks and bring them back
+  // later (BringBack).
   uint64_t disk_deletes_locked() const { return disk_deletes_; }
+  // Counts the store's Clear as a delete of every record (lock held).
+  void CountDiskClearLocked() { ++disk_deletes_; }
   // A row a pull found on disk: its record as read, and
   // disk_deletes_locked() from before the read.
   struct PulledRow {

@@ -238,12 +238,17 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
   uint64_t hashes[kChunk];
   //
   // With a disk tier, misses gather over chunks and are read from disk
-  // together once the chunk's locks are gone (ReadMissesFromDisk): the
-  // more reads one GetMany has, the more it keeps in flight, and a step's
-  // thousands of misses wait for the disk once, not once per chunk.
-  // kMaxMisses at a time bounds the memory a pull of millions of keys on
-  // disk takes.
-  constexpr size_t kMaxMisses = 1 << 16;
+  // together after the last chunk's locks are gone (ReadMissesFromDisk):
+  // the more reads one GetMany has, the more it keeps in flight, and a
+  // step's thousands of misses wait for the disk once, not once per chunk.
+  // Gathering stops at a chunk's end once kMaxMissBytes of records are due:
+  // that bounds the memory a pull of millions of keys on disk takes, and
+  // the rows each partition then brings back under its lock.
+  constexpr size_t kMaxMissBytes = 16 << 20;
+  const size_t max_misses =
+      cold_ == nullptr
+          ? 0
+          : std::max<size_t>(1, kMaxMissBytes / cold_->record_bytes());
   ColdMisses misses;
   for (size_t begin = 0; begin < keys.size(); begin += kChunk) {
     const size_t n = std::min(keys.size() - begin, kChunk);
@@ -273,15 +278,13 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
         if (cold_ != nullptr) {
           misses.at.push_back(static_cast<uint32_t>(begin + i));
           misses.keys.push_back(chunk[i]);
-          misses.disk_deletes.push_back(
-              Partition(hashes[i]).disk_deletes_locked());
         }
       }
     }
     pull_memory_hits_.fetch_add(hits, std::memory_order_relaxed);
     for (auto& lock : locks) lock.unlock();
     const bool last = begin + n == keys.size();
-    if (!misses.at.empty() && (last || misses.at.size() >= kMaxMisses)) {
+    if (!misses.at.empty() && (last || misses.at.size() >= max_misses)) {
       PS_RETURN_IF_ERROR(ReadMissesFromDisk(keys, out, present, &misses));
       misses.Clear();
     }
@@ -301,6 +304,13 @@ Status ExactTable::ReadMissesFromDisk(std::span<const uint64_t> keys,
   const size_t n = misses->at.size();
   std::vector<std::byte> records(n * record_bytes);
   std::vector<uint8_t> found(n);
+  // Each partition's deletes so far, taken just before the read: what
+  // BringBack checks a record against (ExactPartition::disk_deletes_locked).
+  uint64_t deletes[kPartitions];
+  for (int p = 0; p < kPartitions; ++p) {
+    std::shared_lock lock(partitions_[p]->lock());
+    deletes[p] = partitions_[p]->disk_deletes_locked();
+  }
   PS_RETURN_IF_ERROR(cold_->GetMany(misses->keys, records, found));
   std::vector<ExactPartition::PulledRow> pulled;
   for (size_t m = 0; m < n; ++m) {
@@ -313,10 +323,12 @@ Status ExactTable::ReadMissesFromDisk(std::span<const uint64_t> keys,
           ExactPartition::ViewColdRecord(record, dim_, state_arrays_);
       std::copy_n(row.values, dim_, dst.data());
       present[at] = true;
-      pulled.push_back({.key = keys[at],
-                        .hash = KeyIndex::Mix(keys[at]),
-                        .record = record,
-                        .disk_deletes = misses->disk_deletes[m]});
+      const uint64_t hash = KeyIndex::Mix(keys[at]);
+      pulled.push_back(
+          {.key = keys[at],
+           .hash = hash,
+           .record = record,
+           .disk_deletes = deletes[hash >> (64 - kPartitionBits)]});
       continue;
     }
     // Not on disk: a new key, or one that came back into memory (or went
@@ -542,7 +554,16 @@ Status ExactTable::FreeAllRows() {
     std::unique_lock lock(p->lock());
     p->FreeAllRowsLocked();
   }
-  return cold_ != nullptr ? cold_->Clear() : Status::OK();
+  if (cold_ == nullptr) return Status::OK();
+  const Status cleared = cold_->Clear();
+  // Counted again once the records are gone: a pull that took a
+  // partition's count after its rows were freed may have read a record the
+  // clear then deleted, and must not bring it back.
+  for (auto& p : partitions_) {
+    std::unique_lock lock(p->lock());
+    p->CountDiskClearLocked();
+  }
+  return cleared;
 }
 
 Status ExactTable::StreamedRestore::Clear() {

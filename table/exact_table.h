@@ -240,16 +240,13 @@ class ExactTable final : public Table {
     const int state_arrays_;
   };
   // The keys of a pull that its chunks did not find in memory (with a
-  // disk tier): their positions in the pull, and their partitions'
-  // disk_deletes_locked() when the chunk looked.
+  // disk tier), and their positions in the pull.
   struct ColdMisses {
     std::vector<uint32_t> at;
     std::vector<uint64_t> keys;
-    std::vector<uint64_t> disk_deletes;
     void Clear() {
       at.clear();
       keys.clear();
-      disk_deletes.clear();
     }
   };
   // ReadKeys's second part, for the misses of one or more chunks: read

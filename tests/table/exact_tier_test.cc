@@ -898,10 +898,10 @@ TEST(ExactTierTest, PullsBringRowsBackForThePushThatFollows) {
   EXPECT_FALSE(t->HasRow(99));
 }
 
-// A pull of many rows on disk reads each once: bringing them back reads
+// A pull of many rows on disk reads each once, in one batch of reads in
+// flight however many chunks its keys span, and bringing them back reads
 // none again (a partition's own moves in do not make its other records
-// stale), so a step's misses cost one batch of reads in flight, not a
-// second read each, one at a time.
+// stale): not a second read each, one at a time.
 TEST(ExactTierTest, PullsReadEachRowOnDiskOnce) {
   TempDir dir;
   constexpr uint64_t kStepKeys = 3200;
@@ -913,17 +913,32 @@ TEST(ExactTierTest, PullsReadEachRowOnDiskOnce) {
         t->ApplyKeys(step, keys, std::vector<float>(3 * kStepKeys, float(step)))
             .ok());
   }
+  ASSERT_EQ(t->counters().rows_on_disk, kStepKeys);
   std::vector<uint64_t> cold;  // ~10 a partition
   for (uint64_t k = 10000; cold.size() < 640; ++k) {
     if (!t->HasRow(k)) cold.push_back(k);
   }
+  // Misses in two chunks of the pull (ExactTable::ReadKeys looks 4,096
+  // keys at a time), rows in memory between them, and one key on disk
+  // in both chunks: read in each, brought back once.
+  std::vector<uint64_t> keys(cold.begin(), cold.begin() + 320);
+  for (uint64_t k = 0; k < 2 * kStepKeys; ++k) {
+    keys.push_back((k < kStepKeys ? 30000 : 20000 - kStepKeys) + k);
+  }
+  ASSERT_GT(keys.size(), 4096u);  // the rest is in the second chunk
+  keys.insert(keys.end(), cold.begin() + 320, cold.end());
+  keys.push_back(cold[0]);
   const TableCounters before = t->counters();
-  const Pulled p = Pull(*t, cold);
-  EXPECT_EQ(p.values, std::vector<float>(3 * cold.size(), 1.0f));
+  const Pulled p = Pull(*t, keys);
+  std::vector<float> expected;
+  for (uint64_t k : keys) expected.insert(expected.end(), 3, float(k / 10000));
+  EXPECT_EQ(p.values, expected);
+  EXPECT_EQ(p.present, std::vector<bool>(keys.size(), true));
   const TableCounters after = t->counters();
   EXPECT_EQ(after.promoted - before.promoted, cold.size());
   EXPECT_EQ(after.disk_bytes_read - before.disk_bytes_read,
-            cold.size() * ExactPartition::ColdRecordBytes(3, 0));
+            (cold.size() + 1) * ExactPartition::ColdRecordBytes(3, 0));
+  for (uint64_t k : cold) EXPECT_TRUE(t->HasRow(k)) << k;
 }
 
 // A pull reads records without locks and brings them back later
