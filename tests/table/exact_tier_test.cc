@@ -850,6 +850,21 @@ TEST(ExactTierTest, RowsIdleOnDiskAreEvictedWhenTheirKeyComesBack) {
   EXPECT_EQ(c.evicted, 10 + 1 + kSwept + 1);
 }
 
+// Steps 1, 2, 3 each push kStepKeys keys (step * 10000 + 0, 1, ...) with
+// gradients of the step's number into a Counting(2 * kStepKeys) table:
+// then step 1's rows lie on disk, the others in memory.
+constexpr uint64_t kStepKeys = 3200;
+void PushThreeSteps(ExactTable& t) {
+  for (uint64_t step = 1; step <= 3; ++step) {
+    std::vector<uint64_t> keys;
+    for (uint64_t k = 0; k < kStepKeys; ++k) keys.push_back(step * 10000 + k);
+    ASSERT_TRUE(
+        t.ApplyKeys(step, keys, std::vector<float>(3 * kStepKeys, float(step)))
+            .ok());
+  }
+  ASSERT_EQ(t.counters().rows_on_disk, kStepKeys);
+}
+
 // A pull reads the rows it misses from disk and brings them back into
 // memory, at the newest end of their partitions' lists (moving the least
 // recently updated out), their last update as it was: the push that
@@ -858,16 +873,8 @@ TEST(ExactTierTest, RowsIdleOnDiskAreEvictedWhenTheirKeyComesBack) {
 // is its oldest, and the next row the shard needs takes it.)
 TEST(ExactTierTest, PullsBringRowsBackForThePushThatFollows) {
   TempDir dir;
-  constexpr uint64_t kStepKeys = 3200;
   auto t = Tiered(Counting(2 * kStepKeys), dir.path());
-  for (uint64_t step = 1; step <= 3; ++step) {
-    std::vector<uint64_t> keys;
-    for (uint64_t k = 0; k < kStepKeys; ++k) keys.push_back(step * 10000 + k);
-    ASSERT_TRUE(
-        t->ApplyKeys(step, keys, std::vector<float>(3 * kStepKeys, float(step)))
-            .ok());
-  }
-  ASSERT_EQ(t->counters().rows_on_disk, kStepKeys);
+  ASSERT_NO_FATAL_FAILURE(PushThreeSteps(*t));
   std::vector<uint64_t> cold;  // four keys of step 1 on disk, one twice
   for (uint64_t k = 10000; cold.size() < 4; ++k) {
     if (!t->HasRow(k)) cold.push_back(k);
@@ -904,16 +911,8 @@ TEST(ExactTierTest, PullsBringRowsBackForThePushThatFollows) {
 // stale): not a second read each, one at a time.
 TEST(ExactTierTest, PullsReadEachRowOnDiskOnce) {
   TempDir dir;
-  constexpr uint64_t kStepKeys = 3200;
   auto t = Tiered(Counting(2 * kStepKeys), dir.path());
-  for (uint64_t step = 1; step <= 3; ++step) {
-    std::vector<uint64_t> keys;
-    for (uint64_t k = 0; k < kStepKeys; ++k) keys.push_back(step * 10000 + k);
-    ASSERT_TRUE(
-        t->ApplyKeys(step, keys, std::vector<float>(3 * kStepKeys, float(step)))
-            .ok());
-  }
-  ASSERT_EQ(t->counters().rows_on_disk, kStepKeys);
+  ASSERT_NO_FATAL_FAILURE(PushThreeSteps(*t));
   std::vector<uint64_t> cold;  // ~10 a partition
   for (uint64_t k = 10000; cold.size() < 640; ++k) {
     if (!t->HasRow(k)) cold.push_back(k);
