@@ -113,7 +113,7 @@ void ExactTable::Group(std::span<const uint64_t> keys, Grouped* out) {
   uint32_t count[kPartitions] = {};
   for (size_t i = 0; i < keys.size(); ++i) {
     out->hashes[i] = KeyIndex::Mix(keys[i]);
-    ++count[out->hashes[i] >> (64 - kPartitionBits)];
+    ++count[PartitionIndex(out->hashes[i])];
   }
   out->begin[0] = 0;
   for (int p = 0; p < kPartitions; ++p) {
@@ -123,7 +123,7 @@ void ExactTable::Group(std::span<const uint64_t> keys, Grouped* out) {
   uint32_t next[kPartitions];
   std::copy_n(out->begin, kPartitions, next);
   for (size_t i = 0; i < keys.size(); ++i) {
-    out->positions[next[out->hashes[i] >> (64 - kPartitionBits)]++] =
+    out->positions[next[PartitionIndex(out->hashes[i])]++] =
         static_cast<uint32_t>(i);
   }
 }
@@ -324,11 +324,10 @@ Status ExactTable::ReadMissesFromDisk(std::span<const uint64_t> keys,
       std::copy_n(row.values, dim_, dst.data());
       present[at] = true;
       const uint64_t hash = KeyIndex::Mix(keys[at]);
-      pulled.push_back(
-          {.key = keys[at],
-           .hash = hash,
-           .record = record,
-           .disk_deletes = deletes[hash >> (64 - kPartitionBits)]});
+      pulled.push_back({.key = keys[at],
+                        .hash = hash,
+                        .record = record,
+                        .disk_deletes = deletes[PartitionIndex(hash)]});
       continue;
     }
     // Not on disk: a new key, or one that came back into memory (or went
@@ -358,8 +357,7 @@ void ExactTable::BringBack(
   if (!applying.owns_lock() || pulled->empty()) return;
   std::stable_sort(pulled->begin(), pulled->end(),
                    [](const auto& a, const auto& b) {
-                     return (a.hash >> (64 - kPartitionBits)) <
-                            (b.hash >> (64 - kPartitionBits));
+                     return PartitionIndex(a.hash) < PartitionIndex(b.hash);
                    });
   for (size_t b = 0; b < pulled->size();) {
     ExactPartition& p = Partition((*pulled)[b].hash);

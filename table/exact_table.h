@@ -183,9 +183,13 @@ class ExactTable final : public Table {
   static PartitionKeys Part(const Grouped& g, int p,
                             std::span<const uint64_t> keys,
                             std::span<const float> values);
-  // The partition of the key whose KeyIndex::Mix is `hash`.
+  // The partition of the key whose KeyIndex::Mix is `hash` (its top
+  // bits), as an index and as the partition.
+  static size_t PartitionIndex(uint64_t hash) {
+    return hash >> (64 - kPartitionBits);
+  }
   ExactPartition& Partition(uint64_t hash) const {
-    return *partitions_[hash >> (64 - kPartitionBits)];
+    return *partitions_[PartitionIndex(hash)];
   }
   ExactPartition& PartitionOf(uint64_t key) const {
     return Partition(KeyIndex::Mix(key));
