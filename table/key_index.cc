@@ -11,7 +11,7 @@ constexpr size_t kMinSlots = 16;
 
 bool KeyIndex::Grow() {
   const size_t slots = slots_.empty() ? kMinSlots : 2 * slots_.size();
-  std::vector<Slot> old;
+  Slots old;
   try {
     old.swap(slots_);
     slots_.assign(slots, Slot{});

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/huge_pages.h"
+
 namespace ps::table {
 
 class KeyIndex {
@@ -95,8 +97,11 @@ class KeyIndex {
   }
   bool Grow();
 
+  // On huge pages (base/huge_pages.h): every lookup reads a random slot.
+  using Slots = std::vector<Slot, HugePageAllocator<Slot>>;
+
   uint32_t max_load_percent_;
-  std::vector<Slot> slots_;
+  Slots slots_;
   size_t mask_ = 0;  // slots_.size() - 1
   size_t size_ = 0;
 };
