@@ -107,6 +107,17 @@ Status ExactPath::Send(const protocol::SparsePacketMeta& meta, uint32_t shard,
   return Status::OK();
 }
 
+StatusOr<LookupChannel*> ExactPath::LookupsOf(uint32_t shard) {
+  LookupChannel* channel = servers_[shard].lookups();
+  if (channel == nullptr) {
+    return NotSupported(servers_[shard].name() + " holds EXACT table " +
+                        spec_.name() +
+                        " but answers no lookups (a server built before "
+                        "them: pulls need a server of this build)");
+  }
+  return channel;
+}
+
 Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
   const uint32_t dim = spec_.dim();
   if (out.size() != keys.size() * dim) {
@@ -118,6 +129,14 @@ Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
     return InvalidArgument("pull of more than 2^32 keys");
   }
   const uint32_t shards = servers_.size();
+  if (shards == 1) {
+    // Every key is the one server's (it checks): no split, and its rows
+    // arrive in the keys' order.
+    PS_ASSIGN_OR_RETURN(LookupChannel * channel, LookupsOf(0));
+    PS_ASSIGN_OR_RETURN(auto lookup,
+                        channel->Begin(spec_.id(), dim, keys, {}, out.data()));
+    return LookupChannel::Drive({&lookup, 1});
+  }
   std::vector<ShardPull> split(shards);
   for (ShardPull& sp : split) {
     // About a shard's share, so that one pull of many keys grows no vector
@@ -136,13 +155,7 @@ Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
   std::vector<std::unique_ptr<LookupChannel::Ongoing>> lookups;
   for (uint32_t s = 0; s < shards; ++s) {
     if (split[s].keys.empty()) continue;
-    LookupChannel* channel = servers_[s].lookups();
-    if (channel == nullptr) {
-      return NotSupported(servers_[s].name() + " holds EXACT table " +
-                          spec_.name() +
-                          " but answers no lookups (a server built before "
-                          "them: pulls need a server of this build)");
-    }
+    PS_ASSIGN_OR_RETURN(LookupChannel * channel, LookupsOf(s));
     PS_ASSIGN_OR_RETURN(auto lookup,
                         channel->Begin(spec_.id(), dim, split[s].keys,
                                        split[s].positions, out.data()));

@@ -16,7 +16,8 @@
 // one-sidedly from the worker's reply region: client/lookup_channel.h), so
 // a pull sees this worker's earlier pushes once they are applied in order.
 // Every shard's lookup is in flight at once, so the servers answer in
-// parallel; the call completes when every row is in place.
+// parallel; the call completes when every row is in place. With one
+// server the keys go as given, unsplit, and its rows straight into place.
 //
 // Thread-safe: one push of the table at a time (a mutex: the encode
 // buffers are the table's); pulls keep their buffers on the stack and the
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/status_or.h"
 #include "client/key_order.h"
 #include "client/server_group.h"
 #include "client/shard_router.h"
@@ -69,6 +71,9 @@ class ExactPath {
   static constexpr size_t kStreamKeys = size_t{1} << 16;
 
   Status NonFinite() const;
+  // The lookup channel of `shard`, or NotSupported from a server that has
+  // none.
+  StatusOr<LookupChannel*> LookupsOf(uint32_t shard);
   // Adds the gradients of `sorted` (pairs in key order) to sp's sums.
   void AddSums(std::span<const KeyPosition> sorted,
                std::span<const float> grads, ShardPush* sp) const;

@@ -84,7 +84,7 @@ StatusOr<std::unique_ptr<LookupChannel::Ongoing>> LookupChannel::Begin(
                            std::to_string(row_bytes) +
                            " bytes: start it with more or larger inbox slots");
   }
-  if (keys.empty() || positions.size() != keys.size()) {
+  if (keys.empty() || (!positions.empty() && positions.size() != keys.size())) {
     return InvalidArgument("a lookup of " + std::to_string(keys.size()) +
                            " keys with " + std::to_string(positions.size()) +
                            " positions");
@@ -92,7 +92,7 @@ StatusOr<std::unique_ptr<LookupChannel::Ongoing>> LookupChannel::Begin(
   std::unique_ptr<Ongoing> lookup(
       new Ongoing(this, std::unique_lock<std::mutex>(mu_), table_id, dim, keys,
                   positions, out, chunk_keys));
-  rows_.resize(std::min(chunk_keys, keys.size()) * dim);
+  if (!positions.empty()) rows_.resize(std::min(chunk_keys, keys.size()) * dim);
   lookup->RestartDeadline();
   PS_RETURN_IF_ERROR(lookup->PostNext(0));
   if (lookup->posted_ < keys.size()) PS_RETURN_IF_ERROR(lookup->PostNext(1));
@@ -157,18 +157,21 @@ StatusOr<bool> LookupChannel::Ongoing::Advance() {
     return h.failure.WithContext(o.server + " refused a lookup");
   }
   const size_t row_bytes = sizeof(float) * dim_;
-  std::vector<float>& rows = channel_->rows_;
+  // Rows in the keys' order go straight where they belong.
+  float* const rows =
+      positions_.empty() ? out_ + c.first * dim_ : channel_->rows_.data();
   PS_RETURN_IF_ERROR(o.endpoint
-                         ->Get(rows.data(), c.count * row_bytes, o.reply,
+                         ->Get(rows, c.count * row_bytes, o.reply,
                                channel_->HalfOffset(oldest_))
                          .WithContext(o.server + ": lookup rows"));
-  const float* src = rows.data();
-  const uint32_t* at = positions_.data() + c.first;
-  if (dim_ == 1) {
-    for (size_t j = 0; j < c.count; ++j) out_[at[j]] = src[j];
-  } else {
-    for (size_t j = 0; j < c.count; ++j) {
-      std::memcpy(out_ + size_t{at[j]} * dim_, src + j * dim_, row_bytes);
+  if (!positions_.empty()) {
+    const uint32_t* at = positions_.data() + c.first;
+    if (dim_ == 1) {
+      for (size_t j = 0; j < c.count; ++j) out_[at[j]] = rows[j];
+    } else {
+      for (size_t j = 0; j < c.count; ++j) {
+        std::memcpy(out_ + size_t{at[j]} * dim_, rows + j * dim_, row_bytes);
+      }
     }
   }
   --in_flight_;
