@@ -21,6 +21,7 @@
 // exclusively for the others. oldest_update() reads an atomic, no lock.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -320,6 +321,10 @@ class ExactPartition {
   TableCounters counters_;  // admission_pending unused (the sketch says)
   // Scratch of one Apply (reused, so steady pushes do not allocate).
   std::vector<uint32_t> apply_rows_;
+  struct FoundRow {
+    uint32_t row, at;  // at: the key's position in the push
+  };
+  std::vector<FoundRow> found_;    // keys with a row
   std::vector<uint32_t> missing_;  // positions of keys without a row
   std::vector<float> apply_grads_;
   // Records on their way to and from disk (a promotion may demote another
@@ -349,8 +354,16 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
     apply_grads_.clear();
     return s;
   };
-  // Keys with rows first, applied together.
+  // Keys with rows first, applied together, in two passes whose cache
+  // misses overlap (a push's keys are rows at random): the first finds the
+  // rows (index slots prefetched ahead, from the first key on) and
+  // prefetches each row's meta; the second moves each row to the newest
+  // end, its list neighbours prefetched ahead.
   const size_t n = in.positions.size();
+  for (size_t i = 0; i < std::min(n, KeyIndex::kPrefetchAhead); ++i) {
+    row_of_key_.Prefetch(in.hashes[in.positions[i]]);
+  }
+  found_.clear();
   for (size_t i = 0; i < n; ++i) {
     if (i + KeyIndex::kPrefetchAhead < n) {
       row_of_key_.Prefetch(
@@ -361,10 +374,20 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
     if (row == KeyIndex::kNone) {
       missing_.push_back(at);
     } else {
-      gather(row, at);
+      __builtin_prefetch(&meta_[row]);
+      found_.push_back({row, at});
     }
   }
-  counters_.memory_hits += n - missing_.size();
+  constexpr size_t kLinksAhead = 8;
+  for (size_t i = 0; i < found_.size(); ++i) {
+    if (i + kLinksAhead < found_.size()) {
+      const RowMeta& ahead = meta_[found_[i + kLinksAhead].row];
+      if (ahead.prev != kNoRow) __builtin_prefetch(&meta_[ahead.prev]);
+      if (ahead.next != kNoRow) __builtin_prefetch(&meta_[ahead.next]);
+    }
+    gather(found_[i].row, found_[i].at);
+  }
+  counters_.memory_hits += found_.size();
   Status first = flush();
   // Then the keys without: their rows brought back from disk, or
   // admission; at the bound either takes the least recently updated row
