@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "base/huge_pages.h"
 #include "kernels/value_section.h"
@@ -32,6 +34,11 @@ uint64_t SketchWidth(const proto::TableSpec& spec, int partitions) {
 }
 
 }  // namespace
+
+StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
+    const proto::TableSpec& spec) {
+  return Create(spec, Options());
+}
 
 StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
     const proto::TableSpec& spec, Options options) {
@@ -68,18 +75,25 @@ StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
               .count());
     };
   }
+  int threads = options.threads;
+  if (threads <= 0) {
+    threads = static_cast<int>(std::thread::hardware_concurrency());
+  }
+  threads = std::clamp(threads, 1, kMaxThreads);
   return std::unique_ptr<ExactTable>(
-      new ExactTable(spec, std::move(clock), std::move(cold)));
+      new ExactTable(spec, std::move(clock), std::move(cold), threads));
 }
 
 ExactTable::ExactTable(const proto::TableSpec& spec, SecondsClock clock,
-                       std::unique_ptr<ColdRowStore> cold)
+                       std::unique_ptr<ColdRowStore> cold, int threads)
     : Table(spec),
       dim_(spec.dim()),
       state_arrays_(OptimizerState(spec).arrays()),
       clock_(std::move(clock)),
       budget_(spec.capacity()),
-      cold_(std::move(cold)) {
+      cold_(std::move(cold)),
+      helpers_(threads > 1 ? std::make_unique<kernels::ThreadPool>(threads)
+                           : nullptr) {
   const uint64_t width = SketchWidth(spec, kPartitions);
   auto reclaim = [this](const ExactPartition& asking, uint64_t update) {
     return FreeOlderRow(asking, update);
@@ -203,20 +217,41 @@ Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
   Sweep(step, now_s);
   Grouped g;
   Group(keys, &g);
-  // One optimizer step per push, taken by the first partition that applies.
+  // One optimizer step per push, taken by the first partition that applies
+  // (on whichever thread).
+  std::once_flag step_taken;
   uint64_t optimizer_step = 0;
   auto take_step = [&] {
-    if (optimizer_step == 0) optimizer_step = optimizer_steps_.fetch_add(1) + 1;
+    std::call_once(step_taken,
+                   [&] { optimizer_step = optimizer_steps_.fetch_add(1) + 1; });
     return optimizer_step;
   };
-  Status first;
-  for (int p = 0; p < kPartitions; ++p) {
-    if (g.begin[p] == g.begin[p + 1]) continue;
-    Status s =
-        partitions_[p]->Apply(step, now_s, Part(g, p, keys, values), take_step);
-    if (first.ok()) first = s;
+  // The first failure of each part; parts are in partition order.
+  Status firsts[kMaxThreads];
+  Split(kPartitions, keys.size(), [&](size_t begin, size_t end, int part) {
+    for (size_t p = begin; p < end; ++p) {
+      if (g.begin[p] == g.begin[p + 1]) continue;
+      Status s = partitions_[p]->Apply(step, now_s, Part(g, p, keys, values),
+                                       take_step);
+      if (firsts[part].ok()) firsts[part] = s;
+    }
+  });
+  for (const Status& s : firsts) {
+    if (!s.ok()) return s;
   }
-  return first;
+  return Status::OK();
+}
+
+void ExactTable::Split(
+    size_t n, size_t keys,
+    const std::function<void(size_t, size_t, int)>& fn) const {
+  if (helpers_ == nullptr || cold_ != nullptr || keys < kParallelKeys ||
+      helpers_busy_.exchange(true, std::memory_order_acquire)) {
+    fn(0, n, 0);
+    return;
+  }
+  helpers_->ParallelFor(n, 1, fn);
+  helpers_busy_.store(false, std::memory_order_release);
 }
 
 Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
@@ -228,14 +263,30 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
                            std::to_string(keys.size()) +
                            " keys given buffers of the wrong size");
   }
+  // Ranges of whole chunks (ReadRange) on the table's threads; with a disk
+  // tier on this thread alone (Split), its misses read together.
+  const size_t chunks = (keys.size() + kReadChunk - 1) / kReadChunk;
+  Status firsts[kMaxThreads];
+  Split(chunks, keys.size(), [&](size_t begin, size_t end, int part) {
+    firsts[part] = ReadRange(keys, out, present, begin * kReadChunk,
+                             std::min(keys.size(), end * kReadChunk));
+  });
+  for (const Status& s : firsts) {
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+Status ExactTable::ReadRange(std::span<const uint64_t> keys,
+                             std::span<float> out, std::span<bool> present,
+                             size_t from, size_t to) const {
   // Chunks of keys in their order, every partition locked shared for a
   // chunk: no grouping pass, output written in order, and an apply waits
   // for at most one chunk. Two passes per chunk: the first resolves keys to
   // rows (index slots prefetched ahead) and prefetches the rows, the second
   // copies them, by then in cache whatever order the rows lie in.
-  constexpr size_t kChunk = 4096;
-  const float* rows[kChunk];
-  uint64_t hashes[kChunk];
+  const float* rows[kReadChunk];
+  uint64_t hashes[kReadChunk];
   //
   // With a disk tier, misses gather over chunks and are read from disk
   // together after the last chunk's locks are gone (ReadMissesFromDisk):
@@ -250,8 +301,8 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
           ? 0
           : std::max<size_t>(1, kMaxMissBytes / cold_->record_bytes());
   ColdMisses misses;
-  for (size_t begin = 0; begin < keys.size(); begin += kChunk) {
-    const size_t n = std::min(keys.size() - begin, kChunk);
+  for (size_t begin = from; begin < to; begin += kReadChunk) {
+    const size_t n = std::min(to - begin, kReadChunk);
     const uint64_t* chunk = keys.data() + begin;
     for (size_t i = 0; i < n; ++i) hashes[i] = KeyIndex::Mix(chunk[i]);
     std::shared_lock<std::shared_mutex> locks[kPartitions];
@@ -283,7 +334,7 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
     }
     pull_memory_hits_.fetch_add(hits, std::memory_order_relaxed);
     for (auto& lock : locks) lock.unlock();
-    const bool last = begin + n == keys.size();
+    const bool last = begin + n == to;
     if (!misses.at.empty() && (last || misses.at.size() >= max_misses)) {
       PS_RETURN_IF_ERROR(ReadMissesFromDisk(keys, out, present, &misses));
       misses.Clear();

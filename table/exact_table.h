@@ -74,7 +74,9 @@
 // shared mutex that applies take shared), and then takes the partitions'
 // locks one at a time: it sees no row change or move, never holds 64 locks
 // and RocksDB's at once, and lets reads go on. A restore is not atomic for
-// those reads (the server restores before it serves).
+// those reads (the server restores before it serves). A large call also
+// uses the table's own helper threads (Options::threads, kParallelKeys),
+// which take its partitions or chunks as the calling thread would.
 #pragma once
 
 #include <atomic>
@@ -89,6 +91,7 @@
 
 #include "base/status.h"
 #include "base/status_or.h"
+#include "kernels/thread_pool.h"
 #include "protocol/ps.pb.h"
 #include "table/cold_row_store.h"
 #include "table/exact_partition.h"
@@ -109,12 +112,26 @@ class ExactTable final : public Table {
     // Opens the disk tier (an empty store) when the spec's when_full is
     // WHEN_FULL_MOVE_TO_DISK, which needs one.
     ColdRowStoreOpener open_disk_tier;
+    // Threads a large call may use, its own included (see kParallelKeys);
+    // 0: one per core, at most kMaxThreads.
+    int threads = 0;
   };
+  static constexpr int kMaxThreads = 4;
+  // An ApplyKeys or ReadKeys of at least this many keys splits its
+  // partitions (applies) or chunks of keys (reads) over the table's
+  // threads when no other call is using them; smaller calls, calls that
+  // find them busy, and every call of a table with a disk tier (whose
+  // moves are bound by the disk) run on the calling thread alone. One
+  // apply thread then keeps every core busy with one worker's pushes and
+  // pulls; with many apply threads the calls find the helpers busy.
+  static constexpr size_t kParallelKeys = 8192;
 
   // kInvalidArgument for a spec that is not a valid EXACT table (or a
   // disk tier without a folder), kIOError when the disk tier cannot open.
   static StatusOr<std::unique_ptr<ExactTable>> Create(
-      const proto::TableSpec& spec, Options options = {});
+      const proto::TableSpec& spec, Options options);
+  static StatusOr<std::unique_ptr<ExactTable>> Create(
+      const proto::TableSpec& spec);  // default Options
 
   // Rows on disk each newer step's (or second's) sweep reads (see above).
   static constexpr size_t kDiskSweepRows = 4096;
@@ -163,9 +180,20 @@ class ExactTable final : public Table {
  private:
   static constexpr int kPartitionBits = 6;
   static constexpr int kPartitions = 1 << kPartitionBits;
+  // Keys ReadKeys looks up under one round of shared partition locks.
+  static constexpr size_t kReadChunk = 4096;
 
   ExactTable(const proto::TableSpec& spec, SecondsClock clock,
-             std::unique_ptr<ColdRowStore> cold);
+             std::unique_ptr<ColdRowStore> cold, int threads);
+  // fn(begin, end, part) over [0, n) in contiguous parts: on the helpers
+  // and this thread when `keys` >= kParallelKeys, the table has no disk
+  // tier and the helpers are free, else as one part on this thread. Parts
+  // are at most kMaxThreads.
+  void Split(size_t n, size_t keys,
+             const std::function<void(size_t, size_t, int)>& fn) const;
+  // ReadKeys for keys [from, to) of the pull (whole chunks but the last).
+  Status ReadRange(std::span<const uint64_t> keys, std::span<float> out,
+                   std::span<bool> present, size_t from, size_t to) const;
   uint32_t NowSeconds() const {
     return static_cast<uint32_t>(clock_() +
                                  clock_offset_.load(std::memory_order_relaxed));
@@ -291,6 +319,11 @@ class ExactTable final : public Table {
   std::mutex disk_sweep_mu_;
   uint64_t disk_sweep_from_ = 0;  // the next key to look at; disk_sweep_mu_
   std::unique_ptr<ExactPartition> partitions_[kPartitions];
+  // Split's helpers (null: one thread), one call at a time: the one that
+  // set helpers_busy_. A flag, not a mutex: a read then holds 64
+  // partition locks, as many as TSan's deadlock detector follows.
+  const std::unique_ptr<kernels::ThreadPool> helpers_;
+  mutable std::atomic<bool> helpers_busy_{false};
   std::unique_ptr<StreamedRestore> restore_sink_;  // the last PrepareRestore's
 };
 

@@ -4,8 +4,10 @@
 // beside everything else), readers and a snapshotter read rows meanwhile.
 // Every row read must be whole (each push adds {1, 2}: a row is {n, 2n}),
 // and at the end every writer's key holds exactly its pushes: no update is
-// lost or applied twice, whatever the partitions' interleaving. Run under
-// TSan by the concurrency label.
+// lost or applied twice, whatever the partitions' interleaving. Calls of
+// kParallelKeys keys or more split over the table's threads: their results
+// equal a table's that runs them on one thread, and under concurrent
+// callers no update is lost. Run under TSan by the concurrency label.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -256,6 +258,113 @@ TEST(ExactTableConcurrencyTest, AtTheBoundPartitionsTakeEachOthersRows) {
   EXPECT_EQ(c.rows + c.evicted + c.refused_full,
             uint64_t{kPushers} * kPushRounds * kKeys);
   EXPECT_GT(c.evicted, 0u);
+}
+
+// Large pushes and pulls, split over 4 threads, against the same on one:
+// Adam's update depends on the optimizer step, which one push takes once
+// however many threads apply it; every row must come out bit for bit.
+TEST(ExactTableConcurrencyTest, SplitCallsEqualOneThreadsResults) {
+  proto::TableSpec spec = Spec();
+  spec.set_evict_after_steps(0);
+  spec.mutable_optimizer()->set_name("adam");
+  spec.mutable_optimizer()->set_learning_rate(0.01f);
+  ExactTable::Options one, four;
+  one.threads = 1;
+  four.threads = 4;
+  auto serial = ExactTable::Create(spec, one).value();
+  auto split = ExactTable::Create(spec, four).value();
+  const size_t n = 3 * ExactTable::kParallelKeys;
+  std::mt19937_64 rng(7);
+  std::vector<uint64_t> keys(n);
+  std::vector<float> grads(2 * n);
+  for (int push = 0; push < 6; ++push) {
+    for (auto& k : keys) k = rng() % (2 * n);  // repeats: rows updated again
+    for (auto& g : grads) g = static_cast<float>(rng() % 200) / 100 - 1;
+    ASSERT_TRUE(serial->ApplyKeys(push + 1, keys, grads).ok());
+    ASSERT_TRUE(split->ApplyKeys(push + 1, keys, grads).ok());
+  }
+  std::vector<uint64_t> all(2 * n);
+  for (uint64_t k = 0; k < all.size(); ++k) all[k] = k;
+  std::vector<float> a(2 * all.size()), b(2 * all.size(), -1);
+  std::unique_ptr<bool[]> pa(new bool[all.size()]), pb(new bool[all.size()]);
+  ASSERT_TRUE(serial->ReadKeys(all, a, {pa.get(), all.size()}).ok());
+  ASSERT_TRUE(split->ReadKeys(all, b, {pb.get(), all.size()}).ok());
+  size_t rows = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_EQ(pa[i], pb[i]) << "key " << i;
+    rows += pa[i];
+    ASSERT_EQ(a[2 * i], b[2 * i]) << "key " << i;
+    ASSERT_EQ(a[2 * i + 1], b[2 * i + 1]) << "key " << i;
+  }
+  EXPECT_GT(rows, n / 2);
+  EXPECT_EQ(serial->counters().rows, split->counters().rows);
+}
+
+// Two pushers of large batches (each split over the table's threads, or
+// on its own thread when the other holds them) and a reader of large
+// batches at once: rows read are whole, and each key ends with exactly
+// its pushes.
+TEST(ExactTableConcurrencyTest, SplitCallsLoseNoUpdate) {
+  proto::TableSpec spec = Spec();
+  spec.set_evict_after_steps(0);
+  ExactTable::Options options;
+  options.threads = 4;
+  auto table = ExactTable::Create(spec, options).value();
+  constexpr uint64_t kKeys = 4 * ExactTable::kParallelKeys;
+  constexpr size_t kBig = 2 * ExactTable::kParallelKeys;
+  std::vector<uint32_t> pushes[2] = {std::vector<uint32_t>(kKeys),
+                                     std::vector<uint32_t>(kKeys)};
+  std::atomic<bool> stop{false};
+  std::atomic<int> problems{0};
+  std::vector<std::thread> pushers;
+  for (int w = 0; w < 2; ++w) {
+    pushers.emplace_back([&, w] {
+      std::mt19937_64 rng(w);
+      std::vector<uint64_t> keys(kBig);
+      std::vector<float> grads;
+      for (size_t i = 0; i < kBig; ++i) grads.insert(grads.end(), {1, 2});
+      for (int r = 0; r < 8; ++r) {
+        for (auto& k : keys) {
+          k = rng() % kKeys;
+          ++pushes[w][k];
+        }
+        if (!table->ApplyKeys(1, keys, grads).ok()) ++problems;
+      }
+    });
+  }
+  std::thread reader([&] {
+    std::vector<uint64_t> keys(kBig);
+    for (size_t i = 0; i < kBig; ++i) keys[i] = i;
+    std::vector<float> out(2 * kBig);
+    std::unique_ptr<bool[]> present(new bool[kBig]);
+    while (!stop.load()) {
+      if (!table->ReadKeys(keys, out, {present.get(), kBig}).ok()) {
+        ++problems;
+        continue;
+      }
+      const std::string bad = CheckRows(
+          out, std::vector<bool>(present.get(), present.get() + kBig));
+      if (!bad.empty()) {
+        ADD_FAILURE() << "a reader saw " << bad;
+        ++problems;
+      }
+    }
+  });
+  for (auto& t : pushers) t.join();
+  stop = true;
+  reader.join();
+  EXPECT_EQ(problems.load(), 0);
+  std::vector<uint64_t> all(kKeys);
+  for (uint64_t k = 0; k < kKeys; ++k) all[k] = k;
+  std::vector<float> out(2 * kKeys);
+  std::unique_ptr<bool[]> present(new bool[kKeys]);
+  ASSERT_TRUE(table->ReadKeys(all, out, {present.get(), kKeys}).ok());
+  for (uint64_t k = 0; k < kKeys; ++k) {
+    const uint32_t n = pushes[0][k] + pushes[1][k];
+    ASSERT_EQ(present[k], n > 0) << "key " << k;
+    ASSERT_EQ(out[2 * k], static_cast<float>(n)) << "key " << k;
+    ASSERT_EQ(out[2 * k + 1], 2.0f * n) << "key " << k;
+  }
 }
 
 }  // namespace
