@@ -128,6 +128,7 @@ Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
   if (keys.size() > UINT32_MAX) {
     return InvalidArgument("pull of more than 2^32 keys");
   }
+  if (keys.empty()) return Status::OK();
   const uint32_t shards = servers_.size();
   if (shards == 1) {
     // Every key is the one server's (it checks): no split, and its rows

@@ -269,6 +269,9 @@ std::vector<proto::StatsReply> PullInManyChunks(
     wrong += out[2 * j] != want0 || out[2 * j + 1] != want1;
   }
   EXPECT_EQ(wrong, 0u) << "of " << keys.size() << " keys";
+  // A pull of no keys asks no server anything.
+  s = (*client)->Pull(kTable, {}, {});
+  EXPECT_TRUE(s.ok()) << s;
   std::vector<proto::StatsReply> stats;
   uint64_t looked_up = 0;
   for (uint32_t shard = 0; shard < servers; ++shard) {
