@@ -8,8 +8,9 @@
 namespace ps {
 namespace {
 
-size_t RoundUpToPage(size_t bytes) {
-  constexpr size_t kPage = 4096;
+constexpr uintptr_t kPage = 4096;
+
+uintptr_t RoundUpToPage(uintptr_t bytes) {
   return (bytes + kPage - 1) & ~(kPage - 1);
 }
 
@@ -20,9 +21,7 @@ bool Mapped(size_t bytes) {
 }  // namespace
 
 void AdviseHugePages(void* data, size_t bytes) {
-  constexpr uintptr_t kPage = 4096;
-  const uintptr_t begin =
-      (reinterpret_cast<uintptr_t>(data) + kPage - 1) & ~(kPage - 1);
+  const uintptr_t begin = RoundUpToPage(reinterpret_cast<uintptr_t>(data));
   const uintptr_t end =
       (reinterpret_cast<uintptr_t>(data) + bytes) & ~(kPage - 1);
   if (end <= begin) return;

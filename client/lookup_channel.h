@@ -105,10 +105,10 @@ class LookupChannel {
   // floats each): waits for the channel (a lookup of another thread), asks
   // for the first chunks and returns; Drive (or the caller) advances it
   // until key j's row is at out + positions[j] * dim (a key without a row
-  // reads as zeros); with `positions` empty, at out + j * dim. Refuses empty keys and rows the reply region cannot
-  // hold. Advance gives kTimeout when the server answers no chunk within
-  // timeout_ms, and the server's refusal (unknown table, a key of another
-  // shard, ...) as it gave it.
+  // reads as zeros); with `positions` empty, at out + j * dim. Refuses empty
+  // keys and rows the reply region cannot hold. Advance gives kTimeout when the
+  // server answers no chunk within timeout_ms, and the server's refusal
+  // (unknown table, a key of another shard, ...) as it gave it.
   StatusOr<std::unique_ptr<Ongoing>> Begin(uint32_t table_id, uint32_t dim,
                                            std::span<const uint64_t> keys,
                                            std::span<const uint32_t> positions,

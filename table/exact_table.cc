@@ -226,32 +226,34 @@ Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
                    [&] { optimizer_step = optimizer_steps_.fetch_add(1) + 1; });
     return optimizer_step;
   };
-  // The first failure of each part; parts are in partition order.
-  Status firsts[kMaxThreads];
-  Split(kPartitions, keys.size(), [&](size_t begin, size_t end, int part) {
+  return Split(kPartitions, keys.size(), [&](size_t begin, size_t end) {
+    Status first;
     for (size_t p = begin; p < end; ++p) {
       if (g.begin[p] == g.begin[p + 1]) continue;
       Status s = partitions_[p]->Apply(step, now_s, Part(g, p, keys, values),
                                        take_step);
-      if (firsts[part].ok()) firsts[part] = s;
+      if (first.ok()) first = s;
     }
+    return first;
   });
+}
+
+Status ExactTable::Split(
+    size_t n, size_t keys,
+    const std::function<Status(size_t, size_t)>& fn) const {
+  if (helpers_ == nullptr || cold_ != nullptr || keys < kParallelKeys ||
+      helpers_busy_.exchange(true, std::memory_order_acquire)) {
+    return fn(0, n);
+  }
+  Status firsts[kMaxThreads];  // each part's, the parts in order
+  helpers_->ParallelFor(n, 1, [&](size_t begin, size_t end, int part) {
+    firsts[part] = fn(begin, end);
+  });
+  helpers_busy_.store(false, std::memory_order_release);
   for (const Status& s : firsts) {
     if (!s.ok()) return s;
   }
   return Status::OK();
-}
-
-void ExactTable::Split(
-    size_t n, size_t keys,
-    const std::function<void(size_t, size_t, int)>& fn) const {
-  if (helpers_ == nullptr || cold_ != nullptr || keys < kParallelKeys ||
-      helpers_busy_.exchange(true, std::memory_order_acquire)) {
-    fn(0, n, 0);
-    return;
-  }
-  helpers_->ParallelFor(n, 1, fn);
-  helpers_busy_.store(false, std::memory_order_release);
 }
 
 Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
@@ -266,15 +268,10 @@ Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
   // Ranges of whole chunks (ReadRange) on the table's threads; with a disk
   // tier on this thread alone (Split), its misses read together.
   const size_t chunks = (keys.size() + kReadChunk - 1) / kReadChunk;
-  Status firsts[kMaxThreads];
-  Split(chunks, keys.size(), [&](size_t begin, size_t end, int part) {
-    firsts[part] = ReadRange(keys, out, present, begin * kReadChunk,
-                             std::min(keys.size(), end * kReadChunk));
+  return Split(chunks, keys.size(), [&](size_t begin, size_t end) {
+    return ReadRange(keys, out, present, begin * kReadChunk,
+                     std::min(keys.size(), end * kReadChunk));
   });
-  for (const Status& s : firsts) {
-    if (!s.ok()) return s;
-  }
-  return Status::OK();
 }
 
 Status ExactTable::ReadRange(std::span<const uint64_t> keys,

@@ -185,12 +185,12 @@ class ExactTable final : public Table {
 
   ExactTable(const proto::TableSpec& spec, SecondsClock clock,
              std::unique_ptr<ColdRowStore> cold, int threads);
-  // fn(begin, end, part) over [0, n) in contiguous parts: on the helpers
-  // and this thread when `keys` >= kParallelKeys, the table has no disk
-  // tier and the helpers are free, else as one part on this thread. Parts
-  // are at most kMaxThreads.
-  void Split(size_t n, size_t keys,
-             const std::function<void(size_t, size_t, int)>& fn) const;
+  // fn(begin, end) over [0, n) in contiguous parts: on the helpers and
+  // this thread when `keys` >= kParallelKeys, the table has no disk tier
+  // and the helpers are free, else as one part on this thread. Returns
+  // the first part's failure, in the parts' order.
+  Status Split(size_t n, size_t keys,
+               const std::function<Status(size_t, size_t)>& fn) const;
   // ReadKeys for keys [from, to) of the pull (whole chunks but the last).
   Status ReadRange(std::span<const uint64_t> keys, std::span<float> out,
                    std::span<bool> present, size_t from, size_t to) const;
