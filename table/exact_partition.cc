@@ -4,9 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
-
-#include "table/initializer.h"
 
 namespace ps::table {
 
@@ -16,6 +13,7 @@ ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
     : spec_(spec),
       dim_(spec.dim()),
       admit_(std::max<uint32_t>(spec.admit_after_pushes(), 1)),
+      initializer_(spec.initializer()),
       budget_(budget),
       reclaim_(std::move(reclaim)),
       first_rows_(64 + static_cast<size_t>(64 * growth_phase)),
@@ -26,6 +24,10 @@ ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
 }
 
 bool ExactPartition::TakeFromBudget() {
+  if (budget_batch_ > 0) {
+    --budget_batch_;
+    return true;
+  }
   if (budget_->Take()) return true;
   const bool evict = spec_.when_full() != proto::WHEN_FULL_REFUSE;
   if (budget_->FirstRefusal()) {
@@ -284,34 +286,24 @@ uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
     row = static_cast<uint32_t>(key_of_row_.size());
     // Without memory for one more row the table acts as full: the push is
     // dropped and counted, and every array keeps its size.
-    const uint64_t floats = values_.size() + dim_;
-    bool grown = row < key_of_row_.capacity() || ReserveRows(row);
-    grown = grown && optimizer_.Resize(floats).ok();
-    if (grown) {
-      try {
-        values_.resize(floats);
-        key_of_row_.push_back(0);
-        meta_.push_back(RowMeta{});
-        if (spec_.evict_after_seconds() != 0) updated_s_.push_back(0);
-      } catch (const std::bad_alloc&) {
-        values_.resize(floats - dim_);
-        key_of_row_.resize(row);
-        meta_.resize(row);
-        updated_s_.resize(std::min<size_t>(updated_s_.size(), row));
-        (void)optimizer_.Resize(floats - dim_);  // shrinking: cannot fail
-        grown = false;
-      }
-    }
-    if (!grown) {
+    if (!ReserveRows(size_t{row} + 1)) {
       budget_->Give();
       ++counters_.refused_full;
       return kNoRow;
+    }
+    // Every array has room for the row: none of these can fail.
+    (void)values_.Resize(values_.size() + dim_);
+    (void)optimizer_.Resize(values_.size());
+    (void)key_of_row_.Resize(size_t{row} + 1);
+    (void)meta_.Resize(size_t{row} + 1);
+    if (spec_.evict_after_seconds() != 0) {
+      (void)updated_s_.Resize(size_t{row} + 1);
     }
   }
   key_of_row_[row] = key;
   meta_[row].last_update = 0;
   float* v = values_.data() + uint64_t{row} * dim_;
-  InitializeRow(spec_.initializer(), key, std::span<float>(v, dim_));
+  initializer_.Fill(key, std::span<float>(v, dim_));
   optimizer_.ResetEntries(uint64_t{row} * dim_, dim_);
   if (!row_of_key_.Insert(key, row)) {
     LOG_FIRST_N(WARNING, 1) << "exact table '" << spec_.name()
@@ -328,16 +320,15 @@ uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
 }
 
 bool ExactPartition::ReserveRows(size_t rows) {
+  if (rows <= rows_room_) return true;
   const size_t room = std::max(first_rows_, 2 * rows);
-  try {
-    values_.reserve(room * dim_);
-    key_of_row_.reserve(room);
-    meta_.reserve(room);
-    if (spec_.evict_after_seconds() != 0) updated_s_.reserve(room);
-  } catch (const std::bad_alloc&) {
-    return false;
-  }
-  return optimizer_.Reserve(room * dim_).ok();
+  const bool reserved =
+      values_.Reserve(room * dim_) && key_of_row_.Reserve(room) &&
+      meta_.Reserve(room) &&
+      (spec_.evict_after_seconds() == 0 || updated_s_.Reserve(room)) &&
+      optimizer_.Reserve(room * dim_).ok();
+  if (reserved) rows_room_ = room;
+  return reserved;
 }
 
 void ExactPartition::Unlink(uint32_t row) {

@@ -30,11 +30,13 @@
 #include <span>
 #include <vector>
 
+#include "base/growing_array.h"
 #include "base/status.h"
 #include "base/status_or.h"
 #include "protocol/ps.pb.h"
 #include "table/admission_sketch.h"
 #include "table/cold_row_store.h"
+#include "table/initializer.h"
 #include "table/key_index.h"
 #include "table/optimizer_state.h"
 #include "table/table_counters.h"
@@ -51,6 +53,19 @@ class RowBudget {
     do {
       if (used >= bound_) return false;
     } while (!used_.compare_exchange_weak(used, used + 1,
+                                          std::memory_order_relaxed));
+    return true;
+  }
+  // Takes n rows at once (one atomic step for a push's new keys) while
+  // the shard is far from its bound: only when at least n more stay free
+  // for the other partitions, so that rows one push holds and then does
+  // not use (keys not admitted) make no other partition evict; near the
+  // bound, rows are taken one at a time. False: nothing taken.
+  bool TakeBatch(uint64_t n) {
+    uint64_t used = used_.load(std::memory_order_relaxed);
+    do {
+      if (n > bound_ / 2 || used > bound_ - 2 * n) return false;
+    } while (!used_.compare_exchange_weak(used, used + n,
                                           std::memory_order_relaxed));
     return true;
   }
@@ -236,12 +251,12 @@ class ExactPartition {
 
  private:
   uint32_t AllocateRow(uint64_t key, uint64_t hash);  // kNoRow when none
-  // Room for twice `rows` rows (at least first_rows_) in every per-row
-  // array; false without memory.
+  // Room for `rows` rows in every per-row array: when they have less, for
+  // twice as many (at least first_rows_). False without memory.
   bool ReserveRows(size_t rows);
-  // One row of the bound for a new key; at the bound, when when_full says
-  // so, frees the shard's least recently updated row first (Reclaim, or
-  // this partition's own).
+  // One row of the bound for a new key: from budget_batch_ while it lasts;
+  // at the bound, when when_full says so, frees the shard's least recently
+  // updated row first (Reclaim, or this partition's own).
   bool TakeFromBudget();
   // Frees `row` for another key: to disk with a disk tier (counted as
   // demoted; false, nothing freed, when the disk refuses it), else counted
@@ -290,18 +305,25 @@ class ExactPartition {
   const proto::TableSpec& spec_;  // the table's, which outlives us
   const uint32_t dim_;
   const uint32_t admit_;
+  const RowInitializer initializer_;
   RowBudget* const budget_;
   const Reclaim reclaim_;
-  const size_t first_rows_;   // room of the first growth; then doubling
+  const size_t first_rows_;  // room of the first growth; then doubling
+  // Rows Apply took from the budget at once for its keys without rows
+  // (RowBudget::TakeBatch) and has not used yet; given back at its end.
+  uint64_t budget_batch_ = 0;
   ColdRowStore* const cold_;  // null: no disk tier
   std::atomic<uint64_t> oldest_update_{UINT64_MAX};
 
   mutable std::shared_mutex mu_;
   KeyIndex row_of_key_;
   std::optional<AdmissionSketch> sketch_;
-  std::vector<float> values_;  // rows allocated * dim
-  OptimizerState optimizer_;   // the rule and state arrays; steps unused
-  std::vector<uint64_t> key_of_row_;
+  // The per-row arrays grow in place (base/growing_array.h), all with room
+  // for rows_room_ rows.
+  size_t rows_room_ = 0;
+  GrowingArray<float> values_;  // rows allocated * dim
+  OptimizerState optimizer_;    // the rule and state arrays; steps unused
+  GrowingArray<uint64_t> key_of_row_;
   // What an update reads and writes of a row besides its values, in one
   // 16-byte record (one cache miss, not three): its last update (a step)
   // and its links in the doubly linked list of rows in use, least
@@ -310,11 +332,11 @@ class ExactPartition {
     uint64_t last_update = 0;
     uint32_t prev = kNoRow, next = kNoRow;
   };
-  std::vector<RowMeta> meta_;
+  GrowingArray<RowMeta> meta_;
   // The table's second of each row's last update; only with
   // evict_after_seconds. The list is in the order rows were last updated,
   // so in these seconds' order too.
-  std::vector<uint32_t> updated_s_;
+  GrowingArray<uint32_t> updated_s_;
   uint32_t oldest_ = kNoRow, newest_ = kNoRow;
   uint64_t disk_deletes_ = 0;  // see disk_deletes_locked()
   std::vector<uint32_t> free_rows_;
@@ -401,6 +423,9 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
       if (first.ok()) first = s;
     }
   };
+  if (!missing_.empty() && budget_->TakeBatch(missing_.size())) {
+    budget_batch_ = missing_.size();
+  }
   for (uint32_t at : missing_) {
     const uint64_t key = in.keys[at];
     const uint64_t hash = in.hashes[at];
@@ -427,6 +452,10 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
       continue;
     }
     gather(row, at);
+  }
+  if (budget_batch_ > 0) {
+    budget_->Give(budget_batch_);
+    budget_batch_ = 0;
   }
   Status s = flush();
   PublishOldest();

@@ -81,6 +81,13 @@ void InitializeRow(const proto::InitializerSpec& spec, uint64_t identity,
   FillRow(spec, KindOf(spec), identity, row);
 }
 
+RowInitializer::RowInitializer(const proto::InitializerSpec& spec)
+    : spec_(spec), kind_(KindOf(spec)) {}
+
+void RowInitializer::Fill(uint64_t identity, std::span<float> row) const {
+  FillRow(spec_, kind_, identity, row);
+}
+
 void InitializeRows(const proto::InitializerSpec& spec, uint64_t first_identity,
                     uint64_t count, uint32_t dim, float* rows) {
   const proto::InitializerKind kind = KindOf(spec);

@@ -23,6 +23,19 @@ Status ValidateInitializer(const proto::InitializerSpec& spec);
 void InitializeRow(const proto::InitializerSpec& spec, uint64_t identity,
                    std::span<float> row);
 
+// InitializeRow with the spec's choices looked up once, for a table that
+// starts rows one at a time (an exact table's new keys). Keeps a reference
+// to `spec`, which must outlive it.
+class RowInitializer {
+ public:
+  explicit RowInitializer(const proto::InitializerSpec& spec);
+  void Fill(uint64_t identity, std::span<float> row) const;
+
+ private:
+  const proto::InitializerSpec& spec_;
+  const proto::InitializerKind kind_;
+};
+
 // Fills `count` consecutive rows, identities first_identity, +1, ..., stored
 // row-major in `rows` (count * dim floats). Zeros cost nothing here: the
 // caller's memory is expected to be zero already (fresh allocations are).

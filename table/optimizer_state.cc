@@ -1,7 +1,6 @@
 #include "table/optimizer_state.h"
 
 #include <algorithm>
-#include <new>
 
 #include "protocol/table_config.h"
 
@@ -28,29 +27,27 @@ OptimizerState::OptimizerState(const proto::TableSpec& spec) {
 }
 
 Status OptimizerState::Reserve(uint64_t floats) {
-  try {
-    for (int k = 0; k < arrays_; ++k) arrays_data_[k].reserve(floats);
-  } catch (const std::bad_alloc&) {
-    return ResourceExhausted("cannot allocate optimizer state");
+  for (int k = 0; k < arrays_; ++k) {
+    if (!arrays_data_[k].Reserve(floats)) {
+      return ResourceExhausted("cannot allocate optimizer state");
+    }
   }
   return Status::OK();
 }
 
 Status OptimizerState::Resize(uint64_t floats) {
-  try {
-    for (int k = 0; k < arrays_; ++k) {
-      std::vector<float>& array = arrays_data_[k];
-      // Geometric growth: a table that grows a row at a time (ExactTable)
-      // copies each entry a bounded number of times.
-      if (floats > array.capacity()) {
-        array.reserve(std::max<uint64_t>(floats, 2 * array.capacity()));
-      }
+  // Room first, for every array, so that a failure changes no size; the
+  // room grows geometrically (GrowingArray::Resize), so a table that grows
+  // a row at a time (ExactTable) grows its arrays a bounded number of times.
+  for (int k = 0; k < arrays_; ++k) {
+    GrowingArray<float>& array = arrays_data_[k];
+    if (floats > array.capacity() &&
+        !array.Reserve(std::max<uint64_t>(floats, 2 * array.capacity()))) {
+      return ResourceExhausted("cannot allocate optimizer state");
     }
-  } catch (const std::bad_alloc&) {
-    return ResourceExhausted("cannot allocate optimizer state");
   }
   for (int k = 0; k < arrays_; ++k) {
-    arrays_data_[k].resize(floats, initial_value(k));
+    (void)arrays_data_[k].Resize(floats, initial_value(k));  // has room
   }
   return Status::OK();
 }

@@ -22,8 +22,8 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <vector>
 
+#include "base/growing_array.h"
 #include "base/status.h"
 #include "kernels/optimizers.h"
 #include "protocol/ps.pb.h"
@@ -80,7 +80,9 @@ class OptimizerState {
   std::optional<kernels::OptimizerConfig> optimizer_;
   float add_scale_ = 0.0f;
   int arrays_ = 0;
-  std::vector<float> arrays_data_[kernels::kMaxOptimizerStates];
+  // Grown in place (base/growing_array.h): an exact table grows them a row
+  // at a time.
+  GrowingArray<float> arrays_data_[kernels::kMaxOptimizerStates];
   uint64_t steps_ = 0;
 };
 

@@ -184,6 +184,49 @@ TEST(ExactTableTest, AtTheBoundANewKeyTakesTheLeastRecentlyUpdatedRow) {
   EXPECT_EQ(PullOne(*t, same[3], &present), (std::vector<float>{-1.0f, -1.0f}));
 }
 
+TEST(ExactTableTest, RowBudgetTakesBatchesOnlyFarFromItsBound) {
+  RowBudget budget(100);
+  EXPECT_TRUE(budget.TakeBatch(30));
+  EXPECT_TRUE(budget.TakeBatch(20));   // 50 used, 50 left: 20 more stay free
+  EXPECT_FALSE(budget.TakeBatch(30));  // 30 would leave fewer than 30 free
+  budget.Give(50);
+  EXPECT_FALSE(budget.TakeBatch(51));  // more than half the bound: never
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(budget.Take()) << i;
+  EXPECT_FALSE(budget.Take());
+  EXPECT_FALSE(budget.TakeBatch(1));
+}
+
+// Each partition takes rows for a push's keys without rows in one batch and
+// gives back what it did not use (here: the second of each key's two
+// occurrences finds the row the first made): a table then fills to exactly
+// its bound without an eviction.
+TEST(ExactTableTest, PushesFillTheBoundExactlyWithoutEvicting) {
+  auto t = ExactTable::Create(Spec(3000, 1, 0)).value();
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 0; k < 1500; ++k) keys.insert(keys.end(), {k, k});
+  ASSERT_TRUE(
+      t->ApplyKeys(1, keys, std::vector<float>(2 * keys.size(), 1)).ok());
+  EXPECT_EQ(t->counters().rows, 1500u);
+  keys.clear();
+  for (uint64_t k = 1500; k < 3000; ++k) keys.push_back(k);
+  ASSERT_TRUE(
+      t->ApplyKeys(2, keys, std::vector<float>(2 * keys.size(), 1)).ok());
+  TableCounters c = t->counters();
+  EXPECT_EQ(c.rows, 3000u);
+  EXPECT_EQ(c.evicted, 0u);
+  EXPECT_EQ(c.refused_full, 0u);
+  bool present = false;
+  EXPECT_EQ(PullOne(*t, 7, &present), (std::vector<float>{-2.0f, -2.0f}));
+  EXPECT_TRUE(present);
+  // One more new key: exactly one row is taken from the oldest.
+  ASSERT_TRUE(t->ApplyKeys(3, std::vector<uint64_t>{5000},
+                           std::vector<float>{1.0f, 1.0f})
+                  .ok());
+  c = t->counters();
+  EXPECT_EQ(c.rows, 3000u);
+  EXPECT_EQ(c.evicted, 1u);
+}
+
 // The bound is the shard's, and so is the LRU: a key whose partition holds
 // no row (or only newer ones) takes the least recently updated row of
 // another partition.
