@@ -245,15 +245,29 @@ Status ExactTable::Split(
       helpers_busy_.exchange(true, std::memory_order_acquire)) {
     return fn(0, n);
   }
-  Status firsts[kMaxThreads];  // each part's, the parts in order
-  helpers_->ParallelFor(n, 1, [&](size_t begin, size_t end, int part) {
-    firsts[part] = fn(begin, end);
-  });
+  // The items are claimed one at a time by whichever thread is free, so
+  // that a slow one (a partition whose index grows) holds up no other.
+  std::atomic<size_t> next{0};
+  struct Failure {
+    size_t at = SIZE_MAX;
+    Status status;
+  };
+  Failure failures[kMaxThreads];  // each thread's first, by item
+  helpers_->ParallelFor(
+      static_cast<size_t>(helpers_->size()), 1,
+      [&](size_t, size_t, int thread) {
+        for (size_t i;
+             (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
+          Status s = fn(i, i + 1);
+          if (!s.ok() && i < failures[thread].at) failures[thread] = {i, s};
+        }
+      });
   helpers_busy_.store(false, std::memory_order_release);
-  for (const Status& s : firsts) {
-    if (!s.ok()) return s;
+  const Failure* first = &failures[0];
+  for (const Failure& f : failures) {
+    if (f.at < first->at) first = &f;
   }
-  return Status::OK();
+  return first->status;
 }
 
 Status ExactTable::ReadKeys(std::span<const uint64_t> keys,
