@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "base/huge_pages.h"
 
@@ -13,14 +14,9 @@ namespace {
 // Arrays of at least this many bytes live in a mapping of their own (a
 // smaller one would waste most of its last page).
 constexpr size_t kMappedBytes = size_t{64} << 10;
-constexpr size_t kPage = 4096;
 
 bool Mapped(size_t bytes) {
   return kLargeArraysMapped && bytes >= kMappedBytes;
-}
-
-size_t RoundUpToPage(size_t bytes) {
-  return (bytes + kPage - 1) & ~(kPage - 1);
 }
 
 }  // namespace

@@ -8,12 +8,6 @@
 namespace ps {
 namespace {
 
-constexpr uintptr_t kPage = 4096;
-
-uintptr_t RoundUpToPage(uintptr_t bytes) {
-  return (bytes + kPage - 1) & ~(kPage - 1);
-}
-
 bool Mapped(size_t bytes) {
   return kLargeArraysMapped && bytes >= kHugePageBytes;
 }
@@ -23,7 +17,7 @@ bool Mapped(size_t bytes) {
 void AdviseHugePages(void* data, size_t bytes) {
   const uintptr_t begin = RoundUpToPage(reinterpret_cast<uintptr_t>(data));
   const uintptr_t end =
-      (reinterpret_cast<uintptr_t>(data) + bytes) & ~(kPage - 1);
+      (reinterpret_cast<uintptr_t>(data) + bytes) & ~(kPageBytes - 1);
   if (end <= begin) return;
   (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }

@@ -46,7 +46,13 @@ void ReserveOnHugePages(std::vector<T>* v, size_t n) {
   AdviseHugePages(v->data(), n * sizeof(T));
 }
 
+inline constexpr size_t kPageBytes = 4096;
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+// `bytes` rounded up to whole 4 KiB pages (also an address to the next
+// page boundary).
+inline constexpr size_t RoundUpToPage(size_t bytes) {
+  return (bytes + kPageBytes - 1) & ~(kPageBytes - 1);
+}
 // Under AddressSanitizer every array comes from operator new, whose
 // redzones catch reads past its end; a mapping of our own has none.
 #if defined(__SANITIZE_ADDRESS__)

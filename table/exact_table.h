@@ -185,10 +185,11 @@ class ExactTable final : public Table {
 
   ExactTable(const proto::TableSpec& spec, SecondsClock clock,
              std::unique_ptr<ColdRowStore> cold, int threads);
-  // fn(begin, end) over [0, n) in contiguous parts: on the helpers and
-  // this thread when `keys` >= kParallelKeys, the table has no disk tier
-  // and the helpers are free, else as one part on this thread. Returns
-  // the first part's failure, in the parts' order.
+  // fn over [0, n): when `keys` >= kParallelKeys, the table has no disk
+  // tier and the helpers are free, as fn(i, i + 1) for each item, the
+  // items claimed one at a time by the helpers and this thread; else as
+  // fn(0, n) on this thread. Returns the failure of the first item (in
+  // item order) that failed.
   Status Split(size_t n, size_t keys,
                const std::function<Status(size_t, size_t)>& fn) const;
   // ReadKeys for keys [from, to) of the pull (whole chunks but the last).
