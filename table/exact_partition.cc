@@ -375,8 +375,16 @@ void ExactPartition::FreeRow(uint32_t row) {
 
 Status ExactPartition::ApplyGathered(uint64_t optimizer_step) {
   if (!optimizer_.optimizer()) {
+    // The rows are scattered: those a few ahead are loaded while this one
+    // is updated, as the optimizer kernels do.
+    constexpr size_t kPrefetchRows = 8;
     const float scale = optimizer_.add_scale();
     for (size_t i = 0; i < apply_rows_.size(); ++i) {
+      if (i + kPrefetchRows < apply_rows_.size()) {
+        __builtin_prefetch(
+            values_.data() + uint64_t{apply_rows_[i + kPrefetchRows]} * dim_,
+            1);
+      }
       float* row = values_.data() + uint64_t{apply_rows_[i]} * dim_;
       const float* g = apply_grads_.data() + i * dim_;
       for (uint32_t j = 0; j < dim_; ++j) row[j] += scale * g[j];

@@ -334,7 +334,9 @@ Status ExactTable::ReadRange(std::span<const uint64_t> keys,
       present[begin + i] = rows[i] != nullptr;
       hits += rows[i] != nullptr;
       if (rows[i] != nullptr) {
-        std::copy_n(rows[i], dim_, dst);
+        // A loop, not std::copy_n: rows are a few floats, and a call to
+        // memmove per row cost more than the copy.
+        for (uint32_t j = 0; j < dim_; ++j) dst[j] = rows[i][j];
       } else {
         std::fill_n(dst, dim_, 0.0f);
         if (cold_ != nullptr) {
