@@ -35,6 +35,10 @@
 #   exact_train_{push,pull}_{p50,p99}_ms (shm): 500 steps of 1,000 examples
 #       x 39 fresh keys (a Pull, then a Push + WaitApplied) into exact1
 #       against the same into bench1; lower is better.
+#   exact_train_criteo_{push,pull}_{p50,p99}_ms: the same steps with keys as
+#       a click log has them (ps_bench --key_law=criteo: the fields of
+#       ps_datagen --vocab=criteo over the 10M ids of the rows above, all
+#       pushed once first).
 #   rss_worker_10M_shm, rss_server_10M_shm (MiB): peak RSS (VmHWM) of the
 #       worker and the server of the push_10M_shm run. It counts the shared
 #       memory a process touched: the server's table region, and the rows a
@@ -220,14 +224,22 @@ for transport in shm tcp; do
     rows+="row $row \"M keys/s\" ${m}_resident_mkeys_per_s_exact_resident_$c ${m}_resident_mkeys_per_s_hashed_resident_$c higher HASHED table, same run"$'\n'
   done
 done
+# Fresh random keys every step (each EXACT push inserts 39,000 rows), and
+# keys as a click log has them (ps_datagen --vocab=criteo's fields over
+# $keys ids, every id pushed once first: most of a step's keys have rows).
 for kind in exact hashed; do
   tables="$work/exact1.tables" tab=exact1
   [ "$kind" = hashed ] && tables="$work/bench1.tables" tab=bench1
   run "${kind}_train" 1 1 shm "$tables" "$tab" 1 --mode=train \
     --batches="$batches" --batch_examples=1000 --example_keys=39
+  run "${kind}_train_criteo" 1 1 shm "$tables" "$tab" 1 --mode=train \
+    --batches="$batches" --batch_examples=1000 --example_keys=39 \
+    --key_space="$keys" --key_law=criteo --fill
 done
 for f in push_p50 push_p99 pull_p50 pull_p99; do
-  rows+="row exact_train_${f}_ms ms train_${f}_ms_exact_train train_${f}_ms_hashed_train lower HASHED table, same run"$'\n'
+  for keys_of in train train_criteo; do
+    rows+="row exact_${keys_of}_${f}_ms ms train_${f}_ms_exact_${keys_of} train_${f}_ms_hashed_${keys_of} lower HASHED table, same run"$'\n'
+  done
 done
 
 if [ "$scaling" = 1 ]; then
