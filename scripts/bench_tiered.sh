@@ -200,9 +200,14 @@ if [ "$large" -gt 0 ]; then
   echo "$large ids, dim 16, Adagrad; $large_rows rows in memory (a budget of $large_budget_mib MiB)"
   in_cgroup large $(((large_budget_mib + 1024) << 20))
   large_bin=$wrapped
-  # The store's largest size, sampled while the runs go on.
+  # The store's largest size, sampled while the runs go on. du fails when
+  # a compaction deletes a file it is about to read: without errexit, that
+  # sample still counts what du read, and the next one counts all (with it,
+  # the first such failure ended the sampling: 8 GiB reported for a store
+  # that reached 29).
   echo 0 >"$work/large_store_bytes"
   (
+    set +e +o pipefail
     max=0
     while sleep 5; do
       now=$(du -sb "$work/large-tier" 2>/dev/null | cut -f1)
