@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/sparse_accumulate.h"
+
 namespace ps::table {
 
 ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
@@ -375,21 +377,15 @@ void ExactPartition::FreeRow(uint32_t row) {
 
 Status ExactPartition::ApplyGathered(uint64_t optimizer_step) {
   if (!optimizer_.optimizer()) {
-    // The rows are scattered: those a few ahead are loaded while this one
-    // is updated, as the optimizer kernels do.
-    constexpr size_t kPrefetchRows = 8;
+    // The adds of a HASHED table (ParamTable::Apply): the kernel prefetches
+    // the scattered rows ahead. The gradients are this Apply's scratch.
     const float scale = optimizer_.add_scale();
-    for (size_t i = 0; i < apply_rows_.size(); ++i) {
-      if (i + kPrefetchRows < apply_rows_.size()) {
-        __builtin_prefetch(
-            values_.data() + uint64_t{apply_rows_[i + kPrefetchRows]} * dim_,
-            1);
-      }
-      float* row = values_.data() + uint64_t{apply_rows_[i]} * dim_;
-      const float* g = apply_grads_.data() + i * dim_;
-      for (uint32_t j = 0; j < dim_; ++j) row[j] += scale * g[j];
+    if (scale != 1.0f) {
+      for (float& g : apply_grads_) g *= scale;
     }
-    return Status::OK();
+    return kernels::AccumulateRows(apply_rows_, apply_grads_,
+                                   {values_.data(), key_of_row_.size(), dim_},
+                                   kernels::AccumulateMode::kExclusive);
   }
   return kernels::ApplyOptimizerToRows(
       *optimizer_.optimizer(), optimizer_step,
