@@ -8,6 +8,7 @@ PACKAGES=(
   protobuf-compiler libprotobuf-dev
   libgflags-dev libgoogle-glog-dev
   librocksdb-dev
+  liburing-dev                # the disk tier reads its blocks in io_uring batches
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev
   libxxhash-dev

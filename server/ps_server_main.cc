@@ -32,6 +32,7 @@
 #include "protocol/table_config.h"
 #include "server/device_option.h"
 #include "server/server.h"
+#include "table/rocksdb_cold_row_store.h"
 
 DEFINE_uint32(shard_id, 0, "This server's shard, in [0, --num_shards).");
 DEFINE_uint32(num_shards, 1, "Number of servers (shards) in the cluster.");
@@ -148,12 +149,12 @@ DEFINE_string(disk_tier_dir, "",
               "(capacity) there, under shard-S/table-ID. Scratch, not a "
               "checkpoint: emptied at start (restore from --checkpoint_dir). "
               "Required by such tables; unused by others.");
-DEFINE_int32(disk_tier_read_threads, 16,
-             "Reads a pull keeps in flight to each disk-tier table's store "
-             "(a thread each, waiting on the disk): a disk serves several "
-             "reads at once several times faster than one at a time (this "
-             "project's test machine: 15k random reads/s alone, 74k with 16 "
-             "in flight). In [1, 256].");
+DEFINE_int32(disk_tier_read_threads,
+             ps::table::RocksDbColdRowStore::kDefaultReadThreads,
+             "Threads a pull's reads of each disk-tier table's store run on, "
+             "each sending its reads to the disk in io_uring batches (a disk "
+             "serves many reads at once several times faster than one at a "
+             "time). In [1, 256].");
 DEFINE_uint64(disk_tier_memory_mib, 0,
               "The most memory, in MiB, the rows kept in memory (values and "
               "optimizer state) of this server's tables with a disk tier may "

@@ -35,6 +35,7 @@
 #include "metrics/process_collector.h"
 #include "serving/checkpoint_follower.h"
 #include "serving/lookup_service.h"
+#include "table/rocksdb_cold_row_store.h"
 
 DEFINE_string(checkpoint_dir, "",
               "The training cluster's checkpoint folder (ps_server "
@@ -97,9 +98,11 @@ DEFINE_string(disk_tier_dir, "",
               "copy to keep: what an earlier replica left there is removed "
               "at start. Required by such tables; unused by others. Not "
               "the checkpoint folder (which is only read).");
-DEFINE_int32(disk_tier_read_threads, 16,
-             "Reads a lookup keeps in flight to a tiered table's disk store "
-             "(a thread each, waiting on the disk) [1, 256].");
+DEFINE_int32(disk_tier_read_threads,
+             ps::table::RocksDbColdRowStore::kDefaultReadThreads,
+             "Threads a lookup's reads of a tiered table's disk store run "
+             "on, each sending its reads to the disk in io_uring batches "
+             "[1, 256].");
 DEFINE_uint32(promote_per_poll, 8192,
               "Rows per tiered table that each poll (--poll_ms) brings into "
               "memory from those lookups read from disk twice, moving out "
