@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <numeric>
 
 #include "base/plain_folder.h"
 #include "kernels/thread_pool.h"
@@ -178,7 +179,7 @@ struct RocksDbColdRowStore::Database {
     // table/uring_read_file_system.h); keys in order fall in few files, so
     // that the batches are large.
     std::vector<uint32_t> order(keys.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = uint32_t(i);
+    std::iota(order.begin(), order.end(), 0u);
     std::sort(order.begin(), order.end(),
               [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
     std::vector<Status> errors(readers.size());

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 
 namespace ps::table {
 namespace {
@@ -54,8 +55,8 @@ class UringFile final : public rocksdb::FSRandomAccessFileOwnerWrapper {
   // the ring, which may hold entries never submitted, must not be reused).
   bool ReadAll(io_uring* ring, FSReadRequest* reqs, size_t n) const {
     std::vector<size_t> got(n, 0);
-    std::vector<uint32_t> todo(n);
-    for (size_t i = 0; i < n; ++i) todo[i] = static_cast<uint32_t>(n - 1 - i);
+    std::vector<uint32_t> todo(n);  // any order: the reads do not overlap
+    std::iota(todo.begin(), todo.end(), 0u);
     std::vector<uint8_t> done(n, 0);
     unsigned in_flight = 0, prepared = 0;
     bool healthy = true;
@@ -181,11 +182,9 @@ UringReadFileSystem::UringReadFileSystem(
     : FileSystemWrapper(std::move(target)),
       rings_(std::make_shared<RingPool>()) {}
 
-std::shared_ptr<UringReadFileSystem> UringReadFileSystem::Create(
-    std::shared_ptr<rocksdb::FileSystem> target) {
-  if (target == nullptr) target = rocksdb::FileSystem::Default();
+std::shared_ptr<UringReadFileSystem> UringReadFileSystem::Create() {
   return std::shared_ptr<UringReadFileSystem>(
-      new UringReadFileSystem(std::move(target)));
+      new UringReadFileSystem(rocksdb::FileSystem::Default()));
 }
 
 rocksdb::IOStatus UringReadFileSystem::NewRandomAccessFile(

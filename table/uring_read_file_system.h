@@ -34,9 +34,8 @@ class UringReadFileSystem final : public rocksdb::FileSystemWrapper {
   // Reads of one MultiRead kept in flight at most.
   static constexpr unsigned kDepth = 64;
 
-  // Wraps `target` (rocksdb::FileSystem::Default() when null).
-  static std::shared_ptr<UringReadFileSystem> Create(
-      std::shared_ptr<rocksdb::FileSystem> target = nullptr);
+  // Wraps rocksdb::FileSystem::Default().
+  static std::shared_ptr<UringReadFileSystem> Create();
 
   // False where this kernel refuses io_uring: then every read is target's.
   bool available() const { return rings_->available(); }
