@@ -374,21 +374,28 @@ TEST_F(PsLaunchTest, TheSecretIsInNoProcessEnvironment) {
   while (!(code = launcher->Exited()) &&
          ps::launch::MonotonicMillis() < deadline) {
     for (pid_t pid : ProcessTree(launcher_pid)) {
-      auto env = ReadWholeFile("/proc/" + std::to_string(pid) + "/environ");
-      if (!env) continue;  // exited meanwhile
+      // The environment is judged by the image it belongs to, so the
+      // command line is read before and after it: a process that exec'd
+      // between the reads (a forked ps_launch becoming env, env becoming
+      // ps_server), or is exiting (empty command line), is looked at again
+      // on the next round. A leak lasts the process's life; it is still seen.
+      const std::string proc = "/proc/" + std::to_string(pid);
+      const auto cmdline = ReadWholeFile(proc + "/cmdline");
+      const auto env = ReadWholeFile(proc + "/environ");
+      if (!cmdline || cmdline->empty() || !env ||
+          ReadWholeFile(proc + "/cmdline") != cmdline) {
+        continue;
+      }
       seen.insert(pid);
       // A child gets no PS_CLUSTER_SECRET at all (ps_launch's own is
       // there, wiped). A child forked and not yet exec'd is still ps_launch's
       // image, with ps_launch's (wiped) environment.
       const bool launcher_image =
-          pid == launcher_pid ||
-          ReadWholeFile("/proc/" + std::to_string(pid) + "/cmdline")
-                  .value_or("") == launcher_cmdline;
+          pid == launcher_pid || *cmdline == launcher_cmdline;
       if ((env->find(secret) != std::string::npos ||
            (!launcher_image && HasVariable(*env, "PS_CLUSTER_SECRET"))) &&
           !leaks.count(pid)) {
-        leaks[pid] = ReadWholeFile("/proc/" + std::to_string(pid) + "/cmdline")
-                         .value_or("");
+        leaks[pid] = *cmdline;
       }
       handed_on |= env->find("PS_CLUSTER_SECRET_FILE=/proc/self/fd/") !=
                    std::string::npos;
