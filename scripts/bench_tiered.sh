@@ -32,6 +32,12 @@
 #   tiered_{pull,push}_{p50,p99}_ms: latency of a step's pull and push;
 #       peer: in memory; lower is better.
 #   tiered_fill_s: the fill pass; peer: in memory; lower is better.
+#   tiered_store_us_per_miss, tiered_store_cpu_us_per_miss: the disk store
+#       alone (bench/cold_store_bench, in a cgroup as the tiered server,
+#       on as many records as the tiered table has on disk): the wall and
+#       CPU time of a miss (a record read, a row moved out, one moved in);
+#       peer: raw direct reads (io_uring) and appends of the same records
+#       on the same disk, the least a store could do; lower is better.
 #   tiered_server_read_mib: what the tiered server read from storage
 #       (read_bytes of /proc/PID/io); peer: the server in memory.
 #   tiered_server_peak_mib: the servers' peak RSS (VmHWM).
@@ -99,8 +105,8 @@ for v in warmup_steps large large_budget_mib large_seconds; do
 done
 
 bench_scratch
-bench_tools ps_server ps_bench ps_launch bench_report
-for b in server/ps_server bench/ps_bench launch/ps_launch; do
+bench_tools ps_server ps_bench ps_launch bench_report cold_store_bench
+for b in server/ps_server bench/ps_bench launch/ps_launch bench/cold_store_bench; do
   [ -x "$build_dir/$b" ] || { echo "bench_tiered: $build_dir/$b was not built" >&2; exit 1; }
 done
 
@@ -124,15 +130,16 @@ TABLES
 tables "$work/memory.tables" "$((keys + keys / 64))" WHEN_FULL_EVICT_LEAST_RECENT
 tables "$work/tiered.tables" "$in_memory" WHEN_FULL_MOVE_TO_DISK
 
-# in_cgroup NAME LIMIT: sets $wrapped to a wrapper that ps_launch starts in
-# ps_server's place: it joins a memory cgroup of LIMIT bytes, then becomes
-# ps_server (plain ps_server where there is no v1 memory controller or we
-# are not root, as it says).
+# in_cgroup NAME LIMIT [BIN]: sets $wrapped to a wrapper that ps_launch
+# starts in ps_server's place (or that runs BIN): it joins a memory cgroup
+# of LIMIT bytes, then becomes ps_server (BIN); plain ps_server (BIN) where
+# there is no v1 memory controller or we are not root, as it says.
 cgroups=()
 in_cgroup() {
+  local bin=${3:-$build_dir/server/ps_server}
   if [ "$(id -u)" != 0 ] || [ ! -w /sys/fs/cgroup/memory ]; then
     echo "$1 server: no memory cgroup (needs root and /sys/fs/cgroup/memory): the page cache may hold the rows on disk"
-    wrapped="$build_dir/server/ps_server"
+    wrapped=$bin
     return
   fi
   local group=/sys/fs/cgroup/memory/ps_bench_tiered_$$_$1
@@ -142,7 +149,7 @@ in_cgroup() {
   cat >"$work/in_cgroup_$1.sh" <<WRAP
 #!/bin/sh
 echo \$\$ >"$group/cgroup.procs"
-exec "$build_dir/server/ps_server" "\$@"
+exec "$bin" "\$@"
 WRAP
   chmod +x "$work/in_cgroup_$1.sh"
   echo "$1 server: memory cgroup of $(($2 >> 20)) MiB"
@@ -201,6 +208,17 @@ run() {
 }
 
 echo "$keys ids ($law), dim $dim, Adagrad; $in_memory rows in memory when tiered"
+
+# The tiered table's disk store alone, in a cgroup as the tiered server's:
+# a step's misses (~2,400 once they settle) read, and as many rows moved
+# out, against raw direct reads and appends of the same records
+# (bench/cold_store_bench.cc).
+in_cgroup store "$limit" "$build_dir/bench/cold_store_bench"
+"$wrapped" --dir="$work/cold-store" --rows=$((keys - in_memory)) \
+  --misses=2500 --steps=$((quick ? 10 : 100)) |
+  tee "$work/cold_store.out" | grep -v '^RESULT'
+sed -n 's/^RESULT \([^ ]*\) \([^ ]*\) .*$/\1 \2/p' "$work/cold_store.out" >>"$work/results"
+
 run memory "$work/memory.tables" "$build_dir/server/ps_server" ""
 run tiered "$work/tiered.tables" "$server_bin" "--disk_tier_dir=$work/tier"
 
@@ -247,6 +265,9 @@ peer="same table in memory, same run"
     echo "row tiered_${f}_ms ms train_${f}_ms_tiered train_${f}_ms_memory lower $peer"
   done
   echo "row tiered_fill_s s fill_seconds_tiered fill_seconds_memory lower $peer"
+  raw="raw direct reads and appends, same run"
+  echo "row tiered_store_us_per_miss us cold_store_us_per_miss_store cold_store_us_per_miss_raw lower $raw"
+  echo "row tiered_store_cpu_us_per_miss us cold_store_cpu_us_per_miss_store cold_store_cpu_us_per_miss_raw lower $raw"
   echo "row tiered_server_read_mib MiB rss_server_read_mib_tiered rss_server_read_mib_memory - $peer"
   echo "row tiered_server_peak_mib MiB rss_server_peak_mib_tiered rss_server_peak_mib_memory - $peer"
   echo "row tiered_ckpt_mb MB ckpt_mb_tiered ckpt_mb_memory - $peer"
