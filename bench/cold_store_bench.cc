@@ -35,10 +35,12 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "base/status_or.h"
 #include "cli/flags.h"
 #include "table/rocksdb_cold_row_store.h"
 
@@ -77,41 +79,33 @@ struct PerMiss {
   double cpu_us = 0;
 };
 
-// Runs step(s) for the untimed and then the timed steps.
+// Runs step() (a Status) for the untimed and then the timed steps; the
+// first error ends the run.
 template <typename Step>
-PerMiss Time(Step step) {
-  for (uint32_t s = 0; s < kWarmupSteps; ++s) {
-    if (!step()) return {-1, -1};
-  }
+ps::StatusOr<PerMiss> Time(Step step) {
+  for (uint32_t s = 0; s < kWarmupSteps; ++s) PS_RETURN_IF_ERROR(step());
   const auto start = Clock::now();
   const double cpu = CpuSeconds();
-  for (uint32_t s = 0; s < FLAGS_steps; ++s) {
-    if (!step()) return {-1, -1};
-  }
+  for (uint32_t s = 0; s < FLAGS_steps; ++s) PS_RETURN_IF_ERROR(step());
   const double wall =
       std::chrono::duration<double>(Clock::now() - start).count();
   const double misses = static_cast<double>(FLAGS_steps) * FLAGS_misses;
-  return {wall * 1e6 / misses, (CpuSeconds() - cpu) * 1e6 / misses};
+  return PerMiss{wall * 1e6 / misses, (CpuSeconds() - cpu) * 1e6 / misses};
 }
 
 // The store side: a fresh RocksDbColdRowStore in `dir`, filled, then steps.
-PerMiss MeasureStore(const std::string& dir, std::mt19937_64* rng) {
-  auto opened = ps::table::RocksDbColdRowStore::Open(dir, FLAGS_record_bytes);
-  if (!opened.ok()) {
-    std::fprintf(stderr, "cold_store_bench: %s\n",
-                 opened.status().ToString().c_str());
-    return {-1, -1};
-  }
-  ps::table::ColdRowStore& store = **opened;
+ps::StatusOr<PerMiss> MeasureStore(const std::string& dir,
+                                   std::mt19937_64* rng) {
+  PS_ASSIGN_OR_RETURN(
+      const std::unique_ptr<ps::table::ColdRowStore> opened,
+      ps::table::RocksDbColdRowStore::Open(dir, FLAGS_record_bytes));
+  ps::table::ColdRowStore& store = *opened;
   std::vector<std::byte> record(FLAGS_record_bytes, std::byte{0x5a});
   std::vector<ps::table::ColdRecordWrite> batch;
   for (uint64_t key = 0; key < FLAGS_rows; ++key) {
     batch.push_back({key, record});
     if (batch.size() == 1024 || key + 1 == FLAGS_rows) {
-      if (ps::Status s = store.Write(batch); !s.ok()) {
-        std::fprintf(stderr, "cold_store_bench: %s\n", s.ToString().c_str());
-        return {-1, -1};
-      }
+      PS_RETURN_IF_ERROR(store.Write(batch));
       batch.clear();
     }
   }
@@ -124,28 +118,26 @@ PerMiss MeasureStore(const std::string& dir, std::mt19937_64* rng) {
   std::vector<uint8_t> found(keys.size());
   return Time([&] {
     for (uint64_t& k : keys) k = (*rng)() % FLAGS_rows;
-    ps::Status s = store.GetMany(keys, records, found);
-    for (size_t i = 0; s.ok() && i < keys.size(); ++i) {
-      s = store.Put(next_out++, record);
-      if (s.ok() && found[i]) s = store.Delete(keys[i]);
+    PS_RETURN_IF_ERROR(store.GetMany(keys, records, found));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      PS_RETURN_IF_ERROR(store.Put(next_out++, record));
+      if (found[i]) PS_RETURN_IF_ERROR(store.Delete(keys[i]));
     }
-    if (!s.ok()) {
-      std::fprintf(stderr, "cold_store_bench: %s\n", s.ToString().c_str());
-    }
-    return s.ok();
+    return ps::Status::OK();
   });
 }
 
 // The peer: records in one file read and appended with direct I/O.
-PerMiss MeasureRaw(const std::string& path, std::mt19937_64* rng) {
+ps::StatusOr<PerMiss> MeasureRaw(const std::string& path,
+                                 std::mt19937_64* rng) {
   const int fd = open(path.c_str(),
                       O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
   if (fd < 0) {
-    std::fprintf(stderr,
-                 "cold_store_bench: cannot open %s for direct I/O: %s (a "
-                 "file system without O_DIRECT, such as tmpfs?)\n",
-                 path.c_str(), std::strerror(errno));
-    return {-1, -1};
+    return ps::ErrnoStatus(ps::StatusCode::kIOError,
+                           "cannot open " + path +
+                               " for direct I/O (a file system without "
+                               "O_DIRECT?)",
+                           errno);
   }
   auto buffer = [](size_t bytes) {
     void* p = nullptr;
@@ -156,22 +148,31 @@ PerMiss MeasureRaw(const std::string& path, std::mt19937_64* rng) {
   auto out = buffer(kWriteBytes);
   const uint64_t bytes = FLAGS_rows * FLAGS_record_bytes;
   off_t end = 0;
-  for (; static_cast<uint64_t>(end) < bytes; end += kWriteBytes) {
+  // One 1 MiB direct write at `end`, which moves on.
+  auto write_out = [&]() -> ps::Status {
     if (pwrite(fd, out.get(), kWriteBytes, end) != kWriteBytes) {
-      std::fprintf(stderr, "cold_store_bench: cannot write %s: %s\n",
-                   path.c_str(), std::strerror(errno));
-      close(fd);
-      return {-1, -1};
+      return ps::ErrnoStatus(ps::StatusCode::kIOError, "cannot write " + path,
+                             errno);
     }
+    end += kWriteBytes;
+    return ps::Status::OK();
+  };
+  ps::Status filled;
+  while (filled.ok() && static_cast<uint64_t>(end) < bytes) {
+    filled = write_out();
   }
   io_uring ring;
-  if (int e = io_uring_queue_init(FLAGS_depth, &ring, 0); e != 0) {
-    std::fprintf(stderr, "cold_store_bench: no io_uring here: %s\n",
-                 std::strerror(-e));
-    close(fd);
-    return {-1, -1};
+  if (filled.ok()) {
+    if (int e = io_uring_queue_init(FLAGS_depth, &ring, 0); e != 0) {
+      filled =
+          ps::ErrnoStatus(ps::StatusCode::kIOError, "no io_uring here", -e);
+    }
   }
-  // A record spans at most this many sectors.
+  if (!filled.ok()) {
+    close(fd);
+    return filled;
+  }
+  // The bytes of the sectors a record spans, at most.
   const size_t read_bytes =
       (FLAGS_record_bytes + 2 * kSector - 2) / kSector * kSector;
   std::vector<std::unique_ptr<void, decltype(&std::free)>> slots;
@@ -179,12 +180,12 @@ PerMiss MeasureRaw(const std::string& path, std::mt19937_64* rng) {
     slots.push_back(buffer(read_bytes));
   std::vector<uint64_t> offsets(FLAGS_misses);
   size_t appended = 0;  // bytes of `out` filled
-  const PerMiss result = Time([&] {
+  const ps::StatusOr<PerMiss> result = Time([&]() -> ps::Status {
     for (uint64_t& o : offsets) {
       o = (*rng)() % FLAGS_rows * FLAGS_record_bytes;
     }
-    std::vector<uint32_t> idle(FLAGS_depth);
-    for (uint32_t i = 0; i < FLAGS_depth; ++i) idle[i] = i;
+    std::vector<uint32_t> idle(FLAGS_depth);  // slots not in flight
+    std::iota(idle.begin(), idle.end(), 0u);
     size_t submitted = 0, done = 0;
     while (done < offsets.size()) {
       while (!idle.empty() && submitted < offsets.size()) {
@@ -199,7 +200,9 @@ PerMiss MeasureRaw(const std::string& path, std::mt19937_64* rng) {
         idle.pop_back();
         ++submitted;
       }
-      if (io_uring_submit_and_wait(&ring, 1) < 0) return false;
+      if (int e = io_uring_submit_and_wait(&ring, 1); e < 0) {
+        return ps::ErrnoStatus(ps::StatusCode::kIOError, "io_uring", -e);
+      }
       io_uring_cqe* cqe = nullptr;
       unsigned head = 0, seen = 0;
       bool ok = true;
@@ -209,26 +212,20 @@ PerMiss MeasureRaw(const std::string& path, std::mt19937_64* rng) {
         ++seen;
       }
       io_uring_cq_advance(&ring, seen);
-      if (!ok) {
-        std::fprintf(stderr, "cold_store_bench: a direct read failed\n");
-        return false;
-      }
+      if (!ok) return ps::IOError("a direct read of " + path + " failed");
       done += seen;
     }
     auto* bytes_out = static_cast<std::byte*>(out.get());
     for (uint32_t i = 0; i < FLAGS_misses; ++i) {
       if (appended + FLAGS_record_bytes > kWriteBytes) {
-        if (pwrite(fd, out.get(), kWriteBytes, end) != kWriteBytes) {
-          return false;
-        }
-        end += kWriteBytes;
+        PS_RETURN_IF_ERROR(write_out());
         appended = 0;
       }
       std::memset(bytes_out + appended, static_cast<int>(i),
                   FLAGS_record_bytes);
       appended += FLAGS_record_bytes;
     }
-    return true;
+    return ps::Status::OK();
   });
   io_uring_queue_exit(&ring);
   close(fd);
@@ -271,30 +268,29 @@ int Main(int argc, char** argv) {
   const std::string store_dir = FLAGS_dir + "/store";
   const std::string raw_file = FLAGS_dir + "/raw.records";
   std::mt19937_64 rng(1);
+  const char* names[2] = {"store", "raw"};
   std::vector<double> wall[2], cpu[2];
-  int rc = 0;
   // Interleaved, so that a disk or a neighbour that slows for a while
   // slows both sides.
-  for (uint32_t r = 0; r < FLAGS_reps && rc == 0; ++r) {
-    for (int side = 0; side < 2 && rc == 0; ++side) {
-      const PerMiss m = side == 0 ? MeasureStore(store_dir, &rng)
-                                  : MeasureRaw(raw_file, &rng);
+  for (uint32_t r = 0; r < FLAGS_reps; ++r) {
+    for (int side = 0; side < 2; ++side) {
+      const ps::StatusOr<PerMiss> m = side == 0 ? MeasureStore(store_dir, &rng)
+                                                : MeasureRaw(raw_file, &rng);
       std::filesystem::remove_all(store_dir, ec);
       std::filesystem::remove(raw_file, ec);
       std::filesystem::remove_all(store_dir + ".links", ec);
-      if (m.wall_us < 0) {
-        rc = 1;
-        break;
+      if (!m.ok()) {
+        std::fprintf(stderr, "cold_store_bench: %s: %s\n", names[side],
+                     m.status().ToString().c_str());
+        return 1;
       }
-      std::printf("%s: %.2f us a miss, %.2f us of CPU\n",
-                  side == 0 ? "store" : "raw", m.wall_us, m.cpu_us);
+      std::printf("%s: %.2f us a miss, %.2f us of CPU\n", names[side],
+                  m->wall_us, m->cpu_us);
       std::fflush(stdout);
-      wall[side].push_back(m.wall_us);
-      cpu[side].push_back(m.cpu_us);
+      wall[side].push_back(m->wall_us);
+      cpu[side].push_back(m->cpu_us);
     }
   }
-  if (rc != 0) return rc;
-  const char* names[2] = {"store", "raw"};
   for (int side = 0; side < 2; ++side) {
     std::printf("RESULT cold_store_us_per_miss_%s %.3f us\n", names[side],
                 Median(wall[side]));

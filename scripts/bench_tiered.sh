@@ -138,7 +138,7 @@ cgroups=()
 in_cgroup() {
   local bin=${3:-$build_dir/server/ps_server}
   if [ "$(id -u)" != 0 ] || [ ! -w /sys/fs/cgroup/memory ]; then
-    echo "$1 server: no memory cgroup (needs root and /sys/fs/cgroup/memory): the page cache may hold the rows on disk"
+    echo "$1: no memory cgroup (needs root and /sys/fs/cgroup/memory): the page cache may hold the rows on disk"
     wrapped=$bin
     return
   fi
@@ -152,7 +152,7 @@ echo \$\$ >"$group/cgroup.procs"
 exec "$bin" "\$@"
 WRAP
   chmod +x "$work/in_cgroup_$1.sh"
-  echo "$1 server: memory cgroup of $(($2 >> 20)) MiB"
+  echo "$1: memory cgroup of $(($2 >> 20)) MiB"
   wrapped="$work/in_cgroup_$1.sh"
 }
 remove_cgroups() {
