@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   for (uint8_t type = 0; type < 4; ++type) {
     for (IndexEncoding enc :
          {IndexEncoding::kDeltaVarint, IndexEncoding::kRawU32,
-          IndexEncoding::kKeyDeltaVarint}) {
+          IndexEncoding::kKeyDeltaVarint, IndexEncoding::kKeyHashDeltaVarint}) {
       SparsePacketMeta meta{.row_dim = 2,
                             .value_type = static_cast<ValueType>(type),
                             .index_encoding = enc,
@@ -44,7 +44,9 @@ int main(int argc, char** argv) {
       std::vector<EncodedPacket> packets;
       const std::vector<uint64_t> keys = {3, 1u << 20, 1ull << 40, ~0ull};
       const ps::Status encoded =
-          IsKeyed(enc)
+          enc == IndexEncoding::kKeyHashDeltaVarint
+              ? EncodeKeyHashPackets(meta, keys, vals, 4096, &out, &packets)
+          : IsKeyed(enc)
               ? EncodeKeyedPackets(meta, keys, vals, 4096, &out, &packets)
               : EncodeSparsePackets(meta, rows, vals, 4096, &out, &packets);
       if (!encoded.ok()) return 1;

@@ -46,7 +46,11 @@
 // rest of the packet is as above (row_dim values per key). The two kinds
 // never mix: a receiver says which it takes (SparsePacketExpectations::
 // index), and the row encodings' packets are what they were before keyed
-// packets existed, byte for byte.
+// packets existed, byte for byte. kKeyHashDeltaVarint is the same section
+// over KeyHash(key) (protocol/key_hash.h) instead of the key: the keys go
+// in the order the server files them in (strictly increasing hashes), and
+// the decoder gives back the keys. Workers send it to servers that say
+// they take it (ClusterInfo.keys_in_hash_order).
 //
 // At 1% density with fp16 values a row costs about 1.3 index bytes + 2 value
 // bytes, against 6 for a plain uint32 + fp16 pair.
@@ -79,12 +83,14 @@ inline constexpr size_t kSparsePacketHeaderBytes = 56;
 enum class IndexEncoding : uint8_t {
   kDeltaVarint = 1,
   kRawU32 = 2,
-  kKeyDeltaVarint = 3,  // keys, not rows (see above)
+  kKeyDeltaVarint = 3,      // keys, not rows (see above)
+  kKeyHashDeltaVarint = 4,  // keys as their KeyHash, in its order
 };
 
 // Whether an encoding carries keys.
 constexpr bool IsKeyed(IndexEncoding encoding) {
-  return encoding == IndexEncoding::kKeyDeltaVarint;
+  return encoding == IndexEncoding::kKeyDeltaVarint ||
+         encoding == IndexEncoding::kKeyHashDeltaVarint;
 }
 
 // What a packet is about; the encoder writes it into every packet it makes.
@@ -149,7 +155,7 @@ Status EncodeSparsePackets(const SparsePacketMeta& meta,
 // Which packets a receiver takes.
 enum class PacketIndex : uint8_t {
   kRows,  // row packets (kDeltaVarint, kRawU32)
-  kKeys,  // keyed packets (kKeyDeltaVarint)
+  kKeys,  // keyed packets (kKeyDeltaVarint, kKeyHashDeltaVarint)
   kAny,   // either: a receiver that looks at the header first
 };
 
@@ -228,10 +234,20 @@ Status EncodeKeyedPackets(const SparsePacketMeta& meta,
                           std::vector<EncodedPacket>* packets,
                           size_t headroom = 0);
 
+// The same for keys given as `hashes`: KeyHash(key) of each, strictly
+// increasing, in packets of kKeyHashDeltaVarint (the decoder gives the keys).
+Status EncodeKeyHashPackets(const SparsePacketMeta& meta,
+                            std::span<const uint64_t> hashes,
+                            std::span<const float> values,
+                            size_t max_packet_bytes, std::vector<uint8_t>* out,
+                            std::vector<EncodedPacket>* packets,
+                            size_t headroom = 0);
+
 // DecodeSparsePacket for a keyed packet whose header the caller parsed:
-// `keys_out` gets row_count keys. Checks `header` against `expect` (whose
-// index must admit keys). The errors of DecodeSparsePacket, and Corruption
-// for a varint longer than 10 bytes or a key past 2^64.
+// `keys_out` gets row_count keys (of a kKeyHashDeltaVarint packet, the keys
+// of its hashes, in the packet's order). Checks `header` against `expect`
+// (whose index must admit keys). The errors of DecodeSparsePacket, and
+// Corruption for a varint longer than 10 bytes or a key past 2^64.
 Status DecodeKeyedPacket(std::span<const uint8_t> packet,
                          const SparsePacketHeader& header,
                          const SparsePacketExpectations& expect,

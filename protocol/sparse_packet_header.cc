@@ -22,7 +22,7 @@ Status CheckMeta(const SparsePacketMeta& meta, PacketIndex kind) {
                            std::to_string(static_cast<int>(meta.value_type)));
   const bool known = meta.index_encoding == IndexEncoding::kDeltaVarint ||
                      meta.index_encoding == IndexEncoding::kRawU32 ||
-                     meta.index_encoding == IndexEncoding::kKeyDeltaVarint;
+                     IsKeyed(meta.index_encoding);
   if (!known || (kind == PacketIndex::kKeys) != IsKeyed(meta.index_encoding))
     return InvalidArgument(
         "index encoding " +
@@ -133,10 +133,9 @@ Status CheckRowCount(const SparsePacketHeader& h,
 }  // namespace
 
 size_t MaxSparsePacketBytes(const SparsePacketMeta& meta, size_t row_count) {
-  const uint64_t per_index =
-      meta.index_encoding == IndexEncoding::kRawU32           ? 4
-      : meta.index_encoding == IndexEncoding::kKeyDeltaVarint ? 10
-                                                              : 5;
+  const uint64_t per_index = meta.index_encoding == IndexEncoding::kRawU32 ? 4
+                             : IsKeyed(meta.index_encoding)                ? 10
+                                                                           : 5;
   const uint64_t index_bytes = per_index * row_count;
   return kSparsePacketHeaderBytes +
          PayloadBytes(meta, index_bytes, uint64_t{row_count} * meta.row_dim);
@@ -165,7 +164,7 @@ StatusOr<SparsePacketHeader> ParseSparsePacketHeader(
   uint8_t enc = p[kOffIndexEncoding];
   if (enc != static_cast<uint8_t>(IndexEncoding::kDeltaVarint) &&
       enc != static_cast<uint8_t>(IndexEncoding::kRawU32) &&
-      enc != static_cast<uint8_t>(IndexEncoding::kKeyDeltaVarint))
+      !IsKeyed(static_cast<IndexEncoding>(enc)))
     return InvalidArgument("unknown index encoding " + Num(enc));
   if (p[kOffFlags] != 0)
     return InvalidArgument("unknown flags 0x" + Num(p[kOffFlags]));

@@ -1,5 +1,6 @@
-// Keyed sparse packets (IndexEncoding::kKeyDeltaVarint): the encoder and
-// the decoder of an index section of uint64 keys. Header, checksum, padding
+// Keyed sparse packets (IndexEncoding::kKeyDeltaVarint, and
+// kKeyHashDeltaVarint over the keys' hashes): the encoder and the decoder of
+// an index section of uint64 keys. Header, checksum, padding
 // and values are those of every packet (sparse_packet_header.cc,
 // sparse_packet_decode.cc, kernels/value_section.h).
 #include <algorithm>
@@ -7,6 +8,7 @@
 
 #include "kernels/value_section.h"
 #include "protocol/internal/sparse_packet_layout.h"
+#include "protocol/key_hash.h"
 #include "protocol/sparse_packet.h"
 
 namespace ps::protocol {
@@ -128,11 +130,30 @@ Status DecodeKeys(const SparsePacketHeader& h, const uint8_t* section,
     prev = i == 0 ? delta : prev + delta;
     keys_out[i] = prev;
   }
+  if (h.meta.index_encoding == IndexEncoding::kKeyHashDeltaVarint) {
+    for (uint32_t i = 0; i < h.row_count; ++i) {
+      keys_out[i] = KeyFromHash(keys_out[i]);
+    }
+  }
   if (p != end)
     return Corruption("index section of " + Num(h.index_bytes) +
                       " bytes holds " + Num(h.row_count) + " keys in " +
                       Num(p - section));
   return Status::OK();
+}
+
+Status EncodeKeyed(const SparsePacketMeta& meta, IndexEncoding encoding,
+                   std::span<const uint64_t> keys,
+                   std::span<const float> values, size_t max_packet_bytes,
+                   std::vector<uint8_t>* out,
+                   std::vector<EncodedPacket>* packets, size_t headroom) {
+  SparsePacketMeta keyed = meta;
+  keyed.index_encoding = encoding;
+  packets->clear();
+  Status s = EncodeKeyedInto(keyed, keys, values, max_packet_bytes, headroom,
+                             out, packets);
+  if (!s.ok() || packets->empty()) out->clear();
+  return s;
 }
 
 }  // namespace
@@ -143,13 +164,18 @@ Status EncodeKeyedPackets(const SparsePacketMeta& meta,
                           size_t max_packet_bytes, std::vector<uint8_t>* out,
                           std::vector<EncodedPacket>* packets,
                           size_t headroom) {
-  SparsePacketMeta keyed = meta;
-  keyed.index_encoding = IndexEncoding::kKeyDeltaVarint;
-  packets->clear();
-  Status s = EncodeKeyedInto(keyed, keys, values, max_packet_bytes, headroom,
-                             out, packets);
-  if (!s.ok() || packets->empty()) out->clear();
-  return s;
+  return EncodeKeyed(meta, IndexEncoding::kKeyDeltaVarint, keys, values,
+                     max_packet_bytes, out, packets, headroom);
+}
+
+Status EncodeKeyHashPackets(const SparsePacketMeta& meta,
+                            std::span<const uint64_t> hashes,
+                            std::span<const float> values,
+                            size_t max_packet_bytes, std::vector<uint8_t>* out,
+                            std::vector<EncodedPacket>* packets,
+                            size_t headroom) {
+  return EncodeKeyed(meta, IndexEncoding::kKeyHashDeltaVarint, hashes, values,
+                     max_packet_bytes, out, packets, headroom);
 }
 
 Status DecodeKeyedPacket(std::span<const uint8_t> packet,

@@ -2,14 +2,18 @@
 // uint64 keys per value type, cutting into packets, the refusals of encoder
 // and decoder, and that the two kinds never pass for each other. Also that
 // packets of rows are the bytes they were before keyed packets existed.
+// Keys sent as their hashes (kKeyHashDeltaVarint) decode to the keys, and
+// KeyFromHash undoes KeyHash.
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <set>
 #include <vector>
 
+#include "protocol/key_hash.h"
 #include "protocol/sparse_packet.h"
 
 namespace ps::protocol {
@@ -280,6 +284,56 @@ TEST(KeyedPacketTest, PacketsOfRowsAreUnchanged) {
         << std::hex << "0x" << XXH3_64bits(out.data(), out.size()) << "ull"
         << " for value type " << static_cast<int>(c.type);
   }
+}
+
+TEST(KeyHashTest, KeyFromHashUndoesKeyHash) {
+  std::mt19937_64 rng(21);
+  for (uint64_t k :
+       {uint64_t{0}, uint64_t{1}, ~uint64_t{0}, uint64_t{1} << 63}) {
+    EXPECT_EQ(KeyFromHash(KeyHash(k)), k);
+  }
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t k = rng();
+    ASSERT_EQ(KeyFromHash(KeyHash(k)), k);
+    ASSERT_EQ(KeyHash(KeyFromHash(k)), k);
+  }
+}
+
+TEST(KeyedPacketTest, KeysSentAsHashesDecodeToTheKeysInHashOrder) {
+  std::mt19937_64 rng(23);
+  for (ValueType type : kTypes) {
+    std::vector<uint64_t> keys = Keys(3000, rng);
+    std::sort(keys.begin(), keys.end(),
+              [](uint64_t a, uint64_t b) { return KeyHash(a) < KeyHash(b); });
+    std::vector<uint64_t> hashes;
+    for (uint64_t k : keys) hashes.push_back(KeyHash(k));
+    std::vector<float> values(keys.size() * 4);
+    for (auto& v : values) v = static_cast<float>(rng() % 1000) / 8;
+    std::vector<uint8_t> out;
+    std::vector<EncodedPacket> packets;
+    ASSERT_TRUE(EncodeKeyHashPackets(Meta(type, 4), hashes, values, 4096, &out,
+                                     &packets)
+                    .ok());
+    ASSERT_GT(packets.size(), 1u);
+    for (const EncodedPacket& pk : packets) {
+      EXPECT_EQ(out[pk.offset + 6],
+                static_cast<uint8_t>(IndexEncoding::kKeyHashDeltaVarint));
+    }
+    const Decoded d = DecodeAll(out, packets, 4);
+    EXPECT_EQ(d.keys, keys);
+    std::vector<float> want(values.size());
+    RoundTrip(type, values.data(), values.size(), 8, want.data());
+    EXPECT_EQ(d.values, want);
+  }
+  // Hashes out of order are refused as keys out of order are.
+  std::vector<uint8_t> out;
+  std::vector<EncodedPacket> packets;
+  const std::vector<uint64_t> descending = {std::max(KeyHash(1), KeyHash(2)),
+                                            std::min(KeyHash(1), KeyHash(2))};
+  const std::vector<float> two = {1, 2};
+  const Status s = EncodeKeyHashPackets(Meta(ValueType::kFp32, 1), descending,
+                                        two, 4096, &out, &packets);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
 }
 
 }  // namespace
