@@ -10,6 +10,7 @@
 #include "client/sorted_sums.h"
 #include "kernels/value_section.h"
 #include "protocol/inbox_slot.h"
+#include "protocol/key_hash.h"
 
 namespace ps::worker {
 
@@ -25,9 +26,17 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
     sp.keys.clear();  // sums a failed push left unsent
     sp.values.clear();
   }
+  // Keys in the order their server files them (by KeyHash) where it takes
+  // them so, and sent as their hashes; else by key.
+  hash_order_.resize(shards);
+  for (uint32_t s = 0; s < shards; ++s) {
+    hash_order_[s] = servers_[s].info().keys_in_hash_order();
+  }
   for (size_t i = 0; i < keys.size(); ++i) {
-    shards_[router_.map().ShardOfKey(keys[i])].order.emplace_back(
-        keys[i], static_cast<uint32_t>(i));
+    const uint32_t s = router_.map().ShardOfKey(keys[i]);
+    shards_[s].order.emplace_back(
+        hash_order_[s] ? protocol::KeyHash(keys[i]) : keys[i],
+        static_cast<uint32_t>(i));
   }
   protocol::SparsePacketMeta meta;
   meta.table_id = spec_.id();
@@ -105,9 +114,11 @@ Status ExactPath::Send(const protocol::SparsePacketMeta& meta, uint32_t shard,
   if (sp->keys.empty()) return Status::OK();
   InboxWriter& inbox = servers_[shard].inbox();
   // Headroom for the slot header's prefix (InboxWriter::WritePackets).
-  PS_RETURN_IF_ERROR(protocol::EncodeKeyedPackets(
-      meta, sp->keys, sp->values, inbox.max_packet_bytes(), &bytes_, &packets_,
-      protocol::InboxSlotHeader::kPrefixBytes));
+  const auto encode = hash_order_[shard] ? protocol::EncodeKeyHashPackets
+                                         : protocol::EncodeKeyedPackets;
+  PS_RETURN_IF_ERROR(encode(meta, sp->keys, sp->values,
+                            inbox.max_packet_bytes(), &bytes_, &packets_,
+                            protocol::InboxSlotHeader::kPrefixBytes));
   PS_RETURN_IF_ERROR(inbox.WritePackets(bytes_, packets_));
   sp->keys.clear();
   sp->values.clear();

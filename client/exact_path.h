@@ -2,8 +2,11 @@
 // a key's row itself (table::ExactTable).
 //
 // Push: the keys of each shard sorted and summed per key, packed into keyed
-// sparse packets (protocol/sparse_packet.h, IndexEncoding::kKeyDeltaVarint)
-// and written into the worker's inbox on that server, as the other kinds'
+// sparse packets (protocol/sparse_packet.h): sorted by KeyHash and sent as
+// hashes (kKeyHashDeltaVarint) to a server that files keys in that order
+// (ClusterInfo.keys_in_hash_order), so that its index is read as a stream;
+// sorted by key (kKeyDeltaVarint) to one built before. They are written
+// into the worker's inbox on that server, as the other kinds'
 // pushes are; the server's apply threads resolve the keys (admission and
 // eviction included). A large push goes out in runs of keys as they are
 // sorted, so the server applies while the worker still sorts. Push returns once
@@ -60,7 +63,8 @@ class ExactPath {
     std::vector<uint32_t> positions;
   };
   // One shard's part of a push: its (key, position) pairs, and its distinct
-  // keys, ascending, with their summed gradients, not sent yet.
+  // keys, ascending, with their summed gradients, not sent yet; "key" is
+  // KeyHash(key) where the shard takes keys in hash order.
   struct ShardPush {
     std::vector<KeyPosition> order;
     std::vector<uint64_t> keys;
@@ -88,6 +92,7 @@ class ExactPath {
   const WorkerClock& clock_;
   std::mutex push_mu_;  // one push at a time: the buffers below
   std::vector<ShardPush> shards_;
+  std::vector<bool> hash_order_;  // per shard: keys_in_hash_order
   std::vector<KeyPosition> sort_scratch_;
   std::vector<uint8_t> bytes_;
   std::vector<protocol::EncodedPacket> packets_;

@@ -20,9 +20,29 @@ ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
       reclaim_(std::move(reclaim)),
       first_rows_(64 + static_cast<size_t>(64 * growth_phase)),
       cold_(cold),
-      row_of_key_(55 + static_cast<uint32_t>(20 * growth_phase)),
+      row_of_key_(55 + static_cast<uint32_t>(20 * growth_phase),
+                  kPartitionBits),
       optimizer_(spec) {
   if (sketch_width != 0) sketch_.emplace(sketch_width);
+}
+
+void ExactPartition::ReserveIndexFor(const PartitionKeys& in) {
+  // A few new keys grow the index as they are inserted; reserving for them
+  // would cost a pass for nothing.
+  constexpr size_t kManyKeys = 64;
+  if (missing_.size() < kManyKeys) return;
+  uint64_t low = UINT64_MAX, high = 0;
+  for (uint32_t at : missing_) {
+    low = std::min(low, in.hashes[at]);
+    high = std::max(high, in.hashes[at]);
+  }
+  // At most four times this partition's share of the bound: keys whose
+  // hashes crowd one narrow range (crafted ones) may slow their own
+  // inserts, but not make the index take that much more memory.
+  const uint64_t share = budget_->bound() >> (kPartitionBits - 2);
+  (void)row_of_key_.ReserveForRange(
+      missing_.size(), low, high,
+      static_cast<size_t>(std::max<uint64_t>(share, missing_.size())));
 }
 
 bool ExactPartition::TakeFromBudget() {

@@ -98,6 +98,10 @@ struct PartitionKeys {
 
 class ExactPartition {
  public:
+  // A table has 2^kPartitionBits partitions, picked by the top bits of
+  // KeyIndex::Mix(key); the index orders a partition's keys by the bits
+  // below.
+  static constexpr int kPartitionBits = 6;
   static constexpr uint32_t kNoRow = UINT32_MAX;
   static_assert(kNoRow == KeyIndex::kNone, "a row the index lacks is no row");
   // At the bound, with when_full evicting: frees the least recently
@@ -299,6 +303,10 @@ class ExactPartition {
   bool Idle(uint64_t last, uint32_t last_s, uint64_t step,
             uint32_t now_s) const;
   Status ApplyGathered(uint64_t optimizer_step);
+  // Grows the index at once for the keys of missing_ (KeyIndex::
+  // ReserveForRange): a run of many new keys in hash order, as a worker's
+  // push sends them, spans a narrow range of hashes.
+  void ReserveIndexFor(const PartitionKeys& in);
   // Stores oldest_update() after a change (lock held exclusively).
   void PublishOldest();
 
@@ -377,7 +385,8 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
     return s;
   };
   // Keys with rows first, applied together, in two passes whose cache
-  // misses overlap (a push's keys are rows at random): the first finds the
+  // misses overlap (a push's rows lie at random; its index slots too,
+  // unless the keys come in hash order): the first finds the
   // rows (index slots prefetched ahead, from the first key on) and
   // prefetches each row's meta; the second moves each row to the newest
   // end, its list neighbours prefetched ahead.
@@ -426,6 +435,7 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
   if (!missing_.empty() && budget_->TakeBatch(missing_.size())) {
     budget_batch_ = missing_.size();
   }
+  ReserveIndexFor(in);
   for (uint32_t at : missing_) {
     const uint64_t key = in.keys[at];
     const uint64_t hash = in.hashes[at];

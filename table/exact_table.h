@@ -178,7 +178,7 @@ class ExactTable final : public Table {
   Status FinishRestore(TableTarget* target) override;
 
  private:
-  static constexpr int kPartitionBits = 6;
+  static constexpr int kPartitionBits = ExactPartition::kPartitionBits;
   static constexpr int kPartitions = 1 << kPartitionBits;
   // Keys ReadKeys looks up under one round of shared partition locks.
   static constexpr size_t kReadChunk = 4096;

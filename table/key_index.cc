@@ -1,5 +1,7 @@
 #include "table/key_index.h"
 
+#include <algorithm>
+#include <cmath>
 #include <new>
 
 namespace ps::table {
@@ -9,8 +11,9 @@ constexpr size_t kMinSlots = 16;
 
 }  // namespace
 
-bool KeyIndex::Grow() {
-  const size_t slots = slots_.empty() ? kMinSlots : 2 * slots_.size();
+bool KeyIndex::Grow(size_t at_least) {
+  size_t slots = slots_.empty() ? kMinSlots : 2 * slots_.size();
+  while (slots < at_least) slots *= 2;
   Slots old;
   try {
     old.swap(slots_);
@@ -20,6 +23,7 @@ bool KeyIndex::Grow() {
     return false;
   }
   mask_ = slots - 1;
+  home_shift_ = 64 - __builtin_ctzll(slots);
   for (const Slot& s : old) {
     if (s.row != kNone) slots_[Probe(s.key, Mix(s.key))] = s;
   }
@@ -36,6 +40,21 @@ bool KeyIndex::Insert(uint64_t key, uint32_t row) {
   s.key = key;
   s.row = row;
   return true;
+}
+
+bool KeyIndex::ReserveForRange(size_t n, uint64_t low, uint64_t high,
+                               size_t most) {
+  // The share of all slots the range spans (its bits below the owner's),
+  // and the keys the whole array would hold at the range's density.
+  const double share = std::ldexp(
+      static_cast<double>((high << owner_bits_) - (low << owner_bits_)) + 1,
+      -64);
+  const double projected = n / std::max(share, 0x1p-40);
+  const size_t keys = std::max<size_t>(
+      size_ + n, static_cast<size_t>(std::min<double>(projected, most)));
+  const size_t slots = (keys * 100 + max_load_percent_ - 1) / max_load_percent_;
+  if (slots <= slots_.size()) return true;
+  return Grow(slots);
 }
 
 void KeyIndex::Erase(uint64_t key) {

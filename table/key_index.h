@@ -5,8 +5,13 @@
 // tombstones), so a lookup reads one or two cache lines where
 // std::unordered_map chases a node pointer per key (measured: its finds
 // and rehashes were about 60% of a server applying fresh EXACT keys).
-// Keys are mixed before they pick a slot (Mix, whose low bits pick it), so
-// sequential or patterned ids spread too. Growing doubles the array and
+// Keys are mixed before they pick a slot (Mix), so sequential or
+// patterned ids spread too. The hash's high bits pick the slot (below the
+// bits an owner uses to pick the index, see the constructor): slots are
+// in hash order, so keys that come in hash order (a worker's push:
+// protocol/key_hash.h) read and fill the array from one end to the other,
+// a stream, where keys in any other order read it at random. Growing
+// doubles the array and
 // moves every entry; the caller is stopped meanwhile, which is why an
 // ExactTable keeps one index per partition (table/exact_partition.h): a
 // growth stops one partition's keys, not the table. (Growing by 1.5 instead
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "base/huge_pages.h"
+#include "protocol/key_hash.h"
 
 namespace ps::table {
 
@@ -28,23 +34,15 @@ class KeyIndex {
   static constexpr uint32_t kNone = UINT32_MAX;
 
   // Grows (doubles) when an insert would fill more than max_load_percent
-  // (in [50, 90]) of the slots.
-  explicit KeyIndex(uint32_t max_load_percent = 70)
-      : max_load_percent_(max_load_percent) {}
+  // (in [50, 90]) of the slots. `owner_bits` (< 32): the top bits of Mix
+  // that the owner picks this index by (ExactTable's partition), the same
+  // for all its keys: the slot comes from the bits below them.
+  explicit KeyIndex(uint32_t max_load_percent = 70, int owner_bits = 0)
+      : max_load_percent_(max_load_percent), owner_bits_(owner_bits) {}
 
-  // A 64-bit finalizer (MurmurHash3's fmix64): every key bit moves every
-  // bit of the hash. Not protocol::Mix64 on purpose: that one picks a key's
-  // shard, so all keys of one shard share its low bits modulo the shard
-  // count, and slots chosen by it would crowd. Its low bits pick a slot;
-  // callers may use its high bits (ExactTable's partition).
-  static uint64_t Mix(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return k;
-  }
+  // protocol::KeyHash: every key bit moves every bit of the hash, and the
+  // order of hashes is the order workers send keys in.
+  static uint64_t Mix(uint64_t k) { return protocol::KeyHash(k); }
 
   // The row of `key`, or kNone. `hash` is Mix(key), for a caller that
   // computed it already (ExactTable picks partitions by it).
@@ -57,13 +55,22 @@ class KeyIndex {
   bool Insert(uint64_t key, uint32_t row);
   // Forgets `key`; absent: nothing.
   void Erase(uint64_t key);
+  // Before `n` inserts of new keys whose hashes all lie in [low, high]
+  // (sorted runs of a push in hash order): grows the array at once so that
+  // they fit in the slots of that range at the load bound, at most to room
+  // for `most` keys. Without it the first runs of a large push into a
+  // small index would crowd the few slots of their range into one long
+  // stretch, and each insert probes to the stretch's end; grown for the
+  // keys to come, the range holds them as the whole array will. False when
+  // the array could not grow (nothing changed; the inserts still work).
+  bool ReserveForRange(size_t n, uint64_t low, uint64_t high, size_t most);
   // Asks the CPU to load the slot where the probe of a key starts: a loop
   // over many keys calls it kPrefetchAhead keys ahead, so that the cache
   // misses of a large index overlap instead of queuing.
   static constexpr size_t kPrefetchAhead = 16;
   // `hash` is Mix(key).
   void Prefetch(uint64_t hash) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & mask_]);
+    if (!slots_.empty()) __builtin_prefetch(&slots_[HomeOf(hash)]);
   }
   size_t size() const { return size_; }
   size_t bytes() const { return slots_.capacity() * sizeof(Slot); }
@@ -87,22 +94,30 @@ class KeyIndex {
   };
   static_assert(sizeof(Slot) == 12);
 
-  size_t Home(uint64_t key) const { return Mix(key) & mask_; }
+  // The slot where the probe of the key whose Mix is `hash` starts: the
+  // bits below the owner's, as many as the array needs (slots_ not empty).
+  size_t HomeOf(uint64_t hash) const {
+    return (hash << owner_bits_) >> home_shift_;
+  }
+  size_t Home(uint64_t key) const { return HomeOf(Mix(key)); }
   // The slot holding `key` (whose Mix is `hash`), or the empty slot where
   // its probe ends.
   size_t Probe(uint64_t key, uint64_t hash) const {
-    size_t i = hash & mask_;
+    size_t i = HomeOf(hash);
     while (slots_[i].row != kNone && slots_[i].key != key) i = (i + 1) & mask_;
     return i;
   }
-  bool Grow();
+  // Doubles the array (to `slots` at least); false without memory.
+  bool Grow(size_t slots = 0);
 
   // On huge pages (base/huge_pages.h): every lookup reads a random slot.
   using Slots = std::vector<Slot, HugePageAllocator<Slot>>;
 
   uint32_t max_load_percent_;
+  int owner_bits_;
   Slots slots_;
-  size_t mask_ = 0;  // slots_.size() - 1
+  size_t mask_ = 0;      // slots_.size() - 1
+  int home_shift_ = 64;  // 64 - log2(slots_.size())
   size_t size_ = 0;
 };
 
