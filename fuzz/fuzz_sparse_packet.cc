@@ -2,10 +2,11 @@
 // lookup packet parser (protocol/lookup_packet.h) must reject
 // or accept any input without reading or writing outside their buffers, and
 // whatever they accept must keep its promises (rows increasing and in
-// range, keys increasing, values finite; a keyed packet is never taken for
-// rows or the other way round). The first 8 input bytes choose the
-// expectations; the rest is the packet, also resealed (checksum recomputed)
-// half of the time so mutations reach the checks behind the checksum.
+// range, keys (or, sent as hashes, their hashes) increasing, values finite; a
+// keyed packet is never taken for rows or the other way round). The first 8
+// input bytes choose the expectations; the rest is the packet, also resealed
+// (checksum recomputed) half of the time so mutations reach the checks behind
+// the checksum.
 #include <xxhash.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "protocol/key_hash.h"
 #include "protocol/lookup_packet.h"
 #include "protocol/sparse_packet.h"
 
@@ -65,7 +67,12 @@ void DecodeKeyed(const std::vector<uint8_t>& packet, uint32_t row_dim) {
     Check(!s.message().empty());
     return;
   }
-  for (uint32_t i = 1; i < h->row_count; ++i) Check(keys[i] > keys[i - 1]);
+  // Strictly increasing keys, or key hashes for keys sent as hashes.
+  const bool hashes =
+      h->meta.index_encoding == IndexEncoding::kKeyHashDeltaVarint;
+  auto order = [&](uint64_t key) { return hashes ? KeyHash(key) : key; };
+  for (uint32_t i = 1; i < h->row_count; ++i)
+    Check(order(keys[i]) > order(keys[i - 1]));
   for (uint64_t i = 0; i < uint64_t{h->row_count} * h->meta.row_dim; ++i)
     Check(std::isfinite(vals[i]));
 }

@@ -28,9 +28,10 @@ ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
 
 void ExactPartition::ReserveIndexFor(const PartitionKeys& in) {
   // A few new keys grow the index as they are inserted; reserving for them
-  // would cost a pass for nothing.
+  // would cost a pass for nothing. Where admission waits for a key's later
+  // pushes, most new keys get no row (nor a slot) now: no room for them.
   constexpr size_t kManyKeys = 64;
-  if (missing_.size() < kManyKeys) return;
+  if (missing_.size() < kManyKeys || admit_ > 1) return;
   uint64_t low = UINT64_MAX, high = 0;
   for (uint32_t at : missing_) {
     low = std::min(low, in.hashes[at]);

@@ -303,9 +303,9 @@ class ExactPartition {
   bool Idle(uint64_t last, uint32_t last_s, uint64_t step,
             uint32_t now_s) const;
   Status ApplyGathered(uint64_t optimizer_step);
-  // Grows the index at once for the keys of missing_ (KeyIndex::
-  // ReserveForRange): a run of many new keys in hash order, as a worker's
-  // push sends them, spans a narrow range of hashes.
+  // Grows the index at once for the keys of missing_ when each will get a
+  // row (KeyIndex::ReserveForRange): a run of many new keys in hash order,
+  // as a worker's push sends them, spans a narrow range of hashes.
   void ReserveIndexFor(const PartitionKeys& in);
   // Stores oldest_update() after a change (lock held exclusively).
   void PublishOldest();

@@ -7,15 +7,15 @@
 // and rehashes were about 60% of a server applying fresh EXACT keys).
 // Keys are mixed before they pick a slot (Mix), so sequential or
 // patterned ids spread too. The hash's high bits pick the slot (below the
-// bits an owner uses to pick the index, see the constructor): slots are
-// in hash order, so keys that come in hash order (a worker's push:
+// bits an owner uses to pick the index, see the constructor): slots are in
+// hash order, so keys that come in hash order (a worker's push:
 // protocol/key_hash.h) read and fill the array from one end to the other,
 // a stream, where keys in any other order read it at random. Growing
-// doubles the array and
-// moves every entry; the caller is stopped meanwhile, which is why an
-// ExactTable keeps one index per partition (table/exact_partition.h): a
-// growth stops one partition's keys, not the table. (Growing by 1.5 instead
-// was measured: at 20M keys it saved less memory than it cost in inserts.)
+// doubles the array and moves every entry; the caller is stopped
+// meanwhile, which is why an ExactTable keeps one index per partition
+// (table/exact_partition.h): a growth stops one partition's keys, not the
+// table. (Growing by 1.5 instead was measured: at 20M keys it saved less
+// memory than it cost in inserts.)
 //
 // Not thread-safe: the table holds it under its own lock.
 #pragma once
@@ -110,7 +110,8 @@ class KeyIndex {
   // Doubles the array (to `slots` at least); false without memory.
   bool Grow(size_t slots = 0);
 
-  // On huge pages (base/huge_pages.h): every lookup reads a random slot.
+  // On huge pages (base/huge_pages.h): a lookup of keys in no order reads
+  // a random slot.
   using Slots = std::vector<Slot, HugePageAllocator<Slot>>;
 
   uint32_t max_load_percent_;
