@@ -42,6 +42,7 @@
 
 #include "base/status_or.h"
 #include "cli/flags.h"
+#include "net/unique_fd.h"
 #include "table/rocksdb_cold_row_store.h"
 
 DEFINE_string(dir, "",
@@ -130,9 +131,9 @@ ps::StatusOr<PerMiss> MeasureStore(const std::string& dir,
 // The peer: records in one file read and appended with direct I/O.
 ps::StatusOr<PerMiss> MeasureRaw(const std::string& path,
                                  std::mt19937_64* rng) {
-  const int fd = open(path.c_str(),
-                      O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
-  if (fd < 0) {
+  const ps::net::UniqueFd fd(open(
+      path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600));
+  if (!fd.valid()) {
     return ps::ErrnoStatus(ps::StatusCode::kIOError,
                            "cannot open " + path +
                                " for direct I/O (a file system without "
@@ -150,27 +151,17 @@ ps::StatusOr<PerMiss> MeasureRaw(const std::string& path,
   off_t end = 0;
   // One 1 MiB direct write at `end`, which moves on.
   auto write_out = [&]() -> ps::Status {
-    if (pwrite(fd, out.get(), kWriteBytes, end) != kWriteBytes) {
+    if (pwrite(fd.get(), out.get(), kWriteBytes, end) != kWriteBytes) {
       return ps::ErrnoStatus(ps::StatusCode::kIOError, "cannot write " + path,
                              errno);
     }
     end += kWriteBytes;
     return ps::Status::OK();
   };
-  ps::Status filled;
-  while (filled.ok() && static_cast<uint64_t>(end) < bytes) {
-    filled = write_out();
-  }
+  while (static_cast<uint64_t>(end) < bytes) PS_RETURN_IF_ERROR(write_out());
   io_uring ring;
-  if (filled.ok()) {
-    if (int e = io_uring_queue_init(FLAGS_depth, &ring, 0); e != 0) {
-      filled =
-          ps::ErrnoStatus(ps::StatusCode::kIOError, "no io_uring here", -e);
-    }
-  }
-  if (!filled.ok()) {
-    close(fd);
-    return filled;
+  if (int e = io_uring_queue_init(FLAGS_depth, &ring, 0); e != 0) {
+    return ps::ErrnoStatus(ps::StatusCode::kIOError, "no io_uring here", -e);
   }
   // The bytes of the sectors a record spans, at most.
   const size_t read_bytes =
@@ -194,7 +185,7 @@ ps::StatusOr<PerMiss> MeasureRaw(const std::string& path,
             (offsets[submitted] + FLAGS_record_bytes + kSector - 1) / kSector *
             kSector;
         io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-        io_uring_prep_read(sqe, fd, slots[idle.back()].get(),
+        io_uring_prep_read(sqe, fd.get(), slots[idle.back()].get(),
                            static_cast<unsigned>(last - first), first);
         io_uring_sqe_set_data64(sqe, idle.back());
         idle.pop_back();
@@ -228,7 +219,6 @@ ps::StatusOr<PerMiss> MeasureRaw(const std::string& path,
     return ps::Status::OK();
   });
   io_uring_queue_exit(&ring);
-  close(fd);
   return result;
 }
 

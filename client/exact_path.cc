@@ -73,6 +73,9 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
     ShardPush& sp = shards_[s];
     if (sp.order.empty()) continue;
     meta.shard_id = s;
+    meta.index_encoding = hash_order_[s]
+                              ? protocol::IndexEncoding::kKeyHashDeltaVarint
+                              : protocol::IndexEncoding::kKeyDeltaVarint;
     if (stream) {
       PS_RETURN_IF_ERROR(SortByKey(
           &sp.order, &sort_scratch_, [&](std::span<const KeyPosition> run) {
@@ -114,11 +117,9 @@ Status ExactPath::Send(const protocol::SparsePacketMeta& meta, uint32_t shard,
   if (sp->keys.empty()) return Status::OK();
   InboxWriter& inbox = servers_[shard].inbox();
   // Headroom for the slot header's prefix (InboxWriter::WritePackets).
-  const auto encode = hash_order_[shard] ? protocol::EncodeKeyHashPackets
-                                         : protocol::EncodeKeyedPackets;
-  PS_RETURN_IF_ERROR(encode(meta, sp->keys, sp->values,
-                            inbox.max_packet_bytes(), &bytes_, &packets_,
-                            protocol::InboxSlotHeader::kPrefixBytes));
+  PS_RETURN_IF_ERROR(protocol::EncodeKeyedPackets(
+      meta, sp->keys, sp->values, inbox.max_packet_bytes(), &bytes_, &packets_,
+      protocol::InboxSlotHeader::kPrefixBytes));
   PS_RETURN_IF_ERROR(inbox.WritePackets(bytes_, packets_));
   sp->keys.clear();
   sp->values.clear();

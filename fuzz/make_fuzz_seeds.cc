@@ -44,9 +44,7 @@ int main(int argc, char** argv) {
       std::vector<EncodedPacket> packets;
       const std::vector<uint64_t> keys = {3, 1u << 20, 1ull << 40, ~0ull};
       const ps::Status encoded =
-          enc == IndexEncoding::kKeyHashDeltaVarint
-              ? EncodeKeyHashPackets(meta, keys, vals, 4096, &out, &packets)
-          : IsKeyed(enc)
+          IsKeyed(enc)
               ? EncodeKeyedPackets(meta, keys, vals, 4096, &out, &packets)
               : EncodeSparsePackets(meta, rows, vals, 4096, &out, &packets);
       if (!encoded.ok()) return 1;

@@ -225,23 +225,16 @@ Status DecodeSparsePacketRows(
     SparsePacketHeader* header_out);
 
 // Keyed packets: EncodeSparsePackets for `keys` (strictly increasing) in
-// packets of meta.index_encoding kKeyDeltaVarint (set here, whatever meta
-// says). The same errors, for keys.
+// packets of meta.index_encoding when it is kKeyHashDeltaVarint (then
+// `keys` are the keys' KeyHash, and the decoder gives back the keys), else
+// of kKeyDeltaVarint (set here, whatever else meta says). The same errors,
+// for keys.
 Status EncodeKeyedPackets(const SparsePacketMeta& meta,
                           std::span<const uint64_t> keys,
                           std::span<const float> values,
                           size_t max_packet_bytes, std::vector<uint8_t>* out,
                           std::vector<EncodedPacket>* packets,
                           size_t headroom = 0);
-
-// The same for keys given as `hashes`: KeyHash(key) of each, strictly
-// increasing, in packets of kKeyHashDeltaVarint (the decoder gives the keys).
-Status EncodeKeyHashPackets(const SparsePacketMeta& meta,
-                            std::span<const uint64_t> hashes,
-                            std::span<const float> values,
-                            size_t max_packet_bytes, std::vector<uint8_t>* out,
-                            std::vector<EncodedPacket>* packets,
-                            size_t headroom = 0);
 
 // DecodeSparsePacket for a keyed packet whose header the caller parsed:
 // `keys_out` gets row_count keys (of a kKeyHashDeltaVarint packet, the keys

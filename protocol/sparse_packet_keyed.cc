@@ -142,20 +142,6 @@ Status DecodeKeys(const SparsePacketHeader& h, const uint8_t* section,
   return Status::OK();
 }
 
-Status EncodeKeyed(const SparsePacketMeta& meta, IndexEncoding encoding,
-                   std::span<const uint64_t> keys,
-                   std::span<const float> values, size_t max_packet_bytes,
-                   std::vector<uint8_t>* out,
-                   std::vector<EncodedPacket>* packets, size_t headroom) {
-  SparsePacketMeta keyed = meta;
-  keyed.index_encoding = encoding;
-  packets->clear();
-  Status s = EncodeKeyedInto(keyed, keys, values, max_packet_bytes, headroom,
-                             out, packets);
-  if (!s.ok() || packets->empty()) out->clear();
-  return s;
-}
-
 }  // namespace
 
 Status EncodeKeyedPackets(const SparsePacketMeta& meta,
@@ -164,18 +150,15 @@ Status EncodeKeyedPackets(const SparsePacketMeta& meta,
                           size_t max_packet_bytes, std::vector<uint8_t>* out,
                           std::vector<EncodedPacket>* packets,
                           size_t headroom) {
-  return EncodeKeyed(meta, IndexEncoding::kKeyDeltaVarint, keys, values,
-                     max_packet_bytes, out, packets, headroom);
-}
-
-Status EncodeKeyHashPackets(const SparsePacketMeta& meta,
-                            std::span<const uint64_t> hashes,
-                            std::span<const float> values,
-                            size_t max_packet_bytes, std::vector<uint8_t>* out,
-                            std::vector<EncodedPacket>* packets,
-                            size_t headroom) {
-  return EncodeKeyed(meta, IndexEncoding::kKeyHashDeltaVarint, hashes, values,
-                     max_packet_bytes, out, packets, headroom);
+  SparsePacketMeta keyed = meta;
+  if (keyed.index_encoding != IndexEncoding::kKeyHashDeltaVarint) {
+    keyed.index_encoding = IndexEncoding::kKeyDeltaVarint;
+  }
+  packets->clear();
+  Status s = EncodeKeyedInto(keyed, keys, values, max_packet_bytes, headroom,
+                             out, packets);
+  if (!s.ok() || packets->empty()) out->clear();
+  return s;
 }
 
 Status DecodeKeyedPacket(std::span<const uint8_t> packet,

@@ -311,9 +311,10 @@ TEST(KeyedPacketTest, KeysSentAsHashesDecodeToTheKeysInHashOrder) {
     for (auto& v : values) v = static_cast<float>(rng() % 1000) / 8;
     std::vector<uint8_t> out;
     std::vector<EncodedPacket> packets;
-    ASSERT_TRUE(EncodeKeyHashPackets(Meta(type, 4), hashes, values, 4096, &out,
-                                     &packets)
-                    .ok());
+    SparsePacketMeta meta = Meta(type, 4);
+    meta.index_encoding = IndexEncoding::kKeyHashDeltaVarint;
+    ASSERT_TRUE(
+        EncodeKeyedPackets(meta, hashes, values, 4096, &out, &packets).ok());
     ASSERT_GT(packets.size(), 1u);
     for (const EncodedPacket& pk : packets) {
       EXPECT_EQ(out[pk.offset + 6],
@@ -331,8 +332,10 @@ TEST(KeyedPacketTest, KeysSentAsHashesDecodeToTheKeysInHashOrder) {
   const std::vector<uint64_t> descending = {std::max(KeyHash(1), KeyHash(2)),
                                             std::min(KeyHash(1), KeyHash(2))};
   const std::vector<float> two = {1, 2};
-  const Status s = EncodeKeyHashPackets(Meta(ValueType::kFp32, 1), descending,
-                                        two, 4096, &out, &packets);
+  SparsePacketMeta meta = Meta(ValueType::kFp32, 1);
+  meta.index_encoding = IndexEncoding::kKeyHashDeltaVarint;
+  const Status s =
+      EncodeKeyedPackets(meta, descending, two, 4096, &out, &packets);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
 }
 
