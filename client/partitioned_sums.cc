@@ -77,17 +77,6 @@ constexpr size_t kDrainSlack = 16;
   return n;
 }
 
-// Runs fn(part) for every part, on the pool when it is free.
-void RunParts(SharedPool& pool, size_t parts,
-              const std::function<void(size_t)>& fn) {
-  if (parts > 1 && pool.TryParallelFor(parts, 1, [&](size_t b, size_t e, int) {
-        for (size_t p = b; p < e; ++p) fn(p);
-      })) {
-    return;
-  }
-  for (size_t p = 0; p < parts; ++p) fn(p);
-}
-
 }  // namespace
 
 void PartitionedSums::Layout(const ShardRouter& router, uint32_t dim) {
@@ -337,7 +326,7 @@ Status PartitionedSums::Sum(const ShardRouter& router, uint32_t dim,
 
   const Locator where{shift_, router.shards() == 1, &router,
                       bucket_base_.data()};
-  RunParts(pool, parts_, [&](size_t p) {
+  pool.ForEachPart(parts_, [&](size_t p) {
     Partition(router.row_hash(), where, keys, grads, p);
   });
 
@@ -354,8 +343,8 @@ Status PartitionedSums::Sum(const ShardRouter& router, uint32_t dim,
     part_first_bucket_[p] = static_cast<uint32_t>(b);
   }
   std::vector<Status> status(parts_);
-  RunParts(pool, parts_,
-           [&](size_t p) { status[p] = SumBuckets(grads, p, fn); });
+  pool.ForEachPart(parts_,
+                   [&](size_t p) { status[p] = SumBuckets(grads, p, fn); });
   for (const Status& s : status) PS_RETURN_IF_ERROR(s);
   return Status::OK();
 }

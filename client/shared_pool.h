@@ -31,6 +31,19 @@ class SharedPool {
     return true;
   }
 
+  // Runs fn(part) for every part in [0, parts): on the pool, a contiguous
+  // share of the parts per thread, when it is free; else one after the
+  // other on the calling thread. Either way every part runs exactly once,
+  // so callers may split work into parts up front.
+  void ForEachPart(size_t parts, const std::function<void(size_t)>& fn) {
+    if (parts > 1 && TryParallelFor(parts, 1, [&](size_t b, size_t e, int) {
+          for (size_t p = b; p < e; ++p) fn(p);
+        })) {
+      return;
+    }
+    for (size_t p = 0; p < parts; ++p) fn(p);
+  }
+
  private:
   std::mutex mu_;  // one user at a time (ThreadPool is not reentrant)
   kernels::ThreadPool pool_;

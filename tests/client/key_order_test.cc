@@ -1,7 +1,10 @@
 // SortByKey (client/key_order.h) orders (key, position) pairs exactly as
 // std::sort does: for keys spread over the whole range, for small ids that
 // agree on their high bits, for keys that differ only in middle bits, for
-// one key many times, and for a few pairs.
+// one key many times, and for a few pairs. SortRunByKeyPrefix sorts a run
+// fully as std::stable_sort by key does (spread keys, duplicates, and keys
+// crowded into a few values of the bits its counting passes use), and by a
+// prefix of the bits only when asked.
 #include "client/key_order.h"
 
 #include <gtest/gtest.h>
@@ -82,6 +85,65 @@ TEST(KeyOrderTest, RunsComeInOrderAndKeepEachKeyWhole) {
 TEST(KeyOrderTest, FewPairsSortAsStdSortDoes) {
   ExpectSortedLikeStdSort(Pairs(1000, ~0ull, 3));
   ExpectSortedLikeStdSort({});
+}
+
+// A run as HashOrder hands it over: keys that agree on their top 8 bits.
+std::vector<KeyPosition> RunOfPairs(size_t n, uint64_t low_mask,
+                                    uint64_t seed) {
+  std::vector<KeyPosition> v = Pairs(n, low_mask, seed);
+  for (KeyPosition& p : v) p.first |= uint64_t{0xa5} << 56;
+  return v;
+}
+
+void ExpectRunSortedLikeStableSort(std::vector<KeyPosition> v, int bits) {
+  std::vector<KeyPosition> want = v;
+  const int drop = 64 - bits;
+  std::stable_sort(want.begin(), want.end(),
+                   [&](const KeyPosition& a, const KeyPosition& b) {
+                     return (a.first >> drop) < (b.first >> drop);
+                   });
+  std::vector<KeyPosition> scratch(v.size());
+  SortRunByKeyPrefix(v.data(), scratch.data(), v.size(), 56, bits, v.data());
+  if (bits == 64) {
+    EXPECT_EQ(v, want);
+    return;
+  }
+  // By the prefix only: the same prefixes in the same order, and the same
+  // pairs under each.
+  ASSERT_EQ(v.size(), want.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(v[i].first >> drop, want[i].first >> drop) << i;
+  }
+  std::sort(v.begin(), v.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(v, want);
+}
+
+TEST(KeyOrderTest, RunsOfSpreadKeysSortFullyAsStableSortDoes) {
+  ExpectRunSortedLikeStableSort(RunOfPairs(200000, (uint64_t{1} << 56) - 1, 8),
+                                64);
+  ExpectRunSortedLikeStableSort(RunOfPairs(17, (uint64_t{1} << 56) - 1, 9), 64);
+}
+
+TEST(KeyOrderTest, RunsWithDuplicatesKeepEachKeysPositionOrder) {
+  // 8,192 keys, ~7 copies each: the counting passes and the insertion keep
+  // them in position order.
+  ExpectRunSortedLikeStableSort(RunOfPairs(60000, 0x001fff0000000000ull, 10),
+                                64);
+}
+
+TEST(KeyOrderTest, RunsCrowdedIntoFewValuesStillSortFully) {
+  // Keys that agree on the 16 bits below the run's 8: the counting passes
+  // split nothing and the insertion sort would be quadratic; the move
+  // budget hands the run to a merge sort.
+  ExpectRunSortedLikeStableSort(RunOfPairs(50000, 0xffffffffffull, 11), 64);
+}
+
+TEST(KeyOrderTest, RunsSortByAPrefixWhenAsked) {
+  ExpectRunSortedLikeStableSort(RunOfPairs(100000, (uint64_t{1} << 56) - 1, 12),
+                                16);
+  ExpectRunSortedLikeStableSort(RunOfPairs(100000, (uint64_t{1} << 56) - 1, 13),
+                                24);
 }
 
 }  // namespace

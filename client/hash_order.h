@@ -1,0 +1,52 @@
+// HashOrder: a call's keys in the order an EXACT table's server files them
+// (by protocol::KeyHash: the order of its key index, and of the rows it
+// gave keys that arrived so). A server that reads keys in this order reads
+// its index, and mostly its rows, as streams instead of at random.
+//
+// The pairs (KeyHash(key), the key's position in the call) are sorted on
+// the client's shared pool: one parallel pass splits them by the hash's
+// top 8 bits, then each thread sorts its runs further. Pushes sort by the
+// whole hash (their sums and packets want each key once, hashes strictly
+// increasing); pulls only by its top bits, which keeps the server's reads
+// within a cache-sized stretch of its index at a fraction of the cost.
+//
+// Not thread-safe: one Sort at a time (the pairs are the object's).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "client/key_order.h"
+#include "client/shared_pool.h"
+
+namespace ps::worker {
+
+class HashOrder {
+ public:
+  // Called with ranges [begin, end) of pairs() once they are in order:
+  // disjoint, together all of them, from the pool's threads at once.
+  using SortedFn = std::function<void(size_t, size_t)>;
+
+  // Sorts (KeyHash(keys[i]), i) by the top `bits` bits of the hash (at
+  // least 8; 64 sorts by the whole hash), stably: a key's pairs stay in
+  // position order. On the pool's threads when it is free and the keys are
+  // many; else on this one. `keys` holds at most 2^32 keys.
+  //
+  // Given `values` (one float per key), a pair's second is the bits of
+  // values[i] instead of i: a push of one-float rows carries its gradients
+  // through the sort rather than read each back at random after it.
+  void Sort(std::span<const uint64_t> keys, int bits, SharedPool& pool,
+            const SortedFn& on_sorted = {}, std::span<const float> values = {});
+
+  // The sorted pairs of the last Sort.
+  std::span<const KeyPosition> pairs() const { return {pairs_.data(), size_}; }
+
+ private:
+  std::vector<KeyPosition> pairs_, scratch_;
+  size_t size_ = 0;
+};
+
+}  // namespace ps::worker
