@@ -1,6 +1,7 @@
 #include "client/exact_path.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -26,29 +27,11 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
     sp.keys.clear();  // sums a failed push left unsent
     sp.values.clear();
   }
-  // Keys in the order their server files them (by KeyHash) where it takes
-  // them so, and sent as their hashes; else by key.
-  hash_order_.resize(shards);
-  for (uint32_t s = 0; s < shards; ++s) {
-    hash_order_[s] = servers_[s].info().keys_in_hash_order();
-  }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const uint32_t s = router_.map().ShardOfKey(keys[i]);
-    shards_[s].order.emplace_back(
-        hash_order_[s] ? protocol::KeyHash(keys[i]) : keys[i],
-        static_cast<uint32_t>(i));
-  }
-  protocol::SparsePacketMeta meta;
-  meta.table_id = spec_.id();
-  meta.sender_id = clock_.worker_id();
-  meta.step = clock_.current();
-  meta.row_dim = dim;
-  meta.value_type = kernels::ValueType::kFp32;
   // The server would refuse a whole packet with a non-finite sum: a push
   // that would send one fails here, before any of it is sent. When no sum
   // can reach infinity (every |gradient| below FLT_MAX / 2n for n
-  // gradients), each shard's keys go out run by run as they are sorted, and
-  // the server applies the first runs while the rest sorts; else every sum
+  // gradients), each shard's keys go out in pieces as they are summed, and
+  // the server applies the first while the rest is summed; else every sum
   // is made and checked first.
   float largest = 0;
   for (const float g : grads) {
@@ -60,31 +43,134 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
   }
   const bool stream =
       largest < std::numeric_limits<float>::max() / 2 / (keys.size() + 1);
-  if (!stream) {
-    for (ShardPush& sp : shards_) {
-      SortByKey(&sp.order, &sort_scratch_);
-      AddSums(sp.order, grads, &sp);
-      if (!kernels::AllFinite(sp.values.data(), sp.values.size())) {
-        return NonFinite();
+  protocol::SparsePacketMeta meta;
+  meta.table_id = spec_.id();
+  meta.sender_id = clock_.worker_id();
+  meta.step = clock_.current();
+  meta.row_dim = dim;
+  meta.value_type = kernels::ValueType::kFp32;
+  return AllTakeHashOrder() ? PushInHashOrder(keys, grads, stream, meta)
+                            : PushInKeyOrder(keys, grads, stream, meta);
+}
+
+Status ExactPath::PushInHashOrder(std::span<const uint64_t> keys,
+                                  std::span<const float> grads, bool stream,
+                                  protocol::SparsePacketMeta meta) {
+  const uint32_t dim = spec_.dim();
+  const uint32_t shards = servers_.size();
+  meta.index_encoding = protocol::IndexEncoding::kKeyHashDeltaVarint;
+  // Rows of one float travel through the sort with their keys.
+  const bool carried = dim == 1;
+  push_order_.Sort(keys, 64, pool_, {},
+                   carried ? grads : std::span<const float>());
+  // Summed in hash order, a key's gradients in the order given. Read back
+  // in that order, each gradient is a cache miss: those of the pair
+  // kPrefetchAhead on are loaded while this one is added.
+  constexpr size_t kPrefetchAhead = 16;
+  const std::span<const KeyPosition> pairs = push_order_.pairs();
+  const float* g = grads.data();
+  const auto add = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      if (!carried && i + kPrefetchAhead < end) {
+        __builtin_prefetch(g + size_t{pairs[i + kPrefetchAhead].second} * dim);
       }
+      const auto& [hash, second] = pairs[i];
+      const float carried_value = std::bit_cast<float>(second);
+      const uint32_t s =
+          shards == 1 ? 0
+                      : router_.map().ShardOfKey(protocol::KeyFromHash(hash));
+      AddToSortedSums(hash, carried ? &carried_value : g + size_t{second} * dim,
+                      dim, &shards_[s].keys, &shards_[s].values);
     }
+  };
+  if (!stream) {  // every sum is made (and checked) before any is sent
+    add(0, pairs.size());
+    return SendAll(false, meta);
+  }
+  // Streamed, the sums go out in rounds of one piece from each lane (a
+  // range of the hashes: kLanes of them, ascending), so that a round, sent
+  // as about one packet per shard, spans kLanes of the server's partitions
+  // while its hashes still ascend. A packet of one stretch of hashes would
+  // fall in one partition, and the server's threads could not share it.
+  size_t cursor[kLanes + 1];
+  for (size_t lane = 0; lane <= kLanes; ++lane) {
+    const uint64_t low =
+        lane == kLanes ? 0 : uint64_t{lane} << (64 - kLaneBits);
+    cursor[lane] = lane == 0 ? 0
+                   : lane == kLanes
+                       ? pairs.size()
+                       : static_cast<size_t>(
+                             std::partition_point(pairs.begin(), pairs.end(),
+                                                  [&](const KeyPosition& p) {
+                                                    return p.first < low;
+                                                  }) -
+                             pairs.begin());
+  }
+  size_t end[kLanes];
+  for (size_t lane = 0; lane < kLanes; ++lane) end[lane] = cursor[lane + 1];
+  // Pairs a lane gives a round: a packet's worth over the lanes, for each
+  // shard (a key's varint takes 6-7 bytes in a large push, 9 at most).
+  const size_t per_lane =
+      shards *
+      std::max<size_t>(1, servers_[0].inbox().max_packet_bytes() /
+                              (kLanes * (9 + sizeof(float) * size_t{dim})));
+  for (bool more = true; more;) {
+    more = false;
+    for (size_t lane = 0; lane < kLanes; ++lane) {
+      size_t stop = std::min(end[lane], cursor[lane] + per_lane);
+      // A piece ends between keys: a key's sum goes whole, once.
+      while (stop < end[lane] && pairs[stop].first == pairs[stop - 1].first) {
+        ++stop;
+      }
+      add(cursor[lane], stop);
+      cursor[lane] = stop;
+      more = more || stop < end[lane];
+    }
+    PS_RETURN_IF_ERROR(SendAll(true, meta));
+  }
+  return Status::OK();
+}
+
+Status ExactPath::PushInKeyOrder(std::span<const uint64_t> keys,
+                                 std::span<const float> grads, bool stream,
+                                 protocol::SparsePacketMeta meta) {
+  const uint32_t shards = servers_.size();
+  meta.index_encoding = protocol::IndexEncoding::kKeyDeltaVarint;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint32_t s = router_.map().ShardOfKey(keys[i]);
+    shards_[s].order.emplace_back(keys[i], static_cast<uint32_t>(i));
   }
   for (uint32_t s = 0; s < shards; ++s) {
     ShardPush& sp = shards_[s];
     if (sp.order.empty()) continue;
     meta.shard_id = s;
-    meta.index_encoding = hash_order_[s]
-                              ? protocol::IndexEncoding::kKeyHashDeltaVarint
-                              : protocol::IndexEncoding::kKeyDeltaVarint;
-    if (stream) {
-      PS_RETURN_IF_ERROR(SortByKey(
-          &sp.order, &sort_scratch_, [&](std::span<const KeyPosition> run) {
-            AddSums(run, grads, &sp);
-            return sp.keys.size() < kStreamKeys ? Status::OK()
-                                                : Send(meta, s, &sp);
-          }));
+    if (!stream) {
+      SortByKey(&sp.order, &sort_scratch_);
+      AddSums(sp.order, grads, &sp);
+      continue;
     }
-    PS_RETURN_IF_ERROR(Send(meta, s, &sp));
+    // Each shard's keys go out run by run as they are sorted.
+    PS_RETURN_IF_ERROR(SortByKey(
+        &sp.order, &sort_scratch_, [&](std::span<const KeyPosition> run) {
+          AddSums(run, grads, &sp);
+          return sp.keys.size() < kStreamKeys ? Status::OK()
+                                              : Send(meta, s, &sp);
+        }));
+  }
+  return SendAll(stream, meta);
+}
+
+Status ExactPath::SendAll(bool stream, protocol::SparsePacketMeta meta) {
+  if (!stream) {  // nothing sent yet: every sum is checked first
+    for (const ShardPush& sp : shards_) {
+      if (!kernels::AllFinite(sp.values.data(), sp.values.size())) {
+        return NonFinite();
+      }
+    }
+  }
+  for (uint32_t s = 0; s < shards_.size(); ++s) {
+    meta.shard_id = s;
+    PS_RETURN_IF_ERROR(Send(meta, s, &shards_[s]));
   }
   return Status::OK();
 }
@@ -137,6 +223,13 @@ StatusOr<LookupChannel*> ExactPath::LookupsOf(uint32_t shard) {
   return channel;
 }
 
+bool ExactPath::AllTakeHashOrder() const {
+  for (uint32_t s = 0; s < servers_.size(); ++s) {
+    if (!servers_[s].info().keys_in_hash_order()) return false;
+  }
+  return true;
+}
+
 Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
   const uint32_t dim = spec_.dim();
   if (out.size() != keys.size() * dim) {
@@ -148,6 +241,14 @@ Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
     return InvalidArgument("pull of more than 2^32 keys");
   }
   if (keys.empty()) return Status::OK();
+  // A large pull goes in hash order when every server files keys so; a
+  // second large pull of the table at the same time goes as given rather
+  // than wait for the first's buffers.
+  std::unique_lock<std::mutex> ordering(pull_mu_, std::try_to_lock);
+  if (keys.size() >= kPullInHashOrderKeys && ordering.owns_lock() &&
+      AllTakeHashOrder()) {
+    return PullInHashOrder(keys, out);
+  }
   const uint32_t shards = servers_.size();
   if (shards == 1) {
     // Every key is the one server's (it checks): no split, and its rows
@@ -169,15 +270,53 @@ Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
     sp.keys.push_back(keys[i]);
     sp.positions.push_back(static_cast<uint32_t>(i));
   }
+  return LookUp(split, out);
+}
+
+Status ExactPath::PullInHashOrder(std::span<const uint64_t> keys,
+                                  std::span<float> out) {
+  const uint32_t shards = servers_.size();
+  std::vector<ShardPull>& split = pull_split_;
+  split.resize(shards);
+  if (shards == 1) {
+    // Unzipped on the pool's threads as the runs are sorted.
+    ShardPull& sp = split[0];
+    sp.keys.resize(keys.size());
+    sp.positions.resize(keys.size());
+    pull_order_.Sort(keys, kPullOrderBits, pool_, [&](size_t b, size_t e) {
+      const std::span<const KeyPosition> pairs = pull_order_.pairs();
+      for (size_t i = b; i < e; ++i) {
+        sp.keys[i] = protocol::KeyFromHash(pairs[i].first);
+        sp.positions[i] = pairs[i].second;
+      }
+    });
+  } else {
+    pull_order_.Sort(keys, kPullOrderBits, pool_);
+    for (ShardPull& sp : split) {
+      sp.keys.clear();
+      sp.positions.clear();
+    }
+    for (const auto& [hash, position] : pull_order_.pairs()) {
+      const uint64_t key = protocol::KeyFromHash(hash);
+      ShardPull& sp = split[router_.map().ShardOfKey(key)];
+      sp.keys.push_back(key);
+      sp.positions.push_back(position);
+    }
+  }
+  return LookUp(split, out);
+}
+
+Status ExactPath::LookUp(std::span<const ShardPull> split,
+                         std::span<float> out) {
   // Every shard's lookup in flight at once, begun in shard order (the
   // channels' rule, client/lookup_channel.h): the servers answer theirs in
   // parallel while this thread places whichever rows arrive.
   std::vector<std::unique_ptr<LookupChannel::Ongoing>> lookups;
-  for (uint32_t s = 0; s < shards; ++s) {
+  for (uint32_t s = 0; s < split.size(); ++s) {
     if (split[s].keys.empty()) continue;
     PS_ASSIGN_OR_RETURN(LookupChannel * channel, LookupsOf(s));
     PS_ASSIGN_OR_RETURN(auto lookup,
-                        channel->Begin(spec_.id(), dim, split[s].keys,
+                        channel->Begin(spec_.id(), spec_.dim(), split[s].keys,
                                        split[s].positions, out.data()));
     lookups.push_back(std::move(lookup));
   }

@@ -1,30 +1,37 @@
 // ExactPath: the push and pull path of one EXACT table, whose server finds
 // a key's row itself (table::ExactTable).
 //
-// Push: the keys of each shard sorted and summed per key, packed into keyed
-// sparse packets (protocol/sparse_packet.h): sorted by KeyHash and sent as
-// hashes (kKeyHashDeltaVarint) to a server that files keys in that order
-// (ClusterInfo.keys_in_hash_order), so that its index is read as a stream;
-// sorted by key (kKeyDeltaVarint) to one built before. They are written
-// into the worker's inbox on that server, as the other kinds'
-// pushes are; the server's apply threads resolve the keys (admission and
-// eviction included). A large push goes out in runs of keys as they are
-// sorted, so the server applies while the worker still sorts. Push returns once
-// the packets are posted: the caller's flush puts them in place
-// (ServerGroup::FlushInboxes), and WaitApplied, a bsp Clock or a Barrier waits
-// for them to be applied.
+// Both go in the order the servers file keys (by KeyHash: HashOrder, sorted
+// on the client's shared pool) where every server says it takes them so
+// (ClusterInfo.keys_in_hash_order): the server then reads its key index,
+// and mostly its rows, as streams instead of at random. A cluster with a
+// server built before gets keys as given, or sorted by key.
 //
-// Pull: the keys of each shard, in the caller's order, looked up through
-// that server's LookupChannel (lookup packets in the same inbox, rows read
-// one-sidedly from the worker's reply region: client/lookup_channel.h), so
-// a pull sees this worker's earlier pushes once they are applied in order.
-// Every shard's lookup is in flight at once, so the servers answer in
-// parallel; the call completes when every row is in place. With one
-// server the keys go as given, unsplit, and its rows straight into place.
+// Push: the keys summed per key and packed into keyed sparse packets
+// (protocol/sparse_packet.h), as hashes (kKeyHashDeltaVarint; by key,
+// kKeyDeltaVarint, to older servers), written into the worker's inbox on
+// each server as the other kinds' pushes are; the server's apply threads
+// resolve the keys (admission and eviction included). A large push goes
+// out in rounds as it is summed, each round about a packet per shard that
+// spans 2^kLaneBits stretches of the hashes (so that the server's threads
+// share a packet's partitions), while the server applies the rounds before.
+// Push returns once the packets are posted: the caller's flush puts them in
+// place (ServerGroup::FlushInboxes), and WaitApplied, a bsp Clock or a
+// Barrier waits for them to be applied.
+//
+// Pull: each shard's keys looked up through that server's LookupChannel
+// (lookup packets in the same inbox, rows read one-sidedly from the
+// worker's reply region: client/lookup_channel.h), so a pull sees this
+// worker's earlier pushes once they are applied in order. Every shard's
+// lookup is in flight at once, so the servers answer in parallel; the call
+// completes when every row is in place. A pull of many keys asks in hash
+// order and places each row where its key was; a small one, in the
+// caller's order (with one server, unsplit, rows straight into place).
 //
 // Thread-safe: one push of the table at a time (a mutex: the encode
-// buffers are the table's); pulls keep their buffers on the stack and the
-// lookup channels serialize lookups per server.
+// buffers are the table's); a large pull takes the table's ordering
+// buffers when free (else it goes in the caller's order, buffers on the
+// stack), and the lookup channels serialize lookups per server.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +42,11 @@
 
 #include "base/status.h"
 #include "base/status_or.h"
+#include "client/hash_order.h"
 #include "client/key_order.h"
 #include "client/server_group.h"
 #include "client/shard_router.h"
+#include "client/shared_pool.h"
 #include "client/worker_clock.h"
 #include "protocol/ps.pb.h"
 #include "protocol/sparse_packet.h"
@@ -48,12 +57,18 @@ class ExactPath {
  public:
   // Everything passed must outlive the path.
   ExactPath(const proto::TableSpec& spec, const ShardRouter& router,
-            ServerGroup& servers, const WorkerClock& clock)
-      : spec_(spec), router_(router), servers_(servers), clock_(clock) {}
+            ServerGroup& servers, const WorkerClock& clock, SharedPool& pool)
+      : spec_(spec),
+        router_(router),
+        servers_(servers),
+        clock_(clock),
+        pool_(pool) {}
 
   // Posts the push to the inboxes (see above).
   Status Push(std::span<const uint64_t> keys, std::span<const float> grads);
-  // Keys without a row read as zeros.
+  // Keys without a row read as zeros. A pull of many keys asks for them in
+  // hash order (HashOrder, by the hash's top kPullOrderBits bits), where
+  // every server files keys so, and places each row where its key was.
   Status Pull(std::span<const uint64_t> keys, std::span<float> out);
 
  private:
@@ -62,19 +77,50 @@ class ExactPath {
     std::vector<uint64_t> keys;
     std::vector<uint32_t> positions;
   };
-  // One shard's part of a push: its (key, position) pairs, and its distinct
-  // keys, ascending, with their summed gradients, not sent yet; "key" is
-  // KeyHash(key) where the shard takes keys in hash order.
+  // One shard's part of a push: its (key, position) pairs (in key order
+  // only), and its distinct keys, ascending, with their summed gradients,
+  // not sent yet; "key" is KeyHash(key) in hash order.
   struct ShardPush {
     std::vector<KeyPosition> order;
     std::vector<uint64_t> keys;
     std::vector<float> values;
   };
-  // Keys summed before a streamed push sends them: many packets' worth, so
-  // that the packets cut at each send are few.
+  // Keys summed before a streamed push in key order sends them: many
+  // packets' worth, so that the packets cut at each send are few.
   static constexpr size_t kStreamKeys = size_t{1} << 16;
+  // A streamed push in hash order sends rounds of one piece from each of
+  // 2^kLaneBits lanes (PushInHashOrder).
+  static constexpr int kLaneBits = 2;
+  static constexpr size_t kLanes = size_t{1} << kLaneBits;
+  // Pulls of fewer keys go as given: a few thousand keys are as many cache
+  // misses on the server in any order, and sorting them costs more.
+  static constexpr size_t kPullInHashOrderKeys = size_t{1} << 16;
+  // A pull's keys are sorted by this many top bits of their hashes: about
+  // 4 KiB of a 10M-key index per group, so that the server's reads stay
+  // within a few cache lines while they advance.
+  static constexpr int kPullOrderBits = 16;
 
   Status NonFinite() const;
+  // A push's two orders (see the file's comment), after Push's checks:
+  // they sum each shard's keys, sending pieces as they go when `stream`,
+  // and end with SendAll.
+  Status PushInHashOrder(std::span<const uint64_t> keys,
+                         std::span<const float> grads, bool stream,
+                         protocol::SparsePacketMeta meta);
+  Status PushInKeyOrder(std::span<const uint64_t> keys,
+                        std::span<const float> grads, bool stream,
+                        protocol::SparsePacketMeta meta);
+  // Sends every shard's sums not sent yet; unless `stream`, none was sent,
+  // and all are checked to be finite first.
+  Status SendAll(bool stream, protocol::SparsePacketMeta meta);
+  // Whether every server takes keys in hash order
+  // (ClusterInfo.keys_in_hash_order).
+  bool AllTakeHashOrder() const;
+  // A pull in hash order (see Pull).
+  Status PullInHashOrder(std::span<const uint64_t> keys, std::span<float> out);
+  // Looks up split[s] on server s, every shard's lookup in flight at once;
+  // each row goes to out at its key's position.
+  Status LookUp(std::span<const ShardPull> split, std::span<float> out);
   // The lookup channel of `shard`, or NotSupported from a server that has
   // none.
   StatusOr<LookupChannel*> LookupsOf(uint32_t shard);
@@ -90,12 +136,16 @@ class ExactPath {
   const ShardRouter& router_;
   ServerGroup& servers_;
   const WorkerClock& clock_;
+  SharedPool& pool_;
   std::mutex push_mu_;  // one push at a time: the buffers below
   std::vector<ShardPush> shards_;
-  std::vector<bool> hash_order_;  // per shard: keys_in_hash_order
   std::vector<KeyPosition> sort_scratch_;
+  HashOrder push_order_;
   std::vector<uint8_t> bytes_;
   std::vector<protocol::EncodedPacket> packets_;
+  std::mutex pull_mu_;  // the buffers of a pull in hash order
+  HashOrder pull_order_;
+  std::vector<ShardPull> pull_split_;
 };
 
 }  // namespace ps::worker

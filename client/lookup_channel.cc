@@ -167,7 +167,11 @@ StatusOr<bool> LookupChannel::Ongoing::Advance() {
   if (!positions_.empty()) {
     const uint32_t* at = positions_.data() + c.first;
     if (dim_ == 1) {
-      for (size_t j = 0; j < c.count; ++j) out_[at[j]] = rows[j];
+      constexpr size_t kAhead = 16;
+      for (size_t j = 0; j < c.count; ++j) {
+        if (j + kAhead < c.count) __builtin_prefetch(out_ + at[j + kAhead], 1);
+        out_[at[j]] = rows[j];
+      }
     } else {
       for (size_t j = 0; j < c.count; ++j) {
         std::memcpy(out_ + size_t{at[j]} * dim_, rows + j * dim_, row_bytes);

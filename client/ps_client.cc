@@ -28,7 +28,7 @@ struct ClientTable {
               kernels::QuantStats* quant)
       : spec(s), router(spec, servers.size()) {
     if (spec.kind() == proto::EXACT) {
-      exact = std::make_unique<ExactPath>(spec, router, servers, clock);
+      exact = std::make_unique<ExactPath>(spec, router, servers, clock, pool);
     } else {
       push = std::make_unique<PushPipeline>(spec, config, router, servers,
                                             clock, pool, quant);

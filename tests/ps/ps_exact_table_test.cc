@@ -83,6 +83,7 @@ StatusOr<proto::StatsReply> TotalStats(worker::PsClient& client,
     total.set_exact_evicted(total.exact_evicted() + r.exact_evicted());
     total.set_exact_admission_pending(total.exact_admission_pending() +
                                       r.exact_admission_pending());
+    total.set_rows_applied(total.rows_applied() + r.rows_applied());
   }
   return total;
 }
@@ -308,19 +309,24 @@ TEST_P(ExactTableTest, PullsOfTwoShardsAtOnceReadEachKeysRow) {
   }
 }
 
-// A push of many keys goes out in runs as they are sorted (ExactPath:
-// more than kStreamKeys distinct keys over two shards, duplicates summed
-// within their run): every key's row is the sum of its gradients. A push
-// with a non-finite gradient, and one of finite gradients whose sum is
-// not finite (which takes the path that sums everything first), are
-// refused before anything is sent: no row changes.
-TEST_P(ExactTableTest, LargePushesStreamAndNonFiniteOnesChangeNothing) {
+// A push of many keys goes out in pieces as it is summed (ExactPath: more
+// than a round of distinct keys, duplicates summed whole within a piece),
+// and a pull of many goes in hash order: every key's row is the sum of
+// its gradients, read back where the key was asked. A push with a
+// non-finite gradient, and one of finite gradients whose sum is not finite
+// (which takes the path that sums everything first), are refused before
+// anything is sent: no row changes. Over two servers with rows of two
+// floats, and over one with rows of one float (whose gradients travel
+// through the worker's sort with their keys).
+void LargePushesAndPulls(uint32_t servers, uint32_t dim,
+                         xfer::TransportChoice transport) {
   ClusterOptions o;
-  o.num_servers = 2;
+  o.num_servers = servers;
   o.num_workers = 1;
-  o.transport = GetParam();
+  o.transport = transport;
   o.tables = R"(
-    table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 400000
+    table { id: 5 name: "exact_ids" kind: EXACT dim: )" +
+             std::to_string(dim) + R"( capacity: 400000
             push_value_type: FP32 optimizer { name: "sum" }
             admit_after_pushes: 1 }
   )";
@@ -328,14 +334,15 @@ TEST_P(ExactTableTest, LargePushesStreamAndNonFiniteOnesChangeNothing) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto client = ConnectWorker(**cluster, 0);
   ASSERT_TRUE(client.ok()) << client.status();
-  // 300,000 distinct keys, the first 1,000 of them given three times.
+  // 300,000 distinct keys, the first 1,000 of them given three times. A
+  // row is (scale * (i % 1000), scale), cut to its first `dim` floats.
   constexpr uint64_t kKeys = 300000;
   std::vector<uint64_t> keys;
   std::vector<float> grads;
   auto give = [&](uint64_t i, float scale) {
     keys.push_back(i * 0x9e3779b97f4a7c15ull + 3);
-    grads.push_back(scale * static_cast<float>(i % 1000));
-    grads.push_back(scale);
+    const float row[2] = {scale * static_cast<float>(i % 1000), scale};
+    grads.insert(grads.end(), row, row + dim);
   };
   for (uint64_t i = 0; i < kKeys; ++i) give(i, 1.0f);
   for (uint64_t i = 0; i < 1000; ++i) give(i, 2.0f);
@@ -348,22 +355,30 @@ TEST_P(ExactTableTest, LargePushesStreamAndNonFiniteOnesChangeNothing) {
   std::vector<float> shuffled_grads;
   for (uint64_t i : order) {
     shuffled_keys.push_back(keys[i]);
-    shuffled_grads.push_back(grads[2 * i]);
-    shuffled_grads.push_back(grads[2 * i + 1]);
+    for (uint32_t j = 0; j < dim; ++j) {
+      shuffled_grads.push_back(grads[dim * i + j]);
+    }
   }
   ASSERT_TRUE((*client)->Push(kTable, shuffled_keys, shuffled_grads).ok());
   ASSERT_TRUE((*client)->WaitApplied().ok());
+  // Each key's sum went out once, whole: as many keys applied as there are
+  // distinct keys (a sum split over two pieces would count twice).
+  auto stats = TotalStats(**client, servers);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->rows_applied(), kKeys);
+  EXPECT_EQ(stats->exact_rows(), kKeys);
 
+  // Pulled in an order of their own, not the push's.
   std::vector<uint64_t> pulled(keys.begin(), keys.begin() + kKeys);
   auto expect_rows = [&](const char* after) {
-    std::vector<float> out(kKeys * 2, -1.0f);
+    std::vector<float> out(kKeys * dim, -1.0f);
     Status s = (*client)->Pull(kTable, pulled, out);
     ASSERT_TRUE(s.ok()) << s;
     size_t wrong = 0;
     for (uint64_t i = 0; i < kKeys; ++i) {
       const float scale = i < 1000 ? 3.5f : 1.0f;
-      wrong += out[2 * i] != scale * static_cast<float>(i % 1000) ||
-               out[2 * i + 1] != scale;
+      const float row[2] = {scale * static_cast<float>(i % 1000), scale};
+      for (uint32_t j = 0; j < dim; ++j) wrong += out[dim * i + j] != row[j];
     }
     EXPECT_EQ(wrong, 0u) << "of " << kKeys << " keys, " << after;
   };
@@ -382,13 +397,21 @@ TEST_P(ExactTableTest, LargePushesStreamAndNonFiniteOnesChangeNothing) {
   overflow_keys.push_back(twice);
   bad[0] = 3e38f;
   bad.push_back(3e38f);
-  bad.push_back(0.0f);
+  if (dim == 2) bad.push_back(0.0f);
   s = (*client)->Push(kTable, overflow_keys, bad);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   ASSERT_TRUE((*client)->WaitApplied().ok());
   expect_rows("after the refused pushes");
   Status stopped = (*cluster)->Stop();
   EXPECT_TRUE(stopped.ok()) << stopped;
+}
+
+TEST_P(ExactTableTest, LargePushesStreamAndNonFiniteOnesChangeNothing) {
+  LargePushesAndPulls(/*servers=*/2, /*dim=*/2, GetParam());
+}
+
+TEST_P(ExactTableTest, LargePushesAndPullsOfOneServerAndOneFloatRows) {
+  LargePushesAndPulls(/*servers=*/1, /*dim=*/1, GetParam());
 }
 
 // One worker and `servers` servers of table 5 with a disk tier (each
