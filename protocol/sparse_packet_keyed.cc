@@ -4,6 +4,7 @@
 // and values are those of every packet (sparse_packet_header.cc,
 // sparse_packet_decode.cc, kernels/value_section.h).
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "kernels/value_section.h"
@@ -16,7 +17,37 @@ namespace {
 
 using namespace internal;  // NOLINT: this file implements the layout
 
-uint8_t* PutVarint64(uint64_t v, uint8_t* w) {
+static_assert(std::endian::native == std::endian::little,
+              "varints are moved eight bytes at a time, low byte first");
+
+// The low 56 bits of v as eight bytes of 7 bits each, low bits first: a
+// varint's bytes without their continuation bits.
+inline uint64_t SpreadSevenBits(uint64_t v) {
+  uint64_t w = 0;
+  for (int k = 0; k < 8; ++k) w |= (v << k) & (uint64_t{0x7f} << (8 * k));
+  return w;  // the loop unrolls to shifts and masks, no branch
+}
+
+// The inverse: the 7-bit payloads of eight bytes, gathered.
+inline uint64_t GatherSevenBits(uint64_t w) {
+  uint64_t v = 0;
+  for (int k = 0; k < 8; ++k) v |= (w >> k) & (uint64_t{0x7f} << (7 * k));
+  return v;
+}
+
+// Writes v as a varint at w; `end` bounds the buffer. A varint of up to 8
+// bytes with 8 bytes of room goes in one store (the bytes past it are
+// zeros, overwritten by what follows); else byte by byte. Keys in hash
+// order have varints of 6-7 bytes, whose loop mispredicted once a key.
+uint8_t* PutVarint64(uint64_t v, uint8_t* w, const uint8_t* end) {
+  if (v < (uint64_t{1} << 56) && end - w >= 8) {
+    const uint32_t n = Varint64Bytes(v);
+    const uint64_t more = 0x8080808080808080ull &
+                          ((uint64_t{1} << (8 * (n - 1))) - 1);  // all but last
+    const uint64_t word = SpreadSevenBits(v) | more;
+    std::memcpy(w, &word, 8);
+    return w + n;
+  }
   while (v >= 0x80) {
     *w++ = static_cast<uint8_t>(v) | 0x80;
     v >>= 7;
@@ -26,8 +57,23 @@ uint8_t* PutVarint64(uint64_t v, uint8_t* w) {
 }
 
 // One varint of [*p, end): false when it runs past `end`, past 64 bits, or
-// is longer than it needs to be (a last byte of 0 after the first).
+// is longer than it needs to be (a last byte of 0 after the first). With
+// 8 bytes left, a varint that ends within them is read at once.
 bool ReadVarint64(const uint8_t** p, const uint8_t* end, uint64_t* v) {
+  if (end - *p >= 8) {
+    uint64_t word;
+    std::memcpy(&word, *p, 8);
+    const uint64_t stops = ~word & 0x8080808080808080ull;
+    if (stops != 0) {
+      const int n = std::countr_zero(stops) / 8 + 1;
+      const uint64_t mine =
+          n == 8 ? word : word & ((uint64_t{1} << (8 * n)) - 1);
+      if (n > 1 && (mine >> (8 * (n - 1))) == 0) return false;  // over-long
+      *v = GatherSevenBits(mine);
+      *p += n;
+      return true;
+    }
+  }
   uint64_t result = 0;
   for (int shift = 0; shift < 64; shift += 7) {
     if (*p == end) return false;
@@ -53,6 +99,13 @@ StatusOr<size_t> CutKeyedPackets(const SparsePacketMeta& meta,
   const uint64_t dim = meta.row_dim;
   const size_t n = keys.size();
   const bool int8 = meta.value_type == ValueType::kInt8;
+  // PayloadBytes, its calls hoisted out of the per-key loop where the
+  // values carry no scales.
+  const uint64_t value_bytes = kernels::ValueTypeBytes(meta.value_type);
+  const auto payload = [&](uint64_t index_bytes, uint64_t keys_in) {
+    return int8 ? PayloadBytes(meta, index_bytes, keys_in * dim)
+                : Align4(index_bytes) + Align4(keys_in * dim * value_bytes);
+  };
   const uint64_t limit = std::min<uint64_t>(
       max_packet_bytes, kSparsePacketHeaderBytes + uint64_t{UINT32_MAX} - 3);
   size_t total = 0;
@@ -63,8 +116,7 @@ StatusOr<size_t> CutKeyedPackets(const SparsePacketMeta& meta,
       index_bytes +=
           Varint64Bytes(end == start ? keys[end] : keys[end] - keys[end - 1]);
       const uint64_t size =
-          kSparsePacketHeaderBytes +
-          PayloadBytes(meta, index_bytes, (end + 1 - start) * dim);
+          kSparsePacketHeaderBytes + payload(index_bytes, end + 1 - start);
       if (size > limit) break;
       // int8 packets end only where the values so far fill whole blocks.
       if (!int8 || end + 1 == n || ((end + 1) * dim) % meta.int8_block == 0) {
@@ -97,6 +149,7 @@ Status EncodeKeyedInto(const SparsePacketMeta& meta,
                       CutKeyedPackets(meta, keys, max_packet_bytes, packets));
   for (EncodedPacket& pk : *packets) pk.offset += headroom;
   out->resize(headroom + total);
+  const uint8_t* const out_end = out->data() + out->size();
   for (const EncodedPacket& pk : *packets) {
     uint8_t* p = out->data() + pk.offset;
     uint8_t* idx = p + kSparsePacketHeaderBytes;
@@ -104,7 +157,7 @@ Status EncodeKeyedInto(const SparsePacketMeta& meta,
     uint64_t prev = 0;
     for (uint32_t i = 0; i < pk.row_count; ++i) {
       const uint64_t key = keys[pk.first_row + i];
-      w = PutVarint64(i == 0 ? key : key - prev, w);
+      w = PutVarint64(i == 0 ? key : key - prev, w, out_end);
       prev = key;
     }
     FinishPacket(meta, pk, static_cast<uint32_t>(w - idx), values, p);

@@ -375,7 +375,8 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
     Touch(row, step, now_s);
     apply_rows_.push_back(row);
     const float* g = in.values.data() + uint64_t{at} * dim_;
-    apply_grads_.insert(apply_grads_.end(), g, g + dim_);
+    // Float by float: a range insert would call memmove per key.
+    for (uint32_t j = 0; j < dim_; ++j) apply_grads_.push_back(g[j]);
   };
   auto flush = [&] {
     if (apply_rows_.empty()) return Status::OK();

@@ -70,12 +70,8 @@ Status CheckMeta(const SparsePacketMeta& meta, PacketIndex kind);
 
 // Bytes of `v` as a LEB128 varint (1 to 10).
 constexpr uint32_t Varint64Bytes(uint64_t v) {
-  uint32_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
+  // 7 bits a byte, without a loop (it ran once per key of every packet).
+  return (static_cast<uint32_t>(std::bit_width(v | 1)) + 6) / 7;
 }
 
 // Writes the header of a packet of `packet_bytes` whose payload is already

@@ -193,6 +193,41 @@ TEST(KeyedPacketTest, TheDecoderRefusesBadKeySections) {
   }
 }
 
+// Varints are read eight bytes at a time where eight bytes of the section
+// are left, byte by byte near its end: an over-long varint (a last byte of
+// 0) is Corruption either way.
+TEST(KeyedPacketTest, OverLongVarintsAreCorruptionWhereverTheyLie) {
+  // Keys 128, 128 + 2^40, 128 + 2^41: varints of 2, 6 and 6 bytes.
+  std::vector<uint8_t> out;
+  std::vector<EncodedPacket> packets;
+  const uint64_t base = 128;
+  ASSERT_TRUE(
+      EncodeKeyedPackets(Meta(ValueType::kFp32, 1),
+                         std::vector<uint64_t>{base, base + (uint64_t{1} << 40),
+                                               base + (uint64_t{1} << 41)},
+                         std::vector<float>{1, 2, 3}, 4096, &out, &packets)
+          .ok());
+  ASSERT_TRUE(Decode(out).ok());
+  ASSERT_EQ(out[56], 0x80);  // 128: 0x80 0x01, with 12 bytes after it
+  ASSERT_EQ(out[57], 0x01);
+  {
+    std::vector<uint8_t> p = out;  // 0x80 0x00: zero, over-long
+    p[57] = 0x00;
+    Reseal(&p);
+    EXPECT_TRUE(Decode(p).Is(StatusCode::kCorruption));
+  }
+  {
+    // The last varint (2^40, 6 bytes ending the section) made to end in a
+    // zero byte: read byte by byte, also Corruption.
+    std::vector<uint8_t> p = out;
+    ASSERT_EQ(p[56 + 13], 0x20);  // 2^40 = 0x20 << 35
+    p[56 + 12] &= 0x7f;
+    p[56 + 13] = 0x00;
+    Reseal(&p);
+    EXPECT_TRUE(Decode(p).Is(StatusCode::kCorruption));
+  }
+}
+
 TEST(KeyedPacketTest, KeysPast64BitsAreCorruption) {
   // Keys {~0 - 1, ~0}: the second delta is 1; make it 2, past 2^64.
   std::vector<uint8_t> out;
