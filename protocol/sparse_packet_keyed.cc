@@ -21,18 +21,20 @@ static_assert(std::endian::native == std::endian::little,
               "varints are moved eight bytes at a time, low byte first");
 
 // The low 56 bits of v as eight bytes of 7 bits each, low bits first: a
-// varint's bytes without their continuation bits.
+// varint's bytes without their continuation bits. Three halving steps
+// (28-bit halves, 14-bit quarters, 7-bit bytes) rather than eight shifts.
 inline uint64_t SpreadSevenBits(uint64_t v) {
-  uint64_t w = 0;
-  for (int k = 0; k < 8; ++k) w |= (v << k) & (uint64_t{0x7f} << (8 * k));
-  return w;  // the loop unrolls to shifts and masks, no branch
+  uint64_t w = (v & 0x000000000fffffffull) | ((v << 4) & 0x0fffffff00000000ull);
+  w = (w & 0x00003fff00003fffull) | ((w << 2) & 0x3fff00003fff0000ull);
+  return (w & 0x007f007f007f007full) | ((w << 1) & 0x7f007f007f007f00ull);
 }
 
-// The inverse: the 7-bit payloads of eight bytes, gathered.
+// The inverse: the 7-bit payloads of eight bytes (their top bits ignored),
+// gathered in three steps.
 inline uint64_t GatherSevenBits(uint64_t w) {
-  uint64_t v = 0;
-  for (int k = 0; k < 8; ++k) v |= (w >> k) & (uint64_t{0x7f} << (7 * k));
-  return v;
+  w = (w & 0x007f007f007f007full) | ((w >> 1) & 0x3f803f803f803f80ull);
+  w = (w & 0x00003fff00003fffull) | ((w >> 2) & 0x0fffc0000fffc000ull);
+  return (w & 0x000000000fffffffull) | ((w >> 4) & 0x00fffffff0000000ull);
 }
 
 // Writes v as a varint at w; `end` bounds the buffer. A varint of up to 8
