@@ -61,8 +61,7 @@ Status ExactPath::PushInHashOrder(std::span<const uint64_t> keys,
   meta.index_encoding = protocol::IndexEncoding::kKeyHashDeltaVarint;
   // Rows of one float travel through the sort with their keys.
   const bool carried = dim == 1;
-  push_order_.Sort(keys, 64, pool_, {},
-                   carried ? grads : std::span<const float>());
+  push_order_.Sort(keys, pool_, {}, carried ? grads : std::span<const float>());
   // Summed in hash order, a key's gradients in the order given. Read back
   // in that order, each gradient is a cache miss: those of the pair
   // kPrefetchAhead on are loaded while this one is added.
@@ -92,22 +91,18 @@ Status ExactPath::PushInHashOrder(std::span<const uint64_t> keys,
   // as about one packet per shard, spans kLanes of the server's partitions
   // while its hashes still ascend. A packet of one stretch of hashes would
   // fall in one partition, and the server's threads could not share it.
-  size_t cursor[kLanes + 1];
-  for (size_t lane = 0; lane <= kLanes; ++lane) {
-    const uint64_t low =
-        lane == kLanes ? 0 : uint64_t{lane} << (64 - kLaneBits);
-    cursor[lane] = lane == 0 ? 0
-                   : lane == kLanes
-                       ? pairs.size()
-                       : static_cast<size_t>(
-                             std::partition_point(pairs.begin(), pairs.end(),
-                                                  [&](const KeyPosition& p) {
-                                                    return p.first < low;
-                                                  }) -
-                             pairs.begin());
+  size_t cursor[kLanes], end[kLanes];
+  for (size_t lane = 0; lane < kLanes; ++lane) {
+    cursor[lane] = lane == 0 ? 0 : end[lane - 1];
+    const uint64_t next = uint64_t{lane + 1} << (64 - kLaneBits);
+    end[lane] =
+        lane + 1 == kLanes
+            ? pairs.size()
+            : std::partition_point(
+                  pairs.begin() + cursor[lane], pairs.end(),
+                  [&](const KeyPosition& p) { return p.first < next; }) -
+                  pairs.begin();
   }
-  size_t end[kLanes];
-  for (size_t lane = 0; lane < kLanes; ++lane) end[lane] = cursor[lane + 1];
   // Pairs a lane gives a round: a packet's worth over the lanes, for each
   // shard (a key's varint takes 6-7 bytes in a large push, 9 at most).
   const size_t per_lane =
@@ -283,7 +278,7 @@ Status ExactPath::PullInHashOrder(std::span<const uint64_t> keys,
     ShardPull& sp = split[0];
     sp.keys.resize(keys.size());
     sp.positions.resize(keys.size());
-    pull_order_.Sort(keys, kPullOrderBits, pool_, [&](size_t b, size_t e) {
+    pull_order_.Sort(keys, pool_, [&](size_t b, size_t e) {
       const std::span<const KeyPosition> pairs = pull_order_.pairs();
       for (size_t i = b; i < e; ++i) {
         sp.keys[i] = protocol::KeyFromHash(pairs[i].first);
@@ -291,7 +286,7 @@ Status ExactPath::PullInHashOrder(std::span<const uint64_t> keys,
       }
     });
   } else {
-    pull_order_.Sort(keys, kPullOrderBits, pool_);
+    pull_order_.Sort(keys, pool_);
     for (ShardPull& sp : split) {
       sp.keys.clear();
       sp.positions.clear();

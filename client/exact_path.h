@@ -31,7 +31,9 @@
 // Thread-safe: one push of the table at a time (a mutex: the encode
 // buffers are the table's); a large pull takes the table's ordering
 // buffers when free (else it goes in the caller's order, buffers on the
-// stack), and the lookup channels serialize lookups per server.
+// stack), and the lookup channels serialize lookups per server. The
+// ordering buffers stay sized for the largest call: 32 bytes a key of a
+// push, 44 of a pull.
 #pragma once
 
 #include <cstdint>
@@ -67,8 +69,8 @@ class ExactPath {
   // Posts the push to the inboxes (see above).
   Status Push(std::span<const uint64_t> keys, std::span<const float> grads);
   // Keys without a row read as zeros. A pull of many keys asks for them in
-  // hash order (HashOrder, by the hash's top kPullOrderBits bits), where
-  // every server files keys so, and places each row where its key was.
+  // hash order (HashOrder) where every server files keys so, and places
+  // each row where its key was.
   Status Pull(std::span<const uint64_t> keys, std::span<float> out);
 
  private:
@@ -95,10 +97,6 @@ class ExactPath {
   // Pulls of fewer keys go as given: a few thousand keys are as many cache
   // misses on the server in any order, and sorting them costs more.
   static constexpr size_t kPullInHashOrderKeys = size_t{1} << 16;
-  // A pull's keys are sorted by this many top bits of their hashes: about
-  // 4 KiB of a 10M-key index per group, so that the server's reads stay
-  // within a few cache lines while they advance.
-  static constexpr int kPullOrderBits = 16;
 
   Status NonFinite() const;
   // A push's two orders (see the file's comment), after Push's checks:

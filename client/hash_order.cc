@@ -18,9 +18,8 @@ constexpr size_t kMinKeysPerPart = size_t{1} << 16;
 
 }  // namespace
 
-void HashOrder::Sort(std::span<const uint64_t> keys, int bits, SharedPool& pool,
+void HashOrder::Sort(std::span<const uint64_t> keys, SharedPool& pool,
                      const SortedFn& on_sorted, std::span<const float> values) {
-  bits = std::clamp(bits, kFirstBits, 64);
   const size_t n = keys.size();
   size_ = n;
   if (pairs_.size() < n) {
@@ -76,12 +75,10 @@ void HashOrder::Sort(std::span<const uint64_t> keys, int bits, SharedPool& pool,
   pool.ForEachPart(parts, [&](size_t p) {
     const size_t first = run_begin[part_runs[p]];
     const size_t last = run_begin[part_runs[p + 1]];
-    if (bits > kFirstBits) {
-      for (int r = part_runs[p]; r < part_runs[p + 1]; ++r) {
-        const size_t b = run_begin[r], size = run_begin[r + 1] - b;
-        SortRunByKeyPrefix(pairs_.data() + b, scratch_.data() + b, size,
-                           kRunShift, bits, pairs_.data() + b);
-      }
+    for (int r = part_runs[p]; r < part_runs[p + 1]; ++r) {
+      const size_t b = run_begin[r];
+      SortSpreadRunByKey(pairs_.data() + b, scratch_.data() + b,
+                         run_begin[r + 1] - b, kRunShift);
     }
     if (on_sorted && first < last) on_sorted(first, last);
   });

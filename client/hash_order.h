@@ -5,10 +5,7 @@
 //
 // The pairs (KeyHash(key), the key's position in the call) are sorted on
 // the client's shared pool: one parallel pass splits them by the hash's
-// top 8 bits, then each thread sorts its runs further. Pushes sort by the
-// whole hash (their sums and packets want each key once, hashes strictly
-// increasing); pulls only by its top bits, which keeps the server's reads
-// within a cache-sized stretch of its index at a fraction of the cost.
+// top 8 bits, then each thread sorts its runs (SortSpreadRunByKey).
 //
 // Not thread-safe: one Sort at a time (the pairs are the object's).
 #pragma once
@@ -30,15 +27,14 @@ class HashOrder {
   // disjoint, together all of them, from the pool's threads at once.
   using SortedFn = std::function<void(size_t, size_t)>;
 
-  // Sorts (KeyHash(keys[i]), i) by the top `bits` bits of the hash (at
-  // least 8; 64 sorts by the whole hash), stably: a key's pairs stay in
+  // Sorts (KeyHash(keys[i]), i) by the hash, stably: a key's pairs stay in
   // position order. On the pool's threads when it is free and the keys are
   // many; else on this one. `keys` holds at most 2^32 keys.
   //
   // Given `values` (one float per key), a pair's second is the bits of
   // values[i] instead of i: a push of one-float rows carries its gradients
   // through the sort rather than read each back at random after it.
-  void Sort(std::span<const uint64_t> keys, int bits, SharedPool& pool,
+  void Sort(std::span<const uint64_t> keys, SharedPool& pool,
             const SortedFn& on_sorted = {}, std::span<const float> values = {});
 
   // The sorted pairs of the last Sort.

@@ -7,8 +7,8 @@ namespace ps::worker {
 namespace {
 
 constexpr size_t kInsertionMax = 16;
-// SortRunByKeyPrefix sorts runs of up to this many pairs by counting
-// passes and insertion (about 8 pairs per value of the 16 bits sorted on).
+// SortSpreadRunByKey sorts runs of up to this many pairs by counting passes
+// and insertion (about 8 pairs per value of the 16 bits they count on).
 constexpr size_t kSpreadRunMax = size_t{8} << 16;
 
 // Insertion sort by key, stable: the short runs the radix passes leave.
@@ -23,22 +23,19 @@ void InsertionSortByKey(KeyPosition* first, KeyPosition* last) {
 
 // Sorts the n pairs at `from`, whose keys agree above bit `shift`, by key
 // and stably, leaving them at `out` (`from` or the same range of the
-// other buffer, `to`, which it may overwrite). Bits below `stop` split no
-// run (SortByKeyPrefix): a run of keys that agree down to it is left as
-// it is, unless it is short enough for the insertion sort. A
-// most-significant-digit radix sort, 8 bits a pass: each pass scatters into 256
-// runs, so its writes stay in a few hundred cache lines and pages (one pass
-// into tens of thousands of buckets missed the TLB at nearly every pair), and
-// every pass after the first runs in cache. `on_run`, when given, gets each run
+// other buffer, `to`, which it may overwrite). A most-significant-digit
+// radix sort, 8 bits a pass: each pass scatters into 256 runs, so its
+// writes stay in a few hundred cache lines and pages (one pass into tens of
+// thousands of buckets missed the TLB at nearly every pair), and every
+// pass after the first runs in cache. `on_run`, when given, gets each run
 // of the first pass that splits the range once it is sorted.
 Status SortRange(KeyPosition* from, KeyPosition* to, size_t n, int shift,
-                 int stop, KeyPosition* out, const SortedRunFn* on_run) {
-  while (n > kInsertionMax && shift > stop) {
+                 KeyPosition* out, const SortedRunFn* on_run) {
+  while (n > kInsertionMax && shift > 0) {
     // 8 bits a pass, fewer for a small range: runs of a few pairs, without
     // 256 counters to clear and scan for a hundred pairs.
-    const int bits =
-        std::min({8, shift - stop,
-                  std::max(1, static_cast<int>(std::bit_width(n / 4)))});
+    const int bits = std::min(
+        {8, shift, std::max(1, static_cast<int>(std::bit_width(n / 4)))});
     const uint64_t mask = (uint64_t{1} << bits) - 1;
     const int runs = 1 << bits;
     shift -= bits;
@@ -56,7 +53,7 @@ Status SortRange(KeyPosition* from, KeyPosition* to, size_t n, int shift,
     for (int r = 0; r < runs; ++r) {
       const uint32_t size = start[r + 1] - start[r];
       if (size == 0) continue;
-      (void)SortRange(to + start[r], from + start[r], size, shift, stop,
+      (void)SortRange(to + start[r], from + start[r], size, shift,
                       out + start[r], nullptr);
       if (on_run != nullptr) {
         PS_RETURN_IF_ERROR((*on_run)({out + start[r], size}));
@@ -64,11 +61,8 @@ Status SortRange(KeyPosition* from, KeyPosition* to, size_t n, int shift,
     }
     return Status::OK();
   }
-  // Few pairs, or pairs of one key (already in position order), or keys
-  // that agree down to `stop`.
-  if (shift > 0 && n > 1 && n <= kInsertionMax) {
-    InsertionSortByKey(from, from + n);
-  }
+  // Few pairs, or pairs of one key (already in position order).
+  if (shift > 0 && n > 1) InsertionSortByKey(from, from + n);
   if (out != from && n != 0) std::copy_n(from, n, out);
   return on_run != nullptr && n != 0 ? (*on_run)({out, n}) : Status::OK();
 }
@@ -80,24 +74,24 @@ void SortByKey(std::vector<KeyPosition>* pairs,
   scratch->resize(pairs->size());
   // Stable throughout: equal keys keep their order, which is the order of
   // their positions as the caller made them.
-  (void)SortRange(pairs->data(), scratch->data(), pairs->size(), 64, 0,
+  (void)SortRange(pairs->data(), scratch->data(), pairs->size(), 64,
                   pairs->data(), nullptr);
 }
 
-void SortRunByKeyPrefix(KeyPosition* from, KeyPosition* to, size_t n, int shift,
-                        int bits, KeyPosition* out) {
-  if (bits < 64 || shift < 16 || n > kSpreadRunMax || n <= kInsertionMax) {
-    (void)SortRange(from, to, n, shift, 64 - bits, out, nullptr);
+void SortSpreadRunByKey(KeyPosition* from, KeyPosition* to, size_t n,
+                        int shift) {
+  if (shift < 16 || n > kSpreadRunMax || n <= kInsertionMax) {
+    (void)SortRange(from, to, n, shift, from, nullptr);
     return;
   }
-  // Keys spread evenly below `shift` (hashes): two counting passes on the
-  // next 16 bits, the lower byte first, leave few keys per value of those
-  // bits (n / 65536 on average), so the insertion sort after them moves
-  // few pairs. The MSD sort's last passes split runs of a few hundred
-  // pairs into dozens of tiny ones, with a 257-counter table each: 2-3x
-  // the time of this. Keys that crowd a few values (made so) would make the
-  // insertion sort quadratic: past a budget of moves, a stable merge sort
-  // finishes instead (every step so far was stable).
+  // Two counting passes on the 16 bits below `shift`, the lower byte first,
+  // leave few keys per value of those bits (n / 65536 on average for
+  // hashes), so the insertion sort after them moves few pairs. The MSD
+  // sort's last passes split runs of a few hundred pairs into dozens of
+  // tiny ones, with a table of 257 counters each: 2-3x the time of this.
+  // Keys crowded into a few values would make the insertion sort
+  // quadratic: past a budget of moves, a stable merge sort finishes (every
+  // step so far was stable, so equal keys are still in position order).
   uint32_t count[2][257] = {};
   for (size_t i = 0; i < n; ++i) {
     ++count[0][((from[i].first >> (shift - 16)) & 0xff) + 1];
@@ -107,13 +101,14 @@ void SortRunByKeyPrefix(KeyPosition* from, KeyPosition* to, size_t n, int shift,
     uint32_t* next = count[pass];
     for (int r = 1; r <= 256; ++r) next[r] += next[r - 1];
     const int at = shift - 16 + 8 * pass;
-    KeyPosition* src = pass == 0 ? from : to;
+    const KeyPosition* src = pass == 0 ? from : to;
     KeyPosition* dst = pass == 0 ? to : from;
-    for (size_t i = 0; i < n; ++i)
+    for (size_t i = 0; i < n; ++i) {
       dst[next[(src[i].first >> at) & 0xff]++] = src[i];
+    }
   }
-  size_t moves = 0;
   const size_t budget = 8 * n;
+  size_t moves = 0;
   for (KeyPosition* i = from + 1; i < from + n; ++i) {
     const KeyPosition p = *i;
     KeyPosition* j = i;
@@ -125,16 +120,15 @@ void SortRunByKeyPrefix(KeyPosition* from, KeyPosition* to, size_t n, int shift,
                        [](const KeyPosition& a, const KeyPosition& b) {
                          return a.first < b.first;
                        });
-      break;
+      return;
     }
   }
-  if (out != from) std::copy_n(from, n, out);
 }
 
 Status SortByKey(std::vector<KeyPosition>* pairs,
                  std::vector<KeyPosition>* scratch, const SortedRunFn& on_run) {
   scratch->resize(pairs->size());
-  return SortRange(pairs->data(), scratch->data(), pairs->size(), 64, 0,
+  return SortRange(pairs->data(), scratch->data(), pairs->size(), 64,
                    pairs->data(), &on_run);
 }
 

@@ -27,15 +27,6 @@ using KeyPosition = std::pair<uint64_t, uint32_t>;  // (key, position)
 void SortByKey(std::vector<KeyPosition>* pairs,
                std::vector<KeyPosition>* scratch);
 
-// One step of a sort split across threads (client/hash_order.h): sorts the
-// n pairs at `from`, whose keys agree above bit `shift`, by the top `bits`
-// bits of their keys, stably, leaving them at `out` (`from`, or the same
-// range of `to`, which it may overwrite). Pairs whose keys agree on those
-// bits stay in no particular order among themselves (the position order
-// they came in, unless there are at most a few of them).
-void SortRunByKeyPrefix(KeyPosition* from, KeyPosition* to, size_t n, int shift,
-                        int bits, KeyPosition* out);
-
 // The same, handing each run of the sorted pairs to `on_run` as soon as it
 // is sorted, runs in ascending key order (up to 256 of them, split by the
 // first bits in which the keys differ), so that the caller can send one
@@ -45,5 +36,12 @@ void SortRunByKeyPrefix(KeyPosition* from, KeyPosition* to, size_t n, int shift,
 using SortedRunFn = std::function<Status(std::span<const KeyPosition>)>;
 Status SortByKey(std::vector<KeyPosition>* pairs,
                  std::vector<KeyPosition>* scratch, const SortedRunFn& on_run);
+
+// One step of a sort split across threads (client/hash_order.h): sorts the
+// n pairs at `from`, whose keys agree above bit `shift` and spread evenly
+// below it (hashes), by key and stably, in place; `to` is scratch of n
+// pairs. Keys that do not spread are sorted all the same, only slower.
+void SortSpreadRunByKey(KeyPosition* from, KeyPosition* to, size_t n,
+                        int shift);
 
 }  // namespace ps::worker

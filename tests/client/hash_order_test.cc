@@ -1,6 +1,6 @@
 // HashOrder (client/hash_order.h) on a pool of several threads and on the
 // calling thread: the pairs are (KeyHash(key), position), ordered as a
-// stable sort by the hash (or by its top bits) orders them, every key once;
+// stable sort by the hash orders them, every key once;
 // one-float values ride in place of the positions; the ranges handed to
 // on_sorted are disjoint, cover every pair and come once each. Runs under
 // TSan too (the passes share the pair arrays between threads).
@@ -26,17 +26,15 @@ std::vector<uint64_t> Keys(size_t n, uint64_t mask, uint64_t seed) {
   return keys;
 }
 
-// What Sort must give: a stable sort of (KeyHash(key), i) by the top
-// `bits` bits of the hash.
-std::vector<KeyPosition> Want(const std::vector<uint64_t>& keys, int bits) {
+// What Sort must give: a stable sort of (KeyHash(key), i) by the hash.
+std::vector<KeyPosition> Want(const std::vector<uint64_t>& keys) {
   std::vector<KeyPosition> want(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     want[i] = {protocol::KeyHash(keys[i]), static_cast<uint32_t>(i)};
   }
-  const int drop = 64 - bits;
   std::stable_sort(want.begin(), want.end(),
-                   [&](const KeyPosition& a, const KeyPosition& b) {
-                     return (a.first >> drop) < (b.first >> drop);
+                   [](const KeyPosition& a, const KeyPosition& b) {
+                     return a.first < b.first;
                    });
   return want;
 }
@@ -49,29 +47,10 @@ TEST_P(HashOrderTest, SortsByTheWholeHashStably) {
   // Spread keys, and few keys many times (their pairs in position order).
   for (uint64_t mask : {~0ull, 0x3ffull}) {
     const std::vector<uint64_t> keys = Keys(300000, mask, 1);
-    order.Sort(keys, 64, pool);
+    order.Sort(keys, pool);
     const std::vector<KeyPosition> got(order.pairs().begin(),
                                        order.pairs().end());
-    EXPECT_EQ(got, Want(keys, 64)) << "mask " << mask;
-  }
-}
-
-TEST_P(HashOrderTest, SortsByTheTopBitsWhenAsked) {
-  SharedPool pool(GetParam());
-  HashOrder order;
-  const std::vector<uint64_t> keys = Keys(250000, ~0ull, 2);
-  for (int bits : {8, 16}) {
-    order.Sort(keys, bits, pool);
-    std::vector<KeyPosition> got(order.pairs().begin(), order.pairs().end());
-    std::vector<KeyPosition> want = Want(keys, bits);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_EQ(got[i].first >> (64 - bits), want[i].first >> (64 - bits))
-          << "bits " << bits << " at " << i;
-    }
-    std::sort(got.begin(), got.end());
-    std::sort(want.begin(), want.end());
-    EXPECT_EQ(got, want) << "bits " << bits;
+    EXPECT_EQ(got, Want(keys)) << "mask " << mask;
   }
 }
 
@@ -83,8 +62,8 @@ TEST_P(HashOrderTest, CarriesOneFloatValuesInPlaceOfPositions) {
   for (size_t i = 0; i < values.size(); ++i) {
     values[i] = static_cast<float>(i) * 0.5f - 3.0f;
   }
-  order.Sort(keys, 64, pool, {}, values);
-  const std::vector<KeyPosition> want = Want(keys, 64);
+  order.Sort(keys, pool, {}, values);
+  const std::vector<KeyPosition> want = Want(keys);
   ASSERT_EQ(order.pairs().size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_EQ(order.pairs()[i].first, want[i].first) << i;
@@ -102,7 +81,7 @@ TEST_P(HashOrderTest, SortedRangesCoverEveryPairOnce) {
     std::vector<int> seen(n, 0);
     std::mutex mu;
     std::vector<std::pair<size_t, size_t>> ranges;
-    order.Sort(keys, 64, pool, [&](size_t begin, size_t end) {
+    order.Sort(keys, pool, [&](size_t begin, size_t end) {
       ASSERT_LT(begin, end);
       ASSERT_LE(end, n);
       // Each range is sorted when handed over.

@@ -1,10 +1,9 @@
 // SortByKey (client/key_order.h) orders (key, position) pairs exactly as
 // std::sort does: for keys spread over the whole range, for small ids that
 // agree on their high bits, for keys that differ only in middle bits, for
-// one key many times, and for a few pairs. SortRunByKeyPrefix sorts a run
-// fully as std::stable_sort by key does (spread keys, duplicates, and keys
-// crowded into a few values of the bits its counting passes use), and by a
-// prefix of the bits only when asked.
+// one key many times, and for a few pairs. SortSpreadRunByKey sorts a run
+// as std::stable_sort by key does: spread keys, duplicates, and keys
+// crowded into a few values of the bits its counting passes use.
 #include "client/key_order.h"
 
 #include <gtest/gtest.h>
@@ -95,55 +94,34 @@ std::vector<KeyPosition> RunOfPairs(size_t n, uint64_t low_mask,
   return v;
 }
 
-void ExpectRunSortedLikeStableSort(std::vector<KeyPosition> v, int bits) {
+void ExpectRunSortedLikeStableSort(std::vector<KeyPosition> v) {
   std::vector<KeyPosition> want = v;
-  const int drop = 64 - bits;
   std::stable_sort(want.begin(), want.end(),
-                   [&](const KeyPosition& a, const KeyPosition& b) {
-                     return (a.first >> drop) < (b.first >> drop);
+                   [](const KeyPosition& a, const KeyPosition& b) {
+                     return a.first < b.first;
                    });
   std::vector<KeyPosition> scratch(v.size());
-  SortRunByKeyPrefix(v.data(), scratch.data(), v.size(), 56, bits, v.data());
-  if (bits == 64) {
-    EXPECT_EQ(v, want);
-    return;
-  }
-  // By the prefix only: the same prefixes in the same order, and the same
-  // pairs under each.
-  ASSERT_EQ(v.size(), want.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    ASSERT_EQ(v[i].first >> drop, want[i].first >> drop) << i;
-  }
-  std::sort(v.begin(), v.end());
-  std::sort(want.begin(), want.end());
+  SortSpreadRunByKey(v.data(), scratch.data(), v.size(), 56);
   EXPECT_EQ(v, want);
 }
 
-TEST(KeyOrderTest, RunsOfSpreadKeysSortFullyAsStableSortDoes) {
-  ExpectRunSortedLikeStableSort(RunOfPairs(200000, (uint64_t{1} << 56) - 1, 8),
-                                64);
-  ExpectRunSortedLikeStableSort(RunOfPairs(17, (uint64_t{1} << 56) - 1, 9), 64);
+TEST(KeyOrderTest, RunsOfSpreadKeysSortAsStableSortDoes) {
+  ExpectRunSortedLikeStableSort(RunOfPairs(200000, (uint64_t{1} << 56) - 1, 8));
+  ExpectRunSortedLikeStableSort(RunOfPairs(17, (uint64_t{1} << 56) - 1, 9));
+  ExpectRunSortedLikeStableSort(RunOfPairs(3, (uint64_t{1} << 56) - 1, 9));
 }
 
 TEST(KeyOrderTest, RunsWithDuplicatesKeepEachKeysPositionOrder) {
   // 8,192 keys, ~7 copies each: the counting passes and the insertion keep
   // them in position order.
-  ExpectRunSortedLikeStableSort(RunOfPairs(60000, 0x001fff0000000000ull, 10),
-                                64);
+  ExpectRunSortedLikeStableSort(RunOfPairs(60000, 0x001fff0000000000ull, 10));
 }
 
 TEST(KeyOrderTest, RunsCrowdedIntoFewValuesStillSortFully) {
   // Keys that agree on the 16 bits below the run's 8: the counting passes
   // split nothing and the insertion sort would be quadratic; the move
   // budget hands the run to a merge sort.
-  ExpectRunSortedLikeStableSort(RunOfPairs(50000, 0xffffffffffull, 11), 64);
-}
-
-TEST(KeyOrderTest, RunsSortByAPrefixWhenAsked) {
-  ExpectRunSortedLikeStableSort(RunOfPairs(100000, (uint64_t{1} << 56) - 1, 12),
-                                16);
-  ExpectRunSortedLikeStableSort(RunOfPairs(100000, (uint64_t{1} << 56) - 1, 13),
-                                24);
+  ExpectRunSortedLikeStableSort(RunOfPairs(50000, 0xffffffffffull, 11));
 }
 
 }  // namespace
