@@ -22,10 +22,8 @@ void HashOrder::Sort(std::span<const uint64_t> keys, SharedPool& pool,
                      const SortedFn& on_sorted, std::span<const float> values) {
   const size_t n = keys.size();
   size_ = n;
-  if (pairs_.size() < n) {
-    pairs_.resize(n);
-    scratch_.resize(n);
-  }
+  pairs_.Resize(n);
+  scratch_.Resize(n);
   const size_t parts = std::clamp<size_t>(n / kMinKeysPerPart, 1,
                                           static_cast<size_t>(pool.size()));
   const auto key_begin = [&](size_t p) { return n * p / parts; };
