@@ -19,6 +19,9 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
                        std::span<const float> grads) {
   const uint32_t dim = spec_.dim();
   PS_RETURN_IF_ERROR(CheckPushShape(spec_, keys.size(), grads.size()));
+  if (keys.size() > UINT32_MAX) {
+    return InvalidArgument("push of more than 2^32 keys");
+  }
   std::lock_guard<std::mutex> lock(push_mu_);
   const uint32_t shards = servers_.size();
   shards_.resize(shards);
@@ -53,6 +56,28 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
                             : PushInKeyOrder(keys, grads, stream, meta);
 }
 
+template <class ShardOf>
+void ExactPath::AddSums(std::span<const KeyPosition> sorted,
+                        std::span<const float> grads, bool carried,
+                        ShardOf shard_of) const {
+  // Sorted by key, then by position: a key's gradients are summed in the
+  // order they were given. Read back in key order, each is a cache miss:
+  // those of the pair kPrefetchAhead on are loaded while this one is added.
+  constexpr size_t kPrefetchAhead = 16;
+  const uint32_t dim = spec_.dim();
+  const float* g = grads.data();
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (!carried && i + kPrefetchAhead < sorted.size()) {
+      __builtin_prefetch(g + size_t{sorted[i + kPrefetchAhead].second} * dim);
+    }
+    const auto& [key, second] = sorted[i];
+    const float value = std::bit_cast<float>(second);
+    ShardPush* sp = shard_of(key);
+    AddToSortedSums(key, carried ? &value : g + size_t{second} * dim, dim,
+                    &sp->keys, &sp->values);
+  }
+}
+
 Status ExactPath::PushInHashOrder(std::span<const uint64_t> keys,
                                   std::span<const float> grads, bool stream,
                                   protocol::SparsePacketMeta meta) {
@@ -62,25 +87,14 @@ Status ExactPath::PushInHashOrder(std::span<const uint64_t> keys,
   // Rows of one float travel through the sort with their keys.
   const bool carried = dim == 1;
   push_order_.Sort(keys, pool_, {}, carried ? grads : std::span<const float>());
-  // Summed in hash order, a key's gradients in the order given. Read back
-  // in that order, each gradient is a cache miss: those of the pair
-  // kPrefetchAhead on are loaded while this one is added.
-  constexpr size_t kPrefetchAhead = 16;
   const std::span<const KeyPosition> pairs = push_order_.pairs();
-  const float* g = grads.data();
   const auto add = [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      if (!carried && i + kPrefetchAhead < end) {
-        __builtin_prefetch(g + size_t{pairs[i + kPrefetchAhead].second} * dim);
-      }
-      const auto& [hash, second] = pairs[i];
-      const float carried_value = std::bit_cast<float>(second);
-      const uint32_t s =
-          shards == 1 ? 0
-                      : router_.map().ShardOfKey(protocol::KeyFromHash(hash));
-      AddToSortedSums(hash, carried ? &carried_value : g + size_t{second} * dim,
-                      dim, &shards_[s].keys, &shards_[s].values);
-    }
+    AddSums(pairs.subspan(begin, end - begin), grads, carried,
+            [&](uint64_t hash) {
+              return &shards_[shards == 1 ? 0
+                                          : router_.map().ShardOfKey(
+                                                protocol::KeyFromHash(hash))];
+            });
   };
   if (!stream) {  // every sum is made (and checked) before any is sent
     add(0, pairs.size());
@@ -104,7 +118,8 @@ Status ExactPath::PushInHashOrder(std::span<const uint64_t> keys,
                   pairs.begin();
   }
   // Pairs a lane gives a round: a packet's worth over the lanes, for each
-  // shard (a key's varint takes 6-7 bytes in a large push, 9 at most).
+  // shard, with room to spare (a key's varint takes 6-7 bytes in a large
+  // push; 9 are counted, so that a round seldom spills into a second packet).
   const size_t per_lane =
       shards *
       std::max<size_t>(1, servers_[0].inbox().max_packet_bytes() /
@@ -141,13 +156,13 @@ Status ExactPath::PushInKeyOrder(std::span<const uint64_t> keys,
     meta.shard_id = s;
     if (!stream) {
       SortByKey(&sp.order, &sort_scratch_);
-      AddSums(sp.order, grads, &sp);
+      AddSums(sp.order, grads, false, [&](uint64_t) { return &sp; });
       continue;
     }
     // Each shard's keys go out run by run as they are sorted.
     PS_RETURN_IF_ERROR(SortByKey(
         &sp.order, &sort_scratch_, [&](std::span<const KeyPosition> run) {
-          AddSums(run, grads, &sp);
+          AddSums(run, grads, false, [&](uint64_t) { return &sp; });
           return sp.keys.size() < kStreamKeys ? Status::OK()
                                               : Send(meta, s, &sp);
         }));
@@ -173,24 +188,6 @@ Status ExactPath::SendAll(bool stream, protocol::SparsePacketMeta meta) {
 Status ExactPath::NonFinite() const {
   return InvalidArgument("push to table " + spec_.name() +
                          " carries a non-finite gradient (or sum)");
-}
-
-void ExactPath::AddSums(std::span<const KeyPosition> sorted,
-                        std::span<const float> grads, ShardPush* sp) const {
-  // Sorted by key, then by position: a key's gradients are summed in the
-  // order they were given. Read in key order, each is a cache miss: those
-  // of the pair kPrefetchAhead on are loaded while this one is added.
-  constexpr size_t kPrefetchAhead = 16;
-  const uint32_t dim = spec_.dim();
-  const float* g = grads.data();
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    if (i + kPrefetchAhead < sorted.size()) {
-      __builtin_prefetch(g + size_t{sorted[i + kPrefetchAhead].second} * dim);
-    }
-    const auto& [key, position] = sorted[i];
-    AddToSortedSums(key, g + size_t{position} * dim, dim, &sp->keys,
-                    &sp->values);
-  }
 }
 
 Status ExactPath::Send(const protocol::SparsePacketMeta& meta, uint32_t shard,
@@ -239,10 +236,9 @@ Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
   // A large pull goes in hash order when every server files keys so; a
   // second large pull of the table at the same time goes as given rather
   // than wait for the first's buffers.
-  std::unique_lock<std::mutex> ordering(pull_mu_, std::try_to_lock);
-  if (keys.size() >= kPullInHashOrderKeys && ordering.owns_lock() &&
-      AllTakeHashOrder()) {
-    return PullInHashOrder(keys, out);
+  if (keys.size() >= kPullInHashOrderKeys && AllTakeHashOrder()) {
+    std::unique_lock<std::mutex> ordering(pull_mu_, std::try_to_lock);
+    if (ordering.owns_lock()) return PullInHashOrder(keys, out);
   }
   const uint32_t shards = servers_.size();
   if (shards == 1) {

@@ -30,8 +30,9 @@
 //
 // Thread-safe: one push of the table at a time (a mutex: the encode
 // buffers are the table's); a large pull takes the table's ordering
-// buffers when free (else it goes in the caller's order, buffers on the
-// stack), and the lookup channels serialize lookups per server. The
+// buffers when they are free (else it goes in the caller's order, with
+// buffers of its own), and the lookup channels serialize lookups per
+// server. The
 // ordering buffers stay sized for the largest call: 32 bytes a key of a
 // push, 44 of a pull.
 #pragma once
@@ -122,9 +123,13 @@ class ExactPath {
   // The lookup channel of `shard`, or NotSupported from a server that has
   // none.
   StatusOr<LookupChannel*> LookupsOf(uint32_t shard);
-  // Adds the gradients of `sorted` (pairs in key order) to sp's sums.
+  // Adds the gradients of `sorted` (pairs in key order) to the sums of
+  // shard_of(key)'s ShardPush. A pair's second is the key's position in
+  // grads or, when `carried`, the bits of its one float (HashOrder).
+  template <class ShardOf>
   void AddSums(std::span<const KeyPosition> sorted,
-               std::span<const float> grads, ShardPush* sp) const;
+               std::span<const float> grads, bool carried,
+               ShardOf shard_of) const;
   // Packs sp's sums into keyed packets, writes them into the shard's inbox
   // and clears them.
   Status Send(const protocol::SparsePacketMeta& meta, uint32_t shard,

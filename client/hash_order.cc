@@ -12,8 +12,8 @@ namespace {
 // The first pass splits by this many top bits, into 1 << kFirstBits runs.
 constexpr int kFirstBits = 8;
 constexpr int kRuns = 1 << kFirstBits;
-// Calls of fewer keys per thread sort on the calling thread: waking the
-// pool costs more.
+// Each thread's part has at least this many keys (fewer parts otherwise):
+// waking the pool for less costs more than it saves.
 constexpr size_t kMinKeysPerPart = size_t{1} << 16;
 
 }  // namespace

@@ -4,8 +4,8 @@
 // its index, and mostly its rows, as streams instead of at random.
 //
 // The pairs (KeyHash(key), the key's position in the call) are sorted on
-// the client's shared pool: one parallel pass splits them by the hash's
-// top 8 bits, then each thread sorts its runs (SortSpreadRunByKey).
+// the client's shared pool: a parallel count and scatter split them by the
+// hash's top 8 bits, then each thread sorts its runs (SortSpreadRunByKey).
 //
 // Not thread-safe: one Sort at a time (the pairs are the object's).
 #pragma once
@@ -25,7 +25,8 @@ namespace ps::worker {
 class HashOrder {
  public:
   // Called with ranges [begin, end) of pairs() once they are in order:
-  // disjoint, together all of them, from the pool's threads at once.
+  // disjoint, together all of them; from the pool's threads at once, or
+  // from this one, one after another, when the pool is busy.
   using SortedFn = std::function<void(size_t, size_t)>;
 
   // Sorts (KeyHash(keys[i]), i) by the hash, stably: a key's pairs stay in

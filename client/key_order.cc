@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 
 namespace ps::worker {
 namespace {
@@ -11,14 +12,22 @@ constexpr size_t kInsertionMax = 16;
 // and insertion (about 8 pairs per value of the 16 bits they count on).
 constexpr size_t kSpreadRunMax = size_t{8} << 16;
 
-// Insertion sort by key, stable: the short runs the radix passes leave.
-void InsertionSortByKey(KeyPosition* first, KeyPosition* last) {
+// Insertion sort by key, stable: the short runs the radix passes leave,
+// and the nearly sorted ones of SortSpreadRunByKey. Gives up, returning
+// false, once it has moved pairs more than `budget` places in all: the
+// pairs are then partly sorted, equal keys still in the order they came.
+bool InsertionSortByKey(KeyPosition* first, KeyPosition* last,
+                        size_t budget = SIZE_MAX) {
+  size_t moves = 0;
   for (KeyPosition* i = first + 1; i < last; ++i) {
     const KeyPosition p = *i;
     KeyPosition* j = i;
     for (; j > first && (j - 1)->first > p.first; --j) *j = *(j - 1);
     *j = p;
+    moves += static_cast<size_t>(i - j);
+    if (moves > budget) return false;
   }
+  return true;
 }
 
 // Sorts the n pairs at `from`, whose keys agree above bit `shift`, by key
@@ -107,21 +116,11 @@ void SortSpreadRunByKey(KeyPosition* from, KeyPosition* to, size_t n,
       dst[next[(src[i].first >> at) & 0xff]++] = src[i];
     }
   }
-  const size_t budget = 8 * n;
-  size_t moves = 0;
-  for (KeyPosition* i = from + 1; i < from + n; ++i) {
-    const KeyPosition p = *i;
-    KeyPosition* j = i;
-    for (; j > from && (j - 1)->first > p.first; --j) *j = *(j - 1);
-    *j = p;
-    moves += static_cast<size_t>(i - j);
-    if (moves > budget) {
-      std::stable_sort(from, from + n,
-                       [](const KeyPosition& a, const KeyPosition& b) {
-                         return a.first < b.first;
-                       });
-      return;
-    }
+  if (!InsertionSortByKey(from, from + n, /*budget=*/8 * n)) {
+    std::stable_sort(from, from + n,
+                     [](const KeyPosition& a, const KeyPosition& b) {
+                       return a.first < b.first;
+                     });
   }
 }
 

@@ -115,6 +115,11 @@ DEFINE_uint32(inbox_slots, 64,
 DEFINE_uint32(slot_bytes, 262144,
               "Bytes per inbox slot (a multiple of 64, >= 256): 16 bytes of "
               "slot header, the rest the largest packet.");
+DEFINE_bool(keys_in_hash_order, true,
+            "Tell workers that EXACT keys may come in the order the tables "
+            "file them (sorted by their hash: faster pushes and pulls). "
+            "false: workers send keys as to a server built before that "
+            "order existed (for tests of mixed builds).");
 DEFINE_uint32(stats_every_secs, 0,
               "Log the counters every this many seconds; 0: only at exit.");
 DEFINE_string(port_file, "",
@@ -257,6 +262,7 @@ ps::StatusOr<ps::server::ServerOptions> OptionsFromFlags() {
   PS_ASSIGN_OR_RETURN(o.device, ps::server::ParseDeviceOption(FLAGS_device));
   o.inbox_slots = FLAGS_inbox_slots;
   o.slot_bytes = FLAGS_slot_bytes;
+  o.keys_in_hash_order = FLAGS_keys_in_hash_order;
   o.checkpoint.dir = FLAGS_checkpoint_dir;
   PS_RETURN_IF_ERROR(ps::cli::CheckIntFlag(
       "disk_tier_read_threads", FLAGS_disk_tier_read_threads, 1, 256));

@@ -319,11 +319,13 @@ TEST_P(ExactTableTest, PullsOfTwoShardsAtOnceReadEachKeysRow) {
 // floats, and over one with rows of one float (whose gradients travel
 // through the worker's sort with their keys).
 void LargePushesAndPulls(uint32_t servers, uint32_t dim,
-                         xfer::TransportChoice transport) {
+                         xfer::TransportChoice transport,
+                         std::vector<std::string> server_flags = {}) {
   ClusterOptions o;
   o.num_servers = servers;
   o.num_workers = 1;
   o.transport = transport;
+  o.extra_flags = std::move(server_flags);
   o.tables = R"(
     table { id: 5 name: "exact_ids" kind: EXACT dim: )" +
              std::to_string(dim) + R"( capacity: 400000
@@ -334,8 +336,10 @@ void LargePushesAndPulls(uint32_t servers, uint32_t dim,
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto client = ConnectWorker(**cluster, 0);
   ASSERT_TRUE(client.ok()) << client.status();
-  // 300,000 distinct keys, the first 1,000 of them given three times. A
-  // row is (scale * (i % 1000), scale), cut to its first `dim` floats.
+  // 300,000 distinct keys, the first 1,000 of them given three times and
+  // key 1 20,000 times more (more than a round takes from its lane, so a
+  // round must stretch to keep its sum whole). A row is
+  // (scale * (i % 1000), scale), cut to its first `dim` floats.
   constexpr uint64_t kKeys = 300000;
   std::vector<uint64_t> keys;
   std::vector<float> grads;
@@ -347,6 +351,8 @@ void LargePushesAndPulls(uint32_t servers, uint32_t dim,
   for (uint64_t i = 0; i < kKeys; ++i) give(i, 1.0f);
   for (uint64_t i = 0; i < 1000; ++i) give(i, 2.0f);
   for (uint64_t i = 0; i < 1000; ++i) give(i, 0.5f);
+  constexpr int kMoreOfKey1 = 20000;
+  for (int n = 0; n < kMoreOfKey1; ++n) give(1, 1.0f);
   std::vector<uint64_t> order(keys.size());
   std::mt19937_64 rng(9);
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -376,7 +382,7 @@ void LargePushesAndPulls(uint32_t servers, uint32_t dim,
     ASSERT_TRUE(s.ok()) << s;
     size_t wrong = 0;
     for (uint64_t i = 0; i < kKeys; ++i) {
-      const float scale = i < 1000 ? 3.5f : 1.0f;
+      const float scale = i == 1 ? 3.5f + kMoreOfKey1 : i < 1000 ? 3.5f : 1.0f;
       const float row[2] = {scale * static_cast<float>(i % 1000), scale};
       for (uint32_t j = 0; j < dim; ++j) wrong += out[dim * i + j] != row[j];
     }
@@ -412,6 +418,13 @@ TEST_P(ExactTableTest, LargePushesStreamAndNonFiniteOnesChangeNothing) {
 
 TEST_P(ExactTableTest, LargePushesAndPullsOfOneServerAndOneFloatRows) {
   LargePushesAndPulls(/*servers=*/1, /*dim=*/1, GetParam());
+}
+
+// Servers that do not take keys in hash order (as builds before it): the
+// workers push in key order and pull in the caller's order, as then.
+TEST_P(ExactTableTest, LargePushesAndPullsToServersWithoutHashOrder) {
+  LargePushesAndPulls(/*servers=*/2, /*dim=*/2, GetParam(),
+                      {"--keys_in_hash_order=false"});
 }
 
 // One worker and `servers` servers of table 5 with a disk tier (each
