@@ -257,11 +257,16 @@ Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
     sp.positions.reserve(sp.keys.capacity());
   }
   for (size_t i = 0; i < keys.size(); ++i) {
-    ShardPull& sp = split[router_.map().ShardOfKey(keys[i])];
-    sp.keys.push_back(keys[i]);
-    sp.positions.push_back(static_cast<uint32_t>(i));
+    AddToSplit(keys[i], static_cast<uint32_t>(i), &split);
   }
   return LookUp(split, out);
+}
+
+void ExactPath::AddToSplit(uint64_t key, uint32_t position,
+                           std::vector<ShardPull>* split) const {
+  ShardPull& sp = (*split)[router_.map().ShardOfKey(key)];
+  sp.keys.push_back(key);
+  sp.positions.push_back(position);
 }
 
 Status ExactPath::PullInHashOrder(std::span<const uint64_t> keys,
@@ -270,7 +275,9 @@ Status ExactPath::PullInHashOrder(std::span<const uint64_t> keys,
   std::vector<ShardPull>& split = pull_split_;
   split.resize(shards);
   if (shards == 1) {
-    // Unzipped on the pool's threads as the runs are sorted.
+    // Unzipped on the pool's threads as the runs are sorted. A key is
+    // KeyFromHash of its hash: a few multiplies, where keys[position]
+    // would be a cache miss a key.
     ShardPull& sp = split[0];
     sp.keys.resize(keys.size());
     sp.positions.resize(keys.size());
@@ -288,10 +295,7 @@ Status ExactPath::PullInHashOrder(std::span<const uint64_t> keys,
       sp.positions.clear();
     }
     for (const auto& [hash, position] : pull_order_.pairs()) {
-      const uint64_t key = protocol::KeyFromHash(hash);
-      ShardPull& sp = split[router_.map().ShardOfKey(key)];
-      sp.keys.push_back(key);
-      sp.positions.push_back(position);
+      AddToSplit(protocol::KeyFromHash(hash), position, &split);
     }
   }
   return LookUp(split, out);

@@ -32,9 +32,8 @@
 // buffers are the table's); a large pull takes the table's ordering
 // buffers when they are free (else it goes in the caller's order, with
 // buffers of its own), and the lookup channels serialize lookups per
-// server. The
-// ordering buffers stay sized for the largest call: 32 bytes a key of a
-// push, 44 of a pull.
+// server. The ordering buffers stay sized for the largest call: 32 bytes a
+// key of a push, 44 of a pull.
 #pragma once
 
 #include <cstdint>
@@ -117,6 +116,9 @@ class ExactPath {
   bool AllTakeHashOrder() const;
   // A pull in hash order (see Pull).
   Status PullInHashOrder(std::span<const uint64_t> keys, std::span<float> out);
+  // Adds `key` at `position` to its shard's part of a pull.
+  void AddToSplit(uint64_t key, uint32_t position,
+                  std::vector<ShardPull>* split) const;
   // Looks up split[s] on server s, every shard's lookup in flight at once;
   // each row goes to out at its key's position.
   Status LookUp(std::span<const ShardPull> split, std::span<float> out);

@@ -167,6 +167,9 @@ StatusOr<bool> LookupChannel::Ongoing::Advance() {
   if (!positions_.empty()) {
     const uint32_t* at = positions_.data() + c.first;
     if (dim_ == 1) {
+      // Positions of a pull in hash order lie at random: each store
+      // misses, so the lines kAhead on are fetched meanwhile (pulls of 10M
+      // keys 49.7 against 48.2 M keys/s without, medians of 3: a little).
       constexpr size_t kAhead = 16;
       for (size_t j = 0; j < c.count; ++j) {
         if (j + kAhead < c.count) __builtin_prefetch(out_ + at[j + kAhead], 1);

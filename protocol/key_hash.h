@@ -35,25 +35,29 @@ inline constexpr uint64_t kKeyHashInv1 = InverseMod64(kKeyHashMul1);
 inline constexpr uint64_t kKeyHashInv2 = InverseMod64(kKeyHashMul2);
 static_assert(kKeyHashMul1 * kKeyHashInv1 == 1);
 static_assert(kKeyHashMul2 * kKeyHashInv2 == 1);
+
+// fmix64's shape: xor-shift, multiply, xor-shift, multiply, xor-shift.
+// KeyHash and its inverse are both this with other multipliers.
+inline uint64_t ShiftMultiplyShift(uint64_t x, uint64_t a, uint64_t b) {
+  x ^= x >> 33;
+  x *= a;
+  x ^= x >> 33;
+  x *= b;
+  x ^= x >> 33;
+  return x;
+}
 }  // namespace internal
 
 inline uint64_t KeyHash(uint64_t k) {
-  k ^= k >> 33;
-  k *= internal::kKeyHashMul1;
-  k ^= k >> 33;
-  k *= internal::kKeyHashMul2;
-  k ^= k >> 33;
-  return k;
+  return internal::ShiftMultiplyShift(k, internal::kKeyHashMul1,
+                                      internal::kKeyHashMul2);
 }
 
-// The key whose KeyHash is `h`. (x ^= x >> 33 undoes itself: 33 >= 64 / 2.)
+// The key whose KeyHash is `h`: the same steps backwards, each multiplier's
+// inverse in turn (x ^= x >> 33 undoes itself: 33 >= 64 / 2).
 inline uint64_t KeyFromHash(uint64_t h) {
-  h ^= h >> 33;
-  h *= internal::kKeyHashInv2;
-  h ^= h >> 33;
-  h *= internal::kKeyHashInv1;
-  h ^= h >> 33;
-  return h;
+  return internal::ShiftMultiplyShift(h, internal::kKeyHashInv2,
+                                      internal::kKeyHashInv1);
 }
 
 }  // namespace ps::protocol
