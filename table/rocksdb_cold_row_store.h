@@ -22,10 +22,14 @@
 // the disk together through io_uring (table/uring_read_file_system.h):
 // this machine's disk answers 25k random 4 KiB reads a second one at a
 // time, 113k with 16 in flight and 147k with 32 through io_uring, but 48k
-// from 16 threads calling pread (fio, O_DIRECT; 2 cores). 4 threads
-// (--disk_tier_read_threads) made 10.3 training steps/s on a table with
-// 1/8 of its rows in memory, against 7.8 with 2 and 8.7 with 16 (one run
-// each, bench_tiered.sh).
+// from 16 threads calling pread (fio, O_DIRECT; 2 cores). A thread's
+// MultiGet waits for the blocks of one level of the tree before it asks
+// for the next level's, 32 keys at a time, so each thread keeps only a few
+// reads in flight; a server's apply threads also take the pool in turn.
+// Training steps on a table with 1/8 of its rows in memory (5x10^6
+// Criteo-law ids, its server in a memory cgroup of those rows + 300 MiB;
+// three interleaved runs each, medians) made 13.8 steps/s with 4 threads
+// (--disk_tier_read_threads), 15.5 with 8 and 15.6 with 16: 8 by default.
 //
 // Thread-safe (RocksDB is; GetMany calls, the store's and its views', take
 // the pool in turn).
@@ -46,7 +50,7 @@ namespace ps::table {
 
 class RocksDbColdRowStore final : public ColdRowStore {
  public:
-  static constexpr int kDefaultReadThreads = 4;
+  static constexpr int kDefaultReadThreads = 8;
 
   // An empty store of records of `record_bytes` in `dir`, created if
   // missing, whose GetMany reads on `read_threads` (>= 1) threads. kIOError
