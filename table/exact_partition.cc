@@ -20,7 +20,7 @@ ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
       reclaim_(std::move(reclaim)),
       first_rows_(64 + static_cast<size_t>(64 * growth_phase)),
       cold_(cold),
-      row_of_key_(55 + static_cast<uint32_t>(20 * growth_phase),
+      row_of_key_(70 + static_cast<uint32_t>(20 * growth_phase),
                   kPartitionBits),
       optimizer_(spec) {
   if (sketch_width != 0) sketch_.emplace(sketch_width);
@@ -43,7 +43,7 @@ void ExactPartition::ReserveIndexFor(const PartitionKeys& in) {
   const uint64_t share = budget_->bound() >> (kPartitionBits - 2);
   (void)row_of_key_.ReserveForRange(
       missing_.size(), low, high,
-      static_cast<size_t>(std::max<uint64_t>(share, missing_.size())));
+      static_cast<size_t>(std::max<uint64_t>(share, missing_.size())), keys());
 }
 
 bool ExactPartition::TakeFromBudget() {
@@ -58,11 +58,12 @@ bool ExactPartition::TakeFromBudget() {
                  << "): memory bound reached: all " << budget_->bound()
                  << " rows of this shard are in use; "
                  << (cold_ != nullptr
-                         ? "from now on the least recently updated rows of "
+                         ? "from now on the least recently used rows of "
                            "the shard move to disk (" +
                                cold_->where() + ") to make room (when_full)"
                      : evict ? "from now on a new key takes the least "
-                               "recently updated row of the shard (when_full)"
+                               "recently used row of the shard, "
+                               "approximately (when_full)"
                              : std::string("new keys are not admitted until "
                                            "eviction frees rows") +
                                    (spec_.evict_after_steps() == 0 &&
@@ -71,29 +72,28 @@ bool ExactPartition::TakeFromBudget() {
                                           "evict_after_seconds are 0: never)"
                                         : ""));
   }
-  // The shard's least recently updated row: another partition's when it is
-  // older than ours (and that partition's lock is free), else ours. Without
-  // a disk tier, a partition without rows whose reclaim found none refuses;
-  // so does one whose freed row another thread took first. With one, a
-  // refusal would drop the gradient of a key whose row is on disk, so it
-  // frees rows until it gets one; when none can be freed without waiting
-  // (every partition with rows busy: waiting here, lock held, could wait
-  // for a thread that waits for us), it takes one beyond the bound, which
-  // the next rows taken give back (the budget is over, so each frees rows
-  // until it is under, and every Apply begins by moving its own rows out
-  // while it is over). Only the disk refusing rows refuses then.
+  // The shard's least recently used row, approximately: another
+  // partition's victim when it was updated before ours (and that
+  // partition's lock is free), else ours. Without a disk tier, a partition
+  // without rows whose reclaim found none refuses; so does one whose freed
+  // row another thread took first. With one, a refusal would drop the
+  // gradient of a key whose row is on disk, so it frees rows until it gets
+  // one; when none can be freed without waiting (every partition with rows
+  // busy: waiting here, lock held, could wait for a thread that waits for
+  // us), it takes one beyond the bound, which the next rows taken give
+  // back (the budget is over, so each frees rows until it is under, and
+  // every Apply begins by moving its own rows out while it is over). Only
+  // the disk refusing rows refuses then.
   //
-  // Own rows that wait in an Apply's gather are never freed: the gradient
-  // gathered for one would land on the new key's row (and miss its old
-  // key's). Apply gathers rows as it touches them, so they lie at the
-  // newest end and the oldest row waits only when every row does.
+  // Own rows that wait in an Apply's gather are pinned, never victims: the
+  // gradient gathered for one would land on the new key's row (and miss
+  // its old key's). Apply applies them first when every row waits.
   while (evict) {
-    const bool own_free =
-        oldest_ != kNoRow && apply_rows_.size() < counters_.rows;
-    const uint64_t own = own_free ? meta_[oldest_].last_update : UINT64_MAX;
+    const uint32_t victim = PickVictim();
+    const uint64_t own = victim != kNoRow ? LastUpdate(victim) : UINT64_MAX;
     bool freed = reclaim_ && reclaim_(*this, own);
-    if (!freed && own_free) {
-      if (!Retire(oldest_)) break;  // the disk refuses rows (logged)
+    if (!freed && victim != kNoRow) {
+      if (!Retire(victim)) break;  // the disk refuses rows (logged)
       freed = true;
     }
     if (freed && budget_->Take()) return true;
@@ -109,19 +109,49 @@ bool ExactPartition::TakeFromBudget() {
 
 bool ExactPartition::TryRetireOldest() {
   std::unique_lock lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock() || oldest_ == kNoRow || !Retire(oldest_)) return false;
+  if (!lock.owns_lock()) return false;
+  const uint32_t victim = PickVictim();
+  if (victim == kNoRow || !Retire(victim)) return false;
   PublishOldest();
   return true;
 }
 
+uint32_t ExactPartition::PickVictim() const {
+  const size_t n = rows_.size();
+  uint32_t best = kNoRow, best_age = 0;
+  size_t compared = 0;
+  size_t i = victim_hand_ < n ? victim_hand_ : 0;
+  // At most one round: free and pinned rows are passed over.
+  for (size_t visited = 0; visited < n && compared < kVictimWindow;
+       ++visited, i = i + 1 == n ? 0 : i + 1) {
+    const RowRecord& r = rows_[i];
+    if (r.use == 0 || Pinned(r)) continue;
+    ++compared;
+    const uint32_t age = (use_clock_ - r.use) & kUseMask;
+    if (best == kNoRow || age > best_age) {
+      best = static_cast<uint32_t>(i);
+      best_age = age;
+    }
+  }
+  return best;
+}
+
+void ExactPartition::Use(uint32_t row) {
+  RowRecord& r = rows_[row];
+  if (pinning_ && !(r.use != 0 && Pinned(r))) ++pinned_rows_;
+  use_clock_ = (use_clock_ + 1) & kUseMask;
+  r.use = kInUse | use_clock_;
+}
+
 bool ExactPartition::Retire(uint32_t row) {
   if (cold_ == nullptr) {
+    victim_hand_ = row + 1;
     FreeRow(row);
     ++counters_.evicted;
     return true;
   }
   EncodeCold(row, &demoted_record_);
-  const Status s = cold_->Put(key_of_row_[row], demoted_record_);
+  const Status s = cold_->Put(rows_[row].key, demoted_record_);
   if (!s.ok()) {
     // The row stays; the new key waits (refused, counted) until the disk
     // takes rows again. Nothing is lost.
@@ -131,6 +161,7 @@ bool ExactPartition::Retire(uint32_t row) {
                               << s;
     return false;
   }
+  victim_hand_ = row + 1;
   FreeRow(row);
   ++counters_.demoted;
   ++counters_.rows_on_disk;
@@ -157,7 +188,7 @@ void ExactPartition::EncodeCold(uint32_t row,
   for (int k = 0; k < optimizer_.arrays(); ++k) {
     state[k] = optimizer_.array(k) + at;
   }
-  EncodeCold(values_.data() + at, state, meta_[row].last_update,
+  EncodeCold(values_.data() + at, state, LastUpdate(row),
              updated_s_.empty() ? 0 : updated_s_[row], record);
 }
 
@@ -208,7 +239,7 @@ StatusOr<uint32_t> ExactPartition::MoveIn(uint64_t key, uint64_t hash,
   for (int k = 0; k < optimizer_.arrays(); ++k) {
     std::copy_n(cold.state[k], dim_, optimizer_.array(k) + at);
   }
-  meta_[row].last_update = cold.last_update;
+  SetLastUpdate(row, cold.last_update);
   if (!updated_s_.empty()) updated_s_[row] = cold.updated_s;
   const Status deleted = DeleteFromDiskLocked(key);
   if (!deleted.ok()) {
@@ -240,7 +271,7 @@ Status ExactPartition::BringBack(std::span<const PulledRow> pulled) {
   const uint64_t deletes_before = disk_deletes_;
   Status first;
   for (const PulledRow& p : pulled) {
-    if (row_of_key_.Find(p.key, p.hash) != KeyIndex::kNone) continue;
+    if (row_of_key_.Find(p.key, p.hash, keys()) != kNoRow) continue;
     std::span<const std::byte> record = p.record;
     if (deletes_before != p.disk_deletes) {
       promoted_record_.resize(cold_->record_bytes());
@@ -259,7 +290,7 @@ Status ExactPartition::BringBack(std::span<const PulledRow> pulled) {
       break;
     }
     if (*row == kNoRow) break;
-    LinkNewest(*row);  // used, but not updated: its last update stays
+    Use(*row);  // used, but not updated: its last update stays
   }
   PublishOldest();
   return first;
@@ -294,9 +325,9 @@ StatusOr<bool> ExactPartition::ReadColdLocked(uint64_t key,
 }
 
 void ExactPartition::PublishOldest() {
-  oldest_update_.store(
-      oldest_ == kNoRow ? UINT64_MAX : meta_[oldest_].last_update,
-      std::memory_order_relaxed);
+  const uint32_t victim = PickVictim();
+  oldest_update_.store(victim == kNoRow ? UINT64_MAX : LastUpdate(victim),
+                       std::memory_order_relaxed);
 }
 
 uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
@@ -306,7 +337,7 @@ uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
     row = free_rows_.back();
     free_rows_.pop_back();
   } else {
-    row = static_cast<uint32_t>(key_of_row_.size());
+    row = static_cast<uint32_t>(rows_.size());
     // Without memory for one more row the table acts as full: the push is
     // dropped and counted, and every array keeps its size.
     if (!ReserveRows(size_t{row} + 1)) {
@@ -317,21 +348,27 @@ uint32_t ExactPartition::AllocateRow(uint64_t key, uint64_t hash) {
     // Every array has room for the row: none of these can fail.
     (void)values_.Resize(values_.size() + dim_);
     (void)optimizer_.Resize(values_.size());
-    (void)key_of_row_.Resize(size_t{row} + 1);
-    (void)meta_.Resize(size_t{row} + 1);
+    (void)rows_.Resize(size_t{row} + 1);
     if (spec_.evict_after_seconds() != 0) {
       (void)updated_s_.Resize(size_t{row} + 1);
     }
   }
-  key_of_row_[row] = key;
-  meta_[row].last_update = 0;
+  // Its last update the oldest one the record can say, until the caller
+  // sets it (Touch keeps the later of the two).
+  rows_[row].key = key;
+  rows_[row].update_low = static_cast<uint32_t>(newest_step_) + 1;
+  Use(row);
   float* v = values_.data() + uint64_t{row} * dim_;
   initializer_.Fill(key, std::span<float>(v, dim_));
   optimizer_.ResetEntries(uint64_t{row} * dim_, dim_);
-  if (!row_of_key_.Insert(key, row)) {
-    LOG_FIRST_N(WARNING, 1) << "exact table '" << spec_.name()
-                            << "': no memory to grow the key index; new keys "
-                               "are refused as if the shard were full";
+  if (!row_of_key_.Insert(hash, row, keys())) {
+    LOG_FIRST_N(WARNING, 1)
+        << "exact table '" << spec_.name()
+        << "': no memory to grow the key index (or " << RowIndex::kMaxRows
+        << " rows in one of its 64 partitions); new keys "
+           "are refused as if the shard were full";
+    if (pinning_) --pinned_rows_;
+    rows_[row].use = 0;
     free_rows_.push_back(row);
     budget_->Give();
     ++counters_.refused_full;
@@ -346,51 +383,24 @@ bool ExactPartition::ReserveRows(size_t rows) {
   if (rows <= rows_room_) return true;
   const size_t room = std::max(first_rows_, 2 * rows);
   const bool reserved =
-      values_.Reserve(room * dim_) && key_of_row_.Reserve(room) &&
-      meta_.Reserve(room) &&
+      values_.Reserve(room * dim_) && rows_.Reserve(room) &&
       (spec_.evict_after_seconds() == 0 || updated_s_.Reserve(room)) &&
       optimizer_.Reserve(room * dim_).ok();
   if (reserved) rows_room_ = room;
   return reserved;
 }
 
-void ExactPartition::Unlink(uint32_t row) {
-  RowMeta& m = meta_[row];
-  if (m.prev != kNoRow) {
-    meta_[m.prev].next = m.next;
-  } else {
-    oldest_ = m.next;
-  }
-  if (m.next != kNoRow) {
-    meta_[m.next].prev = m.prev;
-  } else {
-    newest_ = m.prev;
-  }
-  m.prev = m.next = kNoRow;
-}
-
 void ExactPartition::Touch(uint32_t row, uint64_t step, uint32_t now_s) {
-  RowMeta& m = meta_[row];
-  m.last_update = std::max(m.last_update, step);
+  SetLastUpdate(row, std::max(LastUpdate(row), step));
   if (!updated_s_.empty()) updated_s_[row] = now_s;
-  LinkNewest(row);
-}
-
-void ExactPartition::LinkNewest(uint32_t row) {
-  RowMeta& m = meta_[row];
-  if (newest_ == row) return;
-  if (m.prev != kNoRow || oldest_ == row) Unlink(row);
-  m.prev = newest_;
-  m.next = kNoRow;
-  if (newest_ != kNoRow) meta_[newest_].next = row;
-  newest_ = row;
-  if (oldest_ == kNoRow) oldest_ = row;
+  Use(row);
 }
 
 void ExactPartition::FreeRow(uint32_t row) {
-  // A row that never joined the list (a promotion undone) has no links.
-  if (meta_[row].prev != kNoRow || oldest_ == row) Unlink(row);
-  row_of_key_.Erase(key_of_row_[row]);
+  // Erased while the record still holds its key: the index reads it.
+  const uint64_t key = rows_[row].key;
+  row_of_key_.Erase(key, KeyIndex::Mix(key), keys());
+  rows_[row].use = 0;
   free_rows_.push_back(row);
   budget_->Give();
   --counters_.rows;
@@ -405,22 +415,24 @@ Status ExactPartition::ApplyGathered(uint64_t optimizer_step) {
       for (float& g : apply_grads_) g *= scale;
     }
     return kernels::AccumulateRows(apply_rows_, apply_grads_,
-                                   {values_.data(), key_of_row_.size(), dim_},
+                                   {values_.data(), rows_.size(), dim_},
                                    kernels::AccumulateMode::kExclusive);
   }
   return kernels::ApplyOptimizerToRows(
       *optimizer_.optimizer(), optimizer_step,
-      optimizer_.View(values_.data(), key_of_row_.size(), dim_), apply_rows_,
+      optimizer_.View(values_.data(), rows_.size(), dim_), apply_rows_,
       apply_grads_);
 }
 
 void ExactPartition::EvictIdle(uint64_t step, uint32_t now_s) {
   std::unique_lock lock(mu_);
-  EvictIdleLocked(step, now_s);
+  EvictIdleLocked(step, now_s, IdleSweepShare());
 }
 
 void ExactPartition::GiveBackOverdraftLocked() {
-  while (budget_->over() && oldest_ != kNoRow && Retire(oldest_)) {
+  uint32_t victim;
+  while (budget_->over() && (victim = PickVictim()) != kNoRow &&
+         Retire(victim)) {
   }
 }
 
@@ -432,25 +444,44 @@ bool ExactPartition::Idle(uint64_t last, uint32_t last_s, uint64_t step,
          (seconds != 0 && now_s > last_s && now_s - last_s > seconds);
 }
 
-void ExactPartition::EvictIdleLocked(uint64_t step, uint32_t now_s) {
-  if (spec_.evict_after_steps() == 0 && spec_.evict_after_seconds() == 0) {
+size_t ExactPartition::IdleSweepShare() const {
+  // A round in the shorter period: ExactTable::Sweep calls once a step and
+  // once a second.
+  const uint64_t steps = spec_.evict_after_steps();
+  const uint64_t seconds = spec_.evict_after_seconds();
+  const uint64_t period =
+      std::max<uint64_t>(1, std::min(steps == 0 ? UINT64_MAX : steps,
+                                     seconds == 0 ? UINT64_MAX : seconds));
+  return std::max<uint64_t>(kMinIdleSweep,
+                            (rows_.size() + period - 1) / period);
+}
+
+void ExactPartition::EvictIdleLocked(uint64_t step, uint32_t now_s,
+                                     size_t share) {
+  const size_t n = rows_.size();
+  if ((spec_.evict_after_steps() == 0 && spec_.evict_after_seconds() == 0) ||
+      n == 0) {
     return;
   }
-  // Oldest first, up to the first row young enough by both measures: the
-  // list is in update order, which is the order of the seconds and, as a
-  // job's steps rise with time, nearly that of the steps.
-  while (oldest_ != kNoRow &&
-         Idle(meta_[oldest_].last_update,
-              updated_s_.empty() ? 0 : updated_s_[oldest_], step, now_s)) {
-    FreeRow(oldest_);
-    ++counters_.evicted;
+  share = std::min(share, n);
+  size_t i = idle_hand_ < n ? idle_hand_ : 0;
+  for (size_t visited = 0; visited < share;
+       ++visited, i = i + 1 == n ? 0 : i + 1) {
+    if (rows_[i].use == 0) continue;
+    const uint32_t row = static_cast<uint32_t>(i);
+    if (Idle(LastUpdate(row), updated_s_.empty() ? 0 : updated_s_[row], step,
+             now_s)) {
+      FreeRow(row);
+      ++counters_.evicted;
+    }
   }
+  idle_hand_ = i;
   PublishOldest();
 }
 
 bool ExactPartition::HasRow(uint64_t key) const {
   std::shared_lock lock(mu_);
-  return row_of_key_.Find(key) != KeyIndex::kNone;
+  return row_of_key_.Find(key, KeyIndex::Mix(key), keys()) != kNoRow;
 }
 
 TableCounters ExactPartition::counters() const {
@@ -465,7 +496,9 @@ uint64_t ExactPartition::sketch_bytes() const {
 }
 
 void ExactPartition::FreeAllRowsLocked() {
-  while (oldest_ != kNoRow) FreeRow(oldest_);
+  for (uint32_t row = 0; row < rows_.size(); ++row) {
+    if (rows_[row].use != 0) FreeRow(row);
+  }
   counters_.rows_on_disk = 0;
   ++disk_deletes_;  // the table clears the disk next
   PublishOldest();
@@ -482,7 +515,9 @@ bool ExactPartition::RestoreRowLocked(uint64_t key, const float* values,
   for (int k = 0; k < optimizer_.arrays(); ++k) {
     std::copy_n(state[k], dim_, optimizer_.array(k) + at);
   }
-  Touch(row, last_update, now_s);
+  SetLastUpdate(row, last_update);
+  if (!updated_s_.empty()) updated_s_[row] = now_s;
+  Use(row);
   PublishOldest();
   return true;
 }

@@ -1,19 +1,33 @@
 // ExactPartition: one lock's worth of an ExactTable (table/exact_table.h).
 // The table splits its keys over kPartitions of these by the high bits of
 // KeyIndex::Mix(key); each holds its keys' index, rows, optimizer state,
-// least-recently-updated list, free rows and admission sketch under one
-// reader-writer lock of its own. Apply threads and readers of different
-// partitions never wait for each other, and a partition whose index or
-// arrays grow stops only its own keys.
+// free rows and admission sketch under one reader-writer lock of its own.
+// Apply threads and readers of different partitions never wait for each
+// other, and a partition whose index or arrays grow stops only its own
+// keys.
 //
 // What the partitions share, the table owns and hands in: the spec, the
 // per-shard memory bound (RowBudget, rows in use across all partitions),
 // the optimizer step of a push, and at the bound the way to a row of
 // another partition (Reclaim: a partition with few or no rows of its own
-// frees the shard's least recently updated row, wherever it is), and the
+// frees the shard's least recently used row, wherever it is), and the
 // disk tier, when the table has one (table/cold_row_store.h: a key is in a
 // partition's memory or on disk, never both; it moves between them only
 // under its partition's exclusive lock).
+//
+// Which row makes room at the bound is an approximate LRU, without links
+// between rows: each row records when it was last used (a count of this
+// partition's uses: updates, and pulls that bring it back from disk), and
+// the victim is the least recently used of the next kVictimWindow rows in
+// use from a hand that goes round the rows, as in CLOCK. A partition with
+// at most that many rows picks its exact LRU row. Rows idle by
+// evict_after_steps or evict_after_seconds are found by a sweep that goes
+// round the rows too, a share of them per EvictIdle call (see there).
+// What a row costs beside its values and state: a 16-byte RowRecord and
+// 4-byte slots of its RowIndex at 70-90% full before a doubling: 24 bytes
+// a row in all at 10^8 rows of dim 8, measured with bench/
+// exact_growth_bench (the linked list and a KeyIndex's 12-byte slots this
+// replaced took 58, and inserts were 30% slower).
 //
 // Thread safety: every method takes the partition's lock itself (shared for
 // reads, exclusive for changes), except the *Locked ones, whose caller
@@ -23,6 +37,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -39,6 +54,7 @@
 #include "table/initializer.h"
 #include "table/key_index.h"
 #include "table/optimizer_state.h"
+#include "table/row_index.h"
 #include "table/table_counters.h"
 
 namespace ps::table {
@@ -103,17 +119,23 @@ class ExactPartition {
   // below.
   static constexpr int kPartitionBits = 6;
   static constexpr uint32_t kNoRow = UINT32_MAX;
-  static_assert(kNoRow == KeyIndex::kNone, "a row the index lacks is no row");
-  // At the bound, with when_full evicting: frees the least recently
-  // updated row of a partition other than `asking` if it was updated
-  // before `update` (the asking partition's own oldest row's); true when
-  // it freed one (the row went back to the budget).
+  static_assert(kNoRow == RowIndex::kNone, "a row the index lacks is no row");
+  // The rows in use that a victim search compares (see above).
+  static constexpr size_t kVictimWindow = 16;
+  // The fewest rows an idle sweep visits: EvictIdle's, and Apply's beyond
+  // one per key.
+  static constexpr size_t kMinIdleSweep = 4096;
+  static constexpr size_t kMinApplySweep = 64;
+  // At the bound, with when_full evicting: frees the row another partition
+  // than `asking` would free next if it was updated before `update` (that
+  // of the asking partition's own); true when it freed one (the row went
+  // back to the budget).
   using Reclaim =
       std::function<bool(const ExactPartition& asking, uint64_t update)>;
 
   // `sketch_width` 0: no admission sketch (every key is admitted at its
   // first push). `growth_phase` in [0, 1) sets when this partition's
-  // arrays grow: its key index at 55-75% full, its row arrays from room
+  // arrays grow: its key index at 70-90% full, its row arrays from room
   // for 64-128 rows on, doubling.
   // Partitions fill at the same pace (keys spread evenly by hash), so with
   // one growth rule they would all grow in the same push, which would then
@@ -143,11 +165,10 @@ class ExactPartition {
                                 int state_arrays);
 
   // Applies the gradients of `in`'s keys at worker step `step` and time
-  // `now_s` (the table's seconds), after freeing this partition's rows
-  // idle for more than evict_after_steps before `step` or
-  // evict_after_seconds before `now_s`: a key with a row is updated; a key
-  // whose row is on disk has it brought back (unless it is idle by the
-  // same measures: then it is deleted and the key counts as new); one
+  // `now_s` (the table's seconds): a key with a row is updated; a key
+  // whose row is on disk has it brought back (unless it is idle by
+  // evict_after_steps or evict_after_seconds: then it is deleted and the
+  // key counts as new); one
   // without is counted in the sketch and gets a row once its count reaches
   // the spec's admit_after_pushes and the budget has one (at the bound: as
   // when_full says), else its gradient is dropped and counted.
@@ -164,11 +185,17 @@ class ExactPartition {
   // ExactTable::ReadKeys locks every partition for a chunk of keys, so that
   // it reads them in their order without grouping them.
   const float* FindLocked(uint64_t key, uint64_t hash) const {
-    const uint32_t row = row_of_key_.Find(key, hash);
-    return row == KeyIndex::kNone ? nullptr
-                                  : values_.data() + uint64_t{row} * dim_;
+    const uint32_t row = row_of_key_.Find(key, hash, keys());
+    return row == kNoRow ? nullptr : values_.data() + uint64_t{row} * dim_;
   }
+  // A loop over many keys calls PrefetchLocked RowIndex::kPrefetchAhead
+  // keys ahead and PrefetchKeyLocked kKeyAhead keys ahead of FindLocked:
+  // the index slot first, then the record of the row it names.
+  static constexpr size_t kKeyAhead = 8;
   void PrefetchLocked(uint64_t hash) const { row_of_key_.Prefetch(hash); }
+  void PrefetchKeyLocked(uint64_t hash) const {
+    row_of_key_.PrefetchKey(hash, keys());
+  }
   // With a disk tier, a key FindLocked lacks: copies its row from disk into
   // `out` (dim floats) and returns true, or false when the disk has none.
   // Lock held, shared at least.
@@ -193,29 +220,34 @@ class ExactPartition {
     uint64_t disk_deletes;
   };
   // Brings the rows a pull read from disk back into memory, as a push
-  // would (moving the least recently updated rows out at the bound), with
-  // their last update unchanged; keys already back are skipped, and a
+  // would (moving the least recently used rows out at the bound), used now
+  // but with their last update unchanged; keys already back are skipped, and a
   // record that may have changed since it was read is read again. Takes
   // the lock. Stops at the first row the bound cannot take; returns the
   // disk's first error (nothing is lost: a row stays where it was).
   Status BringBack(std::span<const PulledRow> pulled);
 
-  // Frees rows whose last update is more than evict_after_steps (not 0)
-  // before `step` or evict_after_seconds (not 0) before `now_s`, least
-  // recently updated first.
+  // Frees the rows whose last update is more than evict_after_steps (not
+  // 0) before `step` or evict_after_seconds (not 0) before `now_s` among
+  // the next rows of a sweep that goes round them: as many as make a round
+  // in the shorter of the two periods, if it is called once a step and
+  // once a second (ExactTable::Sweep), and at least kMinIdleSweep (Apply
+  // sweeps on too: see there). A row idle past its period is freed within
+  // one more period, and in a partition of at most kMinIdleSweep rows at
+  // once.
   void EvictIdle(uint64_t step, uint32_t now_s);
   // With a disk tier: deletes the row of `key` (of this partition) from
   // disk if it lies there idle by the same measures (counted as evicted).
   Status EvictIdleOnDisk(uint64_t key, uint64_t step, uint32_t now_s);
 
-  // The last update of this partition's least recently updated row
-  // (UINT64_MAX without rows), as of the end of its last change: what
-  // Reclaim compares, read without the lock.
+  // The last update of the row this partition would free next (its
+  // approximate LRU row; UINT64_MAX without rows), as of the end of its
+  // last change: what Reclaim compares, read without the lock.
   uint64_t oldest_update() const {
     return oldest_update_.load(std::memory_order_relaxed);
   }
-  // Frees this partition's least recently updated row (moved to disk with
-  // a disk tier, else counted as evicted) if its lock is free right now and
+  // Frees the row this partition would free next (moved to disk with a
+  // disk tier, else counted as evicted) if its lock is free right now and
   // it has one: a partition that holds its own lock may ask another without
   // waiting for it, so two never wait for each other.
   bool TryRetireOldest();
@@ -254,17 +286,69 @@ class ExactPartition {
                               uint32_t now_s);
 
  private:
+  // What an update reads and writes of a row besides its values and
+  // state, in one 16-byte record (one cache miss): its key (which the
+  // index reads to tell a key from others of the same fingerprint), its
+  // last update and its last use.
+  struct RowRecord {
+    uint64_t key;
+    // The low 32 bits of its last update (a step): LastUpdate().
+    uint32_t update_low;
+    // kInUse | use_clock_ at its last use (Use); 0: the row is free.
+    uint32_t use;
+  };
+  static_assert(sizeof(RowRecord) == 16 && offsetof(RowRecord, key) == 0);
+  static constexpr uint32_t kInUse = uint32_t{1} << 31;
+  static constexpr uint32_t kUseMask = kInUse - 1;
+
+  // The keys of the rows, for the index.
+  RowKeys keys() const {
+    return {reinterpret_cast<const uint64_t*>(rows_.data()),
+            sizeof(RowRecord) / sizeof(uint64_t)};
+  }
+  // A row's last update: newest_step_ less the row's distance below it,
+  // which its low 32 bits give (an update more than 2^32 steps before the
+  // newest reads as a later one).
+  uint64_t LastUpdate(uint32_t row) const {
+    const uint32_t behind =
+        static_cast<uint32_t>(newest_step_) - rows_[row].update_low;
+    return behind > newest_step_ ? 0 : newest_step_ - behind;
+  }
+  void SetLastUpdate(uint32_t row, uint64_t step) {
+    newest_step_ = std::max(newest_step_, step);
+    rows_[row].update_low = static_cast<uint32_t>(step);
+  }
+  // Marks `row` used now (the newest use), pinned while pinning_.
+  void Use(uint32_t row);
+  // Whether `row` (in use) was used since pinned_from_ while pinning_:
+  // the rows an Apply has gathered and not yet applied, which no victim
+  // search may take (the gradient gathered for its key would land on the
+  // row's next key).
+  bool Pinned(const RowRecord& r) const {
+    return pinned_rows_ > 0 && ((r.use - pinned_from_) & kUseMask) <=
+                                   ((use_clock_ - pinned_from_) & kUseMask);
+  }
+  // Starts (or, after the gathered rows were applied, starts again) and
+  // ends the pinning of the rows an Apply uses.
+  void PinFromNow() {
+    pinned_from_ = (use_clock_ + 1) & kUseMask;
+    pinned_rows_ = 0;
+  }
+  // The least recently used of the next kVictimWindow rows in use and not
+  // pinned from hand_, or kNoRow.
+  uint32_t PickVictim() const;
+
   uint32_t AllocateRow(uint64_t key, uint64_t hash);  // kNoRow when none
   // Room for `rows` rows in every per-row array: when they have less, for
   // twice as many (at least first_rows_). False without memory.
   bool ReserveRows(size_t rows);
   // One row of the bound for a new key: from budget_batch_ while it lasts;
   // at the bound, when when_full says so, frees the shard's least recently
-  // updated row first (Reclaim, or this partition's own).
+  // used row first, approximately (Reclaim, or this partition's own).
   bool TakeFromBudget();
-  // Frees `row` for another key: to disk with a disk tier (counted as
-  // demoted; false, nothing freed, when the disk refuses it), else counted
-  // as evicted.
+  // Frees `row` (a victim) for another key: to disk with a disk tier
+  // (counted as demoted; false, nothing freed, when the disk refuses it),
+  // else counted as evicted.
   bool Retire(uint32_t row);
   // A key without a row in memory, with a disk tier: its row brought back
   // from disk into a row of its own (promoted), or `on_disk` false when the
@@ -276,8 +360,8 @@ class ExactPartition {
   Status Promote(uint64_t key, uint64_t hash, uint64_t step, uint32_t now_s,
                  Promotion* out);
   // The row of `record` (read from disk for `key`) into a row of its own,
-  // and off the disk: the row (not yet in the least-recently-updated list),
-  // or kNoRow when the bound has none (the row stays on disk).
+  // and off the disk: the row, or kNoRow when the bound has none (the row
+  // stays on disk).
   StatusOr<uint32_t> MoveIn(uint64_t key, uint64_t hash,
                             std::span<const std::byte> record);
   // Deletes the record of `key` (on disk) and counts it: every delete from
@@ -289,14 +373,15 @@ class ExactPartition {
                   uint64_t last_update, uint32_t updated_s,
                   std::vector<std::byte>* record) const;
   void FreeRow(uint32_t row);
-  // Moves `row` to the newest end, updated at `step` and `now_s`.
+  // Marks `row` updated at `step` (or later, if it was) and `now_s`, and
+  // used.
   void Touch(uint32_t row, uint64_t step, uint32_t now_s);
-  // Moves (or links) `row` to the newest end, its update times unchanged.
-  void LinkNewest(uint32_t row);
-  void Unlink(uint32_t row);
-  void EvictIdleLocked(uint64_t step, uint32_t now_s);
+  // Frees the idle rows among the next `share` rows of the idle sweep.
+  void EvictIdleLocked(uint64_t step, uint32_t now_s, size_t share);
+  // EvictIdle's share (see there).
+  size_t IdleSweepShare() const;
   // With a disk tier, while the budget is over the bound (RowBudget::
-  // Overdraw): moves this partition's oldest rows to disk.
+  // Overdraw): moves this partition's victims to disk.
   void GiveBackOverdraftLocked();
   // A row last updated at step `last` and second `last_s` is idle at
   // `step`, `now_s` by evict_after_steps or evict_after_seconds.
@@ -304,7 +389,7 @@ class ExactPartition {
             uint32_t now_s) const;
   Status ApplyGathered(uint64_t optimizer_step);
   // Grows the index at once for the keys of missing_ when each will get a
-  // row (KeyIndex::ReserveForRange): a run of many new keys in hash order,
+  // row (RowIndex::ReserveForRange): a run of many new keys in hash order,
   // as a worker's push sends them, spans a narrow range of hashes.
   void ReserveIndexFor(const PartitionKeys& in);
   // Stores oldest_update() after a change (lock held exclusively).
@@ -324,37 +409,31 @@ class ExactPartition {
   std::atomic<uint64_t> oldest_update_{UINT64_MAX};
 
   mutable std::shared_mutex mu_;
-  KeyIndex row_of_key_;
+  RowIndex row_of_key_;
   std::optional<AdmissionSketch> sketch_;
   // The per-row arrays grow in place (base/growing_array.h), all with room
   // for rows_room_ rows.
   size_t rows_room_ = 0;
   GrowingArray<float> values_;  // rows allocated * dim
   OptimizerState optimizer_;    // the rule and state arrays; steps unused
-  GrowingArray<uint64_t> key_of_row_;
-  // What an update reads and writes of a row besides its values, in one
-  // 16-byte record (one cache miss, not three): its last update (a step)
-  // and its links in the doubly linked list of rows in use, least
-  // recently updated first.
-  struct RowMeta {
-    uint64_t last_update = 0;
-    uint32_t prev = kNoRow, next = kNoRow;
-  };
-  GrowingArray<RowMeta> meta_;
+  GrowingArray<RowRecord> rows_;
   // The table's second of each row's last update; only with
-  // evict_after_seconds. The list is in the order rows were last updated,
-  // so in these seconds' order too.
+  // evict_after_seconds.
   GrowingArray<uint32_t> updated_s_;
-  uint32_t oldest_ = kNoRow, newest_ = kNoRow;
+  uint64_t newest_step_ = 0;  // the latest last update of any row here
+  uint32_t use_clock_ = 0;    // uses so far, mod 2^31
+  size_t victim_hand_ = 0;    // where the next victim search starts
+  size_t idle_hand_ = 0;      // where the next idle sweep starts
+  // While pinned_rows_ > 0, the rows used from pinned_from_ on are pinned
+  // (Pinned); Apply counts them as it uses them.
+  uint32_t pinned_from_ = 0;
+  uint64_t pinned_rows_ = 0;
+  bool pinning_ = false;
   uint64_t disk_deletes_ = 0;  // see disk_deletes_locked()
   std::vector<uint32_t> free_rows_;
   TableCounters counters_;  // admission_pending unused (the sketch says)
   // Scratch of one Apply (reused, so steady pushes do not allocate).
   std::vector<uint32_t> apply_rows_;
-  struct FoundRow {
-    uint32_t row, at;  // at: the key's position in the push
-  };
-  std::vector<FoundRow> found_;    // keys with a row
   std::vector<uint32_t> missing_;  // positions of keys without a row
   std::vector<float> apply_grads_;
   // Records on their way to and from disk (a promotion may demote another
@@ -366,11 +445,17 @@ template <class StepFn>
 Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
                              const PartitionKeys& in, StepFn optimizer_step) {
   std::unique_lock lock(mu_);
-  EvictIdleLocked(step, now_s);
+  // The sweep for idle rows moves on too, by as many rows as keys and
+  // kMinApplySweep more: a partition whose keys come at steps that are not
+  // the table's newest (ExactTable::Sweep runs once a step, the newest)
+  // frees its idle rows too, and a small one all of them at once.
+  EvictIdleLocked(step, now_s, in.positions.size() + kMinApplySweep);
   if (cold_ != nullptr) GiveBackOverdraftLocked();
   apply_rows_.clear();
   apply_grads_.clear();
   missing_.clear();
+  pinning_ = true;
+  PinFromNow();
   auto gather = [&](uint32_t row, uint32_t at) {
     Touch(row, step, now_s);
     apply_rows_.push_back(row);
@@ -383,52 +468,46 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
     Status s = ApplyGathered(optimizer_.optimizer() ? optimizer_step() : 0);
     apply_rows_.clear();
     apply_grads_.clear();
+    PinFromNow();  // applied: any of them may make room now
     return s;
   };
-  // Keys with rows first, applied together, in two passes whose cache
-  // misses overlap (a push's rows lie at random; its index slots too,
-  // unless the keys come in hash order): the first finds the
-  // rows (index slots prefetched ahead, from the first key on) and
-  // prefetches each row's meta; the second moves each row to the newest
-  // end, its list neighbours prefetched ahead.
+  // Keys with rows first, applied together. A push's index slots and rows
+  // lie at random (its slots in order when its keys come in hash order),
+  // so the slots are prefetched kPrefetchAhead keys ahead and the records
+  // they name kKeyAhead keys ahead: their cache misses overlap.
   const size_t n = in.positions.size();
-  for (size_t i = 0; i < std::min(n, KeyIndex::kPrefetchAhead); ++i) {
-    row_of_key_.Prefetch(in.hashes[in.positions[i]]);
+  auto hash_at = [&](size_t i) { return in.hashes[in.positions[i]]; };
+  for (size_t i = 0; i < std::min(n, RowIndex::kPrefetchAhead); ++i) {
+    row_of_key_.Prefetch(hash_at(i));
   }
-  found_.clear();
+  for (size_t i = 0; i < std::min(n, kKeyAhead); ++i) {
+    PrefetchKeyLocked(hash_at(i));
+  }
+  const RowKeys keys_of_rows = keys();
   for (size_t i = 0; i < n; ++i) {
-    if (i + KeyIndex::kPrefetchAhead < n) {
-      row_of_key_.Prefetch(
-          in.hashes[in.positions[i + KeyIndex::kPrefetchAhead]]);
+    if (i + RowIndex::kPrefetchAhead < n) {
+      row_of_key_.Prefetch(hash_at(i + RowIndex::kPrefetchAhead));
+    }
+    if (i + kKeyAhead < n) {
+      row_of_key_.PrefetchKey(hash_at(i + kKeyAhead), keys_of_rows);
     }
     const uint32_t at = in.positions[i];
-    const uint32_t row = row_of_key_.Find(in.keys[at], in.hashes[at]);
-    if (row == KeyIndex::kNone) {
+    const uint32_t row =
+        row_of_key_.Find(in.keys[at], in.hashes[at], keys_of_rows);
+    if (row == kNoRow) {
       missing_.push_back(at);
     } else {
-      __builtin_prefetch(&meta_[row]);
-      found_.push_back({row, at});
+      gather(row, at);
     }
   }
-  constexpr size_t kLinksAhead = 8;
-  for (size_t i = 0; i < found_.size(); ++i) {
-    if (i + kLinksAhead < found_.size()) {
-      const RowMeta& ahead = meta_[found_[i + kLinksAhead].row];
-      if (ahead.prev != kNoRow) __builtin_prefetch(&meta_[ahead.prev]);
-      if (ahead.next != kNoRow) __builtin_prefetch(&meta_[ahead.next]);
-    }
-    gather(found_[i].row, found_[i].at);
-  }
-  counters_.memory_hits += found_.size();
+  counters_.memory_hits += apply_rows_.size();
   Status first = flush();
   // Then the keys without: their rows brought back from disk, or
-  // admission; at the bound either takes the least recently updated row
-  // (moved to disk or freed). When every row of this partition waits in
-  // the gather, the row taken next would be one of them, and the gradient
-  // gathered for its old key would land on the new key's (or miss the copy
-  // on disk): those are applied first.
+  // admission; at the bound either takes a victim's row (moved to disk or
+  // freed). Victims are never rows gathered and not yet applied; when
+  // every row of this partition is, those are applied first.
   auto flush_if_all_gathered = [&] {
-    if (apply_rows_.size() >= counters_.rows) {
+    if (pinned_rows_ >= counters_.rows) {
       Status s = flush();
       if (first.ok()) first = s;
     }
@@ -441,7 +520,7 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
     const uint64_t key = in.keys[at];
     const uint64_t hash = in.hashes[at];
     // Admitted (or brought back) for an earlier duplicate of the key?
-    uint32_t row = row_of_key_.Find(key, hash);
+    uint32_t row = row_of_key_.Find(key, hash, keys());
     bool on_disk = false;
     if (row == kNoRow && cold_ != nullptr) {
       flush_if_all_gathered();
@@ -469,6 +548,8 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
     budget_batch_ = 0;
   }
   Status s = flush();
+  pinning_ = false;
+  pinned_rows_ = 0;
   PublishOldest();
   return first.ok() ? s : first;
 }
@@ -476,13 +557,14 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
 template <class Fn>
 void ExactPartition::ForEachRowLocked(Fn fn) const {
   const float* state[kernels::kMaxOptimizerStates] = {};
-  row_of_key_.ForEach([&](uint64_t key, uint32_t row) {
+  for (uint32_t row = 0; row < rows_.size(); ++row) {
+    if (rows_[row].use == 0) continue;  // free
     const uint64_t at = uint64_t{row} * dim_;
     for (int k = 0; k < optimizer_.arrays(); ++k) {
       state[k] = optimizer_.array(k) + at;
     }
-    fn(key, values_.data() + at, state, meta_[row].last_update);
-  });
+    fn(rows_[row].key, values_.data() + at, state, LastUpdate(row));
+  }
 }
 
 }  // namespace ps::table

@@ -320,10 +320,20 @@ Status ExactTable::ReadRange(std::span<const uint64_t> keys,
     for (int p = 0; p < kPartitions; ++p) {
       locks[p] = std::shared_lock(partitions_[p]->lock());
     }
+    for (size_t i = 0; i < std::min(n, RowIndex::kPrefetchAhead); ++i) {
+      Partition(hashes[i]).PrefetchLocked(hashes[i]);
+    }
+    for (size_t i = 0; i < std::min(n, ExactPartition::kKeyAhead); ++i) {
+      Partition(hashes[i]).PrefetchKeyLocked(hashes[i]);
+    }
     for (size_t i = 0; i < n; ++i) {
-      if (i + KeyIndex::kPrefetchAhead < n) {
-        const uint64_t ahead = hashes[i + KeyIndex::kPrefetchAhead];
+      if (i + RowIndex::kPrefetchAhead < n) {
+        const uint64_t ahead = hashes[i + RowIndex::kPrefetchAhead];
         Partition(ahead).PrefetchLocked(ahead);
+      }
+      if (i + ExactPartition::kKeyAhead < n) {
+        const uint64_t ahead = hashes[i + ExactPartition::kKeyAhead];
+        Partition(ahead).PrefetchKeyLocked(ahead);
       }
       rows[i] = Partition(hashes[i]).FindLocked(chunk[i], hashes[i]);
       if (rows[i] != nullptr) __builtin_prefetch(rows[i]);

@@ -291,6 +291,72 @@ TEST(ExactTableTest, APushThatEvictsItsOwnRowsAppliesEachGradientToItsKey) {
   EXPECT_EQ(t->counters().rows, 2u);
 }
 
+// The same in a partition of more rows than a victim search compares
+// (ExactPartition::kVictimWindow): the rows a push has gathered are pinned
+// wherever the hand finds them, so the rows of the earlier push go first,
+// and then, once every row waits, the gathered ones are applied before any
+// is taken.
+TEST(ExactTableTest, APushLargerThanTheVictimWindowNeverTakesARowItGathered) {
+  constexpr size_t kBound = 100, kNew = 300;
+  proto::TableSpec spec = Spec(kBound, 1, 0, /*dim=*/1);
+  spec.mutable_optimizer()->set_name("sum");
+  auto t = ExactTable::Create(spec).value();
+  std::vector<uint64_t> same;  // keys of one partition
+  for (uint64_t k = 0; same.size() < kBound + kNew; ++k) {
+    if (KeyIndex::Mix(k) >> 58 == 0) same.push_back(k);
+  }
+  const std::vector<uint64_t> old(same.begin(), same.begin() + kBound);
+  const std::vector<uint64_t> fresh(same.begin() + kBound, same.end());
+  ASSERT_TRUE(t->ApplyKeys(1, old, std::vector<float>(kBound, 1.0f)).ok());
+  std::vector<float> g(kNew);
+  for (size_t i = 0; i < kNew; ++i) g[i] = static_cast<float>(i + 2);
+  ASSERT_TRUE(t->ApplyKeys(2, fresh, g).ok());
+  for (uint64_t k : old) EXPECT_FALSE(t->HasRow(k)) << k;
+  size_t present_rows = 0;
+  for (size_t i = 0; i < kNew; ++i) {
+    bool present = false;
+    const std::vector<float> row = PullOne(*t, fresh[i], &present);
+    if (!present) continue;
+    ++present_rows;
+    EXPECT_EQ(row[0], g[i]) << "key " << i;
+  }
+  EXPECT_EQ(present_rows, kBound);
+  const TableCounters c = t->counters();
+  EXPECT_EQ(c.rows, kBound);
+  EXPECT_EQ(c.evicted, kNew);
+  EXPECT_EQ(c.refused_full, 0u);
+}
+
+// Eviction by age in a partition of more rows than one sweep visits
+// (ExactPartition::kMinIdleSweep): the sweep goes round them, and a row
+// idle past evict_after_steps is freed within that many steps more.
+TEST(ExactTableTest, AnIdleSweepGoesRoundALargePartitionWithinAPeriod) {
+  constexpr uint64_t kEvict = 10;
+  constexpr size_t kRows = 3 * ExactPartition::kMinIdleSweep;
+  auto t = ExactTable::Create(Spec(1 << 20, 1, kEvict, 1)).value();
+  std::vector<uint64_t> same;  // keys of one partition
+  for (uint64_t k = 0; same.size() < kRows; ++k) {
+    if (KeyIndex::Mix(k) >> 58 == 0) same.push_back(k);
+  }
+  ASSERT_TRUE(t->ApplyKeys(1, same, std::vector<float>(kRows, 1.0f)).ok());
+  // One key of another partition each step: the table's sweeps.
+  uint64_t other = 0;
+  while (KeyIndex::Mix(other) >> 58 == 0) ++other;
+  const std::vector<uint64_t> one{other};
+  for (uint64_t step = 2; step <= 1 + kEvict; ++step) {
+    ASSERT_TRUE(t->ApplyKeys(step, one, std::vector<float>{1.0f}).ok());
+  }
+  EXPECT_EQ(t->counters().evicted, 0u);  // none idle yet
+  EXPECT_EQ(t->counters().rows, kRows + 1);
+  for (uint64_t step = 2 + kEvict; step <= 1 + 2 * kEvict; ++step) {
+    ASSERT_TRUE(t->ApplyKeys(step, one, std::vector<float>{1.0f}).ok());
+  }
+  const TableCounters c = t->counters();
+  EXPECT_EQ(c.evicted, kRows);
+  EXPECT_EQ(c.rows, 1u);
+  EXPECT_TRUE(t->HasRow(other));
+}
+
 TEST(ExactTableTest, DuplicateKeysInOnePushAddUp) {
   auto t = ExactTable::Create(Spec(10, 2, 0, 1)).value();
   // The second occurrence admits the key and applies; the first is dropped.

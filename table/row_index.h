@@ -1,0 +1,130 @@
+// RowIndex: an ExactPartition's map from key to row in 4 bytes a slot.
+// Open addressing with linear probing over a power-of-two array kept at
+// most max_load_percent full; a deletion shifts the entries behind it back
+// (no tombstones). Unlike KeyIndex (table/key_index.h: 12-byte slots that
+// hold their keys), a slot holds only its row and 6 bits of its key's hash
+// (a fingerprint): the owner keeps each row's key beside the row's other
+// fields and hands the index a RowKeys view of them, and a probe reads a
+// row's key only where the fingerprint matches (1 in 64 of the others).
+// That is what keeps a partition's bytes per row small: kept 70-90% full
+// (half that after a doubling), these cost ~7 bytes a row where 12-byte
+// slots at 55-75% cost ~27, while a lookup of a key that has a row reads
+// its key from the row's record, which an update reads anyway.
+//
+// As in KeyIndex, the hash's high bits (below the owner's) pick the home
+// slot, so slots lie in hash order and keys that come in hash order read
+// the array from one end to the other. Growing doubles the array and
+// re-files every entry, reading each one's key (prefetched ahead); the
+// caller is stopped meanwhile (hence one index per partition).
+//
+// Rows are below kMaxRows (2^26 - 1): 4.3 billion rows over a table's 64
+// partitions. Insert refuses more.
+//
+// Not thread-safe: the partition holds it under its own lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "base/huge_pages.h"
+#include "protocol/key_hash.h"
+
+namespace ps::table {
+
+// Where the owner keeps each row's key: row r's key is first[r * stride].
+struct RowKeys {
+  const uint64_t* first = nullptr;
+  size_t stride = 1;  // in uint64_t
+  const uint64_t* at(uint32_t row) const { return first + row * stride; }
+  uint64_t of(uint32_t row) const { return *at(row); }
+};
+
+class RowIndex {
+ public:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  static constexpr int kRowBits = 26;
+  static constexpr uint32_t kMaxRows = (uint32_t{1} << kRowBits) - 1;
+
+  // Grows (doubles) when an insert would fill more than max_load_percent
+  // (in [50, 90]) of the slots. `owner_bits` (< 32): the top bits of the
+  // hash that the owner picks this index by (ExactTable's partition).
+  explicit RowIndex(uint32_t max_load_percent = 70, int owner_bits = 0)
+      : max_load_percent_(max_load_percent), owner_bits_(owner_bits) {}
+
+  static uint64_t Mix(uint64_t k) { return protocol::KeyHash(k); }
+
+  // The row of `key` (whose Mix is `hash`), or kNone.
+  uint32_t Find(uint64_t key, uint64_t hash, RowKeys keys) const {
+    if (slots_.empty()) return kNone;
+    const uint32_t fp = Fingerprint(hash);
+    for (size_t i = HomeOf(hash);; i = (i + 1) & mask_) {
+      const uint32_t s = slots_[i];
+      if (s == kEmpty) return kNone;
+      if ((s >> kRowBits) == fp && keys.of(RowOf(s)) == key) return RowOf(s);
+    }
+  }
+  // Files `row` (< kMaxRows) under `hash`, whose key has no row here.
+  // False when the array cannot grow (no memory) or row is too large:
+  // nothing changed then. `keys` must give the key of every row filed
+  // before (a growth re-files them).
+  bool Insert(uint64_t hash, uint32_t row, RowKeys keys);
+  // Forgets `key`; absent: nothing.
+  void Erase(uint64_t key, uint64_t hash, RowKeys keys);
+  // As KeyIndex::ReserveForRange: before `n` inserts of new keys whose
+  // hashes all lie in [low, high], grows the array at once so that they
+  // fit the slots of that range at the load bound, at most to room for
+  // `most` keys. False when it could not grow (nothing changed).
+  bool ReserveForRange(size_t n, uint64_t low, uint64_t high, size_t most,
+                       RowKeys keys);
+
+  // Asks the CPU to load the home slot of a key: loops over many keys
+  // call it kPrefetchAhead keys ahead, so that the misses overlap.
+  static constexpr size_t kPrefetchAhead = 16;
+  void Prefetch(uint64_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[HomeOf(hash)]);
+  }
+  // Once the home slot is in cache (Prefetch, some keys earlier): asks
+  // for the key of the first row whose fingerprint matches, which Find
+  // will read.
+  void PrefetchKey(uint64_t hash, RowKeys keys) const {
+    if (slots_.empty()) return;
+    const uint32_t fp = Fingerprint(hash);
+    for (size_t i = HomeOf(hash);; i = (i + 1) & mask_) {
+      const uint32_t s = slots_[i];
+      if (s == kEmpty) return;
+      if ((s >> kRowBits) == fp) return __builtin_prefetch(keys.at(RowOf(s)));
+    }
+  }
+
+  size_t size() const { return size_; }
+  size_t bytes() const { return slots_.capacity() * sizeof(uint32_t); }
+
+ private:
+  static constexpr uint32_t kEmpty = 0;
+  // A slot: fingerprint << kRowBits | (row + 1); 0 is empty.
+  static uint32_t Fingerprint(uint64_t hash) {
+    return static_cast<uint32_t>(hash) & ((1u << (32 - kRowBits)) - 1);
+  }
+  static uint32_t RowOf(uint32_t slot) {
+    return (slot & ((1u << kRowBits) - 1)) - 1;
+  }
+  size_t HomeOf(uint64_t hash) const {
+    return (hash << owner_bits_) >> home_shift_;
+  }
+  // Doubles the array (to `slots` at least); false without memory.
+  bool Grow(size_t slots, RowKeys keys);
+
+  // On huge pages (base/huge_pages.h): a lookup of keys in no order reads
+  // a random slot.
+  using Slots = std::vector<uint32_t, HugePageAllocator<uint32_t>>;
+
+  uint32_t max_load_percent_;
+  int owner_bits_;
+  Slots slots_;
+  size_t mask_ = 0;      // slots_.size() - 1
+  int home_shift_ = 64;  // 64 - log2(slots_.size())
+  size_t size_ = 0;
+};
+
+}  // namespace ps::table

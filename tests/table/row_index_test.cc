@@ -1,0 +1,195 @@
+// RowIndex against std::unordered_map: random inserts, finds and erases
+// (erases shift runs back, also across the array's end), growth, keys of
+// every size, 0 and 2^64 - 1 included; many keys that share a fingerprint,
+// told apart by their rows' keys; an index owned by the top bits of the
+// hash (ExactTable's partitions); keys in hash order and the growth a run
+// of them reserves; rows past kMaxRows refused.
+#include "table/row_index.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+namespace ps::table {
+namespace {
+
+// The owner's side: row r's key is keys[r], as an ExactPartition keeps it.
+class Owner {
+ public:
+  explicit Owner(uint32_t max_load = 70, int owner_bits = 0)
+      : index_(max_load, owner_bits) {}
+  // A new row for `key` (absent); false when the index refused it.
+  bool Insert(uint64_t key) {
+    uint32_t row;
+    if (!free_.empty()) {
+      row = free_.back();
+      free_.pop_back();
+    } else {
+      row = static_cast<uint32_t>(keys_.size());
+      keys_.push_back(0);
+    }
+    keys_[row] = key;
+    if (!index_.Insert(RowIndex::Mix(key), row, view())) {
+      free_.push_back(row);
+      return false;
+    }
+    want_[key] = row;
+    return true;
+  }
+  void Erase(uint64_t key) {
+    index_.Erase(key, RowIndex::Mix(key), view());
+    auto it = want_.find(key);
+    if (it == want_.end()) return;
+    free_.push_back(it->second);  // its key stays until the row is reused
+    want_.erase(it);
+  }
+  uint32_t Find(uint64_t key) const {
+    return index_.Find(key, RowIndex::Mix(key), view());
+  }
+  uint32_t Want(uint64_t key) const {
+    auto it = want_.find(key);
+    return it == want_.end() ? RowIndex::kNone : it->second;
+  }
+  void ExpectSame() const {
+    ASSERT_EQ(index_.size(), want_.size());
+    for (const auto& [key, row] : want_) ASSERT_EQ(Find(key), row) << key;
+  }
+  const std::unordered_map<uint64_t, uint32_t>& want() const { return want_; }
+  RowIndex& index() { return index_; }
+  RowKeys view() const { return {keys_.data(), 1}; }
+
+ private:
+  RowIndex index_;
+  std::vector<uint64_t> keys_;
+  std::vector<uint32_t> free_;
+  std::unordered_map<uint64_t, uint32_t> want_;
+};
+
+TEST(RowIndexTest, MatchesAnUnorderedMapUnderRandomInsertsAndErases) {
+  for (uint64_t key_range : {uint64_t{64}, uint64_t{5000}, ~uint64_t{0}}) {
+    std::mt19937_64 rng(key_range);
+    Owner o;
+    for (int op = 0; op < 200000; ++op) {
+      const uint64_t key =
+          key_range == ~uint64_t{0} ? rng() : rng() % key_range;
+      if (rng() % 3 == 0) {
+        o.Erase(key);
+      } else if (o.Want(key) == RowIndex::kNone) {
+        ASSERT_TRUE(o.Insert(key));
+      }
+      ASSERT_EQ(o.Find(key), o.Want(key));
+    }
+    o.ExpectSame();
+    for (const auto& [key, row] : std::unordered_map(o.want())) o.Erase(key);
+    o.ExpectSame();
+  }
+}
+
+TEST(RowIndexTest, ExtremeKeysAndDenseRunsSurviveErases) {
+  Owner o;
+  for (uint64_t k = 0; k < 10000; ++k) ASSERT_TRUE(o.Insert(k));
+  ASSERT_TRUE(o.Insert(~uint64_t{0}));
+  for (uint64_t k = 0; k < 10000; k += 2) o.Erase(k);
+  o.Erase(123456789);  // absent: nothing
+  o.ExpectSame();
+  EXPECT_EQ(o.Find(0), RowIndex::kNone);
+  EXPECT_EQ(o.Find(~uint64_t{0}), 10000u);
+}
+
+// Keys whose hashes share their low 6 bits (the fingerprint) and lie close
+// (the same run of slots): each is found by its own row's key, and absent
+// ones with the same fingerprint are not found. Without the key check,
+// every lookup here would stop at the run's first row.
+TEST(RowIndexTest, KeysOfOneFingerprintAreToldApartByTheirRowsKeys) {
+  std::vector<uint64_t> same;
+  for (uint64_t k = 0; same.size() < 3000; ++k) {
+    if ((RowIndex::Mix(k) & 63) == 17 && RowIndex::Mix(k) >> 56 == 0) {
+      same.push_back(k);
+    }
+  }
+  Owner o(90);
+  for (size_t i = 0; i < same.size(); i += 2) ASSERT_TRUE(o.Insert(same[i]));
+  for (size_t i = 0; i < same.size(); ++i) {
+    ASSERT_EQ(o.Find(same[i]), o.Want(same[i])) << i;
+  }
+  for (size_t i = 0; i < same.size(); i += 4) o.Erase(same[i]);
+  o.ExpectSame();
+  for (size_t i = 1; i < same.size(); i += 2) {
+    ASSERT_EQ(o.Find(same[i]), RowIndex::kNone) << i;
+  }
+}
+
+TEST(RowIndexTest, AnIndexOwnedByTheTopBitsMatchesAnUnorderedMap) {
+  std::mt19937_64 rng(3);
+  Owner o(70, 6);
+  while (o.want().size() < 20000) {
+    const uint64_t key = rng();
+    if (RowIndex::Mix(key) >> 58 != 0b101010) continue;
+    ASSERT_TRUE(o.Insert(key));
+  }
+  std::vector<uint64_t> keys;
+  for (const auto& [key, row] : o.want()) keys.push_back(key);
+  for (size_t i = 0; i < keys.size(); i += 3) o.Erase(keys[i]);
+  o.ExpectSame();
+}
+
+// The keys of a push in hash order, as workers send them: in runs of
+// narrow hash ranges, each run reserved for first (ExactPartition::Apply).
+TEST(RowIndexTest, KeysInHashOrderReserveTheirRoomAndAreAllFound) {
+  std::mt19937_64 rng(5);
+  std::vector<uint64_t> keys(100000);
+  for (auto& k : keys) k = rng();
+  std::sort(keys.begin(), keys.end(), [](uint64_t a, uint64_t b) {
+    return RowIndex::Mix(a) < RowIndex::Mix(b);
+  });
+  Owner o;
+  constexpr size_t kRun = 1000;
+  for (size_t b = 0; b < keys.size(); b += kRun) {
+    const size_t e = std::min(keys.size(), b + kRun);
+    ASSERT_TRUE(o.index().ReserveForRange(e - b, RowIndex::Mix(keys[b]),
+                                          RowIndex::Mix(keys[e - 1]), 1 << 20,
+                                          o.view()));
+    if (b == 0) {
+      // The first run spans 1/100 of the hashes: room for 100 such runs
+      // at the load bound, at once.
+      EXPECT_GE(o.index().bytes(), 4 * keys.size() * 100 / 70 * 9 / 10);
+    }
+    for (size_t i = b; i < e; ++i) ASSERT_TRUE(o.Insert(keys[i]));
+  }
+  o.ExpectSame();
+  // At most `most` keys' room, whatever the range says; and a range as
+  // wide as all hashes asks for no more than the keys themselves.
+  RowIndex capped;
+  ASSERT_TRUE(capped.ReserveForRange(1000, 5, 6, 4000, {}));
+  EXPECT_LE(capped.bytes(), 4u * 8192);
+  RowIndex wide;
+  ASSERT_TRUE(wide.ReserveForRange(1000, 0, ~uint64_t{0}, 1 << 20, {}));
+  EXPECT_LE(wide.bytes(), 4u * 2048);
+}
+
+TEST(RowIndexTest, RowsPastTheSlotsRoomAreRefused) {
+  const uint64_t key = 42;
+  RowIndex index;
+  EXPECT_FALSE(index.Insert(RowIndex::Mix(key), RowIndex::kMaxRows, {&key}));
+  EXPECT_EQ(index.size(), 0u);
+  EXPECT_EQ(index.Find(key, RowIndex::Mix(key), {&key}), RowIndex::kNone);
+  // The largest row that fits is taken (stride 0: every row's key is
+  // `key`).
+  ASSERT_TRUE(
+      index.Insert(RowIndex::Mix(key), RowIndex::kMaxRows - 1, {&key, 0}));
+  EXPECT_EQ(index.Find(key, RowIndex::Mix(key), {&key, 0}),
+            RowIndex::kMaxRows - 1);
+}
+
+TEST(RowIndexTest, AnEmptyIndexFindsNothing) {
+  RowIndex index;
+  EXPECT_EQ(index.Find(0, RowIndex::Mix(0), {}), RowIndex::kNone);
+  index.Erase(0, RowIndex::Mix(0), {});
+  EXPECT_EQ(index.size(), 0u);
+}
+
+}  // namespace
+}  // namespace ps::table
