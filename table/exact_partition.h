@@ -135,8 +135,8 @@ class ExactPartition {
 
   // `sketch_width` 0: no admission sketch (every key is admitted at its
   // first push). `growth_phase` in [0, 1) sets when this partition's
-  // arrays grow: its key index at 70-90% full, its row arrays from room
-  // for 64-128 rows on, doubling.
+  // arrays grow: its key index at 70-90% full (55-75% with a disk tier),
+  // its row arrays from room for 64-128 rows on, doubling.
   // Partitions fill at the same pace (keys spread evenly by hash), so with
   // one growth rule they would all grow in the same push, which would then
   // stall for every partition's copy; different phases spread the copies

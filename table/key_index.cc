@@ -1,8 +1,8 @@
 #include "table/key_index.h"
 
-#include <algorithm>
-#include <cmath>
 #include <new>
+
+#include "table/index_reserve.h"
 
 namespace ps::table {
 namespace {
@@ -44,15 +44,8 @@ bool KeyIndex::Insert(uint64_t key, uint32_t row) {
 
 bool KeyIndex::ReserveForRange(size_t n, uint64_t low, uint64_t high,
                                size_t most) {
-  // The share of all slots the range spans (its bits below the owner's),
-  // and the keys the whole array would hold at the range's density.
-  const double share = std::ldexp(
-      static_cast<double>((high << owner_bits_) - (low << owner_bits_)) + 1,
-      -64);
-  const double projected = n / std::max(share, 0x1p-40);
-  const size_t keys = std::max<size_t>(
-      size_ + n, static_cast<size_t>(std::min<double>(projected, most)));
-  const size_t slots = (keys * 100 + max_load_percent_ - 1) / max_load_percent_;
+  const size_t slots =
+      SlotsForRange(size_, n, low, high, most, owner_bits_, max_load_percent_);
   if (slots <= slots_.size()) return true;
   return Grow(slots);
 }

@@ -1,8 +1,9 @@
 #include "table/row_index.h"
 
 #include <algorithm>
-#include <cmath>
 #include <new>
+
+#include "table/index_reserve.h"
 
 namespace ps::table {
 namespace {
@@ -11,9 +12,7 @@ constexpr size_t kMinSlots = 16;
 
 }  // namespace
 
-bool RowIndex::Grow(size_t at_least, RowKeys keys) {
-  size_t slots = slots_.empty() ? kMinSlots : 2 * slots_.size();
-  while (slots < at_least) slots *= 2;
+bool RowIndex::Rebuild(size_t slots, RowKeys keys) {
   Slots old;
   try {
     old.swap(slots_);
@@ -24,19 +23,21 @@ bool RowIndex::Grow(size_t at_least, RowKeys keys) {
   }
   mask_ = slots - 1;
   home_shift_ = 64 - __builtin_ctzll(slots);
+  tombstones_ = 0;
   // The old slots are in hash order, so the new ones fill from one end to
   // the other; each entry's key is read (for its hash) a few entries
   // ahead of its turn, from the owner's rows, which lie in no such order.
+  auto live = [](uint32_t s) { return s != kEmpty && s != kTombstone; };
   constexpr size_t kAhead = 16;
   for (size_t i = 0; i < std::min(old.size(), kAhead); ++i) {
-    if (old[i] != kEmpty) __builtin_prefetch(keys.at(RowOf(old[i])));
+    if (live(old[i])) __builtin_prefetch(keys.at(RowOf(old[i])));
   }
   for (size_t i = 0; i < old.size(); ++i) {
-    if (i + kAhead < old.size() && old[i + kAhead] != kEmpty) {
+    if (i + kAhead < old.size() && live(old[i + kAhead])) {
       __builtin_prefetch(keys.at(RowOf(old[i + kAhead])));
     }
     const uint32_t s = old[i];
-    if (s == kEmpty) continue;
+    if (!live(s)) continue;
     size_t j = HomeOf(Mix(keys.of(RowOf(s))));
     while (slots_[j] != kEmpty) j = (j + 1) & mask_;
     slots_[j] = s;
@@ -46,12 +47,21 @@ bool RowIndex::Grow(size_t at_least, RowKeys keys) {
 
 bool RowIndex::Insert(uint64_t hash, uint32_t row, RowKeys keys) {
   if (row >= kMaxRows) return false;
-  // At most max_load_percent full: probes stay short.
-  if ((size_ + 1) * 100 > slots_.size() * max_load_percent_ && !Grow(0, keys)) {
-    return false;
+  // At most max_load_percent full, tombstones counted: probes stay short.
+  if ((size_ + tombstones_ + 1) * 100 > slots_.size() * max_load_percent_) {
+    // The same size again, without the tombstones, when the entries then
+    // fill at most 3/4 of the bound (a quarter of it was tombstones); else
+    // double.
+    size_t slots = slots_.empty() ? kMinSlots : 2 * slots_.size();
+    if (!slots_.empty() &&
+        (size_ + 1) * 400 <= slots_.size() * max_load_percent_ * 3) {
+      slots = slots_.size();
+    }
+    if (!Rebuild(slots, keys)) return false;
   }
   size_t i = HomeOf(hash);
-  while (slots_[i] != kEmpty) i = (i + 1) & mask_;
+  while (slots_[i] != kEmpty && slots_[i] != kTombstone) i = (i + 1) & mask_;
+  if (slots_[i] == kTombstone) --tombstones_;
   slots_[i] = (Fingerprint(hash) << kRowBits) | (row + 1);
   ++size_;
   return true;
@@ -59,41 +69,38 @@ bool RowIndex::Insert(uint64_t hash, uint32_t row, RowKeys keys) {
 
 bool RowIndex::ReserveForRange(size_t n, uint64_t low, uint64_t high,
                                size_t most, RowKeys keys) {
-  // The share of all slots the range spans (its bits below the owner's),
-  // and the keys the whole array would hold at the range's density.
-  const double share = std::ldexp(
-      static_cast<double>((high << owner_bits_) - (low << owner_bits_)) + 1,
-      -64);
-  const double projected = n / std::max(share, 0x1p-40);
-  const size_t want = std::max<size_t>(
-      size_ + n, static_cast<size_t>(std::min<double>(projected, most)));
-  const size_t slots = (want * 100 + max_load_percent_ - 1) / max_load_percent_;
+  const size_t slots =
+      SlotsForRange(size_, n, low, high, most, owner_bits_, max_load_percent_);
   if (slots <= slots_.size()) return true;
-  return Grow(slots, keys);
+  size_t grown = slots_.empty() ? kMinSlots : 2 * slots_.size();
+  while (grown < slots) grown *= 2;
+  return Rebuild(grown, keys);
 }
 
 void RowIndex::Erase(uint64_t key, uint64_t hash, RowKeys keys) {
   if (slots_.empty()) return;
   const uint32_t fp = Fingerprint(hash);
-  size_t hole = HomeOf(hash);
-  for (;; hole = (hole + 1) & mask_) {
-    const uint32_t s = slots_[hole];
+  size_t at = HomeOf(hash);
+  for (;; at = (at + 1) & mask_) {
+    const uint32_t s = slots_[at];
     if (s == kEmpty) return;  // absent
-    if ((s >> kRowBits) == fp && keys.of(RowOf(s)) == key) break;
+    if ((s >> kRowBits) == fp && s != kTombstone && keys.of(RowOf(s)) == key) {
+      break;
+    }
   }
   --size_;
-  // Shift back every entry of the run after the hole whose home does not
-  // lie cyclically in (hole, j]: its probe passed the hole.
-  for (size_t j = (hole + 1) & mask_; slots_[j] != kEmpty;
-       j = (j + 1) & mask_) {
-    const size_t home = HomeOf(Mix(keys.of(RowOf(slots_[j]))));
-    const bool stays =
-        hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-    if (stays) continue;
-    slots_[hole] = slots_[j];
-    hole = j;
+  if (slots_[(at + 1) & mask_] != kEmpty) {
+    slots_[at] = kTombstone;
+    ++tombstones_;
+    return;
   }
-  slots_[hole] = kEmpty;
+  // The end of a run: no probe passes here, so the slot is empty again,
+  // and so are the tombstones just before it.
+  slots_[at] = kEmpty;
+  for (at = (at - 1) & mask_; slots_[at] == kTombstone; at = (at - 1) & mask_) {
+    slots_[at] = kEmpty;
+    --tombstones_;
+  }
 }
 
 }  // namespace ps::table
