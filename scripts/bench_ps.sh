@@ -39,6 +39,13 @@
 #       a click log has them (ps_bench --key_law=criteo: the fields of
 #       ps_datagen --vocab=criteo over the 10M ids of the rows above, all
 #       pushed once first).
+#   exact_growth_{insert,rss,bytes_per_row}_100M: bench/exact_growth_bench,
+#       in one process each: an EXACT table (dim 8, sgd) growing to 10^8
+#       distinct keys (batches of 2^20 in hash order) against a HASHED
+#       table of 10^8 rows taking the same batches; M keys/s and peak RSS
+#       (MiB, lower is better) against HASHED, and the EXACT table's bytes
+#       a row beyond its 32 bytes of values (goal of issue 39: 24). --quick:
+#       10^6 keys.
 #   rss_worker_10M_shm, rss_server_10M_shm (MiB): peak RSS (VmHWM) of the
 #       worker and the server of the push_10M_shm run. It counts the shared
 #       memory a process touched: the server's table region, and the rows a
@@ -86,8 +93,8 @@ bench_parse bench_ps 2,55 "$@"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-bench_tools ps_server ps_bench ps_launch bench_report
-for b in server/ps_server bench/ps_bench launch/ps_launch; do
+bench_tools ps_server ps_bench ps_launch bench_report exact_growth_bench
+for b in server/ps_server bench/ps_bench launch/ps_launch bench/exact_growth_bench; do
   [ -x "$build_dir/$b" ] || { echo "bench_ps: $build_dir/$b was not built" >&2; exit 1; }
 done
 
@@ -224,6 +231,23 @@ for transport in shm tcp; do
     rows+="row $row \"M keys/s\" ${m}_resident_mkeys_per_s_exact_resident_$c ${m}_resident_mkeys_per_s_hashed_resident_$c higher HASHED table, same run"$'\n'
   done
 done
+# An EXACT table growing to 10^8 keys against a HASHED table of as many
+# rows, one process each (bench/exact_growth_bench).
+growth_keys=100000000 glabel=100M
+[ "$quick" = 1 ] && { growth_keys=1000000 glabel=1M; }
+for kind in exact hashed; do
+  "$build_dir/bench/exact_growth_bench" --kind="$kind" --keys="$growth_keys" \
+    >"$work/growth-$kind.out" || {
+    echo "bench_ps: exact_growth_bench --kind=$kind failed" >&2
+    exit 1
+  }
+  awk -v run="$kind" '$1 == "RESULT" {
+      for (i = 3; i <= NF; i++) { split($i, kv, "="); print "growth_" kv[1] "_" run, kv[2] }
+    }' "$work/growth-$kind.out" >>"$work/results"
+done
+rows+="row exact_growth_insert_$glabel \"M keys/s\" growth_insert_mkeys_per_s_exact growth_insert_mkeys_per_s_hashed higher HASHED table, same run"$'\n'
+rows+="row exact_growth_rss_$glabel MiB growth_peak_rss_mib_exact growth_peak_rss_mib_hashed lower HASHED table, same run"$'\n'
+rows+="row exact_growth_bytes_per_row_$glabel B growth_bytes_per_row_exact - -"$'\n'
 # Fresh random keys every step (each EXACT push inserts 39,000 rows), and
 # keys as a click log has them (ps_datagen --vocab=criteo's fields over
 # $keys ids, every id pushed once first: most of a step's keys have rows).

@@ -53,8 +53,8 @@ std::string TableShard::Describe() const {
         spec_.when_full() == proto::WHEN_FULL_REFUSE
             ? ", refuse new keys when full"
         : spec_.when_full() == proto::WHEN_FULL_MOVE_TO_DISK
-            ? ", the least recently updated rows move to disk when full"
-            : ", new keys take the least recently updated rows when full";
+            ? ", the least recently used rows move to disk when full"
+            : ", new keys take the least recently used rows when full";
     // The table's own bound: --disk_tier_memory_mib may have lowered it.
     s += "up to " + std::to_string(table_->spec().capacity()) +
          " keys on this shard, admit after " +

@@ -106,8 +106,8 @@ ExactTable::ExactTable(const proto::TableSpec& spec, SecondsClock clock,
 }
 
 bool ExactTable::FreeOlderRow(const ExactPartition& asking, uint64_t update) {
-  // The partitions' oldest updates are read without their locks: a row
-  // updated meanwhile makes this pick a partition whose oldest row is a
+  // The partitions' victims' last updates are read without their locks: a
+  // row updated meanwhile makes this pick a partition whose victim is a
   // little newer than the oldest, which the approximate LRU allows.
   ExactPartition* oldest = nullptr;
   for (const auto& p : partitions_) {
@@ -705,7 +705,8 @@ Status ExactTable::FinishRestore(TableTarget* target) {
   std::unique_lock no_applies(applies_mu_);
   // An earlier candidate's rows must not stay.
   PS_RETURN_IF_ERROR(FreeAllRows().WithContext("restoring " + Where(spec())));
-  // Oldest first, so the least-recently-updated lists come out in order.
+  // Oldest first, so that the rows' uses come out in the order of their
+  // last updates (the victims at the bound are the oldest).
   std::vector<size_t> order(saved.ids.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {

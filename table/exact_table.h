@@ -14,22 +14,27 @@
 //   of many keys may span packets), as HASHED tables count per packet when
 //   they do not fold steps.
 // - Eviction by age: every push carries the worker's step; rows whose last
-//   update is more than evict_after_steps older are freed, oldest first (so
-//   it costs O(rows it evicts), not O(rows)): in the partitions a push
-//   touches, at each push, and in all of them at the first push of a newer
-//   step than any before. Likewise by wall-clock age: rows not updated for
-//   more than evict_after_seconds seconds of the table's clock (a steady
-//   clock, seconds since the table was made; restored rows count as
-//   updated when restored) are freed by the pushes, all partitions at the
-//   first push of each newer second. A table nobody pushes to keeps its
-//   rows until the next push.
+//   update is more than evict_after_steps older are freed by a sweep that
+//   goes round each partition's rows: at the first push of a newer step
+//   than any before, in all partitions, a share that makes a round in
+//   evict_after_steps steps (at least 4,096 rows); and at each push, in the
+//   partitions it touches, one row per key and 64 more. So an idle row is
+//   freed within evict_after_steps steps more, at once in a partition of
+//   up to 4,096 rows, and the sweep costs O(keys pushed), not O(rows) a
+//   step. Likewise by wall-clock age: rows not updated for more than
+//   evict_after_seconds seconds of the table's clock (a steady clock,
+//   seconds since the table was made; restored rows count as updated when
+//   restored), a round in evict_after_seconds seconds from the first push
+//   of each newer second. A table nobody pushes to keeps its rows until the
+//   next push.
 // - Memory bound: at most `capacity` rows in use over all partitions
 //   (TableSpec.capacity is per shard for EXACT tables). Reaching it is
 //   logged once, clearly. Then, by when_full: a new key takes the least
-//   recently updated row of the shard (the default, counted as evicted: its
-//   partition's oldest row, or another partition's when that one is older,
-//   found by each partition's published oldest update and taken only if
-//   that partition's lock is free: an approximate LRU by step), or is not
+//   recently used row of the shard, approximately (the default, counted as
+//   evicted: its partition's victim, the least recently used of the 16
+//   rows its hand comes to next, or another partition's when that one was
+//   updated earlier, found by each partition's published victim's last
+//   update and taken only if that partition's lock is free), or is not
 //   admitted (counted) until eviction by age frees rows, or (a disk tier)
 //   takes that row after it moved, with its optimizer state and last
 //   update, to the table's ColdRowStore (table/cold_row_store.h).
