@@ -23,11 +23,13 @@
 // at most that many rows picks its exact LRU row. Rows idle by
 // evict_after_steps or evict_after_seconds are found by a sweep that goes
 // round the rows too, a share of them per EvictIdle call (see there).
+//
 // What a row costs beside its values and state: a 16-byte RowRecord and
-// 4-byte slots of its RowIndex at 70-90% full before a doubling: 24 bytes
-// a row in all at 10^8 rows of dim 8, measured with bench/
-// exact_growth_bench (the linked list and a KeyIndex's 12-byte slots this
-// replaced took 58, and inserts were 30% slower).
+// 4-byte slots of its RowIndex, 70-90% full before a doubling (55-75%
+// with a disk tier, whose index churns): 24 bytes a row in all at 10^8
+// rows of dim 8, measured with bench/exact_growth_bench (the linked list
+// and a KeyIndex's 12-byte slots this replaced took 58, and inserts were
+// 30% slower).
 //
 // Thread safety: every method takes the partition's lock itself (shared for
 // reads, exclusive for changes), except the *Locked ones, whose caller

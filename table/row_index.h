@@ -3,15 +3,16 @@
 // most max_load_percent full, counting tombstones. A deletion leaves a
 // tombstone (or an empty slot, where the next one is empty), which an
 // insert whose probe passes it takes: shifting the entries behind it back,
-// as KeyIndex does, would read the key of each (a cache miss apiece, ~10
-// at these loads; measured: a tiered table's pushes took 1 ms longer a
-// step). An insert that finds a quarter of the counted slots tombstones
-// re-files the entries in an array of the same size instead of doubling.
-// Unlike KeyIndex (table/key_index.h: 12-byte slots that
-// hold their keys), a slot holds only its row and 6 bits of its key's hash
-// (a fingerprint): the owner keeps each row's key beside the row's other
-// fields and hands the index a RowKeys view of them, and a probe reads a
-// row's key only where the fingerprint matches (1 in 64 of the others).
+// as KeyIndex does, would read the key of each shifted entry from its row
+// (a cache miss apiece). An insert that finds a quarter of the counted
+// slots tombstones re-files the entries in an array of the same size
+// instead of doubling.
+//
+// Unlike KeyIndex (table/key_index.h: 12-byte slots that hold their keys),
+// a slot holds only its row and 6 bits of its key's hash (a fingerprint):
+// the owner keeps each row's key beside the row's other fields and hands
+// the index a RowKeys view of them, and a probe reads a row's key only
+// where the fingerprint matches (1 in 64 of the others).
 // That is what keeps a partition's bytes per row small: kept 70-90% full
 // (half that after a doubling), these cost ~7 bytes a row where 12-byte
 // slots at 55-75% cost ~27, while a lookup of a key that has a row reads
@@ -54,9 +55,9 @@ class RowIndex {
 
   // Grows (doubles) when an insert would fill more than max_load_percent
   // (in [50, 90]) of the slots, tombstones counted (or, when a quarter of
-  // those are tombstones, re-files the entries in as many slots). `owner_bits`
-  // (< 32): the top bits of the hash that the owner picks this index by
-  // (ExactTable's partition).
+  // those are tombstones, re-files the entries in as many slots).
+  // `owner_bits` (< 32): the top bits of the hash that the owner picks this
+  // index by (ExactTable's partition).
   explicit RowIndex(uint32_t max_load_percent = 70, int owner_bits = 0)
       : max_load_percent_(max_load_percent), owner_bits_(owner_bits) {}
 
