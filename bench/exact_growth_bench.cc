@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/peak_rss.h"
+#include "bench/zipf_keys.h"
 #include "cli/flags.h"
 #include "table/exact_table.h"
 #include "table/key_index.h"
@@ -30,24 +31,6 @@ DEFINE_uint64(batch, 1 << 20, "Keys per apply.");
 
 namespace ps::bench {
 namespace {
-
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-uint64_t RssKib() {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  char line[256];
-  uint64_t kib = 0;
-  while (f != nullptr && std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::sscanf(line, "VmRSS: %lu kB", &kib) == 1) break;
-  }
-  if (f != nullptr) std::fclose(f);
-  return kib;
-}
 
 int Run() {
   const bool exact = FLAGS_kind == "exact";
@@ -81,7 +64,12 @@ int Run() {
   std::vector<uint64_t> keys(FLAGS_batch, 1);
   std::vector<uint32_t> rows(exact ? 0 : FLAGS_batch, 1);
   std::vector<float> grads(FLAGS_batch * FLAGS_dim, 1.0f);
-  const uint64_t rss_before = RssKib();
+  const auto rss_before_kib = RssKib(0);
+  if (!rss_before_kib.ok()) {
+    std::fprintf(stderr, "%s\n", rss_before_kib.status().ToString().c_str());
+    return 1;
+  }
+  const uint64_t rss_before = *rss_before_kib;
   std::unique_ptr<table::Table> t;
   if (exact) {
     auto made = table::ExactTable::Create(spec);
@@ -102,7 +90,7 @@ int Run() {
   for (uint64_t b = 0; b < FLAGS_keys; b += FLAGS_batch) {
     const uint64_t n = std::min<uint64_t>(FLAGS_batch, FLAGS_keys - b);
     keys.resize(n);
-    for (uint64_t i = 0; i < n; ++i) keys[i] = SplitMix(b + i);
+    for (uint64_t i = 0; i < n; ++i) keys[i] = ZipfKeys::KeyOf(b + i);
     std::sort(keys.begin(), keys.end(), [](uint64_t x, uint64_t y) {
       return table::KeyIndex::Mix(x) < table::KeyIndex::Mix(y);
     });

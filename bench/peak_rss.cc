@@ -31,6 +31,12 @@ StatusOr<uint64_t> PeakRssKib(pid_t pid) {
                    "VmHWM");
 }
 
+StatusOr<uint64_t> RssKib(pid_t pid) {
+  return ProcField(pid == 0 ? "/proc/self/status"
+                            : "/proc/" + std::to_string(pid) + "/status",
+                   "VmRSS");
+}
+
 StatusOr<uint64_t> StorageReadBytes(pid_t pid) {
   return ProcField("/proc/" + std::to_string(pid) + "/io", "read_bytes");
 }

@@ -20,6 +20,8 @@ namespace ps::bench {
 // VmHWM of process `pid` (0: this process), in KiB. kNotFound when the
 // process is gone or not visible, kCorruption when the line is missing.
 StatusOr<uint64_t> PeakRssKib(pid_t pid);
+// VmRSS of process `pid` (0: this process), in KiB: its resident set now.
+StatusOr<uint64_t> RssKib(pid_t pid);
 
 // read_bytes of /proc/PID/io: what process `pid` caused to be read from
 // storage (not the page cache). kNotFound / kCorruption as above.

@@ -128,8 +128,9 @@ class RowIndex {
   size_t HomeOf(uint64_t hash) const {
     return (hash << owner_bits_) >> home_shift_;
   }
-  // Re-files the entries in an array of `slots` (a power of two, at least
-  // twice as many as entries), without tombstones; false without memory.
+  // Re-files the entries in an array of `slots` (a power of two with room
+  // for them within the load bound), without tombstones; false without
+  // memory.
   bool Rebuild(size_t slots, RowKeys keys);
 
   // On huge pages (base/huge_pages.h): a lookup of keys in no order reads
