@@ -32,8 +32,8 @@
 // buffers are the table's); a large pull takes the table's ordering
 // buffers when they are free (else it goes in the caller's order, with
 // buffers of its own), and the lookup channels serialize lookups per
-// server. The ordering buffers stay sized for the largest call: 32 bytes a
-// key of a push, 44 of a pull.
+// server. The ordering buffers stay sized for the largest call: 16 bytes a
+// key of a push, 28 of a pull.
 #pragma once
 
 #include <cstdint>

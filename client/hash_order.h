@@ -5,7 +5,9 @@
 //
 // The pairs (KeyHash(key), the key's position in the call) are sorted on
 // the client's shared pool: a parallel count and scatter split them by the
-// hash's top 8 bits, then each thread sorts its runs (SortSpreadRunByKey).
+// hash's top 8 bits, then each thread sorts its runs (SortSpreadRunByKey)
+// through scratch of one run. So a call of n keys holds n pairs (16n
+// bytes), not twice that.
 //
 // Not thread-safe: one Sort at a time (the pairs are the object's).
 #pragma once
@@ -43,12 +45,13 @@ class HashOrder {
   std::span<const KeyPosition> pairs() const { return {pairs_.data(), size_}; }
 
  private:
-  // On huge pages, left untouched until written: a first call of 10M keys
-  // faulted in 320 MB of 4 KiB pages, zeroed twice (by the kernel and by a
-  // vector's resize), which cost a first push of fresh keys more than its
-  // sort.
-  HugeArray<KeyPosition> pairs_, scratch_;
+  // On huge pages, left untouched until written: as vectors of 4 KiB
+  // pages, a first call's pairs were zeroed twice (by the kernel and by
+  // the resize), which cost a first push of fresh keys more than its sort.
+  HugeArray<KeyPosition> pairs_;
   size_t size_ = 0;
+  // Per part of the pool (pass 3): room for its longest run.
+  std::vector<std::vector<KeyPosition>> run_scratch_;
 };
 
 }  // namespace ps::worker

@@ -44,8 +44,9 @@ class HashOrderTest : public ::testing::TestWithParam<int> {};
 TEST_P(HashOrderTest, SortsByTheWholeHashStably) {
   SharedPool pool(GetParam());
   HashOrder order;
-  // Spread keys, and few keys many times (their pairs in position order).
-  for (uint64_t mask : {~0ull, 0x3ffull}) {
+  // Spread keys, few keys many times (their pairs in position order), and
+  // one key (one run of every pair: a part's scratch must hold it all).
+  for (uint64_t mask : {~0ull, 0x3ffull, 0ull, ~0ull}) {
     const std::vector<uint64_t> keys = Keys(300000, mask, 1);
     order.Sort(keys, pool);
     const std::vector<KeyPosition> got(order.pairs().begin(),
