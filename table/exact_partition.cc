@@ -78,16 +78,18 @@ bool ExactPartition::TakeFromBudget() {
   }
   // The shard's least recently used row, approximately: another
   // partition's victim when it was updated before ours (and that
-  // partition's lock is free), else ours. Without a disk tier, a partition
-  // without rows whose reclaim found none refuses; so does one whose freed
-  // row another thread took first. With one, a refusal would drop the
-  // gradient of a key whose row is on disk, so it frees rows until it gets
-  // one; when none can be freed without waiting (every partition with rows
+  // partition's lock is free), else ours. A refusal would drop the new
+  // key's gradient (and, with a disk tier, that of a key whose row is on
+  // disk), so it frees rows until it gets one (another thread may take a
+  // freed row first); when none can be freed without waiting (its own rows
+  // all pinned or gone to other partitions, and every partition with rows
   // busy: waiting here, lock held, could wait for a thread that waits for
   // us), it takes one beyond the bound, which the next rows taken give
   // back (the budget is over, so each frees rows until it is under, and
-  // every Apply begins by moving its own rows out while it is over). Only
-  // the disk refusing rows refuses then.
+  // every Apply begins by freeing its own rows while it is over). Only the
+  // disk refusing rows refuses then. (Refusing instead dropped the
+  // gradients of 0.1% of the keys of 10M-key pushes at the bound, where
+  // the table's threads keep most partitions busy.)
   //
   // Own rows that wait in an Apply's gather are pinned, never victims: the
   // gradient gathered for one would land on the new key's row (and miss
@@ -101,7 +103,6 @@ bool ExactPartition::TakeFromBudget() {
       freed = true;
     }
     if (freed && budget_->Take()) return true;
-    if (cold_ == nullptr) break;
     if (!freed) {
       budget_->Overdraw();
       return true;

@@ -87,8 +87,8 @@ class RowBudget {
                                           std::memory_order_relaxed));
     return true;
   }
-  // Takes one row even at the bound (a disk tier's partition that cannot
-  // free one without waiting): Take refuses until enough are given back.
+  // Takes one row even at the bound (a partition that cannot free one
+  // without waiting): Take refuses until enough are given back.
   void Overdraw() { used_.fetch_add(1, std::memory_order_relaxed); }
   bool over() const { return used_.load(std::memory_order_relaxed) > bound_; }
   void Give(uint64_t rows = 1) {
@@ -382,8 +382,8 @@ class ExactPartition {
   void EvictIdleLocked(uint64_t step, uint32_t now_s, size_t share);
   // EvictIdle's share (see there).
   size_t IdleSweepShare() const;
-  // With a disk tier, while the budget is over the bound (RowBudget::
-  // Overdraw): moves this partition's victims to disk.
+  // While the budget is over the bound (RowBudget::Overdraw): frees this
+  // partition's victims (to disk, with a disk tier).
   void GiveBackOverdraftLocked();
   // A row last updated at step `last` and second `last_s` is idle at
   // `step`, `now_s` by evict_after_steps or evict_after_seconds.
@@ -452,7 +452,7 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
   // the table's newest (ExactTable::Sweep runs once a step, the newest)
   // frees its idle rows too, and a small one all of them at once.
   EvictIdleLocked(step, now_s, in.positions.size() + kMinApplySweep);
-  if (cold_ != nullptr) GiveBackOverdraftLocked();
+  if (spec_.when_full() != proto::WHEN_FULL_REFUSE) GiveBackOverdraftLocked();
   apply_rows_.clear();
   apply_grads_.clear();
   missing_.clear();

@@ -37,7 +37,12 @@
 //   update and taken only if that partition's lock is free), or is not
 //   admitted (counted) until eviction by age frees rows, or (a disk tier)
 //   takes that row after it moved, with its optimizer state and last
-//   update, to the table's ColdRowStore (table/cold_row_store.h).
+//   update, to the table's ColdRowStore (table/cold_row_store.h). A new
+//   key whose partition has no row to free while every partition that has
+//   one is busy takes a row beyond the bound instead of waiting (which
+//   could wait for a thread that waits for it) or being refused; every
+//   push then frees (or moves out) its partition's rows while the shard is
+//   over its bound, so the excess lasts only while partitions contend.
 // - Disk tier (when_full: WHEN_FULL_MOVE_TO_DISK, Options::open_disk_tier):
 //   the bound is what stays in memory; the rest of the rows wait on disk.
 //   A push of a key whose row is on disk brings it back (moving another
@@ -53,12 +58,7 @@
 //   was).
 //   Snapshots hold the rows of both tiers (those on disk as a view of the
 //   disk tier pinned at the cut, not copied); restores fill memory with the
-//   most recently updated rows and put the rest on disk. A push whose
-//   partition has no row to move out while every partition that has one
-//   is busy takes a row beyond the bound instead of waiting (which could
-//   wait for a thread that waits for it); every push then moves its
-//   partition's rows out while the shard is over its bound, so the excess
-//   lasts only while partitions contend.
+//   most recently updated rows and put the rest on disk.
 //
 // Rows live in local memory, not in registered memory: workers reach exact
 // rows only through the server (RowAccess::kThroughServer), because only

@@ -2,8 +2,6 @@
 
 #include <new>
 
-#include "table/index_reserve.h"
-
 namespace ps::table {
 namespace {
 
@@ -40,14 +38,6 @@ bool KeyIndex::Insert(uint64_t key, uint32_t row) {
   s.key = key;
   s.row = row;
   return true;
-}
-
-bool KeyIndex::ReserveForRange(size_t n, uint64_t low, uint64_t high,
-                               size_t most) {
-  const size_t slots =
-      SlotsForRange(size_, n, low, high, most, owner_bits_, max_load_percent_);
-  if (slots <= slots_.size()) return true;
-  return Grow(slots);
 }
 
 void KeyIndex::Erase(uint64_t key) {

@@ -1,5 +1,7 @@
-// KeyIndex: an exact-key table's map from key (any uint64) to row. Open
-// addressing with linear probing over a power-of-two array of 12-byte
+// KeyIndex: a map from key (any uint64) to row for tables that keep no key
+// beside each row (serving replicas: serving/served_tables.cc; an EXACT
+// table's partitions keep theirs and use RowIndex, table/row_index.h).
+// Open addressing with linear probing over a power-of-two array of 12-byte
 // (key, row) slots kept at most 70% full (or another bound the owner gives,
 // see the constructor); a deletion shifts the entries behind it back (no
 // tombstones), so a lookup reads one or two cache lines where
@@ -55,15 +57,6 @@ class KeyIndex {
   bool Insert(uint64_t key, uint32_t row);
   // Forgets `key`; absent: nothing.
   void Erase(uint64_t key);
-  // Before `n` inserts of new keys whose hashes all lie in [low, high]
-  // (sorted runs of a push in hash order): grows the array at once so that
-  // they fit in the slots of that range at the load bound, at most to room
-  // for `most` keys. Without it the first runs of a large push into a
-  // small index would crowd the few slots of their range into one long
-  // stretch, and each insert probes to the stretch's end; grown for the
-  // keys to come, the range holds them as the whole array will. False when
-  // the array could not grow (nothing changed; the inserts still work).
-  bool ReserveForRange(size_t n, uint64_t low, uint64_t high, size_t most);
   // Asks the CPU to load the slot where the probe of a key starts: a loop
   // over many keys calls it kPrefetchAhead keys ahead, so that the cache
   // misses of a large index overlap instead of queuing.

@@ -1,14 +1,32 @@
 #include "table/row_index.h"
 
 #include <algorithm>
+#include <cmath>
 #include <new>
-
-#include "table/index_reserve.h"
 
 namespace ps::table {
 namespace {
 
 constexpr size_t kMinSlots = 16;
+
+// The slots an index filed by hash order needs before `n` inserts of new
+// keys whose hashes lie in [low, high], when `filled` of that range's
+// slots are taken now (RowIndex::ReserveForRange): as many as the whole
+// array would need at the range's fill after the inserts (what it holds,
+// at its share of the `slots` there are now, and the new keys, at the
+// range's share of the hashes below the owner's `owner_bits`), at most
+// room for `most` keys, at least for `size` + n, at `max_load_percent`.
+size_t SlotsForRange(size_t size, size_t n, double filled, size_t slots,
+                     uint64_t low, uint64_t high, size_t most, int owner_bits,
+                     uint32_t max_load_percent) {
+  const double share = std::ldexp(
+      static_cast<double>((high << owner_bits) - (low << owner_bits)) + 1, -64);
+  const double projected =
+      filled * static_cast<double>(slots) + n / std::max(share, 0x1p-40);
+  const size_t keys = std::max<size_t>(
+      size + n, static_cast<size_t>(std::min<double>(projected, most)));
+  return (keys * 100 + max_load_percent - 1) / max_load_percent;
+}
 
 }  // namespace
 
@@ -70,11 +88,26 @@ bool RowIndex::Insert(uint64_t hash, uint32_t row, RowKeys keys) {
 bool RowIndex::ReserveForRange(size_t n, uint64_t low, uint64_t high,
                                size_t most, RowKeys keys) {
   const size_t slots =
-      SlotsForRange(size_, n, low, high, most, owner_bits_, max_load_percent_);
+      SlotsForRange(size_, n, FilledShare(low, high), slots_.size(), low, high,
+                    most, owner_bits_, max_load_percent_);
   if (slots <= slots_.size()) return true;
   size_t grown = slots_.empty() ? kMinSlots : 2 * slots_.size();
   while (grown < slots) grown *= 2;
   return Rebuild(grown, keys);
+}
+
+double RowIndex::FilledShare(uint64_t low, uint64_t high) const {
+  if (slots_.empty()) return 0;
+  const size_t first = HomeOf(low), last = HomeOf(high);
+  if (last < first) return 0;  // not one owner's range: nothing to go by
+  const size_t span = last - first + 1;
+  const size_t step = std::max<size_t>(1, span / kFillSamples);
+  size_t seen = 0, filled = 0;
+  for (size_t i = 0; i < span; i += step) {
+    ++seen;
+    filled += slots_[first + i] != kEmpty;
+  }
+  return static_cast<double>(filled) / static_cast<double>(seen);
 }
 
 void RowIndex::Erase(uint64_t key, uint64_t hash, RowKeys keys) {

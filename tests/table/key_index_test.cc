@@ -1,8 +1,7 @@
 // KeyIndex against std::unordered_map: random inserts, finds and erases
 // (erases shift runs back, also across the array's end), growth, and keys
 // of every size, 0 and 2^64 - 1 included; an index owned by the top bits
-// of the hash (ExactTable's partitions); keys in hash order, and the growth
-// a run of them reserves.
+// of the hash (ExactTable's partitions).
 #include "table/key_index.h"
 
 #include <gtest/gtest.h>
@@ -96,43 +95,6 @@ TEST(KeyIndexTest, AnIndexOwnedByTheTopBitsMatchesAnUnorderedMap) {
     want.erase(keys[i]);
   }
   ExpectSame(index, want);
-}
-
-// The keys of a push in hash order, as workers send them: in runs of
-// narrow hash ranges, each run reserved for first (ExactPartition::Apply).
-TEST(KeyIndexTest, KeysInHashOrderReserveTheirRoomAndAreAllFound) {
-  std::mt19937_64 rng(5);
-  std::vector<uint64_t> keys(100000);
-  for (auto& k : keys) k = rng();
-  std::sort(keys.begin(), keys.end(), [](uint64_t a, uint64_t b) {
-    return KeyIndex::Mix(a) < KeyIndex::Mix(b);
-  });
-  KeyIndex index;
-  std::unordered_map<uint64_t, uint32_t> want;
-  constexpr size_t kRun = 1000;
-  for (size_t b = 0; b < keys.size(); b += kRun) {
-    const size_t e = std::min(keys.size(), b + kRun);
-    ASSERT_TRUE(index.ReserveForRange(e - b, KeyIndex::Mix(keys[b]),
-                                      KeyIndex::Mix(keys[e - 1]), 1 << 20));
-    if (b == 0) {
-      // The first run spans 1/100 of the hashes: room for 100 such runs
-      // at the load bound, at once.
-      EXPECT_GE(index.bytes(), 12 * keys.size() * 100 / 70 * 9 / 10);
-    }
-    for (size_t i = b; i < e; ++i) {
-      ASSERT_TRUE(index.Insert(keys[i], static_cast<uint32_t>(i)));
-      want[keys[i]] = static_cast<uint32_t>(i);
-    }
-  }
-  ExpectSame(index, want);
-  // At most `most` keys' room, whatever the range says; and a range as
-  // wide as all hashes asks for no more than the keys themselves.
-  KeyIndex capped;
-  ASSERT_TRUE(capped.ReserveForRange(1000, 5, 6, 4000));
-  EXPECT_LE(capped.bytes(), 12u * 8192);
-  KeyIndex wide;
-  ASSERT_TRUE(wide.ReserveForRange(1000, 0, ~uint64_t{0}, 1 << 20));
-  EXPECT_LE(wide.bytes(), 12u * 2048);
 }
 
 TEST(KeyIndexTest, AnEmptyIndexFindsNothing) {

@@ -194,6 +194,44 @@ TEST(RowIndexTest, KeysInHashOrderReserveTheirRoomAndAreAllFound) {
   EXPECT_LE(wide.bytes(), 4u * 2048);
 }
 
+// A second sweep of as many new keys in hash order into an index that
+// holds the first: each run must find room beside the keys its range
+// holds already. Counting only the new keys left the ranges of a push at
+// a table's memory bound, or of a second push, fuller than their slots:
+// inserts then probed tens of thousands of slots each.
+TEST(RowIndexTest, ASecondSweepReservesRoomBesideTheKeysThere) {
+  std::mt19937_64 rng(8);
+  // 140,000 keys fill 2^18 slots to 53%: the first sweep stays in them,
+  // and the second's keys (53% more) would overfill each range it spans.
+  auto sweep = [&rng] {
+    std::vector<uint64_t> keys(140000);
+    for (auto& k : keys) k = rng();
+    std::sort(keys.begin(), keys.end(), [](uint64_t a, uint64_t b) {
+      return RowIndex::Mix(a) < RowIndex::Mix(b);
+    });
+    return keys;
+  };
+  Owner o;
+  constexpr size_t kRun = 1000;
+  for (const auto& keys : {sweep(), sweep()}) {
+    for (size_t b = 0; b < keys.size(); b += kRun) {
+      const size_t e = std::min(keys.size(), b + kRun);
+      ASSERT_TRUE(o.index().ReserveForRange(e - b, RowIndex::Mix(keys[b]),
+                                            RowIndex::Mix(keys[e - 1]), 1 << 20,
+                                            o.view()));
+      if (b == 0) {
+        // Room at the 70% bound for the keys there and a sweep like this
+        // run (a tenth off for the sampled fill).
+        EXPECT_GE(o.index().bytes(),
+                  4 * (o.index().size() + keys.size()) * 100 / 70 * 9 / 10)
+            << o.index().size() << " keys there";
+      }
+      for (size_t i = b; i < e; ++i) ASSERT_TRUE(o.Insert(keys[i]));
+    }
+  }
+  o.ExpectSame();
+}
+
 TEST(RowIndexTest, RowsPastTheSlotsRoomAreRefused) {
   const uint64_t key = 42;
   RowIndex index;
