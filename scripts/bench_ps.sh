@@ -39,6 +39,11 @@
 #       a click log has them (ps_bench --key_law=criteo: the fields of
 #       ps_datagen --vocab=criteo over the 10M ids of the rows above, all
 #       pushed once first).
+#   exact_push_at_bound_10M_shm: ps_bench --mode=push (a warm-up and 5
+#       timed pushes of 10M fresh keys) into an EXACT table bound at 1.5x
+#       the keys of one push: from the second push on, each new key takes
+#       the row of an old one (when_full's approximate LRU). Peer: the
+#       HASHED push_10M_shm of this run; ratio = EXACT / HASHED.
 #   exact_growth_{insert,rss,bytes_per_row}_100M: bench/exact_growth_bench,
 #       in one process each: an EXACT table (dim 8, sgd) growing to 10^8
 #       distinct keys (batches of 2^20 in hash order) against a HASHED
@@ -231,6 +236,16 @@ for transport in shm tcp; do
     rows+="row $row \"M keys/s\" ${m}_resident_mkeys_per_s_exact_resident_$c ${m}_resident_mkeys_per_s_hashed_resident_$c higher HASHED table, same run"$'\n'
   done
 done
+# Fresh keys into an EXACT table at its memory bound, each taking an old
+# key's row, against the HASHED push of the same key count above.
+cat >"$work/exact_bound.tables" <<TABLES
+table { id: 1 name: "exact1" kind: EXACT dim: 1 capacity: $((keys * 3 / 2))
+        admit_after_pushes: 1
+        optimizer { name: "sgd" learning_rate: 0.01 } }
+TABLES
+run "exact_bound_$label" 1 1 shm "$work/exact_bound.tables" exact1 1 \
+  --mode=push --iterations="$iters" --keys="$keys"
+rows+="row exact_push_at_bound_${label}_shm \"M keys/s\" push_mkeys_per_s_exact_bound_$label push_mkeys_per_s_${label}_dim1_1srv_shm higher HASHED table, same run"$'\n'
 # An EXACT table growing to 10^8 keys against a HASHED table of as many
 # rows, one process each (bench/exact_growth_bench).
 growth_keys=100000000 glabel=100M
