@@ -3,8 +3,8 @@
 // every size, 0 and 2^64 - 1 included; many keys that share a fingerprint,
 // told apart by their rows' keys; erases and inserts without end at one
 // size; an index owned by the top bits of the hash (ExactTable's partitions);
-// keys in hash order and the growth a run of them reserves; rows past kMaxRows
-// refused.
+// two sweeps of keys in hash order and the growth each run reserves beside
+// the keys there; rows past kMaxRows refused.
 #include "table/row_index.h"
 
 #include <gtest/gtest.h>
@@ -160,49 +160,18 @@ TEST(RowIndexTest, AnIndexOwnedByTheTopBitsMatchesAnUnorderedMap) {
   o.ExpectSame();
 }
 
-// The keys of a push in hash order, as workers send them: in runs of
+// The keys of pushes in hash order, as workers send them: in runs of
 // narrow hash ranges, each run reserved for first (ExactPartition::Apply).
+// The first sweep of the hashes finds an empty array: its first run,
+// spanning 1/140 of them, makes room for 140 such runs at once. The second
+// sweep, as many new keys again, must find room beside the keys each range
+// holds already: counting only the new keys left the ranges of a second
+// push, or of any push at a table's memory bound, fuller than their slots,
+// and inserts then probed tens of thousands of slots each. (140,000 keys
+// fill 2^18 slots to 53%: the first sweep stays in them, and the second's
+// would overfill each range it spans.)
 TEST(RowIndexTest, KeysInHashOrderReserveTheirRoomAndAreAllFound) {
   std::mt19937_64 rng(5);
-  std::vector<uint64_t> keys(100000);
-  for (auto& k : keys) k = rng();
-  std::sort(keys.begin(), keys.end(), [](uint64_t a, uint64_t b) {
-    return RowIndex::Mix(a) < RowIndex::Mix(b);
-  });
-  Owner o;
-  constexpr size_t kRun = 1000;
-  for (size_t b = 0; b < keys.size(); b += kRun) {
-    const size_t e = std::min(keys.size(), b + kRun);
-    ASSERT_TRUE(o.index().ReserveForRange(e - b, RowIndex::Mix(keys[b]),
-                                          RowIndex::Mix(keys[e - 1]), 1 << 20,
-                                          o.view()));
-    if (b == 0) {
-      // The first run spans 1/100 of the hashes: room for 100 such runs
-      // at the load bound, at once.
-      EXPECT_GE(o.index().bytes(), 4 * keys.size() * 100 / 70 * 9 / 10);
-    }
-    for (size_t i = b; i < e; ++i) ASSERT_TRUE(o.Insert(keys[i]));
-  }
-  o.ExpectSame();
-  // At most `most` keys' room, whatever the range says; and a range as
-  // wide as all hashes asks for no more than the keys themselves.
-  RowIndex capped;
-  ASSERT_TRUE(capped.ReserveForRange(1000, 5, 6, 4000, {}));
-  EXPECT_LE(capped.bytes(), 4u * 8192);
-  RowIndex wide;
-  ASSERT_TRUE(wide.ReserveForRange(1000, 0, ~uint64_t{0}, 1 << 20, {}));
-  EXPECT_LE(wide.bytes(), 4u * 2048);
-}
-
-// A second sweep of as many new keys in hash order into an index that
-// holds the first: each run must find room beside the keys its range
-// holds already. Counting only the new keys left the ranges of a push at
-// a table's memory bound, or of a second push, fuller than their slots:
-// inserts then probed tens of thousands of slots each.
-TEST(RowIndexTest, ASecondSweepReservesRoomBesideTheKeysThere) {
-  std::mt19937_64 rng(8);
-  // 140,000 keys fill 2^18 slots to 53%: the first sweep stays in them,
-  // and the second's keys (53% more) would overfill each range it spans.
   auto sweep = [&rng] {
     std::vector<uint64_t> keys(140000);
     for (auto& k : keys) k = rng();
@@ -230,6 +199,14 @@ TEST(RowIndexTest, ASecondSweepReservesRoomBesideTheKeysThere) {
     }
   }
   o.ExpectSame();
+  // At most `most` keys' room, whatever the range says; and a range as
+  // wide as all hashes asks for no more than the keys themselves.
+  RowIndex capped;
+  ASSERT_TRUE(capped.ReserveForRange(1000, 5, 6, 4000, {}));
+  EXPECT_LE(capped.bytes(), 4u * 8192);
+  RowIndex wide;
+  ASSERT_TRUE(wide.ReserveForRange(1000, 0, ~uint64_t{0}, 1 << 20, {}));
+  EXPECT_LE(wide.bytes(), 4u * 2048);
 }
 
 TEST(RowIndexTest, RowsPastTheSlotsRoomAreRefused) {
