@@ -10,19 +10,18 @@ namespace {
 constexpr size_t kMinSlots = 16;
 
 // The slots an index filed by hash order needs before `n` inserts of new
-// keys whose hashes lie in [low, high], when `filled` of that range's
-// slots are taken now (RowIndex::ReserveForRange): as many as the whole
-// array would need at the range's fill after the inserts (what it holds,
-// at its share of the `slots` there are now, and the new keys, at the
-// range's share of the hashes below the owner's `owner_bits`), at most
-// room for `most` keys, at least for `size` + n, at `max_load_percent`.
-size_t SlotsForRange(size_t size, size_t n, double filled, size_t slots,
-                     uint64_t low, uint64_t high, size_t most, int owner_bits,
+// keys whose hashes lie in [low, high] (RowIndex::ReserveForRange): as
+// many as the whole array would need at the range's fill after the
+// inserts, at most room for `most` keys, at least for `size` + n, at
+// `max_load_percent`. `held`: the slots the whole array would have taken
+// at the range's fill now; the new keys add theirs at the range's share
+// of the hashes below the owner's `owner_bits`.
+size_t SlotsForRange(size_t size, size_t n, double held, uint64_t low,
+                     uint64_t high, size_t most, int owner_bits,
                      uint32_t max_load_percent) {
   const double share = std::ldexp(
       static_cast<double>((high << owner_bits) - (low << owner_bits)) + 1, -64);
-  const double projected =
-      filled * static_cast<double>(slots) + n / std::max(share, 0x1p-40);
+  const double projected = held + n / std::max(share, 0x1p-40);
   const size_t keys = std::max<size_t>(
       size + n, static_cast<size_t>(std::min<double>(projected, most)));
   return (keys * 100 + max_load_percent - 1) / max_load_percent;
@@ -87,9 +86,14 @@ bool RowIndex::Insert(uint64_t hash, uint32_t row, RowKeys keys) {
 
 bool RowIndex::ReserveForRange(size_t n, uint64_t low, uint64_t high,
                                size_t most, RowKeys keys) {
-  const size_t slots =
-      SlotsForRange(size_, n, FilledShare(low, high), slots_.size(), low, high,
-                    most, owner_bits_, max_load_percent_);
+  // At most what the array holds: a sample that finds a range fuller than
+  // the whole array (its noise, a few percent) must not double the array
+  // early, as at every batch of a growth that spans every range.
+  const double held =
+      std::min(FilledShare(low, high) * static_cast<double>(slots_.size()),
+               static_cast<double>(size_ + tombstones_));
+  const size_t slots = SlotsForRange(size_, n, held, low, high, most,
+                                     owner_bits_, max_load_percent_);
   if (slots <= slots_.size()) return true;
   size_t grown = slots_.empty() ? kMinSlots : 2 * slots_.size();
   while (grown < slots) grown *= 2;
