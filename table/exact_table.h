@@ -31,7 +31,7 @@
 //   (TableSpec.capacity is per shard for EXACT tables). Reaching it is
 //   logged once, clearly. Then, by when_full: a new key takes the least
 //   recently used row of the shard, approximately (the default, counted as
-//   evicted: its partition's victim, the least recently used of the 16
+//   evicted: its partition's victim, the least recently used of the 32
 //   rows its hand comes to next, or another partition's when that one was
 //   updated earlier, found by each partition's published victim's last
 //   update and taken only if that partition's lock is free), or is not
