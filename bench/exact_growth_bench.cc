@@ -1,7 +1,7 @@
 // Growth of an EXACT table against a HASHED table of as many rows, in one
 // process each (--kind), as a server shard holds them: N distinct keys
 // (random 64-bit ids) applied in batches, each batch in the order a worker
-// sends an EXACT push (by KeyIndex::Mix) and, for HASHED, as the rows the
+// sends an EXACT push (by RowIndex::Mix) and, for HASHED, as the rows the
 // keys hash to. Prints the keys/s of the applies, the process's peak RSS,
 // and the bytes per row beyond the row's values (SGD: no state): peak RSS
 // less the RSS before the table (the bench's own buffers already in it),
@@ -21,8 +21,8 @@
 #include "bench/zipf_keys.h"
 #include "cli/flags.h"
 #include "table/exact_table.h"
-#include "table/key_index.h"
 #include "table/param_table.h"
+#include "table/row_index.h"
 
 DEFINE_string(kind, "exact", "exact or hashed");
 DEFINE_uint64(keys, 100'000'000, "Distinct keys (EXACT) or rows (HASHED).");
@@ -92,13 +92,13 @@ int Run() {
     keys.resize(n);
     for (uint64_t i = 0; i < n; ++i) keys[i] = ZipfKeys::KeyOf(b + i);
     std::sort(keys.begin(), keys.end(), [](uint64_t x, uint64_t y) {
-      return table::KeyIndex::Mix(x) < table::KeyIndex::Mix(y);
+      return table::RowIndex::Mix(x) < table::RowIndex::Mix(y);
     });
     if (!exact) {
       rows.resize(n);
       for (uint64_t i = 0; i < n; ++i) {
         rows[i] =
-            static_cast<uint32_t>(table::KeyIndex::Mix(keys[i]) % FLAGS_keys);
+            static_cast<uint32_t>(table::RowIndex::Mix(keys[i]) % FLAGS_keys);
       }
       std::sort(rows.begin(), rows.end());
     }

@@ -404,7 +404,7 @@ void ExactPartition::Touch(uint32_t row, uint64_t step, uint32_t now_s) {
 void ExactPartition::FreeRow(uint32_t row) {
   // Erased while the record still holds its key: the index reads it.
   const uint64_t key = rows_[row].key;
-  row_of_key_.Erase(key, KeyIndex::Mix(key), keys());
+  row_of_key_.Erase(key, RowIndex::Mix(key), keys());
   rows_[row].use = 0;
   free_rows_.push_back(row);
   budget_->Give();
@@ -486,7 +486,7 @@ void ExactPartition::EvictIdleLocked(uint64_t step, uint32_t now_s,
 
 bool ExactPartition::HasRow(uint64_t key) const {
   std::shared_lock lock(mu_);
-  return row_of_key_.Find(key, KeyIndex::Mix(key), keys()) != kNoRow;
+  return row_of_key_.Find(key, RowIndex::Mix(key), keys()) != kNoRow;
 }
 
 TableCounters ExactPartition::counters() const {
@@ -513,7 +513,7 @@ void ExactPartition::FreeAllRowsLocked() {
 bool ExactPartition::RestoreRowLocked(uint64_t key, const float* values,
                                       const float* const* state,
                                       uint64_t last_update, uint32_t now_s) {
-  const uint32_t row = AllocateRow(key, KeyIndex::Mix(key));
+  const uint32_t row = AllocateRow(key, RowIndex::Mix(key));
   if (row == kNoRow) return false;
   const uint64_t at = uint64_t{row} * dim_;
   std::copy_n(values, dim_, values_.data() + at);

@@ -1,6 +1,6 @@
 // ExactPartition: one lock's worth of an ExactTable (table/exact_table.h).
 // The table splits its keys over kPartitions of these by the high bits of
-// KeyIndex::Mix(key); each holds its keys' index, rows, optimizer state,
+// RowIndex::Mix(key); each holds its keys' index, rows, optimizer state,
 // free rows and admission sketch under one reader-writer lock of its own.
 // Apply threads and readers of different partitions never wait for each
 // other, and a partition whose index or arrays grow stops only its own
@@ -54,7 +54,6 @@
 #include "table/admission_sketch.h"
 #include "table/cold_row_store.h"
 #include "table/initializer.h"
-#include "table/key_index.h"
 #include "table/optimizer_state.h"
 #include "table/row_index.h"
 #include "table/table_counters.h"
@@ -105,7 +104,7 @@ class RowBudget {
 };
 
 // The keys of one push that fall in one partition: positions into the
-// push's keys (and its values, dim floats per key, and their KeyIndex::Mix
+// push's keys (and its values, dim floats per key, and their RowIndex::Mix
 // hashes), in the push's order.
 struct PartitionKeys {
   std::span<const uint64_t> keys;
@@ -117,7 +116,7 @@ struct PartitionKeys {
 class ExactPartition {
  public:
   // A table has 2^kPartitionBits partitions, picked by the top bits of
-  // KeyIndex::Mix(key); the index orders a partition's keys by the bits
+  // RowIndex::Mix(key); the index orders a partition's keys by the bits
   // below.
   static constexpr int kPartitionBits = 6;
   static constexpr uint32_t kNoRow = UINT32_MAX;
@@ -187,7 +186,7 @@ class ExactPartition {
   Status Apply(uint64_t step, uint32_t now_s, const PartitionKeys& in,
                StepFn optimizer_step);
 
-  // The row of `key` (of this partition; `hash` is KeyIndex::Mix(key)):
+  // The row of `key` (of this partition; `hash` is RowIndex::Mix(key)):
   // dim floats, valid while the caller holds lock(), or null without one.
   // ExactTable::ReadKeys locks every partition for a chunk of keys, so that
   // it reads them in their order without grouping them.
@@ -222,7 +221,7 @@ class ExactPartition {
   // disk_deletes_locked() from before the read.
   struct PulledRow {
     uint64_t key;
-    uint64_t hash;  // KeyIndex::Mix(key)
+    uint64_t hash;  // RowIndex::Mix(key)
     std::span<const std::byte> record;
     uint64_t disk_deletes;
   };

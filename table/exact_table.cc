@@ -126,7 +126,7 @@ void ExactTable::Group(std::span<const uint64_t> keys, Grouped* out) {
   out->hashes.resize(keys.size());
   uint32_t count[kPartitions] = {};
   for (size_t i = 0; i < keys.size(); ++i) {
-    out->hashes[i] = KeyIndex::Mix(keys[i]);
+    out->hashes[i] = RowIndex::Mix(keys[i]);
     ++count[PartitionIndex(out->hashes[i])];
   }
   out->begin[0] = 0;
@@ -315,7 +315,7 @@ Status ExactTable::ReadRange(std::span<const uint64_t> keys,
   for (size_t begin = from; begin < to; begin += kReadChunk) {
     const size_t n = std::min(to - begin, kReadChunk);
     const uint64_t* chunk = keys.data() + begin;
-    for (size_t i = 0; i < n; ++i) hashes[i] = KeyIndex::Mix(chunk[i]);
+    for (size_t i = 0; i < n; ++i) hashes[i] = RowIndex::Mix(chunk[i]);
     std::shared_lock<std::shared_mutex> locks[kPartitions];
     for (int p = 0; p < kPartitions; ++p) {
       locks[p] = std::shared_lock(partitions_[p]->lock());
@@ -397,7 +397,7 @@ Status ExactTable::ReadMissesFromDisk(std::span<const uint64_t> keys,
           ExactPartition::ViewColdRecord(record, dim_, state_arrays_);
       std::copy_n(row.values, dim_, dst.data());
       present[at] = true;
-      const uint64_t hash = KeyIndex::Mix(keys[at]);
+      const uint64_t hash = RowIndex::Mix(keys[at]);
       pulled.push_back({.key = keys[at],
                         .hash = hash,
                         .record = record,
@@ -407,7 +407,7 @@ Status ExactTable::ReadMissesFromDisk(std::span<const uint64_t> keys,
     // Not on disk: a new key, or one that came back into memory (or went
     // out again) since its chunk looked. Looked for again, under its
     // partition's lock.
-    const uint64_t hash = KeyIndex::Mix(keys[at]);
+    const uint64_t hash = RowIndex::Mix(keys[at]);
     ExactPartition& p = Partition(hash);
     std::shared_lock lock(p.lock());
     if (const float* row = p.FindLocked(keys[at], hash)) {

@@ -1,7 +1,7 @@
 // ExactTable: one shard of an EXACT table, for key spaces too large or too
 // open for the hashing trick. Its keys are split over kPartitions
 // partitions by the high bits of their hash (table/exact_partition.h), each
-// with its own key -> row index (table/key_index.h), rows and lock:
+// with its own key -> row index (table/row_index.h), rows and lock:
 //
 // - Admission: a key gets a row at its admit_after_pushes-th push (counted
 //   per key occurrence); the gradients of earlier pushes are dropped and
@@ -100,7 +100,6 @@
 #include "protocol/ps.pb.h"
 #include "table/cold_row_store.h"
 #include "table/exact_partition.h"
-#include "table/key_index.h"
 #include "table/table.h"
 
 namespace ps::table {
@@ -208,7 +207,7 @@ class ExactTable final : public Table {
   // The push's keys grouped by partition (each group in the push's order),
   // with their hashes; what one call hands each partition.
   struct Grouped {
-    std::vector<uint64_t> hashes;     // KeyIndex::Mix of each key
+    std::vector<uint64_t> hashes;     // RowIndex::Mix of each key
     std::vector<uint32_t> positions;  // of the keys, partition by partition
     uint32_t begin[kPartitions + 1] =
         {};  // partition p: [begin[p], begin[p+1])
@@ -217,7 +216,7 @@ class ExactTable final : public Table {
   static PartitionKeys Part(const Grouped& g, int p,
                             std::span<const uint64_t> keys,
                             std::span<const float> values);
-  // The partition of the key whose KeyIndex::Mix is `hash` (its top
+  // The partition of the key whose RowIndex::Mix is `hash` (its top
   // bits), as an index and as the partition.
   static size_t PartitionIndex(uint64_t hash) {
     return hash >> (64 - kPartitionBits);
@@ -226,7 +225,7 @@ class ExactTable final : public Table {
     return *partitions_[PartitionIndex(hash)];
   }
   ExactPartition& PartitionOf(uint64_t key) const {
-    return Partition(KeyIndex::Mix(key));
+    return Partition(RowIndex::Mix(key));
   }
   // Snapshot's parts (applies_mu_ held): every row in memory copied into
   // `out`, or written to a spill (keys ascending per partition).

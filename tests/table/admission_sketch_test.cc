@@ -10,12 +10,12 @@
 #include <random>
 #include <unordered_map>
 
-#include "table/key_index.h"
+#include "table/row_index.h"
 
 namespace ps::table {
 namespace {
 
-uint64_t H(uint64_t key) { return KeyIndex::Mix(key); }
+uint64_t H(uint64_t key) { return RowIndex::Mix(key); }
 
 TEST(AdmissionSketchTest, CountsAFewKeysExactly) {
   AdmissionSketch s(1 << 12);

@@ -36,7 +36,7 @@ constexpr uint64_t kWriterStep = uint64_t{1} << 40;
 // fixed step would break that for rows beside theirs, so writers and
 // evictor keep to halves of the partitions (the high bit of the hash that
 // picks one).
-bool InWriterHalf(uint64_t key) { return (KeyIndex::Mix(key) >> 63) == 0; }
+bool InWriterHalf(uint64_t key) { return (RowIndex::Mix(key) >> 63) == 0; }
 
 // Keys from `first` on (stride 1) that fall in the wanted half.
 std::vector<uint64_t> KeysInHalf(uint64_t first, size_t n, bool writer_half) {

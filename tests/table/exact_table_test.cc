@@ -162,7 +162,7 @@ TEST(ExactTableTest, AtTheBoundANewKeyTakesTheLeastRecentlyUpdatedRow) {
   auto t = ExactTable::Create(Spec(3, 1, 0)).value();
   std::vector<uint64_t> same;  // keys of one partition (the top 6 hash bits)
   for (uint64_t k = 0; same.size() < 5; ++k) {
-    if (KeyIndex::Mix(k) >> 58 == 0) same.push_back(k);
+    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
   }
   const std::vector<float> g{1.0f, 1.0f};
   for (int i = 0; i < 3; ++i) {
@@ -236,7 +236,7 @@ TEST(ExactTableTest, AtTheBoundTheShardsLeastRecentRowGoesWhicheverPartition) {
   std::vector<uint64_t> keys;
   std::vector<uint64_t> partitions;
   for (uint64_t k = 0; keys.size() < 4; ++k) {
-    const uint64_t p = KeyIndex::Mix(k) >> 58;
+    const uint64_t p = RowIndex::Mix(k) >> 58;
     if (std::find(partitions.begin(), partitions.end(), p) != partitions.end())
       continue;
     partitions.push_back(p);
@@ -276,7 +276,7 @@ TEST(ExactTableTest, APushThatEvictsItsOwnRowsAppliesEachGradientToItsKey) {
   auto t = ExactTable::Create(spec).value();
   std::vector<uint64_t> same;  // keys of one partition, ascending
   for (uint64_t k = 0; same.size() < 5; ++k) {
-    if (KeyIndex::Mix(k) >> 58 == 0) same.push_back(k);
+    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
   }
   const std::vector<float> g{1.0f, 10.0f, 100.0f, 1000.0f, 10000.0f};
   ASSERT_TRUE(t->ApplyKeys(1, same, g).ok());
@@ -303,7 +303,7 @@ TEST(ExactTableTest, APushLargerThanTheVictimWindowNeverTakesARowItGathered) {
   auto t = ExactTable::Create(spec).value();
   std::vector<uint64_t> same;  // keys of one partition
   for (uint64_t k = 0; same.size() < kBound + kNew; ++k) {
-    if (KeyIndex::Mix(k) >> 58 == 0) same.push_back(k);
+    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
   }
   const std::vector<uint64_t> old(same.begin(), same.begin() + kBound);
   const std::vector<uint64_t> fresh(same.begin() + kBound, same.end());
@@ -336,12 +336,12 @@ TEST(ExactTableTest, AnIdleSweepGoesRoundALargePartitionWithinAPeriod) {
   auto t = ExactTable::Create(Spec(1 << 20, 1, kEvict, 1)).value();
   std::vector<uint64_t> same;  // keys of one partition
   for (uint64_t k = 0; same.size() < kRows; ++k) {
-    if (KeyIndex::Mix(k) >> 58 == 0) same.push_back(k);
+    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
   }
   ASSERT_TRUE(t->ApplyKeys(1, same, std::vector<float>(kRows, 1.0f)).ok());
   // One key of another partition each step: the table's sweeps.
   uint64_t other = 0;
-  while (KeyIndex::Mix(other) >> 58 == 0) ++other;
+  while (RowIndex::Mix(other) >> 58 == 0) ++other;
   const std::vector<uint64_t> one{other};
   for (uint64_t step = 2; step <= 1 + kEvict; ++step) {
     ASSERT_TRUE(t->ApplyKeys(step, one, std::vector<float>{1.0f}).ok());

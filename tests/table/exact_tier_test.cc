@@ -953,7 +953,7 @@ TEST(ExactTierTest, BringBackRereadsARecordThatMayHaveChanged) {
   RowBudget budget(1);
   ExactPartition p(spec, &budget, 0, 0, {}, store.get());
   auto push = [&](uint64_t step, uint64_t key) {
-    const uint64_t hash = KeyIndex::Mix(key);
+    const uint64_t hash = RowIndex::Mix(key);
     const std::vector<float> grad = {1, 1, 1};
     const uint32_t at = 0;
     ASSERT_TRUE(p.Apply(step, 0,
@@ -977,12 +977,12 @@ TEST(ExactTierTest, BringBackRereadsARecordThatMayHaveChanged) {
   push(3, kA);  // A back (2), B out
   push(4, kB);  // B back, A out as 2
   const ExactPartition::PulledRow stale = {.key = kA,
-                                           .hash = KeyIndex::Mix(kA),
+                                           .hash = RowIndex::Mix(kA),
                                            .record = as_read,
                                            .disk_deletes = deletes};
   ASSERT_TRUE(p.BringBack(std::span(&stale, 1)).ok());
   std::shared_lock lock(p.lock());
-  const float* row = p.FindLocked(kA, KeyIndex::Mix(kA));
+  const float* row = p.FindLocked(kA, RowIndex::Mix(kA));
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(row[0], 2.0f) << "the record on disk now, not the one read";
 }
