@@ -235,18 +235,32 @@ Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {
   if (keys.empty()) return Status::OK();
   // A large pull goes in hash order when every server files keys so; a
   // second large pull of the table at the same time goes as given rather
-  // than wait for the first's buffers.
-  if (keys.size() >= kPullInHashOrderKeys && AllTakeHashOrder()) {
-    std::unique_lock<std::mutex> ordering(pull_mu_, std::try_to_lock);
-    if (ordering.owns_lock()) return PullInHashOrder(keys, out);
+  // than wait for the first's buffers. So does a small pull that finds
+  // the buffers of PullDistinct taken, or whose keys have not repeated.
+  if (keys.size() >= kPullInHashOrderKeys) {
+    if (AllTakeHashOrder()) {
+      std::unique_lock<std::mutex> ordering(pull_mu_, std::try_to_lock);
+      if (ordering.owns_lock()) return PullInHashOrder(keys, out);
+    }
+  } else {
+    std::unique_lock<std::mutex> distinct(distinct_mu_, std::try_to_lock);
+    if (distinct.owns_lock()) {
+      if (pulls_as_given_ == 0) return PullDistinct(keys, out);
+      --pulls_as_given_;
+    }
   }
+  return PullAsGiven(keys, out);
+}
+
+Status ExactPath::PullAsGiven(std::span<const uint64_t> keys,
+                              std::span<float> out) {
   const uint32_t shards = servers_.size();
   if (shards == 1) {
     // Every key is the one server's (it checks): no split, and its rows
     // arrive in the keys' order.
     PS_ASSIGN_OR_RETURN(LookupChannel * channel, LookupsOf(0));
-    PS_ASSIGN_OR_RETURN(auto lookup,
-                        channel->Begin(spec_.id(), dim, keys, {}, out.data()));
+    PS_ASSIGN_OR_RETURN(auto lookup, channel->Begin(spec_.id(), spec_.dim(),
+                                                    keys, {}, out.data()));
     return LookupChannel::Drive({&lookup, 1});
   }
   std::vector<ShardPull> split(shards);
@@ -299,6 +313,26 @@ Status ExactPath::PullInHashOrder(std::span<const uint64_t> keys,
     }
   }
   return LookUp(split, out);
+}
+
+Status ExactPath::PullDistinct(std::span<const uint64_t> keys,
+                               std::span<float> out) {
+  const size_t n = keys.size();
+  const size_t dim = spec_.dim();
+  distinct_of_.resize(n);
+  DistinctKeys distinct(n, &distinct_table_, &distinct_keys_);
+  for (size_t i = 0; i < n; ++i) distinct_of_[i] = distinct.Insert(keys[i]);
+  distinct_rows_.resize(distinct_keys_.size() * dim);
+  PS_RETURN_IF_ERROR(PullAsGiven(distinct_keys_, distinct_rows_));
+  if (distinct_keys_.size() > n - n / kFewRepeats) {
+    pulls_as_given_ = kPullsAsGiven;
+  }
+  const float* rows = distinct_rows_.data();
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(out.data() + i * dim, rows + distinct_of_[i] * dim,
+                sizeof(float) * dim);
+  }
+  return Status::OK();
 }
 
 Status ExactPath::LookUp(std::span<const ShardPull> split,

@@ -220,11 +220,14 @@ TEST_P(ExactTableTest, AdmissionByPushCountAndEvictionByAge) {
 // Pulls go through the inboxes as lookups (client/lookup_channel.h): with
 // small inboxes (4 slots of 4 KiB, so 16 KiB of lookup replies: 1,000 rows
 // of dim 2 a chunk, 496 keys a packet) a pull of 5,000 keys in random order,
-// some repeated and some without a row, spans several chunks of two packets
-// and more on each server, and each key still reads its own row. A pull
-// right after a push, without waiting for it to be applied, reads the push:
-// the lookup follows it through the same inbox. Returns each server's
-// stats after the pull.
+// 500 of them repeats and 500 without a row, asks for its 4,500 distinct
+// keys once each, in several chunks of two packets and more on each
+// server, and each key still reads its own row. A pull right after a push,
+// without waiting for it to be applied, reads the push: the lookup follows
+// it through the same inbox. Then the choice to look for repeats: a pull
+// without any makes the next 63 small pulls go as given (repeats asked for
+// again), and the one after looks again. Returns each server's stats after
+// the first pull.
 std::vector<proto::StatsReply> PullInManyChunks(
     uint32_t servers, xfer::TransportChoice transport) {
   ClusterOptions o;
@@ -282,7 +285,36 @@ std::vector<proto::StatsReply> PullInManyChunks(
     looked_up += reply->lookup_keys();
     stats.push_back(*reply);
   }
-  EXPECT_EQ(looked_up, keys.size());
+  EXPECT_EQ(looked_up, 4500u);
+
+  // Keys each server was asked for by the pulls of `pull` (each a pull).
+  auto asked_by = [&](const std::vector<std::vector<uint64_t>>& pulls) {
+    uint64_t before = 0, after = 0;
+    for (uint32_t shard = 0; shard < servers; ++shard) {
+      auto reply = (*client)->Stats(shard);
+      EXPECT_TRUE(reply.ok()) << reply.status();
+      before += reply.ok() ? reply->lookup_keys() : 0;
+    }
+    for (const std::vector<uint64_t>& pull : pulls) {
+      std::vector<float> rows(pull.size() * 2);
+      Status p = (*client)->Pull(kTable, pull, rows);
+      EXPECT_TRUE(p.ok()) << p;
+    }
+    for (uint32_t shard = 0; shard < servers; ++shard) {
+      auto reply = (*client)->Stats(shard);
+      EXPECT_TRUE(reply.ok()) << reply.status();
+      after += reply.ok() ? reply->lookup_keys() : 0;
+    }
+    return after - before;
+  };
+  const std::vector<uint64_t> once(pushed.begin(), pushed.begin() + 1000);
+  std::vector<uint64_t> twice = once;
+  twice.insert(twice.end(), once.begin(), once.end());
+  EXPECT_EQ(asked_by({once}), 1000u);  // no repeats: as given from now on
+  EXPECT_EQ(asked_by({twice}), 2000u);
+  EXPECT_EQ(asked_by(std::vector<std::vector<uint64_t>>(62, {pushed[0]})), 62u);
+  EXPECT_EQ(asked_by({twice}), 1000u);  // looks again
+  EXPECT_EQ(asked_by({twice}), 1000u);
   Status stopped = (*cluster)->Stop();
   EXPECT_TRUE(stopped.ok()) << stopped;
   return stats;
@@ -290,9 +322,10 @@ std::vector<proto::StatsReply> PullInManyChunks(
 
 TEST_P(ExactTableTest, PullsInManyChunksReadEachKeysRowAndFollowPushes) {
   const auto stats = PullInManyChunks(1, GetParam());
-  // Five chunks of 1,000 keys, each in packets of 496 + 496 + 8 keys.
+  // Four chunks of 1,000 keys, each in packets of 496 + 496 + 8 keys, and
+  // one of 500 keys in packets of 496 + 4.
   ASSERT_EQ(stats.size(), 1u);
-  EXPECT_EQ(stats[0].lookups_answered(), 15u);
+  EXPECT_EQ(stats[0].lookups_answered(), 14u);
 }
 
 // With two servers both shards' lookups are in flight at once
@@ -302,7 +335,7 @@ TEST_P(ExactTableTest, PullsOfTwoShardsAtOnceReadEachKeysRow) {
   const auto stats = PullInManyChunks(2, GetParam());
   ASSERT_EQ(stats.size(), 2u);
   for (const proto::StatsReply& shard : stats) {
-    // About 2,500 keys each: three chunks or more, so the two servers'
+    // About 2,250 keys each: three chunks or more, so the two servers'
     // chunks interleave.
     EXPECT_GE(shard.lookups_answered(), 6u);
     EXPECT_GT(shard.lookup_keys(), 2000u);
