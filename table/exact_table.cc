@@ -320,10 +320,16 @@ Status ExactTable::ReadRange(std::span<const uint64_t> keys,
     for (int p = 0; p < kPartitions; ++p) {
       locks[p] = std::shared_lock(partitions_[p]->lock());
     }
+    const size_t key_ahead =
+        std::is_sorted(hashes, hashes + n) &&
+                ExactPartition::Streams(n, hashes[0], hashes[n - 1],
+                                        budget_.used())
+            ? 0
+            : ExactPartition::kKeyAhead;
     for (size_t i = 0; i < std::min(n, RowIndex::kPrefetchAhead); ++i) {
       Partition(hashes[i]).PrefetchLocked(hashes[i]);
     }
-    for (size_t i = 0; i < std::min(n, ExactPartition::kKeyAhead); ++i) {
+    for (size_t i = 0; i < std::min(n, key_ahead); ++i) {
       Partition(hashes[i]).PrefetchKeyLocked(hashes[i]);
     }
     for (size_t i = 0; i < n; ++i) {
@@ -331,8 +337,8 @@ Status ExactTable::ReadRange(std::span<const uint64_t> keys,
         const uint64_t ahead = hashes[i + RowIndex::kPrefetchAhead];
         Partition(ahead).PrefetchLocked(ahead);
       }
-      if (i + ExactPartition::kKeyAhead < n) {
-        const uint64_t ahead = hashes[i + ExactPartition::kKeyAhead];
+      if (key_ahead != 0 && i + key_ahead < n) {
+        const uint64_t ahead = hashes[i + key_ahead];
         Partition(ahead).PrefetchKeyLocked(ahead);
       }
       rows[i] = Partition(hashes[i]).FindLocked(chunk[i], hashes[i]);

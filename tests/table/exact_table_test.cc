@@ -1,11 +1,13 @@
 // ExactTable: admission by push count, eviction by age, the per-shard memory
 // bound, the optimizer applied to admitted rows only, and its checkpoints
-// through the Table interface (Snapshot, PrepareRestore, FinishRestore).
+// through the Table interface (Snapshot, PrepareRestore, FinishRestore);
+// which keys in hash order read as a stream (ExactPartition::Streams).
 #include "table/exact_table.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -35,6 +37,29 @@ std::vector<float> PullOne(ExactTable& t, uint64_t key, bool* present) {
   EXPECT_TRUE(t.ReadKeys(std::vector<uint64_t>{key}, out, p).ok());
   *present = p[0];
   return out;
+}
+
+// Keys in hash order read as a stream (no record fetched ahead) only where
+// they lie at most kStreamRows rows apart on average.
+TEST(ExactPartitionTest, KeysStreamOnlyWhenCloseTogether) {
+  constexpr uint64_t kRows = 10000000;
+  // The hashes that `rows` of kRows rows spread over all hashes span.
+  auto span = [](double rows) {
+    return static_cast<uint64_t>(std::ldexp(rows / kRows, 64));
+  };
+  const uint64_t first = uint64_t{1} << 60;
+  // A pull of every key: 4,096 keys over 4,096 rows.
+  EXPECT_TRUE(ExactPartition::Streams(4096, first, first + span(4096), kRows));
+  EXPECT_TRUE(
+      ExactPartition::Streams(4096, first, first + span(15 * 4096), kRows));
+  // A training step's 8,500 keys of 10M: ~1,200 rows apart.
+  EXPECT_FALSE(
+      ExactPartition::Streams(8500, first, first + span(1e7 - 1), kRows));
+  EXPECT_FALSE(
+      ExactPartition::Streams(4096, first, first + span(17 * 4096), kRows));
+  // One key, or keys that do not ascend, never.
+  EXPECT_FALSE(ExactPartition::Streams(1, first, first, kRows));
+  EXPECT_FALSE(ExactPartition::Streams(4096, first, first - 1, kRows));
 }
 
 TEST(ExactTableTest, KeyGetsRowOnItsNthPushAndEarlierPushesAreDropped) {
