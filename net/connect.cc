@@ -14,9 +14,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "net/socket_error.h"
 
@@ -145,7 +147,14 @@ bool ClosedInOrder(int fd) {
   return info.tcpi_state == TCP_CLOSE_WAIT || info.tcpi_state == TCP_LAST_ACK;
 }
 
-StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms) {
+namespace {
+
+// One dial of every address `address` resolves to, within `timeout_ms`.
+// `unreachable`: the last failure was the kernel's "no route" to the host
+// (EHOSTUNREACH, ENETUNREACH).
+StatusOr<UniqueFd> DialTcp(const std::string& address, int timeout_ms,
+                           bool* unreachable) {
+  *unreachable = false;
   PS_ASSIGN_OR_RETURN(auto host_port, SplitHostPort(address));
   PS_ASSIGN_OR_RETURN(auto ai,
                       Resolve(host_port.first, host_port.second, false));
@@ -163,6 +172,7 @@ StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms) {
       if (rc == 0) {
         last = Timeout("connect " + address + ": no answer in " +
                        std::to_string(timeout_ms) + " ms");
+        *unreachable = false;
         continue;
       }
       int err = 0;
@@ -172,6 +182,7 @@ StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms) {
       errno = err;
     }
     if (rc != 0) {
+      *unreachable = errno == EHOSTUNREACH || errno == ENETUNREACH;
       last = NetErr("connect " + address, errno);
       continue;
     }
@@ -180,6 +191,29 @@ StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms) {
     return fd;
   }
   return last;
+}
+
+}  // namespace
+
+StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms) {
+  // "No route to host" is often a passing state: on a lossy link the
+  // kernel gives up on finding the neighbour (three ARP or neighbour
+  // solicitations a second apart, all lost) and fails the connect, and a
+  // route may not be up yet. A new dial asks again, so the host is dialed
+  // until it answers or the time is up (multihost_test's 5% loss once
+  // failed a worker this way, 3.3 s into its 15 s).
+  const Deadline deadline = DeadlineIn(timeout_ms);
+  auto backoff = std::chrono::milliseconds(10);
+  for (;;) {
+    bool unreachable = false;
+    StatusOr<UniqueFd> fd = DialTcp(address, MsUntil(deadline), &unreachable);
+    if (fd.ok() || !unreachable ||
+        Deadline::clock::now() + backoff >= deadline) {
+      return fd;
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  }
 }
 
 StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name,

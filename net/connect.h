@@ -33,7 +33,9 @@ StatusOr<uint16_t> LocalPort(int fd);
 // Listening Unix socket in the abstract namespace.
 StatusOr<UniqueFd> ListenUnix(const std::string& abstract_name);
 // Connected sockets (blocking, TCP_NODELAY on TCP). An unreachable TCP host
-// costs at most `timeout_ms`; a Unix listener whose backlog stays full gives
+// costs at most `timeout_ms`: one the kernel finds no route to (a neighbour
+// that did not answer, on a lossy link) is dialed again until then, and the
+// last failure returned. A Unix listener whose backlog stays full gives
 // kTimeout at `deadline`.
 StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms);
 StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name,
