@@ -14,12 +14,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <memory>
-#include <thread>
 
+#include "net/redial_backoff.h"
 #include "net/socket_error.h"
 
 namespace ps::net {
@@ -203,16 +202,12 @@ StatusOr<UniqueFd> ConnectTcp(const std::string& address, int timeout_ms) {
   // until it answers or the time is up (multihost_test's 5% loss once
   // failed a worker this way, 3.3 s into its 15 s).
   const Deadline deadline = DeadlineIn(timeout_ms);
-  auto backoff = std::chrono::milliseconds(10);
+  RedialBackoff backoff;
   for (;;) {
     bool unreachable = false;
     StatusOr<UniqueFd> fd = DialTcp(address, MsUntil(deadline), &unreachable);
-    if (fd.ok() || !unreachable ||
-        Deadline::clock::now() + backoff >= deadline) {
-      return fd;
-    }
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+    if (fd.ok() || !unreachable || !backoff.Fits(deadline)) return fd;
+    backoff.Pause();
   }
 }
 

@@ -3,12 +3,11 @@
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 
 #include "net/connect.h"
 #include "net/handshake_retry.h"
 #include "net/message_frame.h"
+#include "net/redial_backoff.h"
 #include "net/socket_error.h"
 #include "net/transfer.h"
 
@@ -205,7 +204,7 @@ StatusOr<proto::ControlReply> ControlClient::CallOnce(
 }
 
 Status ControlClient::Redial(net::Deadline deadline) {
-  auto sleep = std::chrono::milliseconds(10);
+  net::RedialBackoff backoff;
   Status last;
   while (net::Deadline::clock::now() < deadline) {
     Options once = options_;
@@ -224,8 +223,7 @@ Status ControlClient::Redial(net::Deadline deadline) {
         last.Is(StatusCode::kInvalidArgument)) {
       return last;  // a new connection will not do better
     }
-    std::this_thread::sleep_for(sleep);
-    sleep = std::min(sleep * 2, std::chrono::milliseconds(200));
+    backoff.Pause();
   }
   return Timeout("could not reconnect within " +
                  std::to_string(options_.timeout_ms) +

@@ -215,6 +215,16 @@ class ExactPartition {
                    static_cast<double>(rows) <=
                kStreamRows * static_cast<double>(n);
   }
+  // Whether the `n` keys whose hashes are hash_at(0), ..., hash_at(n - 1)
+  // ascend and lie so.
+  template <class HashAt>
+  static bool Streams(size_t n, HashAt hash_at, uint64_t rows) {
+    if (n < 2) return false;
+    for (size_t i = 1; i < n; ++i) {
+      if (hash_at(i) < hash_at(i - 1)) return false;
+    }
+    return Streams(n, hash_at(0), hash_at(n - 1), rows);
+  }
   void PrefetchLocked(uint64_t hash) const { row_of_key_.Prefetch(hash); }
   void PrefetchKeyLocked(uint64_t hash) const {
     row_of_key_.PrefetchKey(hash, keys());
@@ -501,16 +511,9 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
   // ahead: their cache misses overlap.
   const size_t n = in.positions.size();
   auto hash_at = [&](size_t i) { return in.hashes[in.positions[i]]; };
-  bool ascending = true;
-  for (size_t i = 1; i < n && ascending; ++i) {
-    ascending = hash_at(i - 1) <= hash_at(i);
-  }
   // This partition's rows lie over 2^-kPartitionBits of the hashes.
-  const size_t key_ahead = n > 1 && ascending &&
-                                   Streams(n, hash_at(0), hash_at(n - 1),
-                                           counters_.rows << kPartitionBits)
-                               ? 0
-                               : kKeyAhead;
+  const size_t key_ahead =
+      Streams(n, hash_at, counters_.rows << kPartitionBits) ? 0 : kKeyAhead;
   for (size_t i = 0; i < std::min(n, RowIndex::kPrefetchAhead); ++i) {
     row_of_key_.Prefetch(hash_at(i));
   }

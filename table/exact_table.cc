@@ -321,9 +321,8 @@ Status ExactTable::ReadRange(std::span<const uint64_t> keys,
       locks[p] = std::shared_lock(partitions_[p]->lock());
     }
     const size_t key_ahead =
-        std::is_sorted(hashes, hashes + n) &&
-                ExactPartition::Streams(n, hashes[0], hashes[n - 1],
-                                        budget_.used())
+        ExactPartition::Streams(
+            n, [&](size_t i) { return hashes[i]; }, budget_.used())
             ? 0
             : ExactPartition::kKeyAhead;
     for (size_t i = 0; i < std::min(n, RowIndex::kPrefetchAhead); ++i) {
