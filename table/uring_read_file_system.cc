@@ -198,6 +198,14 @@ rocksdb::IOStatus UringReadFileSystem::NewRandomAccessFile(
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return s;  // the target's file alone reads it
+  // No readahead: the blocks a MultiGet reads lie at random, as RocksDB
+  // tells the kernel of its own descriptors (advise_random_on_open). With
+  // the default readahead each 4 KiB block read brought neighbours no one
+  // asked for into the page cache, where a tiered server's memory cgroup
+  // then had to reclaim them: cold_store_bench read 22% fewer bytes with
+  // this (1.37 GB against 1.75 for 300,000 misses) and took 4-14% less
+  // time a miss. Only advice: where the kernel ignores it, reads still work.
+  (void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
   *file = std::make_unique<UringFile>(std::move(*file), fd, rings_);
   return s;
 }
