@@ -191,9 +191,13 @@ class ExactPartition {
   // The row of `key` (of this partition; `hash` is RowIndex::Mix(key)):
   // dim floats, valid while the caller holds lock(), or null without one.
   // ExactTable::ReadKeys locks every partition for a chunk of keys, so that
-  // it reads them in their order without grouping them.
-  const float* FindLocked(uint64_t key, uint64_t hash) const {
-    const uint32_t row = row_of_key_.Find(key, hash, keys());
+  // it reads them in their order without grouping them. `streams`: the
+  // keys come so (Streams), and the index is probed four slots at a time
+  // (RowIndex::FindInOrder).
+  const float* FindLocked(uint64_t key, uint64_t hash,
+                          bool streams = false) const {
+    const uint32_t row = streams ? row_of_key_.FindInOrder(key, hash, keys())
+                                 : row_of_key_.Find(key, hash, keys());
     return row == kNoRow ? nullptr : values_.data() + uint64_t{row} * dim_;
   }
   // A loop over many keys calls PrefetchLocked RowIndex::kPrefetchAhead
@@ -512,8 +516,8 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
   const size_t n = in.positions.size();
   auto hash_at = [&](size_t i) { return in.hashes[in.positions[i]]; };
   // This partition's rows lie over 2^-kPartitionBits of the hashes.
-  const size_t key_ahead =
-      Streams(n, hash_at, counters_.rows << kPartitionBits) ? 0 : kKeyAhead;
+  const bool streams = Streams(n, hash_at, counters_.rows << kPartitionBits);
+  const size_t key_ahead = streams ? 0 : kKeyAhead;
   for (size_t i = 0; i < std::min(n, RowIndex::kPrefetchAhead); ++i) {
     row_of_key_.Prefetch(hash_at(i));
   }
@@ -530,7 +534,9 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
     }
     const uint32_t at = in.positions[i];
     const uint32_t row =
-        row_of_key_.Find(in.keys[at], in.hashes[at], keys_of_rows);
+        streams
+            ? row_of_key_.FindInOrder(in.keys[at], in.hashes[at], keys_of_rows)
+            : row_of_key_.Find(in.keys[at], in.hashes[at], keys_of_rows);
     if (row == kNoRow) {
       missing_.push_back(at);
     } else {

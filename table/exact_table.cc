@@ -320,11 +320,9 @@ Status ExactTable::ReadRange(std::span<const uint64_t> keys,
     for (int p = 0; p < kPartitions; ++p) {
       locks[p] = std::shared_lock(partitions_[p]->lock());
     }
-    const size_t key_ahead =
-        ExactPartition::Streams(
-            n, [&](size_t i) { return hashes[i]; }, budget_.used())
-            ? 0
-            : ExactPartition::kKeyAhead;
+    const bool streams = ExactPartition::Streams(
+        n, [&](size_t i) { return hashes[i]; }, budget_.used());
+    const size_t key_ahead = streams ? 0 : ExactPartition::kKeyAhead;
     for (size_t i = 0; i < std::min(n, RowIndex::kPrefetchAhead); ++i) {
       Partition(hashes[i]).PrefetchLocked(hashes[i]);
     }
@@ -340,7 +338,7 @@ Status ExactTable::ReadRange(std::span<const uint64_t> keys,
         const uint64_t ahead = hashes[i + key_ahead];
         Partition(ahead).PrefetchKeyLocked(ahead);
       }
-      rows[i] = Partition(hashes[i]).FindLocked(chunk[i], hashes[i]);
+      rows[i] = Partition(hashes[i]).FindLocked(chunk[i], hashes[i], streams);
       if (rows[i] != nullptr) __builtin_prefetch(rows[i]);
     }
     size_t hits = 0;

@@ -30,6 +30,11 @@
 // Not thread-safe: the partition holds it under its own lock.
 #pragma once
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -66,15 +71,32 @@ class RowIndex {
   // The row of `key` (whose Mix is `hash`), or kNone.
   uint32_t Find(uint64_t key, uint64_t hash, RowKeys keys) const {
     if (slots_.empty()) return kNone;
+    return FindFrom(HomeOf(hash), key, Fingerprint(hash), keys);
+  }
+  // The same, for keys that come in hash order (a stream through the
+  // array): four slots a step. A probe's length varies from key to key (1
+  // to ~4 slots at these loads), and a loop of one slot a step mispredicted
+  // its exit about once a key; in fours it mostly runs once. 10M lookups
+  // in hash order took 9.5-9.7 ns a key instead of 12.9-13.1, applies
+  // 14.5-14.9 instead of 16.3-16.9 (one thread, in process). Keys in no
+  // order keep Find: only their home slot's line is fetched ahead
+  // (Prefetch), and four slots that run into the next line waited for it
+  // (random lookups 11% slower).
+  uint32_t FindInOrder(uint64_t key, uint64_t hash, RowKeys keys) const {
+    if (slots_.empty()) return kNone;
     const uint32_t fp = Fingerprint(hash);
-    for (size_t i = HomeOf(hash);; i = (i + 1) & mask_) {
-      const uint32_t s = slots_[i];
-      if (s == kEmpty) return kNone;
-      if ((s >> kRowBits) == fp && s != kTombstone &&
-          keys.of(RowOf(s)) == key) {
-        return RowOf(s);
+    size_t i = HomeOf(hash);
+#if defined(__SSE2__)
+    for (; i + kQuad <= slots_.size(); i = (i + kQuad) & mask_) {
+      const Quad q = ProbeQuad(i, fp);
+      for (unsigned m = q.matches; m != 0; m &= m - 1) {
+        const uint32_t row = RowOf(slots_[i + std::countr_zero(m)]);
+        if (keys.of(row) == key) return row;
       }
+      if (q.ends) return kNone;
     }
+#endif
+    return FindFrom(i, key, fp, keys);
   }
   // Files `row` (< kMaxRows) under `hash`, whose key has no row here.
   // False when the array cannot grow (no memory) or row is too large:
@@ -146,6 +168,40 @@ class RowIndex {
   size_t HomeOf(uint64_t hash) const {
     return (hash << owner_bits_) >> home_shift_;
   }
+  // Find's probe from slot i on, one slot a step.
+  uint32_t FindFrom(size_t i, uint64_t key, uint32_t fp, RowKeys keys) const {
+    for (;; i = (i + 1) & mask_) {
+      const uint32_t s = slots_[i];
+      if (s == kEmpty) return kNone;
+      if ((s >> kRowBits) == fp && s != kTombstone &&
+          keys.of(RowOf(s)) == key) {
+        return RowOf(s);
+      }
+    }
+  }
+#if defined(__SSE2__)
+  static constexpr size_t kQuad = 4;
+  struct Quad {
+    unsigned matches;  // a bit per slot of fp before the first empty one
+    bool ends;         // one of the four is empty: the probe ends there
+  };
+  // The four slots from i (i + kQuad <= slots_.size()).
+  Quad ProbeQuad(size_t i, uint32_t fp) const {
+    const __m128i v =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(slots_.data() + i));
+    const unsigned empties = static_cast<unsigned>(_mm_movemask_ps(
+        _mm_castsi128_ps(_mm_cmpeq_epi32(v, _mm_setzero_si128()))));
+    const __m128i fps = _mm_cmpeq_epi32(_mm_srli_epi32(v, kRowBits),
+                                        _mm_set1_epi32(static_cast<int>(fp)));
+    const __m128i tombstones =
+        _mm_cmpeq_epi32(v, _mm_set1_epi32(static_cast<int>(kTombstone)));
+    const unsigned matches = static_cast<unsigned>(
+        _mm_movemask_ps(_mm_castsi128_ps(_mm_andnot_si128(tombstones, fps))));
+    // The slots before the first empty one (all four without one).
+    const unsigned before = (empties & (0u - empties)) - 1;
+    return {matches & before, empties != 0};
+  }
+#endif
   // The share of the slots homed in [low, high] that are not empty (an
   // entry or a tombstone), from at most kFillSamples of them evenly spaced.
   static constexpr size_t kFillSamples = 256;

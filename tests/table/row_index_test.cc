@@ -1,6 +1,7 @@
-// RowIndex against std::unordered_map: random inserts, finds and erases
-// (erases leave tombstones, also across the array's end), growth, keys of
-// every size, 0 and 2^64 - 1 included; many keys that share a fingerprint,
+// RowIndex against std::unordered_map, both its probes (one slot a step
+// and four, wrapping past the array's end both): random inserts, finds and
+// erases (erases leave tombstones, also across the array's end), growth, keys
+// of every size, 0 and 2^64 - 1 included; many keys that share a fingerprint,
 // told apart by their rows' keys; erases and inserts without end at one
 // size; an index owned by the top bits of the hash (ExactTable's partitions);
 // two sweeps of keys in hash order and the growth each run reserves beside
@@ -48,8 +49,12 @@ class Owner {
     free_.push_back(it->second);  // its key stays until the row is reused
     want_.erase(it);
   }
+  // Both probes (FindInOrder: four slots a step) find the same row.
   uint32_t Find(uint64_t key) const {
-    return index_.Find(key, RowIndex::Mix(key), view());
+    const uint32_t row = index_.Find(key, RowIndex::Mix(key), view());
+    EXPECT_EQ(index_.FindInOrder(key, RowIndex::Mix(key), view()), row)
+        << "key " << key;
+    return row;
   }
   uint32_t Want(uint64_t key) const {
     auto it = want_.find(key);
