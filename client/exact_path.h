@@ -25,7 +25,8 @@
 // worker's earlier pushes once they are applied in order. Every shard's
 // lookup is in flight at once, so the servers answer in parallel; the call
 // completes when every row is in place. A pull of many keys asks in hash
-// order and places each row where its key was; a small one (a training
+// order and places each row where its key was (from one server, asking for
+// the first keys while the rest still sort); a small one (a training
 // step's) asks for each distinct key once, in the caller's order (with one
 // server, unsplit, rows straight into place), and copies each row to every
 // place its key was.
@@ -105,6 +106,11 @@ class ExactPath {
   // little: the next kPullsAsGiven small pulls go as given, then one looks
   // again.
   static constexpr size_t kPullInHashOrderKeys = size_t{1} << 16;
+  // While a pull in hash order from one server sorts, the calling thread
+  // asks for the keys sorted after each run it sorts, and places the rows
+  // answered after every kRunsPerAdvance of them (of HashOrder's 256): a
+  // look at the reply region is a round trip over tcp.
+  static constexpr int kRunsPerAdvance = 8;
   static constexpr size_t kFewRepeats = 8;
   static constexpr int kPullsAsGiven = 63;
 

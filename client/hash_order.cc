@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 
 #include "protocol/key_hash.h"
@@ -16,10 +17,40 @@ constexpr int kRuns = 1 << kFirstBits;
 // waking the pool for less costs more than it saves.
 constexpr size_t kMinKeysPerPart = size_t{1} << 16;
 
+// Pass 3 of a Sort given `progress`: sort_run(r, part) sorts run r with
+// the part's scratch.
+template <class SortRun>
+void SortRunsInOrder(const std::array<size_t, kRuns + 1>& run_begin,
+                     SharedPool& pool, size_t parts, const SortRun& sort_run,
+                     const HashOrder::SortedFn& on_sorted,
+                     const HashOrder::ProgressFn& progress) {
+  // Each thread claims the lowest run not taken yet; the calling thread
+  // (part 0) then reports the runs sorted from the first on, whoever
+  // sorted them (the release and acquire on `sorted` order their pairs).
+  std::atomic<int> next{0};
+  std::array<std::atomic<bool>, kRuns> sorted{};
+  int ready = 0;  // part 0's: runs [0, ready) are sorted
+  pool.ForEachPart(parts, [&](size_t p) {
+    for (int r; (r = next.fetch_add(1, std::memory_order_relaxed)) < kRuns;) {
+      sort_run(r, p);
+      if (on_sorted && run_begin[r] < run_begin[r + 1]) {
+        on_sorted(run_begin[r], run_begin[r + 1]);
+      }
+      sorted[r].store(true, std::memory_order_release);
+      if (p != 0) continue;
+      while (ready < kRuns && sorted[ready].load(std::memory_order_acquire)) {
+        ++ready;
+      }
+      progress(run_begin[ready]);
+    }
+  });
+}
+
 }  // namespace
 
 void HashOrder::Sort(std::span<const uint64_t> keys, SharedPool& pool,
-                     const SortedFn& on_sorted, std::span<const float> values) {
+                     const SortedFn& on_sorted, std::span<const float> values,
+                     const ProgressFn& progress) {
   const size_t n = keys.size();
   size_ = n;
   pairs_.Resize(n);
@@ -65,6 +96,17 @@ void HashOrder::Sort(std::span<const uint64_t> keys, SharedPool& pool,
       pairs_[to[pair.first >> kRunShift]++] = pair;
     }
   });
+  if (run_scratch_.size() < parts) run_scratch_.resize(parts);
+  const auto sort_run = [&](int r, size_t part) {
+    std::vector<KeyPosition>& scratch = run_scratch_[part];
+    const size_t b = run_begin[r], size = run_begin[r + 1] - b;
+    if (scratch.size() < size) scratch.resize(size);
+    SortSpreadRunByKey(pairs_.data() + b, scratch.data(), size, kRunShift);
+  };
+  if (progress) {
+    SortRunsInOrder(run_begin, pool, parts, sort_run, on_sorted, progress);
+    return;
+  }
   // Pass 3, per part: a contiguous share of the runs, with about as many
   // pairs as the other parts', sorted within, each through the part's
   // scratch of its longest run (a run is ~n/256 pairs: it stays in cache).
@@ -74,18 +116,9 @@ void HashOrder::Sort(std::span<const uint64_t> keys, SharedPool& pool,
     while (r < kRuns && run_begin[r] < key_begin(p)) ++r;
     part_runs[p] = static_cast<int>(r);
   }
-  if (run_scratch_.size() < parts) run_scratch_.resize(parts);
   pool.ForEachPart(parts, [&](size_t p) {
-    size_t longest = 0;
     for (int r = part_runs[p]; r < part_runs[p + 1]; ++r) {
-      longest = std::max(longest, run_begin[r + 1] - run_begin[r]);
-    }
-    std::vector<KeyPosition>& scratch = run_scratch_[p];
-    if (scratch.size() < longest) scratch.resize(longest);
-    for (int r = part_runs[p]; r < part_runs[p + 1]; ++r) {
-      const size_t b = run_begin[r];
-      SortSpreadRunByKey(pairs_.data() + b, scratch.data(),
-                         run_begin[r + 1] - b, kRunShift);
+      sort_run(r, p);
     }
     const size_t first = run_begin[part_runs[p]];
     const size_t last = run_begin[part_runs[p + 1]];

@@ -30,6 +30,10 @@ class HashOrder {
   // disjoint, together all of them; from the pool's threads at once, or
   // from this one, one after another, when the pool is busy.
   using SortedFn = std::function<void(size_t, size_t)>;
+  // Called with how many leading pairs are sorted (and handed to on_sorted)
+  // so far, from one thread, between the runs it sorts: the caller may use
+  // pairs()[0, ready) while the rest sorts (a pull asks for their rows).
+  using ProgressFn = std::function<void(size_t ready)>;
 
   // Sorts (KeyHash(keys[i]), i) by the hash, stably: a key's pairs stay in
   // position order. On the pool's threads when it is free and the keys are
@@ -38,8 +42,13 @@ class HashOrder {
   // Given `values` (one float per key), a pair's second is the bits of
   // values[i] instead of i: a push of one-float rows carries its gradients
   // through the sort rather than read each back at random after it.
+  //
+  // Given `progress`, the last pass's threads take the runs one at a time
+  // in ascending order (else each sorts a contiguous share, with fewer
+  // hand-offs), and the calling thread reports after each run it sorts.
   void Sort(std::span<const uint64_t> keys, SharedPool& pool,
-            const SortedFn& on_sorted = {}, std::span<const float> values = {});
+            const SortedFn& on_sorted = {}, std::span<const float> values = {},
+            const ProgressFn& progress = {});
 
   // The sorted pairs of the last Sort.
   std::span<const KeyPosition> pairs() const { return {pairs_.data(), size_}; }

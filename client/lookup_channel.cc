@@ -68,7 +68,7 @@ Status LookupChannel::Post(uint32_t table_id, size_t row_bytes,
 
 StatusOr<std::unique_ptr<LookupChannel::Ongoing>> LookupChannel::Begin(
     uint32_t table_id, uint32_t dim, std::span<const uint64_t> keys,
-    std::span<const uint32_t> positions, float* out) {
+    std::span<const uint32_t> positions, float* out, size_t ready) {
   const size_t row_bytes = sizeof(float) * dim;
   // The last packet's rows may end up to 63 bytes short of the next
   // 64-byte boundary.
@@ -93,9 +93,8 @@ StatusOr<std::unique_ptr<LookupChannel::Ongoing>> LookupChannel::Begin(
       new Ongoing(this, std::unique_lock<std::mutex>(mu_), table_id, dim, keys,
                   positions, out, chunk_keys));
   if (!positions.empty()) rows_.resize(std::min(chunk_keys, keys.size()) * dim);
-  lookup->RestartDeadline();
-  PS_RETURN_IF_ERROR(lookup->PostNext(0));
-  if (lookup->posted_ < keys.size()) PS_RETURN_IF_ERROR(lookup->PostNext(1));
+  lookup->SetReady(ready);
+  PS_RETURN_IF_ERROR(lookup->PostReady());
   return lookup;
 }
 
@@ -125,23 +124,43 @@ void LookupChannel::Ongoing::RestartDeadline() {
               std::chrono::milliseconds(channel_->options_.timeout_ms);
 }
 
+Status LookupChannel::Ongoing::PostReady() {
+  while (in_flight_ < 2 && posted_ < ready_) {
+    // A part of a chunk only to a server that would idle, or at the end.
+    if (in_flight_ > 0 && ready_ - posted_ < chunk_keys_ &&
+        ready_ < keys_.size()) {
+      break;
+    }
+    if (getenv("XP_MIN") &&
+        ready_ - posted_ < chunk_keys_ / atoi(getenv("XP_MIN")) &&
+        ready_ < keys_.size())
+      break;
+    // The oldest chunk's answer is due timeout_ms after it is asked for.
+    if (in_flight_ == 0) RestartDeadline();
+    PS_RETURN_IF_ERROR(PostNext(in_flight_ == 0 ? oldest_ : oldest_ ^ 1));
+  }
+  return Status::OK();
+}
+
 Status LookupChannel::Ongoing::PostNext(int half) {
   Chunk& c = chunks_[half];
   c.first = posted_;
-  c.count = std::min(chunk_keys_, keys_.size() - posted_);
+  c.count = std::min(chunk_keys_, ready_ - posted_);
   posted_ += c.count;
   ++in_flight_;
   return channel_->Post(table_id_, sizeof(float) * dim_, keys_, half, &c);
 }
 
 StatusOr<bool> LookupChannel::Ongoing::Advance() {
-  if (done()) return false;
+  const size_t posted = posted_;
+  PS_RETURN_IF_ERROR(PostReady());
+  if (in_flight_ == 0) return posted_ != posted;
   const Options& o = channel_->options_;
   const Chunk& c = chunks_[oldest_];
   uint8_t header[protocol::kLookupReplyHeaderBytes];
   PS_RETURN_IF_ERROR(channel_->ReadHeader(header));
   if (protocol::LookupReplyHeader::Parse(header).answered < c.last_request) {
-    if (std::chrono::steady_clock::now() < deadline_) return false;
+    if (std::chrono::steady_clock::now() < deadline_) return posted_ != posted;
     return Timeout(o.server + " did not answer lookup " +
                    std::to_string(c.last_request) + " within " +
                    std::to_string(o.timeout_ms) + " ms");
@@ -183,9 +202,8 @@ StatusOr<bool> LookupChannel::Ongoing::Advance() {
   }
   --in_flight_;
   RestartDeadline();
-  const int half = oldest_;
   oldest_ ^= 1;
-  if (posted_ < keys_.size()) PS_RETURN_IF_ERROR(PostNext(half));
+  PS_RETURN_IF_ERROR(PostReady());
   return true;
 }
 

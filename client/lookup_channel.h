@@ -9,7 +9,9 @@
 // rows, two in flight: while the server answers one chunk, the worker reads
 // out and places the rows of the other. A lookup is begun (Begin) and
 // advanced step by step (Ongoing::Advance, or Drive for several), so that
-// one thread keeps lookups on several servers in flight at once.
+// one thread keeps lookups on several servers in flight at once. A lookup
+// may begin before all its keys are known (a pull's keys still sorting):
+// it asks for keys as the caller says they are ready (Ongoing::SetReady).
 //
 // Thread-safe: lookups on one server are serialized (a mutex, held by an
 // Ongoing lookup until it is destroyed: the reply region is one per worker
@@ -19,6 +21,7 @@
 // each hold a channel the other waits for.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -56,11 +59,22 @@ class LookupChannel {
     Ongoing& operator=(const Ongoing&) = delete;
 
     // Every row is in place.
-    bool done() const { return in_flight_ == 0; }
+    bool done() const { return in_flight_ == 0 && posted_ == keys_.size(); }
+    // Keys [0, ready) may be asked for (never fewer than before). A lookup
+    // begun before its keys were all known (a pull's that are still being
+    // sorted) is told as they are; Advance and PostReady ask for them.
+    void SetReady(size_t ready) {
+      ready_ = std::max(ready_, std::min(ready, keys_.size()));
+    }
+    // Asks for ready keys while half of the reply region is free: a whole
+    // chunk, or what is ready when the server has nothing to answer. No
+    // read: cheap to call often.
+    Status PostReady();
     // When the server answered the oldest chunk in flight: places its rows
     // and asks for the next chunk, and returns true; false when it has not
-    // answered yet (or done()). kTimeout when the server answered nothing
-    // for timeout_ms; the server's refusal as it gave it.
+    // answered yet (or done()). Asks for ready keys either way (true when
+    // it did). kTimeout when the server answered nothing for timeout_ms;
+    // the server's refusal as it gave it.
     StatusOr<bool> Advance();
 
    private:
@@ -76,7 +90,7 @@ class LookupChannel {
     Ongoing(LookupChannel* channel, std::unique_lock<std::mutex> lock,
             uint32_t table_id, uint32_t dim, std::span<const uint64_t> keys,
             std::span<const uint32_t> positions, float* out, size_t chunk_keys);
-    // Asks for the next keys into half `half`.
+    // Asks for the next ready keys, at most a chunk, into half `half`.
     Status PostNext(int half);
     // The server has timeout_ms from now to answer the oldest chunk.
     void RestartDeadline();
@@ -90,6 +104,7 @@ class LookupChannel {
     const size_t chunk_keys_;
     Chunk chunks_[2];
     size_t posted_ = 0;  // keys asked for so far
+    size_t ready_ = 0;   // keys that may be asked for (SetReady)
     int in_flight_ = 0;  // chunks asked for and not placed yet
     int oldest_ = 0;     // the half of the oldest chunk in flight
     std::chrono::steady_clock::time_point deadline_;  // oldest chunk's answer
@@ -108,11 +123,13 @@ class LookupChannel {
   // reads as zeros); with `positions` empty, at out + j * dim. Refuses empty
   // keys and rows the reply region cannot hold. Advance gives kTimeout when the
   // server answers no chunk within timeout_ms, and the server's refusal
-  // (unknown table, a key of another shard, ...) as it gave it.
+  // (unknown table, a key of another shard, ...) as it gave it. Only keys
+  // [0, ready) are asked for until Ongoing::SetReady says more are: the
+  // rest of `keys` and `positions` may be written until then.
   StatusOr<std::unique_ptr<Ongoing>> Begin(uint32_t table_id, uint32_t dim,
                                            std::span<const uint64_t> keys,
                                            std::span<const uint32_t> positions,
-                                           float* out);
+                                           float* out, size_t ready = SIZE_MAX);
 
   // Advances every lookup until all are done, sleeping briefly while none
   // is answered: the servers answer theirs at once. The first failure,

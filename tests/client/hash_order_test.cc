@@ -2,13 +2,15 @@
 // calling thread: the pairs are (KeyHash(key), position), ordered as a
 // stable sort by the hash orders them, every key once;
 // one-float values ride in place of the positions; the ranges handed to
-// on_sorted are disjoint, cover every pair and come once each. Runs under
+// on_sorted are disjoint, cover every pair and come once each; progress
+// reports only pairs sorted and handed over. Runs under
 // TSan too (the passes share the pair arrays between threads).
 #include "client/hash_order.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <mutex>
 #include <random>
@@ -97,6 +99,55 @@ TEST_P(HashOrderTest, SortedRangesCoverEveryPairOnce) {
               static_cast<std::ptrdiff_t>(n))
         << n << " keys in " << ranges.size() << " ranges";
     EXPECT_EQ(order.pairs().size(), n);
+  }
+}
+
+// Given a progress function, the calling thread reports a prefix that only
+// grows, and every pair in it is sorted and was handed to on_sorted before
+// the report: what a pull relies on to ask for those keys meanwhile.
+TEST_P(HashOrderTest, ProgressReportsOnlyPairsSortedAndHandedOver) {
+  SharedPool pool(GetParam());
+  HashOrder order;
+  for (uint64_t mask : {~0ull, 0x3ffull}) {
+    const std::vector<uint64_t> keys = Keys(400000, mask, 6);
+    const size_t n = keys.size();
+    std::vector<std::atomic<int>> handed(n);
+    std::vector<size_t> reports;
+    size_t unhanded = 0, unsorted = 0;
+    order.Sort(
+        keys, pool,
+        [&](size_t begin, size_t end) {
+          for (size_t i = begin; i < end; ++i) {
+            handed[i].fetch_add(1, std::memory_order_relaxed);
+          }
+        },
+        {},
+        [&](size_t ready) {
+          const size_t from = reports.empty() ? 0 : reports.back();
+          ASSERT_GE(ready, from);
+          ASSERT_LE(ready, n);
+          for (size_t i = from; i < ready; ++i) {
+            unhanded += handed[i].load(std::memory_order_relaxed) != 1;
+            unsorted +=
+                i > 0 && order.pairs()[i - 1].first > order.pairs()[i].first;
+          }
+          reports.push_back(ready);
+        });
+    EXPECT_EQ(unhanded, 0u) << "mask " << mask;
+    EXPECT_EQ(unsorted, 0u) << "mask " << mask;
+    // One report per run the calling thread sorted: on a pool of one, every
+    // run (of 256), the last with every pair; on more, the other threads
+    // may have sorted them all.
+    if (GetParam() == 1) {
+      ASSERT_EQ(reports.size(), 256u) << "mask " << mask;
+      EXPECT_EQ(reports.back(), n) << "mask " << mask;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(handed[i].load(), 1) << "pair " << i << ", mask " << mask;
+    }
+    const std::vector<KeyPosition> got(order.pairs().begin(),
+                                       order.pairs().end());
+    EXPECT_EQ(got, Want(keys)) << "mask " << mask;
   }
 }
 

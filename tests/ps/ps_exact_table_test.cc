@@ -453,6 +453,15 @@ TEST_P(ExactTableTest, LargePushesAndPullsOfOneServerAndOneFloatRows) {
   LargePushesAndPulls(/*servers=*/1, /*dim=*/1, GetParam());
 }
 
+// A reply region of a few chunks' rows (8 slots of 64 KiB: ~65,000 rows a
+// half): a large pull from one server asks for its first keys while the
+// rest still sort, in parts of chunks while the server would idle, and
+// every key still reads its own row.
+TEST_P(ExactTableTest, LargePullsOfOneServerAskWhileTheKeysSort) {
+  LargePushesAndPulls(/*servers=*/1, /*dim=*/1, GetParam(),
+                      {"--inbox_slots=8", "--slot_bytes=65536"});
+}
+
 // Servers that do not take keys in hash order (as builds before it): the
 // workers push in key order and pull in the caller's order, as then.
 TEST_P(ExactTableTest, LargePushesAndPullsToServersWithoutHashOrder) {
