@@ -131,10 +131,6 @@ Status LookupChannel::Ongoing::PostReady() {
         ready_ < keys_.size()) {
       break;
     }
-    if (getenv("XP_MIN") &&
-        ready_ - posted_ < chunk_keys_ / atoi(getenv("XP_MIN")) &&
-        ready_ < keys_.size())
-      break;
     // The oldest chunk's answer is due timeout_ms after it is asked for.
     if (in_flight_ == 0) RestartDeadline();
     PS_RETURN_IF_ERROR(PostNext(in_flight_ == 0 ? oldest_ : oldest_ ^ 1));

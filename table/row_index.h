@@ -77,8 +77,8 @@ class RowIndex {
   // array): four slots a step. A probe's length varies from key to key (1
   // to ~4 slots at these loads), and a loop of one slot a step mispredicted
   // its exit about once a key; in fours it mostly runs once. 10M lookups
-  // in hash order took 9.5-9.7 ns a key instead of 12.9-13.1, applies
-  // 14.5-14.9 instead of 16.3-16.9 (one thread, in process). Keys in no
+  // in hash order took 9.8-10.1 ns a key instead of 12.9-13.0, applies
+  // 15.2-15.5 instead of 16.2-16.4 (one thread, in process). Keys in no
   // order keep Find: only their home slot's line is fetched ahead
   // (Prefetch), and four slots that run into the next line waited for it
   // (random lookups 11% slower).
