@@ -11,7 +11,8 @@ namespace ps::table {
 
 ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
                                uint64_t sketch_width, double growth_phase,
-                               Reclaim reclaim, ColdRowStore* cold)
+                               Reclaim reclaim, ColdRowStore* cold,
+                               IndexSpares* spares)
     : spec_(spec),
       dim_(spec.dim()),
       admit_(std::max<uint32_t>(spec.admit_after_pushes(), 1)),
@@ -20,6 +21,7 @@ ExactPartition::ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
       reclaim_(std::move(reclaim)),
       first_rows_(64 + static_cast<size_t>(64 * growth_phase)),
       cold_(cold),
+      spares_(spares),
       // A disk tier's index churns (each miss erases a key and files
       // another) and its lookups of keys on disk probe to a run's end: at
       // 70-90% full its training steps were 8% slower than at 55-75%.
@@ -298,7 +300,24 @@ Status ExactPartition::BringBack(std::span<const PulledRow> pulled) {
     Use(*row);  // used, but not updated: its last update stays
   }
   PublishOldest();
+  AskForIndexSpareLocked();
   return first;
+}
+
+void ExactPartition::AskForIndexSpareLocked() {
+  if (spares_ == nullptr || spare_asked_) return;
+  const size_t slots = row_of_key_.SpareWanted(kSpareLeadPercent);
+  if (slots == 0 || !spares_->Makes(slots)) return;
+  spare_asked_ = true;
+  spares_->Ask(slots, [this](RowIndex::Slots spare) {
+    AdoptIndexSpare(std::move(spare));
+  });
+}
+
+void ExactPartition::AdoptIndexSpare(RowIndex::Slots spare) {
+  std::unique_lock lock(mu_);
+  row_of_key_.AdoptSpare(std::move(spare));
+  spare_asked_ = false;
 }
 
 Status ExactPartition::EvictIdleOnDisk(uint64_t key, uint64_t step,

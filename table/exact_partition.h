@@ -54,6 +54,7 @@
 #include "protocol/ps.pb.h"
 #include "table/admission_sketch.h"
 #include "table/cold_row_store.h"
+#include "table/index_spares.h"
 #include "table/initializer.h"
 #include "table/optimizer_state.h"
 #include "table/row_index.h"
@@ -151,9 +152,18 @@ class ExactPartition {
   // over many pushes. `reclaim` may be empty (then only own rows are
   // evicted). `cold`: the table's disk tier (when_full moves rows to disk),
   // or null.
+  // `spares`: where the key index asks for the array of its next growth
+  // (table/index_spares.h), of the sizes that makes, once that growth is
+  // kSpareLeadPercent of its slots away; null: it allocates every array
+  // as it grows.
   ExactPartition(const proto::TableSpec& spec, RowBudget* budget,
                  uint64_t sketch_width, double growth_phase = 0,
-                 Reclaim reclaim = {}, ColdRowStore* cold = nullptr);
+                 Reclaim reclaim = {}, ColdRowStore* cold = nullptr,
+                 IndexSpares* spares = nullptr);
+  static constexpr uint32_t kSpareLeadPercent = 1;
+  // IndexSpares's answer: the array the key index grows into next. Takes
+  // the lock.
+  void AdoptIndexSpare(RowIndex::Slots spare);
 
   // A row on disk: one record of ColdRecordBytes, laid out as its last
   // update (u64), its second of that update (u32, the table's clock), 4
@@ -431,6 +441,9 @@ class ExactPartition {
   void ReserveIndexFor(const PartitionKeys& in);
   // Stores oldest_update() after a change (lock held exclusively).
   void PublishOldest();
+  // After inserts: asks spares_ for the index's next array when it nears
+  // a growth (RowIndex::SpareWanted) and none is asked for yet.
+  void AskForIndexSpareLocked();
 
   const proto::TableSpec& spec_;  // the table's, which outlives us
   const uint32_t dim_;
@@ -442,7 +455,9 @@ class ExactPartition {
   // Rows Apply took from the budget at once for its keys without rows
   // (RowBudget::TakeBatch) and has not used yet; given back at its end.
   uint64_t budget_batch_ = 0;
-  ColdRowStore* const cold_;  // null: no disk tier
+  ColdRowStore* const cold_;   // null: no disk tier
+  IndexSpares* const spares_;  // null: none
+  bool spare_asked_ = false;   // an ask of spares_ not answered yet
   std::atomic<uint64_t> oldest_update_{UINT64_MAX};
 
   mutable std::shared_mutex mu_;
@@ -594,6 +609,7 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
   pinning_ = false;
   pinned_rows_ = 0;
   PublishOldest();
+  AskForIndexSpareLocked();
   return first.ok() ? s : first;
 }
 

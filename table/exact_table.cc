@@ -80,18 +80,21 @@ StatusOr<std::unique_ptr<ExactTable>> ExactTable::Create(
     threads = static_cast<int>(std::thread::hardware_concurrency());
   }
   threads = std::clamp(threads, 1, kMaxThreads);
-  return std::unique_ptr<ExactTable>(
-      new ExactTable(spec, std::move(clock), std::move(cold), threads));
+  return std::unique_ptr<ExactTable>(new ExactTable(
+      spec, std::move(clock), std::move(cold), threads, options.index_spares));
 }
 
 ExactTable::ExactTable(const proto::TableSpec& spec, SecondsClock clock,
-                       std::unique_ptr<ColdRowStore> cold, int threads)
+                       std::unique_ptr<ColdRowStore> cold, int threads,
+                       std::optional<IndexSpares::Sizes> index_spares)
     : Table(spec),
       dim_(spec.dim()),
       state_arrays_(OptimizerState(spec).arrays()),
       clock_(std::move(clock)),
       budget_(spec.capacity()),
       cold_(std::move(cold)),
+      spares_(index_spares ? std::make_unique<IndexSpares>(*index_spares)
+                           : nullptr),
       helpers_(threads > 1 ? std::make_unique<kernels::ThreadPool>(threads)
                            : nullptr) {
   const uint64_t width = SketchWidth(spec, kPartitions);
@@ -101,7 +104,7 @@ ExactTable::ExactTable(const proto::TableSpec& spec, SecondsClock clock,
   for (int p = 0; p < kPartitions; ++p) {
     partitions_[p] = std::make_unique<ExactPartition>(
         this->spec(), &budget_, width, static_cast<double>(p) / kPartitions,
-        reclaim, cold_.get());
+        reclaim, cold_.get(), spares_.get());
   }
 }
 

@@ -89,6 +89,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -100,6 +101,7 @@
 #include "protocol/ps.pb.h"
 #include "table/cold_row_store.h"
 #include "table/exact_partition.h"
+#include "table/index_spares.h"
 #include "table/table.h"
 
 namespace ps::table {
@@ -119,6 +121,10 @@ class ExactTable final : public Table {
     // Threads a large call may use, its own included (see kParallelKeys);
     // 0: one per core, at most kMaxThreads.
     int threads = 0;
+    // The arrays the partitions' key indexes grow into that a thread of
+    // the table makes ahead (table/index_spares.h); none: every growth
+    // allocates its own.
+    std::optional<IndexSpares::Sizes> index_spares = IndexSpares::kDefaultSizes;
   };
   static constexpr int kMaxThreads = 4;
   // An ApplyKeys or ReadKeys of at least this many keys splits its
@@ -188,7 +194,8 @@ class ExactTable final : public Table {
   static constexpr size_t kReadChunk = 4096;
 
   ExactTable(const proto::TableSpec& spec, SecondsClock clock,
-             std::unique_ptr<ColdRowStore> cold, int threads);
+             std::unique_ptr<ColdRowStore> cold, int threads,
+             std::optional<IndexSpares::Sizes> index_spares);
   // fn over [0, n): when `keys` >= kParallelKeys, the table has no disk
   // tier and the helpers are free, as fn(i, i + 1) for each item, the
   // items claimed one at a time by the helpers and this thread; else as
@@ -324,6 +331,9 @@ class ExactTable final : public Table {
   std::mutex disk_sweep_mu_;
   uint64_t disk_sweep_from_ = 0;  // the next key to look at; disk_sweep_mu_
   std::unique_ptr<ExactPartition> partitions_[kPartitions];
+  // After partitions_, so that it stops (and answers none of them) before
+  // they go; null without (Options::index_spares).
+  const std::unique_ptr<IndexSpares> spares_;
   // Split's helpers (null: one thread), one call at a time: the one that
   // set helpers_busy_. A flag, not a mutex: a read then holds 64
   // partition locks, as many as TSan's deadlock detector follows.

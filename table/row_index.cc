@@ -31,13 +31,18 @@ size_t SlotsForRange(size_t size, size_t n, double held, uint64_t low,
 
 bool RowIndex::Rebuild(size_t slots, RowKeys keys) {
   Slots old;
-  try {
-    old.swap(slots_);
-    slots_.assign(slots, kEmpty);
-  } catch (const std::bad_alloc&) {
-    slots_.swap(old);
-    return false;
+  old.swap(slots_);
+  if (spare_.size() == slots) {
+    slots_.swap(spare_);
+  } else {
+    try {
+      slots_.assign(slots, kEmpty);
+    } catch (const std::bad_alloc&) {
+      slots_.swap(old);
+      return false;
+    }
   }
+  if (spare_.size() <= slots) Slots().swap(spare_);  // no growth's any more
   mask_ = slots - 1;
   home_shift_ = 64 - __builtin_ctzll(slots);
   tombstones_ = 0;
@@ -66,15 +71,7 @@ bool RowIndex::Insert(uint64_t hash, uint32_t row, RowKeys keys) {
   if (row >= kMaxRows) return false;
   // At most max_load_percent full, tombstones counted: probes stay short.
   if ((size_ + tombstones_ + 1) * 100 > slots_.size() * max_load_percent_) {
-    // The same size again, without the tombstones, when the entries then
-    // fill at most 3/4 of the bound (a quarter of it was tombstones); else
-    // double.
-    size_t slots = slots_.empty() ? kMinSlots : 2 * slots_.size();
-    if (!slots_.empty() &&
-        (size_ + 1) * 400 <= slots_.size() * max_load_percent_ * 3) {
-      slots = slots_.size();
-    }
-    if (!Rebuild(slots, keys)) return false;
+    if (!Rebuild(GrowthSlots(), keys)) return false;
   }
   size_t i = HomeOf(hash);
   while (slots_[i] != kEmpty && slots_[i] != kTombstone) i = (i + 1) & mask_;
@@ -82,6 +79,36 @@ bool RowIndex::Insert(uint64_t hash, uint32_t row, RowKeys keys) {
   slots_[i] = (Fingerprint(hash) << kRowBits) | (row + 1);
   ++size_;
   return true;
+}
+
+size_t RowIndex::GrowthSlots() const {
+  if (slots_.empty()) return kMinSlots;
+  const bool refile =
+      (size_ + 1) * 400 <= slots_.size() * max_load_percent_ * 3;
+  return refile ? slots_.size() : 2 * slots_.size();
+}
+
+size_t RowIndex::SpareWanted(uint32_t lead_percent) const {
+  if (slots_.empty()) return 0;
+  const size_t lead = slots_.size() * lead_percent / 100;
+  if ((size_ + tombstones_ + lead) * 100 <= slots_.size() * max_load_percent_) {
+    return 0;  // not near a growth yet
+  }
+  const size_t slots = GrowthSlots();
+  return spare_.size() == slots ? 0 : slots;
+}
+
+void RowIndex::AdoptSpare(Slots spare) {
+  if (spare.size() <= slots_.size() && spare.size() != GrowthSlots()) return;
+  spare_.swap(spare);  // the one held before (if any) is freed with `spare`
+}
+
+RowIndex::Slots RowIndex::EmptySlots(size_t n) {
+  try {
+    return Slots(n, kEmpty);
+  } catch (const std::bad_alloc&) {
+    return Slots();
+  }
 }
 
 bool RowIndex::ReserveForRange(size_t n, uint64_t low, uint64_t high,

@@ -22,7 +22,9 @@
 // slot, so slots lie in hash order and keys that come in hash order read
 // the array from one end to the other. Growing doubles the array and
 // re-files every entry, reading each one's key (prefetched ahead); the
-// caller is stopped meanwhile (hence one index per partition).
+// caller is stopped meanwhile (hence one index per partition), but need
+// not wait for the new array's memory: that can be made ahead of time
+// (SpareWanted, AdoptSpare).
 //
 // Rows are below kMaxRows (2^26 - 1): 4.3 billion rows over a table's 64
 // partitions. Insert refuses more.
@@ -151,8 +153,37 @@ class RowIndex {
     }
   }
 
+  // The array of slots, on huge pages (base/huge_pages.h): a lookup of
+  // keys in no order reads a random slot.
+  using Slots = std::vector<uint32_t, HugePageAllocator<uint32_t>>;
+
+  // Growing allocates a new array and writes every slot of it, under the
+  // owner's lock. Fresh memory is costly there: on this project's VM a
+  // fresh 2 MiB huge page took ~10 ms to fault in, and the rebuild of a
+  // 2 MiB array 17 ms on average (2 ms for a 1 MiB one on 4 KiB pages),
+  // which stalled pushes of new keys for as long. So the owner may have
+  // the next array made ahead, off its lock (table/index_spares.h):
+  //
+  // The slots of the growth that inserts filling `lead_percent` more of
+  // the slots would bring about (Insert's rule: the same size without the
+  // tombstones, or double), when the array is that close to it and holds
+  // no spare of that size; else 0.
+  size_t SpareWanted(uint32_t lead_percent) const;
+  // Keeps `spare` (from EmptySlots) for the growth to its size, which then
+  // re-files the entries there instead of allocating; an empty one, or one
+  // no growth can use any more (no larger than the array), is dropped.
+  void AdoptSpare(Slots spare);
+  // `n` empty slots (every page written); empty without memory.
+  static Slots EmptySlots(size_t n);
+
+  bool has_spare() const { return !spare_.empty(); }
+  // Where the slots lie (tests check which array a growth took).
+  const uint32_t* array() const { return slots_.data(); }
+
   size_t size() const { return size_; }
-  size_t bytes() const { return slots_.capacity() * sizeof(uint32_t); }
+  size_t bytes() const {
+    return (slots_.capacity() + spare_.capacity()) * sizeof(uint32_t);
+  }
 
  private:
   // A slot: fingerprint << kRowBits | (row + 1); 0 is empty, and
@@ -210,14 +241,15 @@ class RowIndex {
   // for them within the load bound), without tombstones; false without
   // memory.
   bool Rebuild(size_t slots, RowKeys keys);
-
-  // On huge pages (base/huge_pages.h): a lookup of keys in no order reads
-  // a random slot.
-  using Slots = std::vector<uint32_t, HugePageAllocator<uint32_t>>;
+  // The size Insert re-files into when the next insert finds the array
+  // full: the same without the tombstones when the entries then fill at
+  // most 3/4 of the bound (a quarter of it was tombstones), else double.
+  size_t GrowthSlots() const;
 
   uint32_t max_load_percent_;
   int owner_bits_;
   Slots slots_;
+  Slots spare_;          // AdoptSpare's, or empty
   size_t mask_ = 0;      // slots_.size() - 1
   int home_shift_ = 64;  // 64 - log2(slots_.size())
   size_t size_ = 0;

@@ -6,7 +6,8 @@
 // size; an index owned by the top bits of the hash (ExactTable's partitions);
 // two sweeps of keys in hash order and the growth each run reserves beside
 // the keys there, and no more for batches over every range; rows past
-// kMaxRows refused.
+// kMaxRows refused; growths into arrays made ahead (spares), and spares
+// no growth can use dropped.
 #include "table/row_index.h"
 
 #include <gtest/gtest.h>
@@ -150,6 +151,94 @@ TEST(RowIndexTest, ChurnAtAFixedSizeLeavesTheArrayItsSize) {
   }
   o.ExpectSame();
   EXPECT_EQ(o.index().bytes(), bytes);
+}
+
+// Inserts keys until the index wants a spare `lead` percent ahead, and
+// returns the slots it wants.
+size_t InsertUntilASpareIsWanted(Owner& o, std::mt19937_64& rng,
+                                 uint32_t lead) {
+  for (int i = 0; i < 100000; ++i) {
+    const size_t wanted = o.index().SpareWanted(lead);
+    if (wanted != 0) return wanted;
+    EXPECT_TRUE(o.Insert(rng()));
+  }
+  ADD_FAILURE() << "no spare wanted";
+  return 0;
+}
+
+TEST(RowIndexTest, GrowthsTakeTheSpareMadeAheadForThem) {
+  std::mt19937_64 rng(11);
+  Owner o(70);
+  for (int growth = 0; growth < 6; ++growth) {
+    const size_t wanted = InsertUntilASpareIsWanted(o, rng, 10);
+    const size_t slots = o.index().bytes() / sizeof(uint32_t);
+    ASSERT_EQ(wanted, 2 * slots) << "no tombstones: a doubling";
+    RowIndex::Slots spare = RowIndex::EmptySlots(wanted);
+    const uint32_t* spare_array = spare.data();
+    o.index().AdoptSpare(std::move(spare));
+    ASSERT_TRUE(o.index().has_spare());
+    EXPECT_EQ(o.index().SpareWanted(10), 0u) << "held already";
+    const uint32_t* before = o.index().array();
+    while (o.index().array() == before) ASSERT_TRUE(o.Insert(rng()));
+    EXPECT_EQ(o.index().array(), spare_array) << "the growth allocated";
+    EXPECT_EQ(o.index().bytes(), wanted * sizeof(uint32_t));
+    EXPECT_FALSE(o.index().has_spare());
+    o.ExpectSame();
+  }
+}
+
+TEST(RowIndexTest, ARefileAtItsSizeTakesASpareOfThatSize) {
+  // Churn: the tombstones fill the array, and it is re-filed at its size.
+  std::mt19937_64 rng(12);
+  Owner o(90);
+  std::vector<uint64_t> live;
+  for (int i = 0; i < 1000; ++i) {
+    live.push_back(rng());
+    ASSERT_TRUE(o.Insert(live.back()));
+  }
+  const size_t slots = o.index().bytes() / sizeof(uint32_t);
+  size_t wanted = 0;
+  for (int round = 0; round < 100000 && wanted == 0; ++round) {
+    const size_t victim = rng() % live.size();
+    o.Erase(live[victim]);
+    live[victim] = rng();
+    ASSERT_TRUE(o.Insert(live[victim]));
+    wanted = o.index().SpareWanted(5);
+  }
+  ASSERT_EQ(wanted, slots);
+  RowIndex::Slots spare = RowIndex::EmptySlots(wanted);
+  const uint32_t* spare_array = spare.data();
+  o.index().AdoptSpare(std::move(spare));
+  const uint32_t* before = o.index().array();
+  for (int round = 0; round < 100000 && o.index().array() == before; ++round) {
+    const size_t victim = rng() % live.size();
+    o.Erase(live[victim]);
+    live[victim] = rng();
+    ASSERT_TRUE(o.Insert(live[victim]));
+  }
+  EXPECT_EQ(o.index().array(), spare_array) << "the refile allocated";
+  EXPECT_EQ(o.index().bytes(), slots * sizeof(uint32_t));
+  o.ExpectSame();
+}
+
+TEST(RowIndexTest, SparesNoGrowthCanTakeAreDropped) {
+  std::mt19937_64 rng(13);
+  Owner o(70);
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(o.Insert(rng()));
+  const size_t slots = o.index().bytes() / sizeof(uint32_t);
+  o.index().AdoptSpare(RowIndex::EmptySlots(slots / 2));
+  EXPECT_FALSE(o.index().has_spare()) << "smaller than the array";
+  o.index().AdoptSpare(RowIndex::Slots());
+  EXPECT_FALSE(o.index().has_spare()) << "empty (no memory)";
+  // A spare for the next doubling that a larger growth overtakes (a run
+  // of keys in hash order reserving room for many) is dropped by it.
+  o.index().AdoptSpare(RowIndex::EmptySlots(2 * slots));
+  ASSERT_TRUE(o.index().has_spare());
+  ASSERT_TRUE(o.index().ReserveForRange(100 * slots, 0, UINT64_MAX, 100 * slots,
+                                        o.view()));
+  EXPECT_FALSE(o.index().has_spare());
+  EXPECT_GT(o.index().bytes(), 4 * slots * sizeof(uint32_t));
+  o.ExpectSame();
 }
 
 TEST(RowIndexTest, AnIndexOwnedByTheTopBitsMatchesAnUnorderedMap) {
