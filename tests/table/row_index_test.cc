@@ -130,25 +130,39 @@ TEST(RowIndexTest, KeysOfOneFingerprintAreToldApartByTheirRowsKeys) {
   }
 }
 
-// A table at its bound: each new key's row is an old key's, so erases and
-// inserts alternate for ever. Their tombstones are taken by inserts or
-// cleared by re-filing at the same size: the array does not grow.
+// A table at its bound: 1,000 keys with rows, then each new key's row is
+// an old key's, so erases and inserts alternate for ever.
+class Churn {
+ public:
+  explicit Churn(uint64_t seed) : rng_(seed), o_(90) {
+    for (int i = 0; i < 1000; ++i) {
+      live_.push_back(rng_());
+      EXPECT_TRUE(o_.Insert(live_.back()));
+    }
+  }
+  // An old key erased (and found no more), a new one inserted.
+  void Step() {
+    uint64_t& victim = live_[rng_() % live_.size()];
+    o_.Erase(victim);
+    ASSERT_EQ(o_.Find(victim), RowIndex::kNone);
+    victim = rng_();
+    ASSERT_TRUE(o_.Insert(victim));
+  }
+  Owner& owner() { return o_; }
+
+ private:
+  std::mt19937_64 rng_;
+  Owner o_;
+  std::vector<uint64_t> live_;
+};
+
+// The tombstones of churn are taken by inserts or cleared by re-filing at
+// the same size: the array does not grow.
 TEST(RowIndexTest, ChurnAtAFixedSizeLeavesTheArrayItsSize) {
-  std::mt19937_64 rng(9);
-  Owner o(90);
-  std::vector<uint64_t> live;
-  for (int i = 0; i < 1000; ++i) {
-    live.push_back(rng());
-    ASSERT_TRUE(o.Insert(live.back()));
-  }
+  Churn churn(9);
+  Owner& o = churn.owner();
   const size_t bytes = o.index().bytes();
-  for (int round = 0; round < 100000; ++round) {
-    const size_t victim = rng() % live.size();
-    o.Erase(live[victim]);
-    ASSERT_EQ(o.Find(live[victim]), RowIndex::kNone);
-    live[victim] = rng();
-    ASSERT_TRUE(o.Insert(live[victim]));
-  }
+  for (int round = 0; round < 100000; ++round) churn.Step();
   o.ExpectSame();
   EXPECT_EQ(o.index().bytes(), bytes);
 }
@@ -189,20 +203,12 @@ TEST(RowIndexTest, GrowthsTakeTheSpareMadeAheadForThem) {
 
 TEST(RowIndexTest, ARefileAtItsSizeTakesASpareOfThatSize) {
   // Churn: the tombstones fill the array, and it is re-filed at its size.
-  std::mt19937_64 rng(12);
-  Owner o(90);
-  std::vector<uint64_t> live;
-  for (int i = 0; i < 1000; ++i) {
-    live.push_back(rng());
-    ASSERT_TRUE(o.Insert(live.back()));
-  }
+  Churn churn(12);
+  Owner& o = churn.owner();
   const size_t slots = o.index().bytes() / sizeof(uint32_t);
   size_t wanted = 0;
   for (int round = 0; round < 100000 && wanted == 0; ++round) {
-    const size_t victim = rng() % live.size();
-    o.Erase(live[victim]);
-    live[victim] = rng();
-    ASSERT_TRUE(o.Insert(live[victim]));
+    churn.Step();
     wanted = o.index().SpareWanted(5);
   }
   ASSERT_EQ(wanted, slots);
@@ -211,10 +217,7 @@ TEST(RowIndexTest, ARefileAtItsSizeTakesASpareOfThatSize) {
   o.index().AdoptSpare(std::move(spare));
   const uint32_t* before = o.index().array();
   for (int round = 0; round < 100000 && o.index().array() == before; ++round) {
-    const size_t victim = rng() % live.size();
-    o.Erase(live[victim]);
-    live[victim] = rng();
-    ASSERT_TRUE(o.Insert(live[victim]));
+    churn.Step();
   }
   EXPECT_EQ(o.index().array(), spare_array) << "the refile allocated";
   EXPECT_EQ(o.index().bytes(), slots * sizeof(uint32_t));
