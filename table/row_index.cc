@@ -30,19 +30,17 @@ size_t SlotsForRange(size_t size, size_t n, double held, uint64_t low,
 }  // namespace
 
 bool RowIndex::Rebuild(size_t slots, RowKeys keys) {
+  Slots fresh;
+  if (spare_.size() == slots) {
+    fresh.swap(spare_);
+  } else {
+    fresh = EmptySlots(slots);
+    if (fresh.empty()) return false;  // no memory: nothing changed
+  }
   Slots old;
   old.swap(slots_);
-  if (spare_.size() == slots) {
-    slots_.swap(spare_);
-  } else {
-    try {
-      slots_.assign(slots, kEmpty);
-    } catch (const std::bad_alloc&) {
-      slots_.swap(old);
-      return false;
-    }
-  }
-  if (spare_.size() <= slots) Slots().swap(spare_);  // no growth's any more
+  slots_.swap(fresh);
+  if (!SpareUsable(spare_.size())) Slots().swap(spare_);
   mask_ = slots - 1;
   home_shift_ = 64 - __builtin_ctzll(slots);
   tombstones_ = 0;
@@ -98,8 +96,12 @@ size_t RowIndex::SpareWanted(uint32_t lead_percent) const {
   return spare_.size() == slots ? 0 : slots;
 }
 
+bool RowIndex::SpareUsable(size_t n) const {
+  return n > slots_.size() || n == GrowthSlots();
+}
+
 void RowIndex::AdoptSpare(Slots spare) {
-  if (spare.size() <= slots_.size() && spare.size() != GrowthSlots()) return;
+  if (!SpareUsable(spare.size())) return;
   spare_.swap(spare);  // the one held before (if any) is freed with `spare`
 }
 

@@ -245,6 +245,9 @@ class RowIndex {
   // full: the same without the tombstones when the entries then fill at
   // most 3/4 of the bound (a quarter of it was tombstones), else double.
   size_t GrowthSlots() const;
+  // Whether a growth may still take a spare of `n` slots: a larger array,
+  // or the next growth's size (a re-file at this size).
+  bool SpareUsable(size_t n) const;
 
   uint32_t max_load_percent_;
   int owner_bits_;
