@@ -52,8 +52,38 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
   meta.step = clock_.current();
   meta.row_dim = dim;
   meta.value_type = kernels::ValueType::kFp32;
-  return AllTakeHashOrder() ? PushInHashOrder(keys, grads, stream, meta)
-                            : PushInKeyOrder(keys, grads, stream, meta);
+  if (!AllTakeHashOrder()) return PushInKeyOrder(keys, grads, stream, meta);
+  if (keys.size() < kPushDistinctKeys) {
+    if (pushes_as_given_ == 0) return PushDistinct(keys, grads, stream, meta);
+    --pushes_as_given_;
+  }
+  return PushInHashOrder(keys, grads, stream, meta);
+}
+
+Status ExactPath::PushDistinct(std::span<const uint64_t> keys,
+                               std::span<const float> grads, bool stream,
+                               const protocol::SparsePacketMeta& meta) {
+  const size_t n = keys.size();
+  const uint32_t dim = spec_.dim();
+  DistinctKeys distinct(n, &push_distinct_table_, &push_distinct_keys_);
+  // A key's gradients are added in the order given, as PushInHashOrder's
+  // stable sort adds them: the sums are the same, bit for bit.
+  std::vector<float>& sums = push_distinct_sums_;
+  sums.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const float* g = grads.data() + i * dim;
+    float* sum = sums.data() + size_t{distinct.Insert(keys[i])} * dim;
+    if (sum == sums.data() + sums.size()) {  // a new key
+      for (uint32_t j = 0; j < dim; ++j) sums.push_back(g[j]);
+    } else {
+      for (uint32_t j = 0; j < dim; ++j) sum[j] += g[j];
+    }
+  }
+  if (push_distinct_keys_.size() > n - n / kFewRepeats) {
+    pushes_as_given_ = kCallsAsGiven;
+  }
+  // `stream` still holds: no sum of the n gradients can reach infinity.
+  return PushInHashOrder(push_distinct_keys_, sums, stream, meta);
 }
 
 template <class ShardOf>
@@ -343,7 +373,7 @@ Status ExactPath::PullDistinct(std::span<const uint64_t> keys,
   distinct_rows_.resize(distinct_keys_.size() * dim);
   PS_RETURN_IF_ERROR(PullAsGiven(distinct_keys_, distinct_rows_));
   if (distinct_keys_.size() > n - n / kFewRepeats) {
-    pulls_as_given_ = kPullsAsGiven;
+    pulls_as_given_ = kCallsAsGiven;
   }
   const float* rows = distinct_rows_.data();
   for (size_t i = 0; i < n; ++i) {

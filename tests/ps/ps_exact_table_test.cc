@@ -469,6 +469,101 @@ TEST_P(ExactTableTest, LargePushesAndPullsToServersWithoutHashOrder) {
                       {"--keys_in_hash_order=false"});
 }
 
+// A push of fewer than 64Ki keys sums each distinct key's gradients first
+// (ExactPath::PushDistinct) and sends each sum once: a training batch's
+// keys repeat. Fresh keys (few repeats) then send the next pushes as
+// given, summed after the sort: both give every key the sum of its
+// gradients (integers: exact in any order), one row applied per distinct
+// key a push. A non-finite gradient, or finite ones whose sum is not,
+// changes nothing.
+void SmallPushesWithRepeats(uint32_t servers, xfer::TransportChoice transport) {
+  ClusterOptions o;
+  o.num_servers = servers;
+  o.num_workers = 1;
+  o.transport = transport;
+  o.tables = R"(
+    table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 100000
+            push_value_type: FP32 optimizer { name: "sum" }
+            admit_after_pushes: 1 }
+  )";
+  auto cluster = TestCluster::Start(o, "exact-small-push");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = ConnectWorker(**cluster, 0);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const auto key_of = [](uint64_t i) { return i * 0x9e3779b97f4a7c15ull + 11; };
+  std::unordered_map<uint64_t, std::pair<float, float>> want;
+  std::mt19937_64 rng(5);
+  uint64_t applied = 0;
+  // `copies` gradients for each of keys [first, first + n), shuffled; key
+  // i's are (i % 7 + 1, copy).
+  auto push = [&](uint64_t first, uint64_t n, int copies) {
+    std::vector<std::pair<uint64_t, int>> given;
+    for (uint64_t i = first; i < first + n; ++i) {
+      for (int c = 0; c < copies; ++c) given.emplace_back(i, c);
+    }
+    std::shuffle(given.begin(), given.end(), rng);
+    std::vector<uint64_t> keys;
+    std::vector<float> grads;
+    for (const auto& [i, c] : given) {
+      keys.push_back(key_of(i));
+      const float g[2] = {static_cast<float>(i % 7 + 1), static_cast<float>(c)};
+      grads.insert(grads.end(), g, g + 2);
+      want[key_of(i)].first += g[0];
+      want[key_of(i)].second += g[1];
+    }
+    Status s = (*client)->Push(kTable, keys, grads);
+    ASSERT_TRUE(s.ok()) << s;
+    applied += n;
+  };
+  auto expect_rows = [&](const std::string& after) {
+    ASSERT_TRUE((*client)->WaitApplied().ok());
+    auto stats = TotalStats(**client, servers);
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    EXPECT_EQ(stats->rows_applied(), applied) << after;
+    std::vector<uint64_t> keys;
+    for (const auto& [key, row] : want) keys.push_back(key);
+    std::vector<float> out(keys.size() * 2, -1.0f);
+    Status s = (*client)->Pull(kTable, keys, out);
+    ASSERT_TRUE(s.ok()) << s;
+    size_t wrong = 0;
+    for (size_t k = 0; k < keys.size(); ++k) {
+      wrong += out[2 * k] != want[keys[k]].first ||
+               out[2 * k + 1] != want[keys[k]].second;
+    }
+    EXPECT_EQ(wrong, 0u) << "of " << keys.size() << " keys, " << after;
+  };
+  push(0, 3000, 4);  // 12,000 keys, 3,000 distinct: summed first
+  expect_rows("after a push of repeated keys");
+  // Refused before anything is sent: a NaN among repeated keys, and two
+  // finite gradients of one key whose sum is not finite.
+  std::vector<uint64_t> keys = {key_of(1), key_of(2), key_of(1), key_of(2)};
+  std::vector<float> bad = {1, 1, 1, 1, 1, 1, 1, 1};
+  bad[5] = std::numeric_limits<float>::quiet_NaN();
+  Status s = (*client)->Push(kTable, keys, bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  bad[5] = 1;
+  bad[0] = bad[4] = 3e38f;
+  s = (*client)->Push(kTable, keys, bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("non-finite"), std::string::npos) << s;
+  expect_rows("after the refused pushes");
+
+  push(3000, 5000, 1);  // fresh keys: the next pushes go as given
+  push(0, 2000, 3);
+  push(8000, 500, 2);
+  expect_rows("after pushes of fresh keys, then of repeated ones");
+  Status stopped = (*cluster)->Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped;
+}
+
+TEST_P(ExactTableTest, SmallPushesSumEachKeysRepeatsOnce) {
+  SmallPushesWithRepeats(/*servers=*/1, GetParam());
+}
+
+TEST_P(ExactTableTest, SmallPushesOfTwoShardsSumEachKeysRepeatsOnce) {
+  SmallPushesWithRepeats(/*servers=*/2, GetParam());
+}
+
 // One worker and `servers` servers of table 5 with a disk tier (each
 // shard keeps `capacity` rows in memory; rows are sums of gradients); the
 // caller adds --disk_tier_dir.
