@@ -96,19 +96,23 @@ bool ExactPartition::TakeFromBudget() {
   // Own rows that wait in an Apply's gather are pinned, never victims: the
   // gradient gathered for one would land on the new key's row (and miss
   // its old key's). Apply applies them first when every row waits.
+  //
+  // Our own victim's row of the bound passes straight to the new key (no
+  // give and take of the shared count, which another thread could take
+  // in between).
   while (evict) {
     const uint32_t victim = PickVictim();
     const uint64_t own = victim != kNoRow ? LastUpdate(victim) : UINT64_MAX;
-    bool freed = reclaim_ && reclaim_(*this, own);
-    if (!freed && victim != kNoRow) {
-      if (!Retire(victim)) break;  // the disk refuses rows (logged)
-      freed = true;
+    if (reclaim_ && reclaim_(*this, own)) {
+      if (budget_->Take()) return true;
+      continue;
     }
-    if (freed && budget_->Take()) return true;
-    if (!freed) {
+    if (victim == kNoRow) {
       budget_->Overdraw();
       return true;
     }
+    if (Retire(victim, Budget::kKeep)) return true;
+    break;  // the disk refuses rows (logged)
   }
   ++counters_.refused_full;
   return false;
@@ -150,10 +154,10 @@ void ExactPartition::Use(uint32_t row) {
   r.use = kInUse | use_clock_;
 }
 
-bool ExactPartition::Retire(uint32_t row) {
+bool ExactPartition::Retire(uint32_t row, Budget budget) {
   if (cold_ == nullptr) {
     victim_hand_ = row + 1;
-    FreeRow(row);
+    FreeRow(row, budget);
     ++counters_.evicted;
     return true;
   }
@@ -169,7 +173,7 @@ bool ExactPartition::Retire(uint32_t row) {
     return false;
   }
   victim_hand_ = row + 1;
-  FreeRow(row);
+  FreeRow(row, budget);
   ++counters_.demoted;
   ++counters_.rows_on_disk;
   return true;
@@ -420,13 +424,13 @@ void ExactPartition::Touch(uint32_t row, uint64_t step, uint32_t now_s) {
   Use(row);
 }
 
-void ExactPartition::FreeRow(uint32_t row) {
+void ExactPartition::FreeRow(uint32_t row, Budget budget) {
   // Erased while the record still holds its key: the index reads it.
   const uint64_t key = rows_[row].key;
   row_of_key_.Erase(key, RowIndex::Mix(key), keys());
   rows_[row].use = 0;
   free_rows_.push_back(row);
-  budget_->Give();
+  if (budget == Budget::kGive) budget_->Give();
   --counters_.rows;
 }
 

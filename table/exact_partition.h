@@ -97,13 +97,19 @@ class RowBudget {
   }
   uint64_t bound() const { return bound_; }
   uint64_t used() const { return used_.load(std::memory_order_relaxed); }
-  // True the first time it is called: the refusal that is logged.
-  bool FirstRefusal() { return !refused_.exchange(true); }
+  // True the first time it is called: the refusal that is logged. Read
+  // first: at the bound every new key asks, and a write each time took
+  // the line from the other apply threads.
+  bool FirstRefusal() {
+    return !refused_.load(std::memory_order_relaxed) &&
+           !refused_.exchange(true);
+  }
 
  private:
   const uint64_t bound_;
   std::atomic<uint64_t> used_{0};
-  std::atomic<bool> refused_{false};
+  // Apart from used_, which every new key and freed row writes.
+  alignas(64) std::atomic<bool> refused_{false};
 };
 
 // The keys of one push that fall in one partition: positions into the
@@ -395,8 +401,10 @@ class ExactPartition {
   bool TakeFromBudget();
   // Frees `row` (a victim) for another key: to disk with a disk tier
   // (counted as demoted; false, nothing freed, when the disk refuses it),
-  // else counted as evicted.
-  bool Retire(uint32_t row);
+  // else counted as evicted. Its row of the bound goes back to the budget,
+  // or, with kKeep, stays the caller's (for the new key that takes it).
+  enum class Budget { kGive, kKeep };
+  bool Retire(uint32_t row, Budget budget = Budget::kGive);
   // A key without a row in memory, with a disk tier: its row brought back
   // from disk into a row of its own (promoted), or `on_disk` false when the
   // disk has none (then the key is new, admission decides).
@@ -419,7 +427,7 @@ class ExactPartition {
   void EncodeCold(const float* values, const float* const* state,
                   uint64_t last_update, uint32_t updated_s,
                   std::vector<std::byte>* record) const;
-  void FreeRow(uint32_t row);
+  void FreeRow(uint32_t row, Budget budget = Budget::kGive);
   // Marks `row` updated at `step` (or later, if it was) and `now_s`, and
   // used.
   void Touch(uint32_t row, uint64_t step, uint32_t now_s);
