@@ -209,6 +209,37 @@ TEST(ExactTableTest, AtTheBoundANewKeyTakesTheLeastRecentlyUpdatedRow) {
   EXPECT_EQ(PullOne(*t, same[3], &present), (std::vector<float>{-1.0f, -1.0f}));
 }
 
+// The same in a partition of more rows than a victim search compares: the
+// least recently used of the kVictimWindow rows from the hand on goes, not
+// the first of them nor one past them.
+TEST(ExactTableTest, AtTheBoundANewKeyTakesTheLeastRecentRowOfTheWindow) {
+  constexpr size_t kRows = 2 * ExactPartition::kVictimWindow;
+  auto t = ExactTable::Create(Spec(kRows, 1, 0)).value();
+  std::vector<uint64_t> same;  // keys of one partition
+  for (uint64_t k = 0; same.size() < kRows + 1; ++k) {
+    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
+  }
+  const std::vector<float> g{1.0f, 1.0f};
+  // One push each: row i is same[i]'s.
+  for (size_t i = 0; i < kRows; ++i) {
+    ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{same[i]}, g).ok());
+  }
+  // Every row used again but one inside the first window and one past it.
+  constexpr size_t kInside = 5, kPast = ExactPartition::kVictimWindow + 8;
+  std::vector<uint64_t> again;
+  for (size_t i = 0; i < kRows; ++i) {
+    if (i != kInside && i != kPast) again.push_back(same[i]);
+  }
+  ASSERT_TRUE(
+      t->ApplyKeys(2, again, std::vector<float>(2 * again.size(), 1)).ok());
+  ASSERT_TRUE(t->ApplyKeys(3, std::vector<uint64_t>{same[kRows]}, g).ok());
+  EXPECT_TRUE(t->HasRow(same[kRows]));
+  EXPECT_FALSE(t->HasRow(same[kInside]));
+  EXPECT_TRUE(t->HasRow(same[kPast]));
+  EXPECT_TRUE(t->HasRow(same[0]));
+  EXPECT_EQ(t->counters().evicted, 1u);
+}
+
 TEST(ExactTableTest, RowBudgetTakesBatchesOnlyFarFromItsBound) {
   RowBudget budget(100);
   EXPECT_TRUE(budget.TakeBatch(30));
@@ -350,6 +381,50 @@ TEST(ExactTableTest, APushLargerThanTheVictimWindowNeverTakesARowItGathered) {
   EXPECT_EQ(c.rows, kBound);
   EXPECT_EQ(c.evicted, kNew);
   EXPECT_EQ(c.refused_full, 0u);
+}
+
+// A victim search whose window from the hand holds only rows the push has
+// taken for its new keys (pinned until applied) passes over them to the
+// rows beyond. Rows 0-31 are the oldest, then row 63; rows 32-62 are
+// updated by the push before its new keys take rows 0-31 and then row 63
+// in turn: the hand is then back at row 0, whose window holds only rows
+// of this push, and the next new key must take one of rows 32-62.
+TEST(ExactTableTest, AVictimSearchPassesOverAWindowOfRowsThePushTook) {
+  constexpr size_t kWindow = ExactPartition::kVictimWindow;
+  constexpr size_t kRows = 2 * kWindow, kNew = kWindow + 2;
+  proto::TableSpec spec = Spec(kRows, 1, 0, /*dim=*/1);
+  spec.mutable_optimizer()->set_name("sum");
+  auto t = ExactTable::Create(spec).value();
+  std::vector<uint64_t> same;  // keys of one partition
+  for (uint64_t k = 0; same.size() < kRows + kNew; ++k) {
+    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
+  }
+  // One push each: row i is same[i]'s.
+  for (size_t i = 0; i < kRows; ++i) {
+    ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{same[i]},
+                             std::vector<float>{1.0f})
+                    .ok());
+  }
+  std::vector<uint64_t> keys(same.begin() + kWindow, same.end() - kNew - 1);
+  const size_t updated = keys.size();
+  keys.insert(keys.end(), same.end() - kNew, same.end());
+  std::vector<float> g;
+  for (size_t i = 0; i < keys.size(); ++i) g.push_back(100.0f + i);
+  ASSERT_TRUE(t->ApplyKeys(2, keys, g).ok());
+  // Every new key holds its own gradient (none landed on a row taken from
+  // another new key), and the rows freed were 0-31, 63 and one of 32-62.
+  for (size_t i = updated; i < keys.size(); ++i) {
+    bool present = false;
+    EXPECT_EQ(PullOne(*t, keys[i], &present), std::vector<float>{g[i]})
+        << "new key " << i - updated;
+    EXPECT_TRUE(present) << "new key " << i - updated;
+  }
+  size_t updated_left = 0;
+  for (size_t i = 0; i < updated; ++i) updated_left += t->HasRow(keys[i]);
+  EXPECT_EQ(updated_left, updated - 1);
+  for (size_t i = 0; i < kWindow; ++i) EXPECT_FALSE(t->HasRow(same[i])) << i;
+  EXPECT_FALSE(t->HasRow(same[kRows - 1]));
+  EXPECT_EQ(t->counters().evicted, kNew);
 }
 
 // Eviction by age in a partition of more rows than one sweep visits
