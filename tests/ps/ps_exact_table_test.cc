@@ -217,6 +217,23 @@ TEST_P(ExactTableTest, AdmissionByPushCountAndEvictionByAge) {
   EXPECT_TRUE(stopped.ok()) << stopped;
 }
 
+// One worker and `servers` servers of table 5: EXACT, rows of `dim`
+// floats that are sums of their gradients, every key admitted at its first
+// push, at most `capacity` rows a shard.
+ClusterOptions SumTableCluster(uint32_t servers, uint32_t dim,
+                               uint64_t capacity,
+                               xfer::TransportChoice transport) {
+  ClusterOptions o;
+  o.num_servers = servers;
+  o.num_workers = 1;
+  o.transport = transport;
+  o.tables = R"(table { id: 5 name: "exact_ids" kind: EXACT dim: )" +
+             std::to_string(dim) + " capacity: " + std::to_string(capacity) +
+             R"( push_value_type: FP32 optimizer { name: "sum" }
+                 admit_after_pushes: 1 })";
+  return o;
+}
+
 // Pulls go through the inboxes as lookups (client/lookup_channel.h): with
 // small inboxes (4 slots of 4 KiB, so 16 KiB of lookup replies: 1,000 rows
 // of dim 2 a chunk, 496 keys a packet) a pull of 5,000 keys in random order,
@@ -230,15 +247,7 @@ TEST_P(ExactTableTest, AdmissionByPushCountAndEvictionByAge) {
 // the first pull.
 std::vector<proto::StatsReply> PullInManyChunks(
     uint32_t servers, xfer::TransportChoice transport) {
-  ClusterOptions o;
-  o.num_servers = servers;
-  o.num_workers = 1;
-  o.transport = transport;
-  o.tables = R"(
-    table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 10000
-            push_value_type: FP32 optimizer { name: "sum" }
-            admit_after_pushes: 1 }
-  )";
+  ClusterOptions o = SumTableCluster(servers, 2, 10000, transport);
   o.extra_flags = {"--inbox_slots=4", "--slot_bytes=4096"};
   auto cluster = TestCluster::Start(o, "exact-chunks");
   EXPECT_TRUE(cluster.ok()) << cluster.status();
@@ -354,17 +363,8 @@ TEST_P(ExactTableTest, PullsOfTwoShardsAtOnceReadEachKeysRow) {
 void LargePushesAndPulls(uint32_t servers, uint32_t dim,
                          xfer::TransportChoice transport,
                          std::vector<std::string> server_flags = {}) {
-  ClusterOptions o;
-  o.num_servers = servers;
-  o.num_workers = 1;
-  o.transport = transport;
+  ClusterOptions o = SumTableCluster(servers, dim, 400000, transport);
   o.extra_flags = std::move(server_flags);
-  o.tables = R"(
-    table { id: 5 name: "exact_ids" kind: EXACT dim: )" +
-             std::to_string(dim) + R"( capacity: 400000
-            push_value_type: FP32 optimizer { name: "sum" }
-            admit_after_pushes: 1 }
-  )";
   auto cluster = TestCluster::Start(o, "exact-stream");
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto client = ConnectWorker(**cluster, 0);
@@ -477,16 +477,8 @@ TEST_P(ExactTableTest, LargePushesAndPullsToServersWithoutHashOrder) {
 // key a push. A non-finite gradient, or finite ones whose sum is not,
 // changes nothing.
 void SmallPushesWithRepeats(uint32_t servers, xfer::TransportChoice transport) {
-  ClusterOptions o;
-  o.num_servers = servers;
-  o.num_workers = 1;
-  o.transport = transport;
-  o.tables = R"(
-    table { id: 5 name: "exact_ids" kind: EXACT dim: 2 capacity: 100000
-            push_value_type: FP32 optimizer { name: "sum" }
-            admit_after_pushes: 1 }
-  )";
-  auto cluster = TestCluster::Start(o, "exact-small-push");
+  auto cluster = TestCluster::Start(
+      SumTableCluster(servers, 2, 100000, transport), "exact-small-push");
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto client = ConnectWorker(**cluster, 0);
   ASSERT_TRUE(client.ok()) << client.status();
