@@ -31,6 +31,23 @@ proto::TableSpec Spec(uint64_t capacity, uint32_t admit, uint64_t evict,
   return s;
 }
 
+// A table of rows of one float that are sums of their gradients.
+proto::TableSpec SumSpec(uint64_t capacity) {
+  proto::TableSpec s = Spec(capacity, 1, 0, /*dim=*/1);
+  s.mutable_optimizer()->set_name("sum");
+  return s;
+}
+
+// The first n keys, ascending, of partition 0 (the top 6 bits of their
+// hash): where one partition's rows are the shard's.
+std::vector<uint64_t> KeysOfOnePartition(size_t n) {
+  std::vector<uint64_t> same;
+  for (uint64_t k = 0; same.size() < n; ++k) {
+    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
+  }
+  return same;
+}
+
 std::vector<float> PullOne(ExactTable& t, uint64_t key, bool* present) {
   std::vector<float> out(t.spec().dim());
   bool p[1];
@@ -185,10 +202,7 @@ TEST(ExactTableTest, MemoryBoundRefusesNewKeysUntilEvictionFreesRows) {
 // of its partition. Keys of one partition make that the shard's LRU row.
 TEST(ExactTableTest, AtTheBoundANewKeyTakesTheLeastRecentlyUpdatedRow) {
   auto t = ExactTable::Create(Spec(3, 1, 0)).value();
-  std::vector<uint64_t> same;  // keys of one partition (the top 6 hash bits)
-  for (uint64_t k = 0; same.size() < 5; ++k) {
-    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
-  }
+  const std::vector<uint64_t> same = KeysOfOnePartition(5);
   const std::vector<float> g{1.0f, 1.0f};
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(t->ApplyKeys(i + 1, std::vector<uint64_t>{same[i]}, g).ok());
@@ -215,10 +229,7 @@ TEST(ExactTableTest, AtTheBoundANewKeyTakesTheLeastRecentlyUpdatedRow) {
 TEST(ExactTableTest, AtTheBoundANewKeyTakesTheLeastRecentRowOfTheWindow) {
   constexpr size_t kRows = 2 * ExactPartition::kVictimWindow;
   auto t = ExactTable::Create(Spec(kRows, 1, 0)).value();
-  std::vector<uint64_t> same;  // keys of one partition
-  for (uint64_t k = 0; same.size() < kRows + 1; ++k) {
-    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
-  }
+  const std::vector<uint64_t> same = KeysOfOnePartition(kRows + 1);
   const std::vector<float> g{1.0f, 1.0f};
   // One push each: row i is same[i]'s.
   for (size_t i = 0; i < kRows; ++i) {
@@ -327,13 +338,8 @@ TEST(ExactTableTest, AtTheBoundTheShardsLeastRecentRowGoesWhicheverPartition) {
 // for a key it then evicted (the evicted key's gradient is not carried over
 // to the key that takes its row).
 TEST(ExactTableTest, APushThatEvictsItsOwnRowsAppliesEachGradientToItsKey) {
-  proto::TableSpec spec = Spec(2, 1, 0, /*dim=*/1);
-  spec.mutable_optimizer()->set_name("sum");
-  auto t = ExactTable::Create(spec).value();
-  std::vector<uint64_t> same;  // keys of one partition, ascending
-  for (uint64_t k = 0; same.size() < 5; ++k) {
-    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
-  }
+  auto t = ExactTable::Create(SumSpec(2)).value();
+  const std::vector<uint64_t> same = KeysOfOnePartition(5);
   const std::vector<float> g{1.0f, 10.0f, 100.0f, 1000.0f, 10000.0f};
   ASSERT_TRUE(t->ApplyKeys(1, same, g).ok());
   // Two rows: the last two keys hold them, each with its own gradient.
@@ -354,13 +360,8 @@ TEST(ExactTableTest, APushThatEvictsItsOwnRowsAppliesEachGradientToItsKey) {
 // is taken.
 TEST(ExactTableTest, APushLargerThanTheVictimWindowNeverTakesARowItGathered) {
   constexpr size_t kBound = 100, kNew = 300;
-  proto::TableSpec spec = Spec(kBound, 1, 0, /*dim=*/1);
-  spec.mutable_optimizer()->set_name("sum");
-  auto t = ExactTable::Create(spec).value();
-  std::vector<uint64_t> same;  // keys of one partition
-  for (uint64_t k = 0; same.size() < kBound + kNew; ++k) {
-    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
-  }
+  auto t = ExactTable::Create(SumSpec(kBound)).value();
+  const std::vector<uint64_t> same = KeysOfOnePartition(kBound + kNew);
   const std::vector<uint64_t> old(same.begin(), same.begin() + kBound);
   const std::vector<uint64_t> fresh(same.begin() + kBound, same.end());
   ASSERT_TRUE(t->ApplyKeys(1, old, std::vector<float>(kBound, 1.0f)).ok());
@@ -392,13 +393,8 @@ TEST(ExactTableTest, APushLargerThanTheVictimWindowNeverTakesARowItGathered) {
 TEST(ExactTableTest, AVictimSearchPassesOverAWindowOfRowsThePushTook) {
   constexpr size_t kWindow = ExactPartition::kVictimWindow;
   constexpr size_t kRows = 2 * kWindow, kNew = kWindow + 2;
-  proto::TableSpec spec = Spec(kRows, 1, 0, /*dim=*/1);
-  spec.mutable_optimizer()->set_name("sum");
-  auto t = ExactTable::Create(spec).value();
-  std::vector<uint64_t> same;  // keys of one partition
-  for (uint64_t k = 0; same.size() < kRows + kNew; ++k) {
-    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
-  }
+  auto t = ExactTable::Create(SumSpec(kRows)).value();
+  const std::vector<uint64_t> same = KeysOfOnePartition(kRows + kNew);
   // One push each: row i is same[i]'s.
   for (size_t i = 0; i < kRows; ++i) {
     ASSERT_TRUE(t->ApplyKeys(1, std::vector<uint64_t>{same[i]},
@@ -434,10 +430,7 @@ TEST(ExactTableTest, AnIdleSweepGoesRoundALargePartitionWithinAPeriod) {
   constexpr uint64_t kEvict = 10;
   constexpr size_t kRows = 3 * ExactPartition::kMinIdleSweep;
   auto t = ExactTable::Create(Spec(1 << 20, 1, kEvict, 1)).value();
-  std::vector<uint64_t> same;  // keys of one partition
-  for (uint64_t k = 0; same.size() < kRows; ++k) {
-    if (RowIndex::Mix(k) >> 58 == 0) same.push_back(k);
-  }
+  const std::vector<uint64_t> same = KeysOfOnePartition(kRows);
   ASSERT_TRUE(t->ApplyKeys(1, same, std::vector<float>(kRows, 1.0f)).ok());
   // One key of another partition each step: the table's sweeps.
   uint64_t other = 0;
