@@ -60,19 +60,21 @@ void DecodeKeyed(const std::vector<uint8_t>& packet, uint32_t row_dim) {
   auto h = ParseSparsePacketHeader(packet, ex);
   if (!h.ok()) return;
   Check(IsKeyed(h->meta.index_encoding));
-  std::vector<uint64_t> keys(1024);
+  std::vector<uint64_t> keys(1024), hashes_out(1024);
   std::vector<float> vals(1024 * 16);
-  ps::Status s = DecodeKeyedPacket(packet, *h, ex, keys, vals);
+  ps::Status s = DecodeKeyedPacket(packet, *h, ex, keys, vals, hashes_out);
   if (!s.ok()) {
     Check(!s.message().empty());
     return;
   }
-  // Strictly increasing keys, or key hashes for keys sent as hashes.
-  const bool hashes =
-      h->meta.index_encoding == IndexEncoding::kKeyHashDeltaVarint;
+  // Strictly increasing keys, or key hashes for keys sent as hashes, which
+  // come out with the keys.
+  const bool hashes = IsKeyHashes(h->meta.index_encoding);
   auto order = [&](uint64_t key) { return hashes ? KeyHash(key) : key; };
   for (uint32_t i = 1; i < h->row_count; ++i)
     Check(order(keys[i]) > order(keys[i - 1]));
+  for (uint32_t i = 0; hashes && i < h->row_count; ++i)
+    Check(hashes_out[i] == KeyHash(keys[i]));
   for (uint64_t i = 0; i < uint64_t{h->row_count} * h->meta.row_dim; ++i)
     Check(std::isfinite(vals[i]));
 }

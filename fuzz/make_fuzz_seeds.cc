@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   for (uint8_t type = 0; type < 4; ++type) {
     for (IndexEncoding enc :
          {IndexEncoding::kDeltaVarint, IndexEncoding::kRawU32,
-          IndexEncoding::kKeyDeltaVarint, IndexEncoding::kKeyHashDeltaVarint}) {
+          IndexEncoding::kKeyDeltaVarint, IndexEncoding::kKeyHashDeltaVarint,
+          IndexEncoding::kKeyHashFixedDeltas}) {
       SparsePacketMeta meta{.row_dim = 2,
                             .value_type = static_cast<ValueType>(type),
                             .index_encoding = enc,

@@ -6,7 +6,7 @@
 // arrive in hash order walk the index from one end to the other instead of
 // jumping about it: a push of millions of keys reads the index as a stream.
 // Workers sort a push's keys by this hash and send the hashes
-// (IndexEncoding::kKeyHashDeltaVarint); since the hash is a bijection, the
+// (IndexEncoding::kKeyHashFixedDeltas); since the hash is a bijection, the
 // server recovers each key from its hash (KeyFromHash).
 //
 // It is MurmurHash3's 64-bit finalizer (fmix64): every key bit moves every

@@ -1,7 +1,7 @@
 // Keyed sparse packets (IndexEncoding::kKeyDeltaVarint, and
-// kKeyHashDeltaVarint over the keys' hashes): the encoder and the decoder of
-// an index section of uint64 keys. Header, checksum, padding
-// and values are those of every packet (sparse_packet_header.cc,
+// kKeyHashDeltaVarint and kKeyHashFixedDeltas over the keys' hashes): the
+// encoder and the decoder of an index section of uint64 keys. Header, checksum,
+// padding and values are those of every packet (sparse_packet_header.cc,
 // sparse_packet_decode.cc, kernels/value_section.h).
 #include <algorithm>
 #include <bit>
@@ -91,16 +91,30 @@ bool ReadVarint64(const uint8_t** p, const uint8_t* end, uint64_t* v) {
   return false;
 }
 
+// Bytes each delta of a kKeyHashFixedDeltas section takes when the largest
+// is `max_delta`.
+uint32_t FixedDeltaWidth(uint64_t max_delta) {
+  return std::max(1u,
+                  (static_cast<uint32_t>(std::bit_width(max_delta)) + 7) / 8);
+}
+
+// A kKeyHashFixedDeltas section: the width byte and the first hash, before
+// the deltas.
+constexpr uint64_t kFixedDeltasHead = 9;
+
 // Where the packets end, as CutPackets for rows: a packet grows key by key
 // while it fits; int8 packets end only where the values so far fill whole
-// blocks.
+// blocks. For kKeyHashFixedDeltas, *widths gets each packet's delta width
+// (else it is left empty).
 StatusOr<size_t> CutKeyedPackets(const SparsePacketMeta& meta,
                                  std::span<const uint64_t> keys,
                                  size_t max_packet_bytes,
-                                 std::vector<EncodedPacket>* packets) {
+                                 std::vector<EncodedPacket>* packets,
+                                 std::vector<uint8_t>* widths) {
   const uint64_t dim = meta.row_dim;
   const size_t n = keys.size();
   const bool int8 = meta.value_type == ValueType::kInt8;
+  const bool fixed = meta.index_encoding == IndexEncoding::kKeyHashFixedDeltas;
   // PayloadBytes, its calls hoisted out of the per-key loop where the
   // values carry no scales.
   const uint64_t value_bytes = kernels::ValueTypeBytes(meta.value_type);
@@ -111,12 +125,21 @@ StatusOr<size_t> CutKeyedPackets(const SparsePacketMeta& meta,
   const uint64_t limit = std::min<uint64_t>(
       max_packet_bytes, kSparsePacketHeaderBytes + uint64_t{UINT32_MAX} - 3);
   size_t total = 0;
+  widths->clear();
   for (size_t start = 0; start < n;) {
-    uint64_t index_bytes = 0, good_size = 0;
+    uint64_t index_bytes = 0, good_size = 0, max_delta = 0;
     size_t good_end = start;
+    uint32_t good_width = 1;
     for (size_t end = start; end < n && end - start < UINT32_MAX; ++end) {
-      index_bytes +=
-          Varint64Bytes(end == start ? keys[end] : keys[end] - keys[end - 1]);
+      const uint64_t delta =
+          end == start ? keys[end] : keys[end] - keys[end - 1];
+      if (fixed) {
+        if (end > start) max_delta = std::max(max_delta, delta);
+        index_bytes =
+            kFixedDeltasHead + (end - start) * FixedDeltaWidth(max_delta);
+      } else {
+        index_bytes += Varint64Bytes(delta);
+      }
       const uint64_t size =
           kSparsePacketHeaderBytes + payload(index_bytes, end + 1 - start);
       if (size > limit) break;
@@ -124,13 +147,32 @@ StatusOr<size_t> CutKeyedPackets(const SparsePacketMeta& meta,
       if (!int8 || end + 1 == n || ((end + 1) * dim) % meta.int8_block == 0) {
         good_end = end + 1;
         good_size = size;
+        good_width = FixedDeltaWidth(max_delta);
       }
     }
     PS_RETURN_IF_ERROR(AddCutPacket(meta, max_packet_bytes, "key", start,
                                     good_end, good_size, &total, packets));
+    if (fixed) widths->push_back(static_cast<uint8_t>(good_width));
     start = good_end;
   }
   return total;
+}
+
+// Writes the index section of a kKeyHashFixedDeltas packet of `hashes` at
+// `w`, deltas of `width` bytes; returns where it ends. A delta with 8
+// bytes of room goes in one store (the bytes past it are overwritten by
+// what follows).
+uint8_t* PutFixedDeltas(std::span<const uint64_t> hashes, uint32_t width,
+                        uint8_t* w, const uint8_t* end) {
+  *w++ = static_cast<uint8_t>(width);
+  std::memcpy(w, &hashes[0], 8);
+  w += 8;
+  for (size_t i = 1; i < hashes.size(); ++i) {
+    const uint64_t delta = hashes[i] - hashes[i - 1];
+    std::memcpy(w, &delta, end - w >= 8 ? 8 : width);
+    w += width;
+  }
+  return w;
 }
 
 Status EncodeKeyedInto(const SparsePacketMeta& meta,
@@ -147,29 +189,37 @@ Status EncodeKeyedInto(const SparsePacketMeta& meta,
                              Num(i) + ": " + Num(keys[i - 1]) + " then " +
                              Num(keys[i]));
   }
-  PS_ASSIGN_OR_RETURN(const size_t total,
-                      CutKeyedPackets(meta, keys, max_packet_bytes, packets));
+  std::vector<uint8_t> widths;
+  PS_ASSIGN_OR_RETURN(
+      const size_t total,
+      CutKeyedPackets(meta, keys, max_packet_bytes, packets, &widths));
   for (EncodedPacket& pk : *packets) pk.offset += headroom;
   out->resize(headroom + total);
   const uint8_t* const out_end = out->data() + out->size();
-  for (const EncodedPacket& pk : *packets) {
+  for (size_t k = 0; k < packets->size(); ++k) {
+    const EncodedPacket& pk = (*packets)[k];
     uint8_t* p = out->data() + pk.offset;
     uint8_t* idx = p + kSparsePacketHeaderBytes;
     uint8_t* w = idx;
-    uint64_t prev = 0;
-    for (uint32_t i = 0; i < pk.row_count; ++i) {
-      const uint64_t key = keys[pk.first_row + i];
-      w = PutVarint64(i == 0 ? key : key - prev, w, out_end);
-      prev = key;
+    if (!widths.empty()) {
+      w = PutFixedDeltas(keys.subspan(pk.first_row, pk.row_count), widths[k], w,
+                         out_end);
+    } else {
+      uint64_t prev = 0;
+      for (uint32_t i = 0; i < pk.row_count; ++i) {
+        const uint64_t key = keys[pk.first_row + i];
+        w = PutVarint64(i == 0 ? key : key - prev, w, out_end);
+        prev = key;
+      }
     }
     FinishPacket(meta, pk, static_cast<uint32_t>(w - idx), values, p);
   }
   return Status::OK();
 }
 
-// The index section of a parsed keyed packet into keys_out (row_count).
-Status DecodeKeys(const SparsePacketHeader& h, const uint8_t* section,
-                  uint64_t* keys_out) {
+// The varint index section of a parsed keyed packet into out (row_count).
+Status DecodeVarintKeys(const SparsePacketHeader& h, const uint8_t* section,
+                        uint64_t* out) {
   const uint8_t* p = section;
   const uint8_t* end = section + h.index_bytes;
   uint64_t prev = 0;
@@ -183,17 +233,82 @@ Status DecodeKeys(const SparsePacketHeader& h, const uint8_t* section,
     if (i > 0 && delta > UINT64_MAX - prev)
       return Corruption("key " + Num(i) + " is past 2^64");
     prev = i == 0 ? delta : prev + delta;
-    keys_out[i] = prev;
-  }
-  if (h.meta.index_encoding == IndexEncoding::kKeyHashDeltaVarint) {
-    for (uint32_t i = 0; i < h.row_count; ++i) {
-      keys_out[i] = KeyFromHash(keys_out[i]);
-    }
+    out[i] = prev;
   }
   if (p != end)
     return Corruption("index section of " + Num(h.index_bytes) +
                       " bytes holds " + Num(h.row_count) + " keys in " +
                       Num(p - section));
+  return Status::OK();
+}
+
+// A kKeyHashFixedDeltas section into out (row_count hashes). Each delta is
+// one load and a mask, its checks folded into one flag, so that no key
+// waits for the one before it but through the sum; a packet that fails
+// them is read again for the error's position.
+Status DecodeFixedDeltas(const SparsePacketHeader& h, const uint8_t* section,
+                         uint64_t* out) {
+  const uint64_t n = h.row_count;
+  const uint32_t width = h.index_bytes >= kFixedDeltasHead ? section[0] : 0;
+  if (width < 1 || width > 8)
+    return Corruption("index section of " + Num(h.index_bytes) +
+                      " bytes has no delta width of 1-8 bytes (" + Num(width) +
+                      ")");
+  if (h.index_bytes != kFixedDeltasHead + (n - 1) * width)
+    return Corruption("index section of " + Num(h.index_bytes) + " bytes for " +
+                      Num(n) + " keys of " + Num(width) + "-byte deltas, not " +
+                      Num(kFixedDeltasHead + (n - 1) * width));
+  const uint8_t* const end = section + h.index_bytes;
+  const uint64_t mask =
+      width == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * width)) - 1;
+  auto delta_at = [&](const uint8_t* d) {
+    uint64_t v = 0;
+    std::memcpy(&v, d, end - d >= 8 ? 8 : width);
+    return v & mask;
+  };
+  uint64_t prev;
+  std::memcpy(&prev, section + 1, 8);
+  out[0] = prev;
+  bool bad = false;
+  const uint8_t* d = section + kFixedDeltasHead;
+  for (uint64_t i = 1; i < n; ++i, d += width) {
+    const uint64_t delta = delta_at(d);
+    const uint64_t next = prev + delta;
+    bad |= (delta == 0) | (next < prev);
+    prev = next;
+    out[i] = prev;
+  }
+  if (!bad) return Status::OK();
+  prev = out[0];
+  d = section + kFixedDeltasHead;
+  for (uint64_t i = 1; i < n; ++i, d += width) {
+    const uint64_t delta = delta_at(d);
+    if (delta == 0)
+      return InvalidArgument("keys not strictly increasing at " + Num(i) +
+                             ": " + Num(prev) + " twice");
+    if (delta > UINT64_MAX - prev)
+      return Corruption("key " + Num(i) + " is past 2^64");
+    prev += delta;
+  }
+  return Corruption("fixed deltas failed a check no key fails");  // unreachable
+}
+
+// The index section of a parsed keyed packet: the keys into keys_out
+// (row_count), and of a packet of hashes, the hashes into hashes_out when
+// given.
+Status DecodeKeys(const SparsePacketHeader& h, const uint8_t* section,
+                  uint64_t* keys_out, uint64_t* hashes_out) {
+  const IndexEncoding encoding = h.meta.index_encoding;
+  uint64_t* decoded =
+      IsKeyHashes(encoding) && hashes_out != nullptr ? hashes_out : keys_out;
+  PS_RETURN_IF_ERROR(encoding == IndexEncoding::kKeyHashFixedDeltas
+                         ? DecodeFixedDeltas(h, section, decoded)
+                         : DecodeVarintKeys(h, section, decoded));
+  if (IsKeyHashes(encoding)) {
+    for (uint32_t i = 0; i < h.row_count; ++i) {
+      keys_out[i] = KeyFromHash(decoded[i]);
+    }
+  }
   return Status::OK();
 }
 
@@ -206,7 +321,7 @@ Status EncodeKeyedPackets(const SparsePacketMeta& meta,
                           std::vector<EncodedPacket>* packets,
                           size_t headroom) {
   SparsePacketMeta keyed = meta;
-  if (keyed.index_encoding != IndexEncoding::kKeyHashDeltaVarint) {
+  if (!IsKeyHashes(keyed.index_encoding)) {
     keyed.index_encoding = IndexEncoding::kKeyDeltaVarint;
   }
   packets->clear();
@@ -220,19 +335,23 @@ Status DecodeKeyedPacket(std::span<const uint8_t> packet,
                          const SparsePacketHeader& header,
                          const SparsePacketExpectations& expect,
                          std::span<uint64_t> keys_out,
-                         std::span<float> values_out) {
+                         std::span<float> values_out,
+                         std::span<uint64_t> hashes_out) {
   if (!IsKeyed(header.meta.index_encoding))
     return InvalidArgument("packet of rows given to the keyed decoder");
   PS_RETURN_IF_ERROR(CheckSparsePacketExpectations(header, expect));
   PS_RETURN_IF_ERROR(CheckChecksumAndPadding(packet, header));
   const uint64_t values = uint64_t{header.row_count} * header.meta.row_dim;
-  if (keys_out.size() < header.row_count || values_out.size() < values)
+  if (keys_out.size() < header.row_count || values_out.size() < values ||
+      (!hashes_out.empty() && hashes_out.size() < header.row_count))
     return OutOfRange("packet has " + Num(header.row_count) + " keys x " +
                       Num(header.meta.row_dim) + " values; output buffers " +
-                      "hold " + Num(keys_out.size()) + " keys and " +
-                      Num(values_out.size()) + " values");
+                      "hold " + Num(keys_out.size()) + " keys, " +
+                      Num(values_out.size()) + " values and " +
+                      Num(hashes_out.size()) + " hashes");
   PS_RETURN_IF_ERROR(DecodeKeys(
-      header, packet.data() + kSparsePacketHeaderBytes, keys_out.data()));
+      header, packet.data() + kSparsePacketHeaderBytes, keys_out.data(),
+      hashes_out.empty() ? nullptr : hashes_out.data()));
   return DecodeValues(packet, header, values_out);
 }
 

@@ -2,8 +2,10 @@
 // uint64 keys per value type, cutting into packets, the refusals of encoder
 // and decoder, and that the two kinds never pass for each other. Also that
 // packets of rows are the bytes they were before keyed packets existed.
-// Keys sent as their hashes (kKeyHashDeltaVarint) decode to the keys, and
-// KeyFromHash undoes KeyHash.
+// Keys sent as their hashes (kKeyHashDeltaVarint, kKeyHashFixedDeltas)
+// decode to the keys and their hashes, and KeyFromHash undoes KeyHash;
+// fixed deltas take the fewest bytes their largest needs, and malformed
+// ones (width, length, order, past 2^64) are refused.
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -336,42 +338,133 @@ TEST(KeyHashTest, KeyFromHashUndoesKeyHash) {
 
 TEST(KeyedPacketTest, KeysSentAsHashesDecodeToTheKeysInHashOrder) {
   std::mt19937_64 rng(23);
-  for (ValueType type : kTypes) {
-    std::vector<uint64_t> keys = Keys(3000, rng);
-    std::sort(keys.begin(), keys.end(),
-              [](uint64_t a, uint64_t b) { return KeyHash(a) < KeyHash(b); });
-    std::vector<uint64_t> hashes;
-    for (uint64_t k : keys) hashes.push_back(KeyHash(k));
-    std::vector<float> values(keys.size() * 4);
-    for (auto& v : values) v = static_cast<float>(rng() % 1000) / 8;
+  for (IndexEncoding encoding : {IndexEncoding::kKeyHashDeltaVarint,
+                                 IndexEncoding::kKeyHashFixedDeltas}) {
+    for (ValueType type : kTypes) {
+      std::vector<uint64_t> keys = Keys(3000, rng);
+      std::sort(keys.begin(), keys.end(),
+                [](uint64_t a, uint64_t b) { return KeyHash(a) < KeyHash(b); });
+      std::vector<uint64_t> hashes;
+      for (uint64_t k : keys) hashes.push_back(KeyHash(k));
+      std::vector<float> values(keys.size() * 4);
+      for (auto& v : values) v = static_cast<float>(rng() % 1000) / 8;
+      std::vector<uint8_t> out;
+      std::vector<EncodedPacket> packets;
+      SparsePacketMeta meta = Meta(type, 4);
+      meta.index_encoding = encoding;
+      ASSERT_TRUE(
+          EncodeKeyedPackets(meta, hashes, values, 4096, &out, &packets).ok());
+      ASSERT_GT(packets.size(), 1u);
+      std::vector<uint64_t> got_hashes;
+      for (const EncodedPacket& pk : packets) {
+        EXPECT_EQ(out[pk.offset + 6], static_cast<uint8_t>(encoding));
+        // The hashes come out too when asked for.
+        std::span<const uint8_t> bytes(out.data() + pk.offset, pk.size);
+        auto h = ParseSparsePacketHeader(bytes, Keyed(4));
+        ASSERT_TRUE(h.ok()) << h.status();
+        std::vector<uint64_t> k(h->row_count), hs(h->row_count);
+        std::vector<float> v(size_t{h->row_count} * 4);
+        ASSERT_TRUE(DecodeKeyedPacket(bytes, *h, Keyed(4), k, v, hs).ok());
+        got_hashes.insert(got_hashes.end(), hs.begin(), hs.end());
+      }
+      EXPECT_EQ(got_hashes, hashes);
+      const Decoded d = DecodeAll(out, packets, 4);
+      EXPECT_EQ(d.keys, keys);
+      std::vector<float> want(values.size());
+      RoundTrip(type, values.data(), values.size(), 8, want.data());
+      EXPECT_EQ(d.values, want);
+    }
+    // Hashes out of order are refused as keys out of order are.
     std::vector<uint8_t> out;
     std::vector<EncodedPacket> packets;
-    SparsePacketMeta meta = Meta(type, 4);
-    meta.index_encoding = IndexEncoding::kKeyHashDeltaVarint;
-    ASSERT_TRUE(
-        EncodeKeyedPackets(meta, hashes, values, 4096, &out, &packets).ok());
-    ASSERT_GT(packets.size(), 1u);
-    for (const EncodedPacket& pk : packets) {
-      EXPECT_EQ(out[pk.offset + 6],
-                static_cast<uint8_t>(IndexEncoding::kKeyHashDeltaVarint));
-    }
-    const Decoded d = DecodeAll(out, packets, 4);
-    EXPECT_EQ(d.keys, keys);
-    std::vector<float> want(values.size());
-    RoundTrip(type, values.data(), values.size(), 8, want.data());
-    EXPECT_EQ(d.values, want);
+    const std::vector<uint64_t> descending = {std::max(KeyHash(1), KeyHash(2)),
+                                              std::min(KeyHash(1), KeyHash(2))};
+    const std::vector<float> two = {1, 2};
+    SparsePacketMeta meta = Meta(ValueType::kFp32, 1);
+    meta.index_encoding = encoding;
+    const Status s =
+        EncodeKeyedPackets(meta, descending, two, 4096, &out, &packets);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   }
-  // Hashes out of order are refused as keys out of order are.
+}
+
+// One kKeyHashFixedDeltas packet of `hashes` (dim 1, fp32), as bytes.
+std::vector<uint8_t> FixedDeltasPacket(const std::vector<uint64_t>& hashes) {
+  SparsePacketMeta meta = Meta(ValueType::kFp32, 1);
+  meta.index_encoding = IndexEncoding::kKeyHashFixedDeltas;
   std::vector<uint8_t> out;
   std::vector<EncodedPacket> packets;
-  const std::vector<uint64_t> descending = {std::max(KeyHash(1), KeyHash(2)),
-                                            std::min(KeyHash(1), KeyHash(2))};
-  const std::vector<float> two = {1, 2};
-  SparsePacketMeta meta = Meta(ValueType::kFp32, 1);
-  meta.index_encoding = IndexEncoding::kKeyHashDeltaVarint;
-  const Status s =
-      EncodeKeyedPackets(meta, descending, two, 4096, &out, &packets);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(EncodeKeyedPackets(meta, hashes,
+                                 std::vector<float>(hashes.size(), 1.0f), 4096,
+                                 &out, &packets)
+                  .ok());
+  EXPECT_EQ(packets.size(), 1u);
+  return out;
+}
+
+TEST(KeyedPacketTest, FixedDeltasTakeTheBytesOfTheLargest) {
+  // Deltas 1, 2^16 and 2^16 - 1: three bytes each, after the width byte
+  // and the first hash in eight.
+  const uint64_t first = 0x0123456789abcdefull;
+  const std::vector<uint64_t> hashes = {first, first + 1, first + 1 + 65536,
+                                        first + 1 + 65536 + 65535};
+  const std::vector<uint8_t> p = FixedDeltasPacket(hashes);
+  uint32_t index_bytes;
+  std::memcpy(&index_bytes, p.data() + 44, 4);
+  EXPECT_EQ(index_bytes, 9u + 3 * 3);
+  EXPECT_EQ(p[56], 3);  // the width
+  uint64_t got_first;
+  std::memcpy(&got_first, p.data() + 57, 8);
+  EXPECT_EQ(got_first, first);
+  EXPECT_EQ(p[65], 1);  // delta 1 in three bytes
+  EXPECT_EQ(p[66], 0);
+  EXPECT_EQ(p[67], 0);
+  EXPECT_TRUE(Decode(p).ok());
+  // One key: the width byte and the hash alone; all eight bytes wide.
+  EXPECT_TRUE(Decode(FixedDeltasPacket({first})).ok());
+  EXPECT_TRUE(Decode(FixedDeltasPacket({0, ~uint64_t{0}})).ok());
+  EXPECT_EQ(FixedDeltasPacket({0, ~uint64_t{0}})[56], 8);
+}
+
+TEST(KeyedPacketTest, TheDecoderRefusesBadFixedDeltas) {
+  // Twelve keys 2^20 apart: deltas of three bytes, 8 bytes left for a load
+  // at each but the last two, which are read byte by byte.
+  std::vector<uint64_t> hashes;
+  for (uint64_t i = 0; i < 12; ++i) hashes.push_back(1000 + (i << 20));
+  const std::vector<uint8_t> good = FixedDeltasPacket(hashes);
+  ASSERT_TRUE(Decode(good).ok());
+  ASSERT_EQ(good[56], 3);
+  for (uint8_t width : {0, 9, 2, 4}) {  // none, too wide, or not this length
+    std::vector<uint8_t> p = good;
+    p[56] = width;
+    Reseal(&p);
+    EXPECT_TRUE(Decode(p).Is(StatusCode::kCorruption)) << int{width};
+  }
+  const size_t deltas = 56 + 9;
+  for (size_t key : {size_t{1}, size_t{6}, size_t{11}}) {  // loaded, and not
+    std::vector<uint8_t> p = good;  // the same key twice: delta 0
+    const size_t at = deltas + 3 * (key - 1);
+    p[at] = p[at + 1] = p[at + 2] = 0;
+    Reseal(&p);
+    const Status s = Decode(p);
+    EXPECT_TRUE(s.Is(StatusCode::kInvalidArgument)) << key << ": " << s;
+    EXPECT_NE(s.message().find("at " + std::to_string(key)), std::string::npos)
+        << s;
+  }
+  {
+    std::vector<uint8_t> p = good;  // the first hash near 2^64: overflows
+    const uint64_t near_end = ~uint64_t{0} - (uint64_t{5} << 20);
+    std::memcpy(p.data() + 57, &near_end, 8);
+    Reseal(&p);
+    const Status s = Decode(p);
+    EXPECT_TRUE(s.Is(StatusCode::kCorruption)) << s;
+    EXPECT_NE(s.message().find("key 6 is past 2^64"), std::string::npos) << s;
+  }
+  {
+    std::vector<uint8_t> p = good;  // a flipped byte without a new checksum
+    p[deltas] ^= 1;
+    EXPECT_TRUE(Decode(p).Is(StatusCode::kCorruption));
+  }
 }
 
 }  // namespace
