@@ -113,7 +113,7 @@ Status ExactPath::PushInHashOrder(std::span<const uint64_t> keys,
                                   protocol::SparsePacketMeta meta) {
   const uint32_t dim = spec_.dim();
   const uint32_t shards = servers_.size();
-  meta.index_encoding = protocol::IndexEncoding::kKeyHashDeltaVarint;
+  meta.index_encoding = HashEncoding();
   // Rows of one float travel through the sort with their keys.
   const bool carried = dim == 1;
   push_order_.Sort(keys, pool_, {}, carried ? grads : std::span<const float>());
@@ -148,7 +148,7 @@ Status ExactPath::PushInHashOrder(std::span<const uint64_t> keys,
                   pairs.begin();
   }
   // Pairs a lane gives a round: a packet's worth over the lanes, for each
-  // shard, with room to spare (a key's varint takes 6-7 bytes in a large
+  // shard, with room to spare (a key's delta takes 6-7 bytes in a large
   // push; 9 are counted, so that a round seldom spills into a second packet).
   const size_t per_lane =
       shards *
@@ -250,6 +250,15 @@ bool ExactPath::AllTakeHashOrder() const {
     if (!servers_[s].info().keys_in_hash_order()) return false;
   }
   return true;
+}
+
+protocol::IndexEncoding ExactPath::HashEncoding() const {
+  for (uint32_t s = 0; s < servers_.size(); ++s) {
+    if (!servers_[s].info().fixed_hash_deltas()) {
+      return protocol::IndexEncoding::kKeyHashDeltaVarint;
+    }
+  }
+  return protocol::IndexEncoding::kKeyHashFixedDeltas;
 }
 
 Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {

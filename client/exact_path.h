@@ -9,8 +9,9 @@
 //
 // Push: the keys summed per key (a small push's repeats first, in the
 // order given) and packed into keyed sparse packets
-// (protocol/sparse_packet.h), as hashes (kKeyHashDeltaVarint; by key,
-// kKeyDeltaVarint, to older servers), written into the worker's inbox on
+// (protocol/sparse_packet.h), as hashes (kKeyHashFixedDeltas;
+// kKeyHashDeltaVarint or by key, kKeyDeltaVarint, to older servers),
+// written into the worker's inbox on
 // each server as the other kinds' pushes are; the server's apply threads
 // resolve the keys (admission and eviction included). A large push goes
 // out in rounds as it is summed, each round about a packet per shard that
@@ -144,6 +145,10 @@ class ExactPath {
   // Whether every server takes keys in hash order
   // (ClusterInfo.keys_in_hash_order).
   bool AllTakeHashOrder() const;
+  // How hashes go to servers that take them: as deltas of one width when
+  // every server decodes those (ClusterInfo.fixed_hash_deltas), else as
+  // varints.
+  protocol::IndexEncoding HashEncoding() const;
   // A pull in hash order (see Pull).
   Status PullInHashOrder(std::span<const uint64_t> keys, std::span<float> out);
   // A pull of keys as given: rows into `out` in the keys' order.

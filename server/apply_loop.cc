@@ -173,16 +173,25 @@ Status ApplyLoop::ApplyKeyedPacket(
   // no key buffer.
   if (scratch->keys.size() < scratch->rows.size()) {
     scratch->keys.resize(scratch->rows.size());
+    scratch->hashes.resize(scratch->rows.size());
   }
+  // Keys sent as their hashes keep them: the table files keys by them.
+  const bool hashed = protocol::IsKeyHashes(header.meta.index_encoding);
   PS_RETURN_IF_ERROR(protocol::DecodeKeyedPacket(
-      packet, header, expect, scratch->keys, scratch->values));
+      packet, header, expect, scratch->keys, scratch->values,
+      hashed ? std::span<uint64_t>(scratch->hashes) : std::span<uint64_t>()));
   const std::span<const uint64_t> keys(scratch->keys.data(), header.row_count);
   PS_RETURN_IF_ERROR(shard_->CheckKeysAreMine(table.spec(), keys));
   *reason = RejectReason::kApply;
-  Status s = table.table().ApplyKeys(
-      header.meta.step, keys,
-      std::span<const float>(scratch->values.data(),
-                             keys.size() * table.dim()));
+  const std::span<const float> grads(scratch->values.data(),
+                                     keys.size() * table.dim());
+  Status s =
+      hashed
+          ? table.table().ApplyHashedKeys(
+                header.meta.step, keys,
+                std::span<const uint64_t>(scratch->hashes.data(), keys.size()),
+                grads)
+          : table.table().ApplyKeys(header.meta.step, keys, grads);
   if (!s.ok()) return s.WithContext("table " + table.spec().name());
   table.CountApplied(keys.size());
   *rows_applied = keys.size();

@@ -103,7 +103,8 @@ class ApplyLoop {
  private:
   struct Scratch {
     std::vector<uint32_t> rows;
-    std::vector<uint64_t> keys;  // keyed packets (EXACT tables)
+    std::vector<uint64_t> keys;    // keyed packets (EXACT tables)
+    std::vector<uint64_t> hashes;  // theirs, of keys sent as hashes
     std::vector<float> values;
     // Lookups: the packet's copy, and which keys had rows.
     std::vector<uint8_t> packet;

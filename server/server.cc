@@ -368,6 +368,7 @@ proto::ControlReply Server::Hello(const proto::WorkerHello& hello,
     info->set_lookup_reply_region(reply->descriptor());
   }
   info->set_keys_in_hash_order(options_.keys_in_hash_order);
+  info->set_fixed_hash_deltas(options_.keys_in_hash_order);
   // Both spellings: workers of this build read the enum, workers and tools
   // built before it the string.
   info->set_consistency_mode(options_.consistency);

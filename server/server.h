@@ -88,10 +88,11 @@ struct ServerOptions {
   DiskTierOptions disk_tier;
   std::string version;  // reported by the status request
   // Tells workers that this server takes EXACT keys in the order its
-  // tables file them (ClusterInfo.keys_in_hash_order), so they sort pushes
-  // and large pulls so. false: it answers as a server built before that
-  // did, and its workers send keys as such a server takes them (tests of
-  // mixed builds; no other use).
+  // tables file them, as hashes of fixed-width deltas
+  // (ClusterInfo.keys_in_hash_order, fixed_hash_deltas), so they sort
+  // pushes and large pulls so. false: it answers as a server built before
+  // that did, and its workers send keys as such a server takes them (tests
+  // of mixed builds; no other use).
   bool keys_in_hash_order = true;
 };
 

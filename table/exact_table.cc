@@ -126,11 +126,12 @@ bool ExactTable::FreeOlderRow(const ExactPartition& asking, uint64_t update) {
 void ExactTable::Group(std::span<const uint64_t> keys, Grouped* out) {
   // A counting sort by partition: stable, so each partition sees its keys
   // in the push's order (duplicates of a key apply in turn).
-  out->hashes.resize(keys.size());
+  out->own_hashes.resize(keys.size());
+  out->hashes = out->own_hashes;
   uint32_t count[kPartitions] = {};
   for (size_t i = 0; i < keys.size(); ++i) {
-    out->hashes[i] = RowIndex::Mix(keys[i]);
-    ++count[PartitionIndex(out->hashes[i])];
+    out->own_hashes[i] = RowIndex::Mix(keys[i]);
+    ++count[PartitionIndex(out->own_hashes[i])];
   }
   out->begin[0] = 0;
   for (int p = 0; p < kPartitions; ++p) {
@@ -143,6 +144,24 @@ void ExactTable::Group(std::span<const uint64_t> keys, Grouped* out) {
     out->positions[next[PartitionIndex(out->hashes[i])]++] =
         static_cast<uint32_t>(i);
   }
+}
+
+void ExactTable::GroupInHashOrder(std::span<const uint64_t> hashes,
+                                  Grouped* out) {
+  // A partition is a stretch of the hashes (their top bits): where each
+  // begins is a binary search, and the positions are in order.
+  out->hashes = hashes;
+  out->positions.resize(hashes.size());
+  std::iota(out->positions.begin(), out->positions.end(), 0u);
+  for (int p = 0; p < kPartitions; ++p) {
+    const auto before = [p](uint64_t h) {
+      return PartitionIndex(h) < static_cast<size_t>(p);
+    };
+    out->begin[p] = static_cast<uint32_t>(
+        std::partition_point(hashes.begin(), hashes.end(), before) -
+        hashes.begin());
+  }
+  out->begin[kPartitions] = static_cast<uint32_t>(hashes.size());
 }
 
 PartitionKeys ExactTable::Part(const Grouped& g, int p,
@@ -200,8 +219,8 @@ void ExactTable::SweepDisk(uint64_t step, uint32_t now_s) {
   }
 }
 
-Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
-                             std::span<const float> values) {
+Status ExactTable::CheckPush(std::span<const uint64_t> keys,
+                             std::span<const float> values) const {
   if (values.size() != keys.size() * dim_) {
     return InvalidArgument(Where(spec()) + ": " + std::to_string(keys.size()) +
                            " keys of dim " + std::to_string(dim_) + " need " +
@@ -214,12 +233,40 @@ Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
   if (!kernels::AllFinite(values.data(), values.size())) {
     return InvalidArgument(Where(spec()) + ": push carries a non-finite value");
   }
+  return Status::OK();
+}
+
+Status ExactTable::ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
+                             std::span<const float> values) {
+  PS_RETURN_IF_ERROR(CheckPush(keys, values));
+  Grouped g;
+  Group(keys, &g);
+  return ApplyGrouped(step, keys, values, g);
+}
+
+Status ExactTable::ApplyHashedKeys(uint64_t step,
+                                   std::span<const uint64_t> keys,
+                                   std::span<const uint64_t> hashes,
+                                   std::span<const float> values) {
+  PS_RETURN_IF_ERROR(CheckPush(keys, values));
+  if (hashes.size() != keys.size()) {
+    return InvalidArgument(Where(spec()) + ": " + std::to_string(keys.size()) +
+                           " keys with " + std::to_string(hashes.size()) +
+                           " hashes");
+  }
+  DCHECK(std::is_sorted(hashes.begin(), hashes.end()));
+  Grouped g;
+  GroupInHashOrder(hashes, &g);
+  return ApplyGrouped(step, keys, values, g);
+}
+
+Status ExactTable::ApplyGrouped(uint64_t step, std::span<const uint64_t> keys,
+                                std::span<const float> values,
+                                const Grouped& g) {
   // The clock is read only for a table that evicts by it.
   const uint32_t now_s = spec().evict_after_seconds() != 0 ? NowSeconds() : 0;
   std::shared_lock applying(applies_mu_);
   Sweep(step, now_s);
-  Grouped g;
-  Group(keys, &g);
   // One optimizer step per push, taken by the first partition that applies
   // (on whichever thread).
   std::once_flag step_taken;

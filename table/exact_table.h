@@ -154,6 +154,11 @@ class ExactTable final : public Table {
   // applied then).
   Status ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
                    std::span<const float> values) override;
+  // The same for keys that come in hash order with their hashes: each
+  // partition's keys are a stretch of them, found without a pass.
+  Status ApplyHashedKeys(uint64_t step, std::span<const uint64_t> keys,
+                         std::span<const uint64_t> hashes,
+                         std::span<const float> values) override;
   // Copies each key's row into out (keys.size() * dim floats); keys without
   // a row read as zeros and present[i] = false. Rows on disk are read from
   // there (kIOError when that fails) and brought back into memory: const
@@ -214,12 +219,22 @@ class ExactTable final : public Table {
   // The push's keys grouped by partition (each group in the push's order),
   // with their hashes; what one call hands each partition.
   struct Grouped {
-    std::vector<uint64_t> hashes;     // RowIndex::Mix of each key
-    std::vector<uint32_t> positions;  // of the keys, partition by partition
+    std::span<const uint64_t> hashes;  // RowIndex::Mix of each key
+    std::vector<uint64_t> own_hashes;  // where Group computed them
+    std::vector<uint32_t> positions;   // of the keys, partition by partition
     uint32_t begin[kPartitions + 1] =
         {};  // partition p: [begin[p], begin[p+1])
   };
   static void Group(std::span<const uint64_t> keys, Grouped* out);
+  // Group for keys whose hashes are given, ascending: already grouped.
+  static void GroupInHashOrder(std::span<const uint64_t> hashes, Grouped* out);
+  // ApplyKeys over keys grouped by partition.
+  Status ApplyGrouped(uint64_t step, std::span<const uint64_t> keys,
+                      std::span<const float> values, const Grouped& g);
+  // kInvalidArgument (naming the table) unless `values` are keys.size() *
+  // dim finite floats of fewer than 2^32 keys.
+  Status CheckPush(std::span<const uint64_t> keys,
+                   std::span<const float> values) const;
   static PartitionKeys Part(const Grouped& g, int p,
                             std::span<const uint64_t> keys,
                             std::span<const float> values);

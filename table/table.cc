@@ -27,6 +27,12 @@ Status Table::ApplyKeys(uint64_t, std::span<const uint64_t>,
   return Unsupported("apply keyed gradients: its rows are not keyed");
 }
 
+Status Table::ApplyHashedKeys(uint64_t step, std::span<const uint64_t> keys,
+                              std::span<const uint64_t>,
+                              std::span<const float> grads) {
+  return ApplyKeys(step, keys, grads);
+}
+
 Status Table::ReadKeys(std::span<const uint64_t>, std::span<float>,
                        std::span<bool>) const {
   return Unsupported("read rows by key: workers read its region");

@@ -106,6 +106,13 @@ class Table {
   // non-finite value (nothing applied then).
   virtual Status ApplyKeys(uint64_t step, std::span<const uint64_t> keys,
                            std::span<const float> grads);
+  // ApplyKeys for keys that come with their protocol::KeyHash, ascending,
+  // as packets of hashes carry them (protocol::IsKeyHashes): hashes[i] is
+  // KeyHash(keys[i]). A table that files keys by that hash then neither
+  // hashes nor groups them again. By default, ApplyKeys.
+  virtual Status ApplyHashedKeys(uint64_t step, std::span<const uint64_t> keys,
+                                 std::span<const uint64_t> hashes,
+                                 std::span<const float> grads);
   // Keyed tables: copies each key's row into `out` (keys.size() * dim
   // floats); a key without a row reads as zeros, present[i] false.
   virtual Status ReadKeys(std::span<const uint64_t> keys, std::span<float> out,

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <numeric>
 #include <vector>
 
 #include "table/key_index.h"
@@ -458,6 +460,48 @@ TEST(ExactTableTest, DuplicateKeysInOnePushAddUp) {
                   .ok());
   bool present = false;
   EXPECT_EQ(PullOne(*t, 5, &present), std::vector<float>{-6.0f});
+}
+
+// Keys that come in hash order with their hashes (as keyed packets of
+// hashes carry them) land in the partitions and rows ApplyKeys gives them:
+// every key of a push, in every partition, summed once.
+TEST(ExactTableTest, KeysWithTheirHashesApplyAsKeysDo) {
+  std::vector<uint64_t> keys(50000);
+  std::iota(keys.begin(), keys.end(), uint64_t{1} << 40);
+  std::sort(keys.begin(), keys.end(), [](uint64_t a, uint64_t b) {
+    return RowIndex::Mix(a) < RowIndex::Mix(b);
+  });
+  std::vector<uint64_t> hashes;
+  std::vector<float> grads;
+  for (uint64_t k : keys) {
+    hashes.push_back(RowIndex::Mix(k));
+    grads.push_back(static_cast<float>(k % 7 + 1));
+  }
+  auto hashed = ExactTable::Create(SumSpec(100000)).value();
+  auto plain = ExactTable::Create(SumSpec(100000)).value();
+  for (uint64_t step = 1; step <= 2; ++step) {
+    ASSERT_TRUE(hashed->ApplyHashedKeys(step, keys, hashes, grads).ok());
+    ASSERT_TRUE(plain->ApplyKeys(step, keys, grads).ok());
+  }
+  EXPECT_EQ(hashed->counters().rows, keys.size());
+  std::vector<float> a(keys.size()), b(keys.size());
+  std::unique_ptr<bool[]> pa(new bool[keys.size()]), pb(new bool[keys.size()]);
+  ASSERT_TRUE(
+      hashed->ReadKeys(keys, a, std::span<bool>(pa.get(), keys.size())).ok());
+  ASSERT_TRUE(
+      plain->ReadKeys(keys, b, std::span<bool>(pb.get(), keys.size())).ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_TRUE(pa[i] && pb[i]) << keys[i];
+    ASSERT_EQ(a[i], 2 * grads[i]) << keys[i];
+    ASSERT_EQ(a[i], b[i]) << keys[i];
+  }
+  // Hashes that do not match the keys in number: nothing applied.
+  const Status s = hashed->ApplyHashedKeys(
+      3, keys, std::span<const uint64_t>(hashes).first(10), grads);
+  EXPECT_TRUE(s.Is(StatusCode::kInvalidArgument)) << s;
+  bool present = false;
+  EXPECT_EQ(PullOne(*hashed, keys[0], &present),
+            std::vector<float>{2 * grads[0]});
 }
 
 TEST(ExactTableTest, BadInputIsAStatus) {
