@@ -52,7 +52,10 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
   meta.step = clock_.current();
   meta.row_dim = dim;
   meta.value_type = kernels::ValueType::kFp32;
-  if (!AllTakeHashOrder()) return PushInKeyOrder(keys, grads, stream, meta);
+  meta.index_encoding = KeyEncoding();
+  if (meta.index_encoding == protocol::IndexEncoding::kKeyDeltaVarint) {
+    return PushInKeyOrder(keys, grads, stream, meta);
+  }
   if (keys.size() < kPushDistinctKeys) {
     if (pushes_as_given_ == 0) return PushDistinct(keys, grads, stream, meta);
     --pushes_as_given_;
@@ -113,7 +116,6 @@ Status ExactPath::PushInHashOrder(std::span<const uint64_t> keys,
                                   protocol::SparsePacketMeta meta) {
   const uint32_t dim = spec_.dim();
   const uint32_t shards = servers_.size();
-  meta.index_encoding = HashEncoding();
   // Rows of one float travel through the sort with their keys.
   const bool carried = dim == 1;
   push_order_.Sort(keys, pool_, {}, carried ? grads : std::span<const float>());
@@ -175,7 +177,6 @@ Status ExactPath::PushInKeyOrder(std::span<const uint64_t> keys,
                                  std::span<const float> grads, bool stream,
                                  protocol::SparsePacketMeta meta) {
   const uint32_t shards = servers_.size();
-  meta.index_encoding = protocol::IndexEncoding::kKeyDeltaVarint;
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint32_t s = router_.map().ShardOfKey(keys[i]);
     shards_[s].order.emplace_back(keys[i], static_cast<uint32_t>(i));
@@ -245,20 +246,22 @@ StatusOr<LookupChannel*> ExactPath::LookupsOf(uint32_t shard) {
   return channel;
 }
 
-bool ExactPath::AllTakeHashOrder() const {
+protocol::IndexEncoding ExactPath::KeyEncoding() const {
+  auto encoding = protocol::IndexEncoding::kKeyHashFixedDeltas;
   for (uint32_t s = 0; s < servers_.size(); ++s) {
-    if (!servers_[s].info().keys_in_hash_order()) return false;
-  }
-  return true;
-}
-
-protocol::IndexEncoding ExactPath::HashEncoding() const {
-  for (uint32_t s = 0; s < servers_.size(); ++s) {
-    if (!servers_[s].info().fixed_hash_deltas()) {
-      return protocol::IndexEncoding::kKeyHashDeltaVarint;
+    const auto& info = servers_[s].info();
+    if (!info.keys_in_hash_order()) {
+      return protocol::IndexEncoding::kKeyDeltaVarint;
+    }
+    if (!info.fixed_hash_deltas()) {
+      encoding = protocol::IndexEncoding::kKeyHashDeltaVarint;
     }
   }
-  return protocol::IndexEncoding::kKeyHashFixedDeltas;
+  return encoding;
+}
+
+bool ExactPath::AllTakeHashOrder() const {
+  return KeyEncoding() != protocol::IndexEncoding::kKeyDeltaVarint;
 }
 
 Status ExactPath::Pull(std::span<const uint64_t> keys, std::span<float> out) {

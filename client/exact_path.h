@@ -124,9 +124,9 @@ class ExactPath {
   static constexpr int kCallsAsGiven = 63;
 
   Status NonFinite() const;
-  // A push's two orders (see the file's comment), after Push's checks:
-  // they sum each shard's keys, sending pieces as they go when `stream`,
-  // and end with SendAll.
+  // A push's two orders (see the file's comment), after Push's checks,
+  // in packets of meta.index_encoding (KeyEncoding): they sum each shard's
+  // keys, sending pieces as they go when `stream`, and end with SendAll.
   Status PushInHashOrder(std::span<const uint64_t> keys,
                          std::span<const float> grads, bool stream,
                          protocol::SparsePacketMeta meta);
@@ -142,13 +142,13 @@ class ExactPath {
   // Sends every shard's sums not sent yet; unless `stream`, none was sent,
   // and all are checked to be finite first.
   Status SendAll(bool stream, protocol::SparsePacketMeta meta);
-  // Whether every server takes keys in hash order
-  // (ClusterInfo.keys_in_hash_order).
+  // How keys go to this table's servers: as hashes of fixed-width deltas
+  // when every server decodes those (ClusterInfo.fixed_hash_deltas), as
+  // hashes in varints when every server takes hash order
+  // (ClusterInfo.keys_in_hash_order), else by key.
+  protocol::IndexEncoding KeyEncoding() const;
+  // Whether every server takes keys in hash order.
   bool AllTakeHashOrder() const;
-  // How hashes go to servers that take them: as deltas of one width when
-  // every server decodes those (ClusterInfo.fixed_hash_deltas), else as
-  // varints.
-  protocol::IndexEncoding HashEncoding() const;
   // A pull in hash order (see Pull).
   Status PullInHashOrder(std::span<const uint64_t> keys, std::span<float> out);
   // A pull of keys as given: rows into `out` in the keys' order.

@@ -104,13 +104,11 @@ constexpr uint64_t kFixedDeltasHead = 9;
 
 // Where the packets end, as CutPackets for rows: a packet grows key by key
 // while it fits; int8 packets end only where the values so far fill whole
-// blocks. For kKeyHashFixedDeltas, *widths gets each packet's delta width
-// (else it is left empty).
+// blocks.
 StatusOr<size_t> CutKeyedPackets(const SparsePacketMeta& meta,
                                  std::span<const uint64_t> keys,
                                  size_t max_packet_bytes,
-                                 std::vector<EncodedPacket>* packets,
-                                 std::vector<uint8_t>* widths) {
+                                 std::vector<EncodedPacket>* packets) {
   const uint64_t dim = meta.row_dim;
   const size_t n = keys.size();
   const bool int8 = meta.value_type == ValueType::kInt8;
@@ -125,11 +123,9 @@ StatusOr<size_t> CutKeyedPackets(const SparsePacketMeta& meta,
   const uint64_t limit = std::min<uint64_t>(
       max_packet_bytes, kSparsePacketHeaderBytes + uint64_t{UINT32_MAX} - 3);
   size_t total = 0;
-  widths->clear();
   for (size_t start = 0; start < n;) {
     uint64_t index_bytes = 0, good_size = 0, max_delta = 0;
     size_t good_end = start;
-    uint32_t good_width = 1;
     for (size_t end = start; end < n && end - start < UINT32_MAX; ++end) {
       const uint64_t delta =
           end == start ? keys[end] : keys[end] - keys[end - 1];
@@ -147,23 +143,26 @@ StatusOr<size_t> CutKeyedPackets(const SparsePacketMeta& meta,
       if (!int8 || end + 1 == n || ((end + 1) * dim) % meta.int8_block == 0) {
         good_end = end + 1;
         good_size = size;
-        good_width = FixedDeltaWidth(max_delta);
       }
     }
     PS_RETURN_IF_ERROR(AddCutPacket(meta, max_packet_bytes, "key", start,
                                     good_end, good_size, &total, packets));
-    if (fixed) widths->push_back(static_cast<uint8_t>(good_width));
     start = good_end;
   }
   return total;
 }
 
 // Writes the index section of a kKeyHashFixedDeltas packet of `hashes` at
-// `w`, deltas of `width` bytes; returns where it ends. A delta with 8
-// bytes of room goes in one store (the bytes past it are overwritten by
-// what follows).
-uint8_t* PutFixedDeltas(std::span<const uint64_t> hashes, uint32_t width,
-                        uint8_t* w, const uint8_t* end) {
+// `w`, in the width of their largest delta (as CutKeyedPackets counted
+// it); returns where it ends. A delta with 8 bytes of room goes in one
+// store (the bytes past it are overwritten by what follows).
+uint8_t* PutFixedDeltas(std::span<const uint64_t> hashes, uint8_t* w,
+                        const uint8_t* end) {
+  uint64_t max_delta = 0;
+  for (size_t i = 1; i < hashes.size(); ++i) {
+    max_delta = std::max(max_delta, hashes[i] - hashes[i - 1]);
+  }
+  const uint32_t width = FixedDeltaWidth(max_delta);
   *w++ = static_cast<uint8_t>(width);
   std::memcpy(w, &hashes[0], 8);
   w += 8;
@@ -189,21 +188,18 @@ Status EncodeKeyedInto(const SparsePacketMeta& meta,
                              Num(i) + ": " + Num(keys[i - 1]) + " then " +
                              Num(keys[i]));
   }
-  std::vector<uint8_t> widths;
-  PS_ASSIGN_OR_RETURN(
-      const size_t total,
-      CutKeyedPackets(meta, keys, max_packet_bytes, packets, &widths));
+  PS_ASSIGN_OR_RETURN(const size_t total,
+                      CutKeyedPackets(meta, keys, max_packet_bytes, packets));
   for (EncodedPacket& pk : *packets) pk.offset += headroom;
   out->resize(headroom + total);
   const uint8_t* const out_end = out->data() + out->size();
-  for (size_t k = 0; k < packets->size(); ++k) {
-    const EncodedPacket& pk = (*packets)[k];
+  const bool fixed = meta.index_encoding == IndexEncoding::kKeyHashFixedDeltas;
+  for (const EncodedPacket& pk : *packets) {
     uint8_t* p = out->data() + pk.offset;
     uint8_t* idx = p + kSparsePacketHeaderBytes;
     uint8_t* w = idx;
-    if (!widths.empty()) {
-      w = PutFixedDeltas(keys.subspan(pk.first_row, pk.row_count), widths[k], w,
-                         out_end);
+    if (fixed) {
+      w = PutFixedDeltas(keys.subspan(pk.first_row, pk.row_count), w, out_end);
     } else {
       uint64_t prev = 0;
       for (uint32_t i = 0; i < pk.row_count; ++i) {

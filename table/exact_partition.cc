@@ -127,36 +127,37 @@ bool ExactPartition::TryRetireOldest() {
   return true;
 }
 
+uint32_t ExactPartition::OldestOfWholeWindow(size_t first) const {
+  // Without a branch a row: the common case at the bound.
+  const RowRecord* r = rows_.data() + first;
+  bool all_candidates = true;
+  uint32_t best = static_cast<uint32_t>(first), best_age = AgeOf(r[0]);
+  for (size_t j = 0; j < kVictimWindow; ++j) {
+    all_candidates &= (r[j].use != 0) & !Pinned(r[j]);
+    const uint32_t age = AgeOf(r[j]);
+    const bool older = age > best_age;
+    best = older ? static_cast<uint32_t>(first + j) : best;
+    best_age = older ? age : best_age;
+  }
+  return all_candidates ? best : kNoRow;
+}
+
 uint32_t ExactPartition::PickVictim() const {
   const size_t n = rows_.size();
-  uint32_t best = kNoRow, best_age = 0;
-  size_t compared = 0;
   size_t i = victim_hand_ < n ? victim_hand_ : 0;
-  // The common case at the bound, without a branch a row: the window's
-  // rows lie before the end and are all in use and not pinned.
   if (i + kVictimWindow <= n) {
-    const RowRecord* r = rows_.data() + i;
-    bool all_candidates = true;
-    best = static_cast<uint32_t>(i);
-    best_age = (use_clock_ - r[0].use) & kUseMask;
-    for (size_t j = 0; j < kVictimWindow; ++j) {
-      all_candidates &= (r[j].use != 0) & !Pinned(r[j]);
-      const uint32_t age = (use_clock_ - r[j].use) & kUseMask;
-      const bool older = age > best_age;
-      best = older ? static_cast<uint32_t>(i + j) : best;
-      best_age = older ? age : best_age;
-    }
-    if (all_candidates) return best;
-    best = kNoRow;
-    best_age = 0;
+    const uint32_t oldest = OldestOfWholeWindow(i);
+    if (oldest != kNoRow) return oldest;
   }
   // At most one round: free and pinned rows are passed over.
+  uint32_t best = kNoRow, best_age = 0;
+  size_t compared = 0;
   for (size_t visited = 0; visited < n && compared < kVictimWindow;
        ++visited, i = i + 1 == n ? 0 : i + 1) {
     const RowRecord& r = rows_[i];
     if (r.use == 0 || Pinned(r)) continue;
     ++compared;
-    const uint32_t age = (use_clock_ - r.use) & kUseMask;
+    const uint32_t age = AgeOf(r);
     if (best == kNoRow || age > best_age) {
       best = static_cast<uint32_t>(i);
       best_age = age;

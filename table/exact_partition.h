@@ -390,6 +390,14 @@ class ExactPartition {
   // The least recently used of the next kVictimWindow rows in use and not
   // pinned from hand_, or kNoRow.
   uint32_t PickVictim() const;
+  // PickVictim's common case: the least recently used of the
+  // kVictimWindow rows from `first` (all before the end), or kNoRow when
+  // one of them is free or pinned.
+  uint32_t OldestOfWholeWindow(size_t first) const;
+  // Uses of the partition since the row's last one.
+  uint32_t AgeOf(const RowRecord& r) const {
+    return (use_clock_ - r.use) & kUseMask;
+  }
 
   uint32_t AllocateRow(uint64_t key, uint64_t hash);  // kNoRow when none
   // Room for `rows` rows in every per-row array: when they have less, for
