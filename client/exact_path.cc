@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "base/append_row.h"
 #include "client/key_order.h"
 #include "client/push_shape.h"
 #include "client/sorted_sums.h"
@@ -77,7 +78,7 @@ Status ExactPath::PushDistinct(std::span<const uint64_t> keys,
     const float* g = grads.data() + i * dim;
     float* sum = sums.data() + size_t{distinct.Insert(keys[i])} * dim;
     if (sum == sums.data() + sums.size()) {  // a new key
-      for (uint32_t j = 0; j < dim; ++j) sums.push_back(g[j]);
+      AppendRow(g, dim, &sums);
     } else {
       for (uint32_t j = 0; j < dim; ++j) sum[j] += g[j];
     }
@@ -95,13 +96,16 @@ void ExactPath::AddSums(std::span<const KeyPosition> sorted,
                         ShardOf shard_of) const {
   // Sorted by key, then by position: a key's gradients are summed in the
   // order they were given. Read back in key order, each is a cache miss:
-  // those of the pair kPrefetchAhead on are loaded while this one is added.
+  // those of the pair kPrefetchAhead on are loaded while this one is added,
+  // its first and its last line (a row of 16 floats mostly spans two).
   constexpr size_t kPrefetchAhead = 16;
   const uint32_t dim = spec_.dim();
   const float* g = grads.data();
   for (size_t i = 0; i < sorted.size(); ++i) {
     if (!carried && i + kPrefetchAhead < sorted.size()) {
-      __builtin_prefetch(g + size_t{sorted[i + kPrefetchAhead].second} * dim);
+      const float* row = g + size_t{sorted[i + kPrefetchAhead].second} * dim;
+      __builtin_prefetch(row);
+      __builtin_prefetch(row + dim - 1);
     }
     const auto& [key, second] = sorted[i];
     const float value = std::bit_cast<float>(second);

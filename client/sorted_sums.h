@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/append_row.h"
+
 namespace ps::worker {
 
 // Adds gradient `g` (dim floats) of `id` to (ids, sums), which hold one
@@ -19,9 +21,7 @@ inline void AddToSortedSums(Id id, const float* g, uint32_t dim,
                             std::vector<Id>* ids, std::vector<float>* sums) {
   if (ids->empty() || ids->back() != id) {
     ids->push_back(id);
-    // Float by float: a range insert is a call to memmove per id, which
-    // cost more than the copy of a few floats (a sixth of a push's time).
-    for (uint32_t j = 0; j < dim; ++j) sums->push_back(g[j]);
+    AppendRow(g, dim, sums);
     return;
   }
   float* sum = sums->data() + sums->size() - dim;

@@ -48,6 +48,7 @@
 #include <span>
 #include <vector>
 
+#include "base/append_row.h"
 #include "base/growing_array.h"
 #include "base/status.h"
 #include "base/status_or.h"
@@ -528,8 +529,7 @@ Status ExactPartition::Apply(uint64_t step, uint32_t now_s,
     Touch(row, step, now_s);
     apply_rows_.push_back(row);
     const float* g = in.values.data() + uint64_t{at} * dim_;
-    // Float by float: a range insert would call memmove per key.
-    for (uint32_t j = 0; j < dim_; ++j) apply_grads_.push_back(g[j]);
+    AppendRow(g, dim_, &apply_grads_);
   };
   auto flush = [&] {
     if (apply_rows_.empty()) return Status::OK();
