@@ -181,17 +181,20 @@ StatusOr<bool> LookupChannel::Ongoing::Advance() {
                          .WithContext(o.server + ": lookup rows"));
   if (!positions_.empty()) {
     const uint32_t* at = positions_.data() + c.first;
-    if (dim_ == 1) {
-      // Positions of a pull in hash order lie at random: each store
-      // misses, so the lines kAhead on are fetched meanwhile (pulls of 10M
-      // keys 49.7 against 48.2 M keys/s without, medians of 3: a little).
-      constexpr size_t kAhead = 16;
-      for (size_t j = 0; j < c.count; ++j) {
-        if (j + kAhead < c.count) __builtin_prefetch(out_ + at[j + kAhead], 1);
-        out_[at[j]] = rows[j];
+    // Positions of a pull in hash order lie at random: each store misses,
+    // so the lines of the row kAhead on are fetched meanwhile (its first
+    // and last: a row of 16 floats mostly spans two). Pulls of 10M keys of
+    // one float: 49.7 against 48.2 M keys/s without, medians of 3.
+    constexpr size_t kAhead = 16;
+    for (size_t j = 0; j < c.count; ++j) {
+      if (j + kAhead < c.count) {
+        float* const ahead = out_ + size_t{at[j + kAhead]} * dim_;
+        __builtin_prefetch(ahead, 1);
+        __builtin_prefetch(ahead + dim_ - 1, 1);
       }
-    } else {
-      for (size_t j = 0; j < c.count; ++j) {
+      if (dim_ == 1) {
+        out_[at[j]] = rows[j];
+      } else {
         std::memcpy(out_ + size_t{at[j]} * dim_, rows + j * dim_, row_bytes);
       }
     }
