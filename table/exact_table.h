@@ -127,13 +127,17 @@ class ExactTable final : public Table {
     std::optional<IndexSpares::Sizes> index_spares = IndexSpares::kDefaultSizes;
   };
   static constexpr int kMaxThreads = 4;
-  // An ApplyKeys or ReadKeys of at least this many keys splits its
+  // An ApplyKeys or ReadKeys of at least this many keys of one float, or
+  // as many bytes of keys and rows (8 bytes a key, 4 a float), splits its
   // partitions (applies) or chunks of keys (reads) over the table's
   // threads when no other call is using them; smaller calls, calls that
   // find them busy, and every call of a table with a disk tier (whose
   // moves are bound by the disk) run on the calling thread alone. One
   // apply thread then keeps every core busy with one worker's pushes and
   // pulls; with many apply threads the calls find the helpers busy.
+  // Counted in bytes because a push's packet (256 KiB) holds ~3,600 keys
+  // of 16 floats: counted in keys, every such push was applied by one
+  // thread while the other cores idled.
   static constexpr size_t kParallelKeys = 8192;
 
   // kInvalidArgument for a spec that is not a valid EXACT table (or a
@@ -201,7 +205,8 @@ class ExactTable final : public Table {
   ExactTable(const proto::TableSpec& spec, SecondsClock clock,
              std::unique_ptr<ColdRowStore> cold, int threads,
              std::optional<IndexSpares::Sizes> index_spares);
-  // fn over [0, n): when `keys` >= kParallelKeys, the table has no disk
+  // fn over [0, n): when `keys` keys and their rows are as many bytes as
+  // kParallelKeys keys of one float (or more), the table has no disk
   // tier and the helpers are free, as fn(i, i + 1) for each item, the
   // items claimed one at a time by the helpers and this thread; else as
   // fn(0, n) on this thread. Returns the failure of the first item (in
