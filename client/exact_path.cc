@@ -37,14 +37,8 @@ Status ExactPath::Push(std::span<const uint64_t> keys,
   // gradients), each shard's keys go out in pieces as they are summed, and
   // the server applies the first while the rest is summed; else every sum
   // is made and checked first.
-  float largest = 0;
-  for (const float g : grads) {
-    const float a = std::fabs(g);
-    if (!(a <= largest)) {  // larger, or NaN
-      if (!std::isfinite(a)) return NonFinite();
-      largest = a;
-    }
-  }
+  const float largest = kernels::LargestMagnitude(grads.data(), grads.size());
+  if (!std::isfinite(largest)) return NonFinite();
   const bool stream =
       largest < std::numeric_limits<float>::max() / 2 / (keys.size() + 1);
   protocol::SparsePacketMeta meta;

@@ -84,6 +84,20 @@ bool AllFinite(const float* v, size_t n) {
   return bad == 0;
 }
 
+float LargestMagnitude(const float* v, size_t n) {
+  // Non-negative as int32 once the sign is cleared: a signed max, which
+  // SSE2 can do in vectors too.
+  int32_t most = 0;
+  for (size_t i = 0; i < n; ++i) {
+    int32_t bits;
+    std::memcpy(&bits, v + i, 4);
+    most = std::max(most, bits & 0x7fffffff);
+  }
+  float largest;
+  std::memcpy(&largest, &most, 4);
+  return largest;
+}
+
 Status CheckInt8Section(uint32_t int8_block, const uint8_t* section,
                         uint64_t total_values) {
   uint64_t blocks = Int8BlockCount(total_values, int8_block);

@@ -30,6 +30,14 @@ void ReadValueRange(ValueType type, uint32_t int8_block, const uint8_t* section,
 // True when every float is finite (one pass the compiler vectorizes).
 bool AllFinite(const float* v, size_t n);
 
+// The largest |v[i]| (0 for none), not finite when some v[i] is not: a NaN
+// when one is a NaN, else infinity when one is infinite. One pass the
+// compiler vectorizes, a max over |x|'s bits as integers (which order as
+// |x| does, those of infinities and NaNs above every finite one's): a
+// loop over the floats that branched on each new largest and on
+// isfinite took 1.35 ns a float, this one 0.75 (160M floats).
+float LargestMagnitude(const float* v, size_t n);
+
 // Checks an int8 section of `total_values` values: every scale finite and
 // >= 0, no value -128 (the encoder uses [-127, 127]). Corruption otherwise.
 Status CheckInt8Section(uint32_t int8_block, const uint8_t* section,
