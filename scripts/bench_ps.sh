@@ -30,6 +30,9 @@
 #       HASHED table bench1 in this run; ratio = EXACT / HASHED. The EXACT
 #       run must read back what was pushed for at least 99% of the keys
 #       (exact_pull_hit_10M_*; a HASHED table's colliding keys share rows).
+#   exact_{insert,pull,push_resident}_10M_dim16_shm: the same with rows of
+#       16 floats (sgd), against a HASHED table of 16M rows of 16 floats in
+#       this run: the widths recommenders train.
 #   exact_{pull,push_resident}_10M_shm_vs_pslite: the EXACT figures against
 #       the ps-lite peer of the push_10M rows.
 #   exact_train_{push,pull}_{p50,p99}_ms (shm): 500 steps of 1,000 examples
@@ -236,6 +239,24 @@ for transport in shm tcp; do
     rows+="row $row \"M keys/s\" ${m}_resident_mkeys_per_s_exact_resident_$c ${m}_resident_mkeys_per_s_hashed_resident_$c higher HASHED table, same run"$'\n'
   done
 done
+# The same at 16 floats a row, shm.
+table "$work/hashed16.tables" hashed16 16777216 16
+sed 's/dim: 1 /dim: 16 /' "$work/exact1.tables" >"$work/exact16.tables"
+for kind in exact hashed; do
+  tab=exact1
+  [ "$kind" = hashed ] && tab=hashed16
+  run "${kind}16_resident_$label" 1 1 shm "$work/${kind}16.tables" "$tab" 16 \
+    --mode=resident --iterations="$iters" --keys="$keys"
+done
+hit=$(awk -v s="verify_hit_fraction_exact16_resident_$label" '$1 == s { print $2 }' "$work/results")
+if ! awk -v h="$hit" 'BEGIN { exit !(h >= 0.99) }'; then
+  echo "bench_ps: the EXACT table of 16 floats read back what was pushed for only $hit of the keys; want >= 0.99" >&2
+  exit 1
+fi
+c="${label}_dim16_shm"
+rows+="row exact_insert_$c \"M keys/s\" insert_mkeys_per_s_exact16_resident_$label insert_mkeys_per_s_hashed16_resident_$label higher HASHED table, same run"$'\n'
+rows+="row exact_pull_$c \"M keys/s\" pull_resident_mkeys_per_s_exact16_resident_$label pull_resident_mkeys_per_s_hashed16_resident_$label higher HASHED table, same run"$'\n'
+rows+="row exact_push_resident_$c \"M keys/s\" push_resident_mkeys_per_s_exact16_resident_$label push_resident_mkeys_per_s_hashed16_resident_$label higher HASHED table, same run"$'\n'
 # Fresh keys into an EXACT table at its memory bound, each taking an old
 # key's row, against the HASHED push of the same key count above.
 cat >"$work/exact_bound.tables" <<TABLES
