@@ -38,7 +38,7 @@ bench_option() {
     *) return 1 ;;
   esac
 }
-bench_parse bench_ckpt 2,30 "$@"
+bench_parse bench_ckpt "$@"
 [ -n "$build_dir" ] || build_dir="$root/build"
 bench_tools ckpt_bench bench_report ps_ckpt
 for b in bench/ckpt_bench bench/report/bench_report checkpoint/ps_ckpt; do

@@ -35,7 +35,7 @@ bench_option() {
     *) return 1 ;;
   esac
 }
-bench_parse bench_core 2,21 "$@"
+bench_parse bench_core "$@"
 bench_require bench_core ucx_perftest iperf3 python3
 
 bench_scratch

@@ -48,7 +48,7 @@ bench_option() {
     *) return 1 ;;
   esac
 }
-bench_parse bench_device 2,28 "$@"
+bench_parse bench_device "$@"
 
 skip() {
   echo "bench_device: skipped: $1"

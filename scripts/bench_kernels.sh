@@ -15,7 +15,7 @@ set -euo pipefail
 source "$(dirname "$0")/bench_lib.sh"  # sets $root
 reps=5
 bench_option() { case "$1" in --repetitions=*) reps=${1#*=} ;; *) return 1 ;; esac; }
-bench_parse bench_kernels 2,11 "$@"
+bench_parse bench_kernels "$@"
 [ -n "$build_dir" ] || build_dir="$root/build"
 bench_tools detect_bench codec_bench accumulate_bench bench_report
 [ -x "$build_dir/bench/report/bench_report" ] ||

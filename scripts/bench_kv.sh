@@ -43,7 +43,7 @@ bench_option() {
     *) return 1 ;;
   esac
 }
-bench_parse bench_kv 2,37 "$@"
+bench_parse bench_kv "$@"
 bench_require bench_kv ucx_perftest python3
 
 bench_scratch

@@ -1,11 +1,12 @@
 # Sourced by scripts/bench_*.sh: their shared command line and tools. Sets
 # $root, the source tree.
 #
-# bench_parse NAME HELP_LINES "$@"
+# bench_parse NAME "$@"
 #   handles --json FILE, --json=FILE, --build-dir=DIR and -h/--help (prints
-#   lines HELP_LINES of the script, e.g. 2,18); any other argument goes to
-#   the script's bench_option function (return 1: not an option of its own).
-#   Sets $json and $build_dir ("" unless given).
+#   the script's opening comment, its rows and usage: all of it, so that it
+#   cannot fall behind the header as line numbers did); any other argument
+#   goes to the script's bench_option function (return 1: not an option of
+#   its own). Sets $json and $build_dir ("" unless given).
 # bench_tools TARGET...
 #   with no --build-dir, builds TARGETs with scripts/build.sh into build/;
 #   else brings them up to date in that build (configured if new). Sets
@@ -22,15 +23,15 @@
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 bench_parse() {
-  local name=$1 help=$2
-  shift 2
+  local name=$1
+  shift
   json="" build_dir=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --json) json=$2; shift ;;
       --json=*) json=${1#*=} ;;
       --build-dir=*) build_dir=${1#*=} ;;
-      -h|--help) sed -n "${help}p" "$0"; exit 0 ;;
+      -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
       *) bench_option "$1" ||
            { echo "$name: unknown argument '$1'" >&2; exit 2; } ;;
     esac

@@ -97,7 +97,7 @@ bench_option() {
     *) return 1 ;;
   esac
 }
-bench_parse bench_ps 2,55 "$@"
+bench_parse bench_ps "$@"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

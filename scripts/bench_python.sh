@@ -19,7 +19,7 @@ bench_option() {
     *) return 1 ;;
   esac
 }
-bench_parse bench_python 2,12 "$@"
+bench_parse bench_python "$@"
 bench_tools ps_python_native ps_server ps_worker ps_datagen
 PYTHONPATH="$build_dir/python" PS_BUILD_DIR="$build_dir" \
   /usr/bin/python3 "$root/bench/python/ctr_bench.py" "${opts[@]}" \

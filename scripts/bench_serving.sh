@@ -60,7 +60,7 @@ bench_option() {
     *) return 1 ;;
   esac
 }
-bench_parse bench_serving 2,36 "$@"
+bench_parse bench_serving "$@"
 bench_require bench_serving redis-server redis-cli redis-benchmark python3
 bench_tools serving_bench ps_serve bench_report
 for b in bench/serving_bench serving/ps_serve bench/report/bench_report; do

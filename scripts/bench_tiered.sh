@@ -93,7 +93,7 @@ bench_option() {
     *) return 1 ;;
   esac
 }
-bench_parse bench_tiered 2,45 "$@"
+bench_parse bench_tiered "$@"
 [ "$quick" = 1 ] && { keys=1000000 steps=20 warmup_steps=20; }
 [[ "$keys" =~ ^[0-9]+$ && "$keys" -ge 8 ]] ||
   { echo "bench_tiered: --keys must be a whole number >= 8" >&2; exit 2; }

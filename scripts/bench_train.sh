@@ -9,7 +9,7 @@ set -euo pipefail
 source "$(dirname "$0")/bench_lib.sh"  # sets $root
 rows=300000
 bench_option() { case "$1" in --rows=*) rows=${1#*=} ;; *) return 1 ;; esac; }
-bench_parse bench_train 2,7 "$@"
+bench_parse bench_train "$@"
 bench_tools ps_server ps_worker ps_datagen ps_launch bench_report
 bd=$build_dir
 work=$(mktemp -d "${TMPDIR:-/tmp}/ps-bench-train.XXXXXX")
