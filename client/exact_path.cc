@@ -99,7 +99,7 @@ void ExactPath::AddSums(std::span<const KeyPosition> sorted,
     if (!carried && i + kPrefetchAhead < sorted.size()) {
       const float* row = g + size_t{sorted[i + kPrefetchAhead].second} * dim;
       __builtin_prefetch(row);
-      __builtin_prefetch(row + dim - 1);
+      if (dim > 1) __builtin_prefetch(row + dim - 1);
     }
     const auto& [key, second] = sorted[i];
     const float value = std::bit_cast<float>(second);

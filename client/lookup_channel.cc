@@ -190,7 +190,7 @@ StatusOr<bool> LookupChannel::Ongoing::Advance() {
       if (j + kAhead < c.count) {
         float* const ahead = out_ + size_t{at[j + kAhead]} * dim_;
         __builtin_prefetch(ahead, 1);
-        __builtin_prefetch(ahead + dim_ - 1, 1);
+        if (dim_ > 1) __builtin_prefetch(ahead + dim_ - 1, 1);
       }
       if (dim_ == 1) {
         out_[at[j]] = rows[j];

@@ -292,8 +292,8 @@ Status ExactTable::Split(
     size_t n, size_t keys,
     const std::function<Status(size_t, size_t)>& fn) const {
   constexpr size_t kKeyBytes = sizeof(uint64_t);
-  const size_t bytes = keys * (kKeyBytes + sizeof(float) * size_t{dim_});
-  if (helpers_ == nullptr || cold_ != nullptr ||
+  const size_t bytes = keys * (kKeyBytes + sizeof(float) * dim_);
+  if (n < 2 || helpers_ == nullptr || cold_ != nullptr ||
       bytes < kParallelKeys * (kKeyBytes + sizeof(float)) ||
       helpers_busy_.exchange(true, std::memory_order_acquire)) {
     return fn(0, n);

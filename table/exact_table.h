@@ -205,12 +205,12 @@ class ExactTable final : public Table {
   ExactTable(const proto::TableSpec& spec, SecondsClock clock,
              std::unique_ptr<ColdRowStore> cold, int threads,
              std::optional<IndexSpares::Sizes> index_spares);
-  // fn over [0, n): when `keys` keys and their rows are as many bytes as
-  // kParallelKeys keys of one float (or more), the table has no disk
-  // tier and the helpers are free, as fn(i, i + 1) for each item, the
-  // items claimed one at a time by the helpers and this thread; else as
-  // fn(0, n) on this thread. Returns the failure of the first item (in
-  // item order) that failed.
+  // fn over [0, n): when there are two items or more, `keys` keys and their
+  // rows are as many bytes as kParallelKeys keys of one float (or more),
+  // the table has no disk tier and the helpers are free, as fn(i, i + 1)
+  // for each item, the items claimed one at a time by the helpers and this
+  // thread; else as fn(0, n) on this thread. Returns the failure of the
+  // first item (in item order) that failed.
   Status Split(size_t n, size_t keys,
                const std::function<Status(size_t, size_t)>& fn) const;
   // ReadKeys for keys [from, to) of the pull (whole chunks but the last).

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <vector>
 
@@ -14,8 +15,9 @@ namespace {
 
 TEST(LargestMagnitudeTest, IsTheLargestAbsoluteValue) {
   EXPECT_EQ(LargestMagnitude(nullptr, 0), 0.0f);
-  const std::vector<float> zeros = {0.0f, -0.0f};
+  const std::vector<float> zeros = {-0.0f, 0.0f, -0.0f};
   EXPECT_EQ(LargestMagnitude(zeros.data(), zeros.size()), 0.0f);
+  EXPECT_FALSE(std::signbit(LargestMagnitude(zeros.data(), zeros.size())));
   const float kMax = std::numeric_limits<float>::max();
   const float kTiny = std::numeric_limits<float>::denorm_min();
   for (size_t n = 1; n <= 70; ++n) {

@@ -5,7 +5,8 @@
 // Every row read must be whole (each push adds {1, 2}: a row is {n, 2n}),
 // and at the end every writer's key holds exactly its pushes: no update is
 // lost or applied twice, whatever the partitions' interleaving. Calls of
-// kParallelKeys keys or more split over the table's threads: their results
+// kParallelKeys keys of one float or more (as many bytes of keys and rows:
+// fewer keys of wider rows) split over the table's threads: their results
 // equal a table's that runs them on one thread, and under concurrent
 // callers no update is lost. Key indexes that grow into arrays made ahead
 // by the table's spares thread (table/index_spares.h) lose no key and show
