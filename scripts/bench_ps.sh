@@ -118,13 +118,29 @@ TABLES
 }
 table "$work/bench1.tables" bench1 16777216 1
 table "$work/bench16.tables" bench16 2097152 16
-# An EXACT table as the issue that brought keyed pushes measured it: every
-# key admitted at its first push, room for every fresh key of the run.
-cat >"$work/exact1.tables" <<TABLES
-table { id: 1 name: "exact1" kind: EXACT dim: 1 capacity: 16777216
+# exact_table FILE NAME ROWS DIM: a tables file holding one EXACT sgd table
+# as the issue that brought keyed pushes measured it: every key admitted at
+# its first push, room for ROWS rows.
+exact_table() {
+  cat >"$1" <<TABLES
+table { id: 1 name: "$2" kind: EXACT dim: $4 capacity: $3
         admit_after_pushes: 1
         optimizer { name: "sgd" learning_rate: 0.01 } }
 TABLES
+}
+# Room for every fresh key of the run.
+exact_table "$work/exact1.tables" exact1 16777216 1
+
+# check_hit RUN WHAT: exits unless the EXACT resident run RUN read back what
+# was pushed for at least 99% of its keys.
+check_hit() {
+  local hit
+  hit=$(awk -v s="verify_hit_fraction_$1" '$1 == s { print $2 }' "$work/results")
+  if ! awk -v h="$hit" 'BEGIN { exit !(h >= 0.99) }'; then
+    echo "bench_ps: the EXACT table read back what was pushed for only $hit of the keys ($2); want >= 0.99" >&2
+    exit 1
+  fi
+}
 
 # run NAME SERVERS WORKERS TRANSPORT TABLES TABLE DIM ARGS...: one cluster
 # with ps_bench as its workers (ARGS are more ps_bench flags); appends
@@ -226,11 +242,7 @@ for transport in shm tcp; do
       "$tab" 1 --mode=resident --iterations="$iters" --keys="$keys"
   done
   c="${label}_$transport"
-  hit=$(awk -v s="verify_hit_fraction_exact_resident_$c" '$1 == s { print $2 }' "$work/results")
-  if ! awk -v h="$hit" 'BEGIN { exit !(h >= 0.99) }'; then
-    echo "bench_ps: the EXACT table read back what was pushed for only $hit of the keys ($transport); want >= 0.99" >&2
-    exit 1
-  fi
+  check_hit "exact_resident_$c" "$transport"
   rows+="row exact_pull_hit_$c fraction verify_hit_fraction_exact_resident_$c verify_hit_fraction_hashed_resident_$c higher HASHED table, same run"$'\n'
   rows+="row exact_insert_$c \"M keys/s\" insert_mkeys_per_s_exact_resident_$c insert_mkeys_per_s_hashed_resident_$c higher HASHED table, same run"$'\n'
   for m in pull push; do
@@ -241,29 +253,19 @@ for transport in shm tcp; do
 done
 # The same at 16 floats a row, shm.
 table "$work/hashed16.tables" hashed16 16777216 16
-sed 's/dim: 1 /dim: 16 /' "$work/exact1.tables" >"$work/exact16.tables"
+exact_table "$work/exact16.tables" exact16 16777216 16
 for kind in exact hashed; do
-  tab=exact1
-  [ "$kind" = hashed ] && tab=hashed16
-  run "${kind}16_resident_$label" 1 1 shm "$work/${kind}16.tables" "$tab" 16 \
-    --mode=resident --iterations="$iters" --keys="$keys"
+  run "${kind}16_resident_$label" 1 1 shm "$work/${kind}16.tables" \
+    "${kind}16" 16 --mode=resident --iterations="$iters" --keys="$keys"
 done
-hit=$(awk -v s="verify_hit_fraction_exact16_resident_$label" '$1 == s { print $2 }' "$work/results")
-if ! awk -v h="$hit" 'BEGIN { exit !(h >= 0.99) }'; then
-  echo "bench_ps: the EXACT table of 16 floats read back what was pushed for only $hit of the keys; want >= 0.99" >&2
-  exit 1
-fi
+check_hit "exact16_resident_$label" "16 floats a row"
 c="${label}_dim16_shm"
 rows+="row exact_insert_$c \"M keys/s\" insert_mkeys_per_s_exact16_resident_$label insert_mkeys_per_s_hashed16_resident_$label higher HASHED table, same run"$'\n'
 rows+="row exact_pull_$c \"M keys/s\" pull_resident_mkeys_per_s_exact16_resident_$label pull_resident_mkeys_per_s_hashed16_resident_$label higher HASHED table, same run"$'\n'
 rows+="row exact_push_resident_$c \"M keys/s\" push_resident_mkeys_per_s_exact16_resident_$label push_resident_mkeys_per_s_hashed16_resident_$label higher HASHED table, same run"$'\n'
 # Fresh keys into an EXACT table at its memory bound, each taking an old
 # key's row, against the HASHED push of the same key count above.
-cat >"$work/exact_bound.tables" <<TABLES
-table { id: 1 name: "exact1" kind: EXACT dim: 1 capacity: $((keys * 3 / 2))
-        admit_after_pushes: 1
-        optimizer { name: "sgd" learning_rate: 0.01 } }
-TABLES
+exact_table "$work/exact_bound.tables" exact1 $((keys * 3 / 2)) 1
 run "exact_bound_$label" 1 1 shm "$work/exact_bound.tables" exact1 1 \
   --mode=push --iterations="$iters" --keys="$keys"
 rows+="row exact_push_at_bound_${label}_shm \"M keys/s\" push_mkeys_per_s_exact_bound_$label push_mkeys_per_s_${label}_dim1_1srv_shm higher HASHED table, same run"$'\n'

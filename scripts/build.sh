@@ -19,7 +19,7 @@ for arg in "$@"; do
     --type=*) type=${arg#*=} ;;
     --target=*) targets+=(--target "${arg#*=}") ;;  # only these (default: all)
     --tests=*) tests=${arg#*=} ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "build: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done

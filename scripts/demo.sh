@@ -23,7 +23,7 @@ for arg in "$@"; do
     --model=*) model=${arg#*=} ;;
     --rows=*) rows=${arg#*=} ;;
     --keep) keep=1 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "demo: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done

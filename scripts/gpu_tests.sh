@@ -21,7 +21,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tests='device|cuda|ps_bsp_test|server_process_test'
 programs=(ps_server ps_test_worker device_bench bench_report)
 
-usage() { sed -n '2,19p' "$0"; exit 2; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 2; }
 
 pack() {
   local build_dir="$root/build" tarball

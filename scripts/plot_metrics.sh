@@ -12,7 +12,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 case "${1:-}" in
-  -h|--help|"") sed -n '2,11p' "$0"; [ -n "${1:-}" ] && exit 0; exit 2 ;;
+  -h|--help|"") awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; [ -n "${1:-}" ] && exit 0; exit 2 ;;
 esac
 [ $# -le 2 ] || { echo "plot_metrics: too many arguments (see --help)" >&2; exit 2; }
 src=$1

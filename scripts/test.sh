@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
     --all) all=1 ;;
     --acceptance) acceptance=1 ;;
     --) shift; ctest_args=("$@"); break ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "test: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift

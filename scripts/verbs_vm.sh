@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
     --ci) ci=1 ;;
     --filter=*) filter=${1#*=} ;;
     --rounds=*) bench_rounds=${1#*=} ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "verbs_vm: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
