@@ -35,7 +35,9 @@ bool AllFinite(const float* v, size_t n);
 // compiler vectorizes, a max over |x|'s bits as integers (which order as
 // |x| does, those of infinities and NaNs above every finite one's): a
 // loop over the floats that branched on each new largest and on
-// isfinite took 1.35 ns a float, this one 0.75 (160M floats).
+// isfinite took 1.35 ns a float, this one 0.75 (160M floats). AllFinite
+// keeps its own loop: on a packet's values in cache its or of compares
+// takes 0.23 ns a float, this max 0.38 (SSE2 has no 32-bit max).
 float LargestMagnitude(const float* v, size_t n);
 
 // Checks an int8 section of `total_values` values: every scale finite and

@@ -21,6 +21,7 @@
 #   adds the pids of its background processes to: at exit (or on INT/TERM)
 #   they are killed and the folder removed.
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$root/scripts/help_lib.sh"
 
 bench_parse() {
   local name=$1
@@ -31,7 +32,7 @@ bench_parse() {
       --json) json=$2; shift ;;
       --json=*) json=${1#*=} ;;
       --build-dir=*) build_dir=${1#*=} ;;
-      -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+      -h|--help) script_help; exit 0 ;;
       *) bench_option "$1" ||
            { echo "$name: unknown argument '$1'" >&2; exit 2; } ;;
     esac

@@ -10,6 +10,7 @@
 # folder configured earlier keeps its generator. Prints the build directory
 # on its last line.
 set -euo pipefail
+source "$(dirname "$0")/help_lib.sh"  # script_help
 root=$(cd "$(dirname "$0")/.." && pwd)
 sanitize="" build_dir="" type=Release targets=() tests=""
 for arg in "$@"; do
@@ -19,7 +20,7 @@ for arg in "$@"; do
     --type=*) type=${arg#*=} ;;
     --target=*) targets+=(--target "${arg#*=}") ;;  # only these (default: all)
     --tests=*) tests=${arg#*=} ;;
-    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h|--help) script_help; exit 0 ;;
     *) echo "build: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done

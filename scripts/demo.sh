@@ -15,6 +15,7 @@
 #     --keep    keep the data and logs (their folder is printed)
 #   PS_BUILD_DIR=DIR builds there instead of build/.
 set -euo pipefail
+source "$(dirname "$0")/help_lib.sh"  # script_help
 root=$(cd "$(dirname "$0")/.." && pwd)
 model=fm rows=1000000 keep=0
 for arg in "$@"; do
@@ -23,7 +24,7 @@ for arg in "$@"; do
     --model=*) model=${arg#*=} ;;
     --rows=*) rows=${arg#*=} ;;
     --keep) keep=1 ;;
-    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h|--help) script_help; exit 0 ;;
     *) echo "demo: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done

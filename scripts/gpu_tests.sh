@@ -17,11 +17,12 @@
 #     Exits 1 when a test fails or skips: ctest counts a skipped GoogleTest
 #     as passed, and on a GPU machine none of these may skip.
 set -euo pipefail
+source "$(dirname "$0")/help_lib.sh"  # script_help
 root=$(cd "$(dirname "$0")/.." && pwd)
 tests='device|cuda|ps_bsp_test|server_process_test'
 programs=(ps_server ps_test_worker device_bench bench_report)
 
-usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 2; }
+usage() { script_help; exit 2; }
 
 pack() {
   local build_dir="$root/build" tarball

@@ -10,9 +10,10 @@
 # Exit status: 0 drawn, 1 failed (no usable line, gnuplot missing or
 # failing), 2 bad usage.
 set -euo pipefail
+source "$(dirname "$0")/help_lib.sh"  # script_help
 here=$(cd "$(dirname "$0")" && pwd)
 case "${1:-}" in
-  -h|--help|"") awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; [ -n "${1:-}" ] && exit 0; exit 2 ;;
+  -h|--help|"") script_help; [ -n "${1:-}" ] && exit 0; exit 2 ;;
 esac
 [ $# -le 2 ] || { echo "plot_metrics: too many arguments (see --help)" >&2; exit 2; }
 src=$1

@@ -52,8 +52,9 @@
 # returns to the newest complete checkpoint and the ps_worker processes
 # resume at its step and data position.
 set -euo pipefail
+source "$(dirname "$0")/help_lib.sh"  # script_help
 root=$(cd "$(dirname "$0")/.." && pwd)
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+usage() { script_help; }
 
 # Only --build_dir is looked at here: it says where ps_launch is.
 build_dir="$root/build"

@@ -14,13 +14,14 @@
 # removed. Exit code 0 when everything stopped on SIGTERM, 1 if something
 # had to be killed.
 set -euo pipefail
+source "$(dirname "$0")/help_lib.sh"  # script_help
 root=$(cd "$(dirname "$0")/.." && pwd)
 timeout=20 run_dir="" build_dir="$root/build"
 for arg in "$@"; do
   case "$arg" in
     --timeout=*) timeout=${arg#*=} ;;
     --build_dir=*) build_dir=${arg#*=} ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) script_help; exit 0 ;;
     -*) echo "stop_cluster: unknown option '$arg'" >&2; exit 2 ;;
     *) run_dir=$arg ;;
   esac

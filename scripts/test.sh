@@ -11,6 +11,7 @@
 # wall and CPU time (user+sys of everything it ran) as it ends; a table of
 # all stages and the total closes the run, also when a stage fails.
 set -euo pipefail
+source "$(dirname "$0")/help_lib.sh"  # script_help
 root=$(cd "$(dirname "$0")/.." && pwd)
 sanitize="" all=0 acceptance=0 ctest_args=()
 while [ $# -gt 0 ]; do
@@ -19,7 +20,7 @@ while [ $# -gt 0 ]; do
     --all) all=1 ;;
     --acceptance) acceptance=1 ;;
     --) shift; ctest_args=("$@"); break ;;
-    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h|--help) script_help; exit 0 ;;
     *) echo "test: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift

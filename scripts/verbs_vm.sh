@@ -21,6 +21,7 @@
 #   scripts/verbs_vm.sh --check                  exit 0 if a guest can be run
 # Exit status: the tests' (0 = pass); 125/124 = the VM failed / timed out.
 set -euo pipefail
+source "$(dirname "$0")/help_lib.sh"  # script_help
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=$root/build mode=suite json="" results="" filter='*/verbs' ci=0
 bench_rounds=3
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
     --ci) ci=1 ;;
     --filter=*) filter=${1#*=} ;;
     --rounds=*) bench_rounds=${1#*=} ;;
-    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h|--help) script_help; exit 0 ;;
     *) echo "verbs_vm: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
